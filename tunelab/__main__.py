@@ -1,0 +1,3 @@
+from tunelab.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,45 @@
+"""One root exception for everything tunelab raises on purpose, with one subclass per concern.
+
+Every message states the rule that was broken, the value that broke it and, where
+possible, what to do about it::
+
+    raise KnobError(f"net.core.somaxconn: value {value!r} is above the maximum 4294967295; "
+                    "choose a level between 0 and 4294967295")
+"""
+from __future__ import annotations
+
+
+class TunelabError(Exception):
+    """Root of every error tunelab raises deliberately; the CLI prints it and exits 2."""
+
+
+class DesignError(TunelabError):
+    """A design file is malformed or asks for something impossible."""
+
+
+class KnobError(TunelabError):
+    """An unknown knob, a value of the wrong type or out of range, or a failed read/write/verify."""
+
+
+class TargetError(TunelabError):
+    """A target could not be set up, reached or commanded."""
+
+
+class LoadError(TunelabError):
+    """A load generator is missing, misconfigured, or produced no usable output."""
+
+
+class ToolMissingError(LoadError, TargetError):
+    """A required system tool (dnsperf, nsd, iperf3, fio, ip, ...) is not installed."""
+
+
+class StoreError(TunelabError):
+    """The trial store is unreadable, locked, or belongs to a different design."""
+
+
+class DataError(TunelabError):
+    """Input data for the statistics is unusable (missing column, non-numeric metric, ...)."""
+
+
+class SafetyError(TunelabError):
+    """A change was refused to protect the machine (e.g. host-global knob without permission)."""

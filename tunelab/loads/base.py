@@ -1,0 +1,82 @@
+"""The Load interface: build a load generator's command and parse its output into one schema."""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+import pandas as pd
+
+from tunelab.registry import Registry
+from tunelab.targets.base import CommandResult
+
+Status = Literal["ok", "flagged", "failed"]
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """One metric a load reports: unit, which direction is better, and a one-line description."""
+
+    unit: str
+    direction: Literal["maximize", "minimize"]
+    description: str = ""
+
+
+@dataclass
+class LoadResult:
+    """The parsed outcome of one measurement.
+
+    ``status`` is ``"ok"``, ``"flagged"`` (usable but suspicious, e.g. achieved far below the
+    requested rate) or ``"failed"`` (no usable measurement); ``reason`` says why for the latter two.
+    ``series`` has one row per second (column ``t_s`` plus metric columns).
+    """
+
+    status: Status
+    reason: str | None
+    metrics: dict[str, float]
+    series: pd.DataFrame = field(default_factory=pd.DataFrame)
+    raw: str = ""
+
+
+class Load(abc.ABC):
+    """Base class of load generators; subclasses are registered in :data:`LOADS`."""
+
+    name: str = "abstract"
+    tools: tuple[str, ...] = ()
+    service: str | None = None
+    runs_on: str = "client"
+    profiles: Mapping[str, Mapping[str, Any]] = {}
+    metrics: Mapping[str, MetricInfo] = {}
+
+    def settings(self, profile: str | None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Merge a named profile with overrides (LoadError for an unknown profile)."""
+        from tunelab.errors import LoadError
+
+        base: dict[str, Any] = {}
+        if profile is not None:
+            if profile not in self.profiles:
+                raise LoadError(f"{self.name}: no load profile {profile!r}; known: {', '.join(sorted(self.profiles))}")
+            base = dict(self.profiles[profile])
+        base.update(overrides or {})
+        return base
+
+    @abc.abstractmethod
+    def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
+        """The argv that runs this load for ``duration_s`` seconds against ``server_address``."""
+
+    @abc.abstractmethod
+    def parse(self, result: CommandResult, settings: Mapping[str, Any], warmup_s: float) -> LoadResult:
+        """Turn the tool's output into a :class:`LoadResult`; never raise on bad output, fail the trial."""
+
+
+LOADS: Registry[type[Load]] = Registry("load generator")
+
+
+def get_load(name: str) -> type[Load]:
+    """Return the load class registered as ``name`` (LoadError listing known ones otherwise)."""
+    from tunelab.errors import LoadError
+
+    try:
+        return LOADS.get(name)
+    except KeyError as exc:
+        raise LoadError(str(exc.args[0])) from None

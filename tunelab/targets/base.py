@@ -1,0 +1,107 @@
+"""The Target interface: where knobs are read and written and where commands run.
+
+A target has named hosts (usually ``"server"``, whose knobs are tuned and which runs the
+service under test, and ``"client"``, which runs the load generator). Everything above this
+layer (knob backends, loads, the runner) talks to a target only through these primitives, so a
+new target (a cloud VM, a container) is one class registered in :data:`TARGETS`.
+
+Commands are always argument lists, never shell strings.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from tunelab.registry import Registry
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command did: its exit status, its output and how long it took."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+class Target(abc.ABC):
+    """Base class for every target; use as a context manager so ``down()`` always runs."""
+
+    name: str = "abstract"
+    hosts: tuple[str, ...] = ("server", "client")
+
+    def up(self) -> None:  # noqa: B027 - optional hook
+        """Create whatever the target needs (namespaces, servers, connections)."""
+
+    def down(self) -> None:  # noqa: B027 - optional hook
+        """Remove everything ``up()`` created; must be safe to call twice."""
+
+    def __enter__(self) -> "Target":
+        self.up()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.down()
+
+    def check_host(self, host: str) -> None:
+        from tunelab.errors import TargetError
+
+        if host not in self.hosts:
+            raise TargetError(f"target {self.name!r} has no host {host!r}; hosts are {', '.join(self.hosts)}")
+
+    @abc.abstractmethod
+    def read_text(self, host: str, path: str) -> str:
+        """Return the text of ``path`` on ``host`` (e.g. a /proc/sys or /sys file)."""
+
+    @abc.abstractmethod
+    def write_text(self, host: str, path: str, text: str) -> None:
+        """Write ``text`` to ``path`` on ``host``."""
+
+    @abc.abstractmethod
+    def run(self, host: str, argv: Sequence[str], timeout_s: float, cpu: int | None = None) -> CommandResult:
+        """Run ``argv`` on ``host``, bounded by ``timeout_s``; optionally pinned to ``cpu``."""
+
+    def address(self, host: str) -> str:
+        """The address the other host reaches ``host`` on."""
+        return "127.0.0.1"
+
+    def start_service(self, name: str) -> None:  # noqa: B027
+        """Start a named service (``"dns"``, ``"iperf3"``) on the server host."""
+
+    def restart_service(self, name: str) -> None:
+        """Restart a named service so settings read at start-up (e.g. listen backlog) apply."""
+        self.start_service(name)
+
+    def has_tool(self, host: str, tool: str) -> bool:
+        import shutil
+
+        return shutil.which(tool) is not None
+
+    def describe(self) -> dict[str, Any]:
+        """Provenance recorded with every trial (kernel, CPU, tool versions, ...)."""
+        return {"target": self.name}
+
+    def foreign_cpu_s(self) -> float:
+        """CPU seconds used by processes that are not ours since the previous call (0 if unknown)."""
+        return 0.0
+
+
+TARGETS: Registry[type[Target]] = Registry("target")
+
+
+def get_target(name: str) -> type[Target]:
+    """Return the target class registered as ``name`` (TargetError listing known ones otherwise)."""
+    from tunelab.errors import TargetError
+
+    try:
+        return TARGETS.get(name)
+    except KeyError as exc:
+        raise TargetError(str(exc.args[0])) from None
