@@ -60,6 +60,10 @@ class Load(abc.ABC):
         base.update(overrides or {})
         return base
 
+    def prepare(self, target: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Write helper files on the host the load runs on; return settings to add (default none)."""
+        return {}
+
     @abc.abstractmethod
     def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
         """The argv that runs this load for ``duration_s`` seconds against ``server_address``."""

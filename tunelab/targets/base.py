@@ -85,6 +85,19 @@ class Target(abc.ABC):
 
         return shutil.which(tool) is not None
 
+    def reset(self) -> None:  # noqa: B027
+        """Return to a clean state between trials (lab: fresh namespaces); no-op by default."""
+
+    def resolve_device(self, device: str) -> str:
+        """Map a symbolic device (``"@disk"``, ``"@link"``) to a real one; other names pass through."""
+        return device
+
+    def is_writable(self, host: str, path: str) -> bool:
+        """Whether ``path`` on ``host`` could be written, checked without writing."""
+        import os
+
+        return os.access(path, os.W_OK)
+
     def describe(self) -> dict[str, Any]:
         """Provenance recorded with every trial (kernel, CPU, tool versions, ...)."""
         return {"target": self.name}

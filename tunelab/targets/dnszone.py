@@ -1,0 +1,27 @@
+"""The DNS zone the lab serves and dnsperf queries, defined once so both sides agree."""
+from __future__ import annotations
+
+ZONE = "tunelab.test."
+DEFAULT_RECORDS = 1000
+
+
+def record_names(n: int = DEFAULT_RECORDS) -> list[str]:
+    """Fully qualified names of the zone's A records: ``r0.tunelab.test.`` ... ``r{n-1}.tunelab.test.``."""
+    return [f"r{i}.{ZONE}" for i in range(n)]
+
+
+def zone_text(n: int = DEFAULT_RECORDS, ttl: int = 3600) -> str:
+    """The zone file: SOA, NS and ``n`` A records in 192.0.2.0/24-style documentation space.
+
+    >>> "r1.tunelab.test." in zone_text(2)
+    True
+    """
+    lines = [
+        f"$ORIGIN {ZONE}",
+        f"$TTL {ttl}",
+        f"@ IN SOA ns.{ZONE} hostmaster.{ZONE} 1 3600 600 86400 60",
+        f"@ IN NS ns.{ZONE}",
+        "ns IN A 198.51.100.1",
+    ]
+    lines += [f"r{i} IN A 198.51.{100 + (i // 256) % 100}.{i % 256}" for i in range(n)]
+    return "\n".join(lines) + "\n"
