@@ -1,0 +1,27 @@
+"""Design files and experimental designs: YAML -> :class:`Design` -> plan DataFrame.
+
+>>> from tunelab.designs import load_design, make_plan, plan_summary   # doctest: +SKIP
+>>> design = load_design("designs/default.yaml")                     # doctest: +SKIP
+>>> plan = make_plan(design)                                         # doctest: +SKIP
+>>> plan_summary(design, plan)["estimated_wall_s"]                   # doctest: +SKIP
+"""
+from tunelab.designs.generators import GENERATORS, Generator, fractional_factorial, hadamard, plackett_burman
+from tunelab.designs.plan import estimated_wall_s, make_plan, plan_records, plan_summary
+from tunelab.designs.schema import (
+    AnalysisSpec,
+    Design,
+    KnobSpec,
+    LoadSpec,
+    MetricSpec,
+    TargetSpec,
+    load_design,
+    load_design_text,
+    parse_design,
+)
+
+__all__ = [
+    "GENERATORS", "Generator", "fractional_factorial", "hadamard", "plackett_burman",
+    "estimated_wall_s", "make_plan", "plan_records", "plan_summary",
+    "AnalysisSpec", "Design", "KnobSpec", "LoadSpec", "MetricSpec", "TargetSpec",
+    "load_design", "load_design_text", "parse_design",
+]

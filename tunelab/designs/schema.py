@@ -1,0 +1,613 @@
+"""The design file (Contract 1): strict YAML parsing into frozen dataclasses.
+
+Every problem becomes one :class:`~tunelab.errors.DesignError` that names the file, the line,
+the key path (``knobs[1].levels[0]``), the rule broken and the value given::
+
+    designs/x.yaml:14: knobs[1].levels[0]: value 'abc' is not an integer ...
+
+Unknown keys (at any level) and duplicate keys are errors, so typos never pass silently.
+Knob levels are validated and canonicalised by the knob catalogue (``knob.validate``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+import yaml
+
+from tunelab.errors import DesignError, KnobError
+
+#: target types of Contract 4 (the targets registry may add more)
+TARGET_TYPES = ("lab", "local", "ssh", "dry-run", "simulator")
+#: load generators of Contract 5 (the loads registry may add more)
+LOAD_GENERATORS = ("dnsperf", "iperf3", "fio", "wrk")
+DIRECTIONS = ("maximize", "minimize")
+CORRECTIONS = ("holm", "bonferroni", "fdr_bh", "none")
+HOSTS = ("server", "client")
+SCALES = ("linear", "log")
+NAME_PATTERN = re.compile(r"^[a-z0-9_-]+$")
+
+TOP_KEYS = ("name", "description", "target", "load", "warmup_s", "measure_s", "metrics", "knobs", "design", "analysis")
+KNOB_KEYS = ("name", "host", "device", "levels", "low", "high", "step", "scale", "n", "baseline")
+
+Path_ = tuple[Any, ...]
+
+
+def _freeze(value: Any) -> Any:
+    """Lists -> tuples and dicts -> read-only mappings, recursively (for frozen dataclasses)."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """The JSON-able form of a frozen value (tuples -> lists, mappings -> dicts)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# dataclasses
+
+
+@dataclass(frozen=True)
+class KnobSpec:
+    """One knob of a design: which knob, on which host/device, and its levels.
+
+    ``levels`` hold canonical values (``knob.validate``); ``low``/``high``/``step``/``scale``
+    keep the numeric range when the file gave one (Latin hypercube samples inside it).
+    ``family``, ``scope``, ``type`` and ``requires_restart`` are copied from the catalogue.
+    """
+
+    name: str
+    host: str
+    device: str | None
+    levels: tuple[Any, ...]
+    baseline: Any
+    family: str
+    scope: str
+    type: str
+    requires_restart: bool
+    low: int | None = None
+    high: int | None = None
+    step: int | None = None
+    scale: str = "linear"
+
+    @property
+    def id(self) -> str:
+        """The plan column name: ``name``, ``name[device]``, plus ``@client`` for client knobs."""
+        base = f"{self.name}[{self.device}]" if self.device else self.name
+        return f"{base}@client" if self.host == "client" else base
+
+    @property
+    def is_range(self) -> bool:
+        return self.low is not None
+
+    @property
+    def alternative(self) -> Any:
+        """The non-baseline level of a two-level knob (coded +1; the baseline is coded -1)."""
+        others = [v for v in self.levels if v != self.baseline]
+        return others[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"id": self.id, "name": self.name, "host": self.host, "device": self.device,
+               "levels": _plain(self.levels), "baseline": _plain(self.baseline),
+               "family": self.family, "scope": self.scope, "type": self.type,
+               "requires_restart": self.requires_restart}
+        if self.is_range:
+            out.update(low=self.low, high=self.high, step=self.step, scale=self.scale)
+        return out
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A response to analyse: its name in the load's metric schema, direction and SESOI (%)."""
+
+    name: str
+    direction: str
+    sesoi_pct: float
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """The load generator, its named profile and overrides of the profile's settings."""
+
+    generator: str
+    profile: str | None
+    settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """Where trials run; host-global knobs are refused by the runner unless ``allow_host_global``."""
+
+    type: str
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    allow_host_global: bool = False
+
+
+@dataclass(frozen=True)
+class AnalysisSpec:
+    """Significance level and multiplicity correction for the screen."""
+
+    alpha: float = 0.05
+    correction: str = "holm"
+
+
+@dataclass(frozen=True)
+class Design:
+    """A parsed, validated design file. ``design_hash`` identifies it for provenance."""
+
+    name: str
+    description: str
+    target: TargetSpec
+    load: LoadSpec
+    warmup_s: float
+    measure_s: float
+    metrics: tuple[MetricSpec, ...]
+    knobs: tuple[KnobSpec, ...]
+    design_type: str
+    replicates: int
+    blocks: int
+    seed: int
+    options: Mapping[str, Any]
+    analysis: AnalysisSpec
+    source: str = "<string>"
+
+    @property
+    def knob_ids(self) -> list[str]:
+        return [k.id for k in self.knobs]
+
+    @property
+    def baseline(self) -> dict[str, Any]:
+        """Knob id -> baseline level (the argument ``tunelab.stats.screen`` takes)."""
+        return {k.id: k.baseline for k in self.knobs}
+
+    @property
+    def host_global_knobs(self) -> list[str]:
+        return [k.id for k in self.knobs if k.scope == "host"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical, JSON-able form (defaults filled in, levels canonical)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "target": {"type": self.target.type, "options": _plain(self.target.options),
+                       "allow_host_global": self.target.allow_host_global},
+            "load": {"generator": self.load.generator, "profile": self.load.profile,
+                     "settings": _plain(self.load.settings)},
+            "warmup_s": self.warmup_s,
+            "measure_s": self.measure_s,
+            "metrics": [{"name": m.name, "direction": m.direction, "sesoi_pct": m.sesoi_pct} for m in self.metrics],
+            "knobs": [k.to_dict() for k in self.knobs],
+            "design": {"type": self.design_type, "replicates": self.replicates, "blocks": self.blocks,
+                       "seed": self.seed, "options": _plain(self.options)},
+            "analysis": {"alpha": self.analysis.alpha, "correction": self.analysis.correction},
+        }
+
+    @property
+    def design_hash(self) -> str:
+        """sha256 of the canonical design (everything but ``description`` and the file path)."""
+        canonical = self.to_dict()
+        canonical.pop("description")
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# strict YAML with line numbers
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader used only to compose nodes and construct scalars."""
+
+
+def _compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
+    """Parse YAML into plain Python plus a map key-path -> line; duplicate keys are errors."""
+    loader = _StrictLoader(text)
+    lines: dict[Path_, int] = {}
+    try:
+        try:
+            node = loader.get_single_node()
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f"{source}:{mark.line + 1}" if mark else source
+            raise DesignError(f"{where}: malformed YAML: {exc.problem or exc.context} "
+                              f"(line {mark.line + 1 if mark else '?'}, column {mark.column + 1 if mark else '?'}); "
+                              "fix the syntax at that position") from None
+        except yaml.YAMLError as exc:
+            raise DesignError(f"{source}: malformed YAML: {exc}") from None
+
+        def convert(node: yaml.Node, path: Path_) -> Any:
+            lines[path] = node.start_mark.line + 1
+            if isinstance(node, yaml.MappingNode):
+                out: dict[Any, Any] = {}
+                for key_node, value_node in node.value:
+                    key = convert(key_node, path + ("<key>",))
+                    if isinstance(key, (list, dict)):
+                        raise DesignError(f"{source}:{key_node.start_mark.line + 1}: {_fmt(path) or '(top)'}: "
+                                          f"a key must be a plain string, got {key!r}")
+                    if key in out:
+                        raise DesignError(f"{source}:{key_node.start_mark.line + 1}: {_fmt(path + (key,))}: "
+                                          f"duplicate key {key!r}; each key may appear once")
+                    out[key] = convert(value_node, path + (key,))
+                return out
+            if isinstance(node, yaml.SequenceNode):
+                return [convert(item, path + (i,)) for i, item in enumerate(node.value)]
+            return loader.construct_object(node, deep=True)
+
+        data = convert(node, ()) if node is not None else None
+    finally:
+        loader.dispose()
+    return data, lines
+
+
+def _fmt(path: Path_) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+class _Context:
+    """Builds DesignErrors that name the file, line and key path."""
+
+    def __init__(self, source: str, lines: Mapping[Path_, int]) -> None:
+        self.source = source
+        self.lines = lines
+
+    def error(self, path: Path_, message: str) -> DesignError:
+        line = None
+        for cut in range(len(path), -1, -1):
+            line = self.lines.get(tuple(path[:cut]))
+            if line is not None:
+                break
+        where = f"{self.source}:{line}" if line else self.source
+        return DesignError(f"{where}: {_fmt(path) or '(top level)'}: {message}")
+
+    # typed getters ---------------------------------------------------------------------------
+
+    def mapping(self, value: Any, path: Path_, allowed: Iterable[str]) -> dict[str, Any]:
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise self.error(path, f"must be a mapping (key: value), got {type(value).__name__} {value!r}")
+        allowed = tuple(allowed)
+        for key in value:
+            if key not in allowed:
+                raise self.error(path + (key,), f"unknown key {key!r}; allowed keys: {', '.join(allowed)}")
+        return value
+
+    def string(self, value: Any, path: Path_, choices: Iterable[str] | None = None) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.error(path, f"must be a non-empty string, got {value!r}")
+        if choices is not None and value not in tuple(choices):
+            raise self.error(path, f"unknown value {value!r}; choose one of {', '.join(choices)}")
+        return value
+
+    def integer(self, value: Any, path: Path_, minimum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(path, f"must be an integer, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(path, f"must be >= {minimum}, got {value}")
+        return value
+
+    def number(self, value: Any, path: Path_, minimum: float, strict: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.error(path, f"must be a number, got {value!r}")
+        if value < minimum or (strict and value == minimum):
+            raise self.error(path, f"must be {'>' if strict else '>='} {minimum}, got {value}")
+        return float(value)
+
+    def boolean(self, value: Any, path: Path_) -> bool:
+        if not isinstance(value, bool):
+            raise self.error(path, f"must be true or false, got {value!r}")
+        return value
+
+
+# --------------------------------------------------------------------------------------------
+# parsing
+
+
+def _default_knob_lookup(name: str) -> Any:
+    from tunelab.knobs import get_knob
+
+    return get_knob(name)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def _validate_level(ctx: _Context, knob: Any, value: Any, path: Path_) -> Any:
+    try:
+        return _hashable(knob.validate(value))
+    except KnobError as exc:
+        text = str(exc)
+        if knob.name not in text:
+            text = f"value {value!r} is not valid for {knob.name}: {text}"
+        raise ctx.error(path, text) from None
+
+
+def _range_levels(ctx: _Context, path: Path_, knob: Any, raw: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
+    """Levels from low/high (+ step | + scale: log + n) for an integer knob."""
+    if getattr(knob, "type", "int") != "int":
+        raise ctx.error(path + ("low",), f"low/high/step ranges need an integer knob; {knob.name} is of type "
+                        f"{knob.type!r}; list its values under `levels` instead")
+    for key in ("low", "high"):
+        if key not in raw:
+            raise ctx.error(path, f"`low` and `high` go together; `{key}` is missing")
+    low = ctx.integer(raw["low"], path + ("low",))
+    high = ctx.integer(raw["high"], path + ("high",))
+    low = _validate_level(ctx, knob, low, path + ("low",))
+    high = _validate_level(ctx, knob, high, path + ("high",))
+    if not low < high:
+        raise ctx.error(path, f"`low < high` must hold, but got low={low}, high={high}")
+    scale = ctx.string(raw.get("scale", "linear"), path + ("scale",), SCALES)
+    if "step" in raw and ("n" in raw or scale == "log"):
+        raise ctx.error(path + ("step",), "give either `step` (linear grid) or `n` (+ `scale`), not both")
+    if "step" in raw:
+        step = ctx.integer(raw["step"], path + ("step",), minimum=1)
+        levels = list(range(low, high + 1, step))
+    else:
+        step = None
+        n = ctx.integer(raw.get("n", 2), path + ("n",), minimum=2)
+        if scale == "log":
+            if low <= 0:
+                raise ctx.error(path + ("low",), f"scale: log needs low > 0, got low={low}")
+            points = np.geomspace(low, high, n)
+        else:
+            points = np.linspace(low, high, n)
+        levels = sorted({int(round(p)) for p in points})
+        if len(levels) < n:
+            raise ctx.error(path + ("n",), f"n={n} {scale} points between {low} and {high} round to only "
+                            f"{len(levels)} distinct integers; lower n or widen the range")
+    levels = [_validate_level(ctx, knob, v, path + ("levels",)) for v in levels]
+    return levels, {"low": low, "high": high, "step": step, "scale": scale}
+
+
+def _parse_knob(ctx: _Context, raw: Any, path: Path_, lookup: Callable[[str], Any]) -> KnobSpec:
+    raw = ctx.mapping(raw, path, KNOB_KEYS)
+    if "name" not in raw:
+        raise ctx.error(path, "every knob needs a `name` (a catalogue name, see `tunelab knobs`)")
+    name = ctx.string(raw["name"], path + ("name",))
+    try:
+        knob = lookup(name)
+    except KnobError as exc:
+        text = str(exc) if "unknown knob" in str(exc) else f"unknown knob {name!r}: {exc}"
+        raise ctx.error(path + ("name",), text) from None
+    host = ctx.string(raw.get("host", "server"), path + ("host",), HOSTS)
+    family = getattr(knob, "family", "sysctl")
+    device = raw.get("device")
+    if family in ("block", "link"):
+        if device is None:
+            raise ctx.error(path, f"{name} is a {family} knob and needs a `device` "
+                            f"(e.g. {'loop0 or @disk' if family == 'block' else 'veth0 or @link'})")
+        device = ctx.string(device, path + ("device",))
+    elif device is not None:
+        raise ctx.error(path + ("device",), f"{name} is a {family} knob and takes no device; remove `device: {device}`")
+
+    has_levels = "levels" in raw
+    has_range = any(k in raw for k in ("low", "high", "step", "scale", "n"))
+    if has_levels and has_range:
+        raise ctx.error(path, "give either `levels` or a `low`/`high` range, not both")
+    range_info: dict[str, Any] = {}
+    if has_levels:
+        values = raw["levels"]
+        if not isinstance(values, list):
+            raise ctx.error(path + ("levels",), f"must be a list of values, got {values!r}")
+        if not values:
+            raise ctx.error(path + ("levels",), f"empty levels for {name}; list at least one value")
+        levels = [_validate_level(ctx, knob, v, path + ("levels", i)) for i, v in enumerate(values)]
+        for i, value in enumerate(levels):
+            if value in levels[:i]:
+                raise ctx.error(path + ("levels", i), f"level {values[i]!r} repeats level {levels.index(value)} "
+                                f"({values[levels.index(value)]!r}); list each level once")
+    elif has_range:
+        levels, range_info = _range_levels(ctx, path, knob, raw)
+    else:
+        raise ctx.error(path, f"{name} has no levels; give `levels: [...]` or `low`/`high` (+ `step` or `n`)")
+
+    if "baseline" in raw:
+        baseline = _validate_level(ctx, knob, raw["baseline"], path + ("baseline",))
+        in_range = range_info and range_info["low"] <= baseline <= range_info["high"]
+        if baseline not in levels and not in_range:
+            raise ctx.error(path + ("baseline",), f"baseline {raw['baseline']!r} is not one of the levels "
+                            f"{[_plain(v) for v in levels]}; add it to the levels or pick one of them")
+    else:
+        baseline = levels[0]
+    return KnobSpec(
+        name=name, host=host, device=device, levels=tuple(levels), baseline=baseline,
+        family=family, scope=getattr(knob, "scope", "netns"), type=getattr(knob, "type", "int"),
+        requires_restart=bool(getattr(knob, "requires_restart", False)),
+        low=range_info.get("low"), high=range_info.get("high"), step=range_info.get("step"),
+        scale=range_info.get("scale", "linear"),
+    )
+
+
+def _load_class(generator: str) -> Any | None:
+    """The registered load class, or None when the loads area does not provide it (yet)."""
+    try:
+        from tunelab.loads import get_load
+        import tunelab.loads as loads_pkg  # noqa: F401 - importing registers the built-in loads
+
+        return get_load(generator)
+    except Exception:  # noqa: BLE001 - optional cross-check only
+        return None
+
+
+def _parse_load(ctx: _Context, raw: Any) -> LoadSpec:
+    path: Path_ = ("load",)
+    raw = ctx.mapping(raw, path, ("generator", "profile", "settings"))
+    if "generator" not in raw:
+        raise ctx.error(path, f"`generator` is required; one of {', '.join(LOAD_GENERATORS)}")
+    generator = ctx.string(raw["generator"], path + ("generator",))
+    load_cls = _load_class(generator)
+    if load_cls is None and generator not in LOAD_GENERATORS:
+        raise ctx.error(path + ("generator",), f"unknown load generator {generator!r}; "
+                        f"choose one of {', '.join(LOAD_GENERATORS)}")
+    profile = raw.get("profile")
+    if profile is not None:
+        profile = ctx.string(profile, path + ("profile",))
+        known = getattr(load_cls, "profiles", None) if load_cls is not None else None
+        if known and profile not in known:
+            raise ctx.error(path + ("profile",), f"{generator} has no profile {profile!r}; "
+                            f"known: {', '.join(sorted(known))}")
+    settings = raw.get("settings", {}) or {}
+    if not isinstance(settings, dict):
+        raise ctx.error(path + ("settings",), f"must be a mapping of setting: value, got {settings!r}")
+    return LoadSpec(generator=generator, profile=profile, settings=_freeze(settings))
+
+
+def _parse_metrics(ctx: _Context, raw: Any, load: LoadSpec) -> tuple[MetricSpec, ...]:
+    path: Path_ = ("metrics",)
+    if not isinstance(raw, list) or not raw:
+        raise ctx.error(path, f"must be a non-empty list of {{name, direction, sesoi_pct}}, got {raw!r}")
+    load_cls = _load_class(load.generator)
+    known = dict(getattr(load_cls, "metrics", {}) or {}) if load_cls is not None else {}
+    metrics: list[MetricSpec] = []
+    for i, item in enumerate(raw):
+        item = ctx.mapping(item, path + (i,), ("name", "direction", "sesoi_pct"))
+        if "name" not in item:
+            raise ctx.error(path + (i,), "every metric needs a `name`")
+        name = ctx.string(item["name"], path + (i, "name"))
+        if known and name not in known:
+            raise ctx.error(path + (i, "name"), f"{load.generator} reports no metric {name!r}; "
+                            f"known: {', '.join(sorted(known))}")
+        if "direction" in item:
+            direction = ctx.string(item["direction"], path + (i, "direction"), DIRECTIONS)
+        elif name in known:
+            direction = known[name].direction
+        else:
+            raise ctx.error(path + (i,), f"metric {name!r} needs `direction`: maximize or minimize")
+        sesoi = ctx.number(item.get("sesoi_pct", 5), path + (i, "sesoi_pct"), 0.0, strict=True)
+        if any(m.name == name for m in metrics):
+            raise ctx.error(path + (i, "name"), f"metric {name!r} is listed twice")
+        metrics.append(MetricSpec(name=name, direction=direction, sesoi_pct=sesoi))
+    return tuple(metrics)
+
+
+def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int] | None = None,
+                 knob_lookup: Callable[[str], Any] | None = None) -> Design:
+    """Validate a design already loaded from YAML into plain Python (see :func:`load_design`)."""
+    from tunelab.designs.generators import GENERATORS
+
+    ctx = _Context(source, lines or {})
+    lookup = knob_lookup or _default_knob_lookup
+    data = ctx.mapping(data, (), TOP_KEYS)
+    for key in ("name", "load", "metrics", "knobs", "design"):
+        if key not in data:
+            raise ctx.error((), f"required key `{key}` is missing")
+    name = ctx.string(data["name"], ("name",))
+    if not NAME_PATTERN.match(name):
+        raise ctx.error(("name",), f"study name {name!r} must match [a-z0-9_-]+ (it names data/<name>.sqlite)")
+    description = data.get("description") or ""
+    if not isinstance(description, str):
+        raise ctx.error(("description",), f"must be text, got {description!r}")
+
+    target_raw = ctx.mapping(data.get("target", {"type": "lab"}), ("target",), ("type", "options", "allow_host_global"))
+    target_type = ctx.string(target_raw.get("type", "lab"), ("target", "type"))
+    try:
+        from tunelab.targets import TARGETS
+
+        known_targets = set(TARGET_TYPES) | set(TARGETS.names())
+    except Exception:  # noqa: BLE001
+        known_targets = set(TARGET_TYPES)
+    if target_type not in known_targets:
+        raise ctx.error(("target", "type"), f"unknown target type {target_type!r}; choose one of "
+                        f"{', '.join(sorted(known_targets))}")
+    target_options = target_raw.get("options", {}) or {}
+    if not isinstance(target_options, dict):
+        raise ctx.error(("target", "options"), f"must be a mapping, got {target_options!r}")
+    target = TargetSpec(type=target_type, options=_freeze(target_options),
+                        allow_host_global=ctx.boolean(target_raw.get("allow_host_global", False),
+                                                      ("target", "allow_host_global")))
+
+    load = _parse_load(ctx, data["load"])
+    warmup_s = ctx.number(data.get("warmup_s", 2), ("warmup_s",), 0.0)
+    measure_s = ctx.number(data.get("measure_s", 8), ("measure_s",), 0.0, strict=True)
+    metrics = _parse_metrics(ctx, data["metrics"], load)
+
+    raw_knobs = data["knobs"]
+    if not isinstance(raw_knobs, list) or not raw_knobs:
+        raise ctx.error(("knobs",), f"must be a non-empty list of knobs, got {raw_knobs!r}")
+    knobs: list[KnobSpec] = []
+    for i, raw in enumerate(raw_knobs):
+        spec = _parse_knob(ctx, raw, ("knobs", i), lookup)
+        for j, other in enumerate(knobs):
+            if other.id == spec.id:
+                raise ctx.error(("knobs", i), f"duplicate knob {spec.id!r} (same as knobs[{j}]); each knob id "
+                                "(name, device, host) may appear once")
+        knobs.append(spec)
+
+    d_raw = ctx.mapping(data["design"], ("design",), ("type", "replicates", "blocks", "seed", "options"))
+    if "type" not in d_raw:
+        raise ctx.error(("design",), f"`type` is required; one of {', '.join(GENERATORS.names())}")
+    design_type = ctx.string(d_raw["type"], ("design", "type"), GENERATORS.names())
+    replicates = ctx.integer(d_raw.get("replicates", 1), ("design", "replicates"), minimum=1)
+    blocks = ctx.integer(d_raw.get("blocks", 1), ("design", "blocks"), minimum=1)
+    if replicates % blocks:
+        raise ctx.error(("design", "blocks"), f"blocks={blocks} must divide replicates={replicates} "
+                        "(each block holds whole replicates); change one of them")
+    seed = ctx.integer(d_raw.get("seed", 0), ("design", "seed"), minimum=0)
+    generator = GENERATORS.get(design_type)
+    options = ctx.mapping(d_raw.get("options", {}), ("design", "options"), generator.options)
+
+    a_raw = ctx.mapping(data.get("analysis", {}), ("analysis",), ("alpha", "correction"))
+    alpha = ctx.number(a_raw.get("alpha", 0.05), ("analysis", "alpha"), 0.0, strict=True)
+    if alpha >= 1:
+        raise ctx.error(("analysis", "alpha"), f"must be between 0 and 1, got {alpha}")
+    correction = ctx.string(a_raw.get("correction", "holm"), ("analysis", "correction"), CORRECTIONS)
+
+    design = Design(
+        name=name, description=description, target=target, load=load, warmup_s=warmup_s, measure_s=measure_s,
+        metrics=metrics, knobs=tuple(knobs), design_type=design_type, replicates=replicates, blocks=blocks,
+        seed=seed, options=_freeze(options), analysis=AnalysisSpec(alpha=alpha, correction=correction),
+        source=source,
+    )
+    generator.check(design, ctx)
+    return design
+
+
+def load_design_text(text: str, source: str = "<string>", knob_lookup: Callable[[str], Any] | None = None) -> Design:
+    """Parse and validate design YAML given as text."""
+    data, lines = _compose(text, source)
+    return parse_design(data, source=source, lines=lines, knob_lookup=knob_lookup)
+
+
+def load_design(path: str | Path, knob_lookup: Callable[[str], Any] | None = None) -> Design:
+    """Read, parse and validate a design file.
+
+    Examples
+    --------
+    >>> design = load_design("designs/default.yaml")      # doctest: +SKIP
+    >>> design.design_type, design.knob_ids[:1]           # doctest: +SKIP
+    ('oat', ['net.core.somaxconn'])
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DesignError(f"{path}: no such design file; see designs/ for examples") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DesignError(f"{path}: cannot read design file: {exc}") from None
+    return load_design_text(text, source=str(path), knob_lookup=knob_lookup)
