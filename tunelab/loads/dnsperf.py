@@ -1,0 +1,207 @@
+"""dnsperf (2.x) against the lab's authoritative DNS server, over UDP or TCP.
+
+The command always asks for per-second statistics (``-S 1``) and a time limit (``-l``). The steady-
+state rate ``qps`` is the mean of the per-second rates after warm-up; dnsperf's whole-run figure is
+kept as ``qps_summary``. dnsperf 2.10 prints no latency percentiles, so ``latency_p50_ms`` and
+``latency_p99_ms`` are reported only with ``per_query_latency: true`` (``-v``: one line per answered
+query; the first answers, as many as the warm-up seconds completed, are discarded). Use it at modest
+rates: each answer costs a line of output. ``latency_mean_ms`` etc. are dnsperf's own whole-run figures.
+
+Outcomes:
+
+* summary present, all fine -> ``ok``;
+* no summary but per-second lines (e.g. ``bind: Address already in use`` when the client runs out of
+  local ports under a tiny ``ip_local_port_range``) -> ``flagged``, ``qps`` from the seconds seen;
+* a rate was requested and the steady-state rate is below half of it -> ``flagged``;
+* nothing answered, no output, or a crash -> ``failed`` with the tool's last message.
+
+Example
+-------
+>>> load = DnsperfLoad()
+>>> s = load.settings("low", {"port": 5353}) | {"query_file": "/tmp/q"}
+>>> load.command(s, 10, "10.0.0.1")[:6]
+['dnsperf', '-m', 'udp', '-s', '10.0.0.1', '-p']
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from tunelab.errors import LoadError
+from tunelab.loads import _common as c
+from tunelab.loads.base import LOADS, Load, LoadResult
+from tunelab.loads.metrics import pick
+from tunelab.targets import dnszone
+from tunelab.targets.base import CommandResult
+
+STATS_INTERVAL_S = 1
+FLAG_BELOW_REQUESTED = 0.5
+
+SETTINGS = {
+    "mode": c.one_of("udp", "tcp"),
+    "clients": c.positive_int(),
+    "threads": c.positive_int(),
+    "max_outstanding": c.positive_int(),
+    "rate": c.positive_number(optional=True),
+    "queries_per_conn": c.positive_int(optional=True),
+    "timeout": c.positive_number(),
+    "port": c.port(),
+    "records": c.positive_int(),
+    "per_query_latency": c.Setting((bool,), "true or false"),
+}
+DEFAULTS: dict[str, Any] = {"mode": "udp", "clients": 1, "threads": 1, "max_outstanding": 100, "rate": None,
+                            "queries_per_conn": None, "timeout": 5, "port": 53,
+                            "records": dnszone.DEFAULT_RECORDS, "per_query_latency": False}
+
+_SECOND = re.compile(r"^(\d+\.\d+): (\d+(?:\.\d+)?)\s*$", re.M)
+_ANSWER = re.compile(r"^> (\S+) \S+ \S+ (\d+\.\d+)\s*$", re.M)
+_NUM = r"(\d+(?:\.\d+)?)"
+_SUMMARY = {
+    "sent": re.compile(rf"Queries sent:\s+{_NUM}"),
+    "completed": re.compile(rf"Queries completed:\s+{_NUM}"),
+    "lost": re.compile(rf"Queries lost:\s+{_NUM}"),
+    "run_time_s": re.compile(rf"Run time \(s\):\s+{_NUM}"),
+    "qps_summary": re.compile(rf"Queries per second:\s+{_NUM}"),
+    "reconnections": re.compile(rf"Reconnections:\s+{_NUM}"),
+}
+# "Average Latency (s):  0.000097 (min 0.000020, max 0.007959)" appears twice with TCP: queries, then
+# connections (after "Connection Statistics:")
+_LATENCY = re.compile(rf"Average Latency \(s\):\s+{_NUM} \(min {_NUM}, max {_NUM}\)\s*\n\s*Latency StdDev \(s\):\s+{_NUM}")
+
+
+def query_file_text(records: int) -> str:
+    """dnsperf's input: one ``name A`` line per zone record.
+
+    >>> query_file_text(2)
+    'r0.tunelab.test. A\\nr1.tunelab.test. A\\n'
+    """
+    return "".join(f"{name} A\n" for name in dnszone.record_names(records))
+
+
+def parse_seconds(text: str) -> pd.DataFrame:
+    """The ``-S`` lines (``<unix time>: <qps>``) as a frame: ``t_s`` (end of interval since start), ``qps``."""
+    rows = [(float(ts), float(qps)) for ts, qps in _SECOND.findall(text)]
+    if not rows:
+        return pd.DataFrame({"t_s": pd.Series(dtype=float), "qps": pd.Series(dtype=float)})
+    first = rows[0][0]
+    return pd.DataFrame({"t_s": [round(ts - first + STATS_INTERVAL_S, 3) for ts, _ in rows],
+                         "qps": [qps for _, qps in rows]})
+
+
+def parse_summary(text: str) -> dict[str, float]:
+    """The numbers of dnsperf's final ``Statistics:`` block (empty dict when there is none)."""
+    if "Statistics:" not in text:
+        return {}
+    tail = text[text.index("Statistics:"):]
+    out = {key: float(m.group(1)) for key, pattern in _SUMMARY.items() if (m := pattern.search(tail))}
+    latencies = _LATENCY.findall(tail)
+    names = ("latency_mean_ms", "latency_min_ms", "latency_max_ms", "latency_stddev_ms")
+    if latencies:
+        out.update({name: float(v) * 1000 for name, v in zip(names, latencies[0])})
+    if len(latencies) > 1 and "Connection Statistics:" in tail:
+        out["conn_latency_mean_ms"] = float(latencies[1][0]) * 1000
+    return out
+
+
+def answer_latencies_ms(text: str) -> list[float]:
+    """Per-query latencies (ms) from ``-v`` output, in completion order (answered queries only)."""
+    return [float(seconds) * 1000 for _, seconds in _ANSWER.findall(text)]
+
+
+@LOADS.register("dnsperf")
+class DnsperfLoad(Load):
+    """DNS queries for the zone's A records at a fixed rate (``low``) or as fast as possible (``overload``)."""
+
+    name = "dnsperf"
+    tools = ("dnsperf",)
+    service = "dns"
+    runs_on = "client"
+    profiles = {
+        # seed 001's low utilisation, scaled to this machine: far below NSD's ~45-50k qps here
+        "low": {"mode": "udp", "rate": 2000, "clients": 4, "max_outstanding": 20},
+        # measured here: a stable TCP overload with connection churn (accept queue, ports, TIME_WAIT)
+        "overload": {"mode": "tcp", "clients": 200, "max_outstanding": 10000, "queries_per_conn": 100},
+        "udp_overload": {"mode": "udp", "clients": 4, "max_outstanding": 500},
+    }
+    metrics = pick("qps", "qps_summary", "requested_qps", "achieved_qps", "latency_mean_ms", "latency_stddev_ms",
+                   "latency_max_ms", "latency_p50_ms", "latency_p99_ms", "conn_latency_mean_ms", "reconnections",
+                   "lost", "lost_pct")
+
+    def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        c.check_settings(self.name, settings, SETTINGS, internal=("query_file",))
+        return {**DEFAULTS, **settings}
+
+    def prepare(self, target: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Write the query file (``records`` zone names, type A) on the client; return its path."""
+        s = self._settings(settings)
+        path = f"/tmp/tunelab-dnsperf-{s['records']}.queries"
+        target.write_text(self.runs_on, path, query_file_text(s["records"]))
+        return {"query_file": path}
+
+    def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
+        s = self._settings(settings)
+        if "query_file" not in s:
+            raise LoadError("dnsperf: no query file; call prepare(target, settings) and merge its result first")
+        if duration_s <= 0:
+            raise LoadError(f"dnsperf: duration must be > 0 s, got {duration_s!r}")
+        argv = ["dnsperf", "-m", s["mode"], "-s", server_address, "-p", str(s["port"]), "-d", s["query_file"],
+                "-l", f"{duration_s:g}", "-S", str(STATS_INTERVAL_S), "-c", str(s["clients"]),
+                "-T", str(s["threads"]), "-q", str(s["max_outstanding"]), "-t", f"{s['timeout']:g}"]
+        if s["rate"] is not None:
+            argv += ["-Q", f"{s['rate']:g}"]
+        if s["mode"] == "tcp" and s["queries_per_conn"] is not None:
+            argv += ["-O", f"num-queries-per-conn={s['queries_per_conn']}"]
+        if s["per_query_latency"]:
+            argv.append("-v")
+        return argv
+
+    def parse(self, result: CommandResult, settings: Mapping[str, Any], warmup_s: float) -> LoadResult:
+        s = {**DEFAULTS, **settings}
+        series = parse_seconds(result.stdout)
+        summary = parse_summary(result.stdout)
+        steady = c.after_warmup(series, warmup_s, STATS_INTERVAL_S)
+        if not summary:
+            if steady.empty:
+                why = "no per-second line after the warm-up" if not series.empty else "no output to measure"
+                return c.failed(f"{c.exit_reason('dnsperf', result)} ({why})", result)
+            reason = (f"{c.exit_reason('dnsperf', result)}; no summary, qps from the {len(steady)} per-second "
+                      f"line(s) after warm-up")
+            return c.result("flagged", reason, {"qps": steady["qps"].mean()}, series, result)
+        if summary.get("completed", 0) <= 0:
+            return c.failed(f"dnsperf: no query was answered ({summary.get('sent', 0):.0f} sent, "
+                            f"{summary.get('lost', 0):.0f} lost); is the DNS server up on port {s['port']}?"
+                            + ("" if result.ok else f" {c.exit_reason('dnsperf', result)}"), result)
+        metrics: dict[str, float] = {k: v for k, v in summary.items() if k in self.metrics}
+        metrics["qps"] = steady["qps"].mean() if not steady.empty else float("nan")
+        metrics["lost_pct"] = 100.0 * summary.get("lost", 0) / summary["sent"] if summary.get("sent") else float("nan")
+        if summary.get("run_time_s"):
+            metrics["achieved_qps"] = summary["sent"] / summary["run_time_s"]
+        if s.get("rate") is not None:
+            metrics["requested_qps"] = float(s["rate"])
+        if s.get("per_query_latency"):
+            metrics.update(_steady_percentiles(result.stdout, series, warmup_s))
+        problems = []
+        if steady.empty:
+            problems.append(f"no per-second line after the {warmup_s:g} s warm-up; qps is missing (run longer)")
+        if not result.ok:
+            problems.append(c.exit_reason("dnsperf", result))
+        rate_seen = metrics.get("qps", metrics.get("qps_summary", 0.0))
+        if s.get("rate") is not None and rate_seen < FLAG_BELOW_REQUESTED * s["rate"]:
+            problems.append(f"achieved {rate_seen:.0f} qps, below {FLAG_BELOW_REQUESTED:.0%} of the requested "
+                            f"{s['rate']:g} qps: the client or server could not keep up")
+        return c.result("flagged" if problems else "ok", "; ".join(problems) or None, metrics, series, result)
+
+
+def _steady_percentiles(text: str, series: pd.DataFrame, warmup_s: float) -> dict[str, float]:
+    """p50/p99 of the per-query latencies after the answers completed during warm-up."""
+    latencies = answer_latencies_ms(text)
+    warm = series.drop(c.after_warmup(series, warmup_s).index)
+    skip = int(round(float((warm["qps"] * STATS_INTERVAL_S).sum())))
+    kept = latencies[skip:]
+    if len(kept) < 2:
+        return {}
+    p50, p99 = np.percentile(kept, [50, 99])
+    return {"latency_p50_ms": float(p50), "latency_p99_ms": float(p99)}

@@ -1,0 +1,64 @@
+"""The one metric schema every load reports into: a metric name means the same thing everywhere.
+
+Loads pick their metrics from :data:`METRICS` with :func:`pick`, so ``latency_mean_ms`` from
+dnsperf and from wrk have the same unit, direction and meaning (mean request latency).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from tunelab.loads.base import MetricInfo
+
+_MAX, _MIN = "maximize", "minimize"
+
+METRICS: Mapping[str, MetricInfo] = {
+    # request/response rates
+    "qps": MetricInfo("1/s", _MAX, "answered DNS queries per second, mean of the per-second rates after warm-up"),
+    "qps_summary": MetricInfo("1/s", _MAX, "answered queries per second over the whole run (dnsperf's own figure)"),
+    "requested_qps": MetricInfo("1/s", _MAX, "the query rate that was asked for (-Q); a setting, echoed for context"),
+    "achieved_qps": MetricInfo("1/s", _MAX, "queries sent per second over the whole run (what the generator offered)"),
+    "requests_per_s": MetricInfo("1/s", _MAX, "completed HTTP requests per second over the run"),
+    # latencies of a request/query (milliseconds)
+    "latency_mean_ms": MetricInfo("ms", _MIN, "mean request/query latency"),
+    "latency_stddev_ms": MetricInfo("ms", _MIN, "standard deviation of request/query latency"),
+    "latency_max_ms": MetricInfo("ms", _MIN, "largest request/query latency"),
+    "latency_p50_ms": MetricInfo("ms", _MIN, "median request/query latency"),
+    "latency_p99_ms": MetricInfo("ms", _MIN, "99th percentile of request/query latency"),
+    "conn_latency_mean_ms": MetricInfo("ms", _MIN, "mean TCP connection set-up latency (dnsperf -m tcp)"),
+    # losses and errors
+    "lost": MetricInfo("count", _MIN, "queries/datagrams sent but never answered/received"),
+    "lost_pct": MetricInfo("%", _MIN, "lost as a percentage of those sent"),
+    "errors": MetricInfo("count", _MIN, "failed requests: socket errors (connect/read/write/timeout) + non-2xx/3xx"),
+    "reconnections": MetricInfo("count", _MIN, "TCP connections opened again during the run (dnsperf -m tcp)"),
+    # bulk transfer (iperf3, wrk)
+    "throughput_mbps": MetricInfo("Mbit/s", _MAX, "payload bits received per second, in 10^6 bit/s"),
+    "transfer_mbps": MetricInfo("Mbit/s", _MAX, "HTTP bytes read per second, in 10^6 bit/s"),
+    "retransmits": MetricInfo("count", _MIN, "TCP segments retransmitted by the sender"),
+    "rtt_mean_ms": MetricInfo("ms", _MIN, "mean of the sender streams' smoothed TCP round-trip times"),
+    "rtt_max_ms": MetricInfo("ms", _MIN, "largest TCP round-trip time seen by any sender stream"),
+    "jitter_ms": MetricInfo("ms", _MIN, "UDP packet delay variation seen by the receiver (iperf3 -u)"),
+    "cpu_host_pct": MetricInfo("%", _MIN, "CPU used by the iperf3 client process (user+system, % of one CPU)"),
+    "cpu_remote_pct": MetricInfo("%", _MIN, "CPU used by the iperf3 server process (user+system, % of one CPU)"),
+    # block I/O (fio; microseconds, completion latency)
+    "iops": MetricInfo("1/s", _MAX, "I/O operations completed per second after warm-up"),
+    "bw_mibps": MetricInfo("MiB/s", _MAX, "I/O bandwidth after warm-up, in 2^20 bytes/s"),
+    "lat_mean_us": MetricInfo("us", _MIN, "mean I/O completion latency (fio clat) after warm-up"),
+    "lat_p50_us": MetricInfo("us", _MIN, "median I/O completion latency (fio clat histogram)"),
+    "lat_p99_us": MetricInfo("us", _MIN, "99th percentile I/O completion latency (fio clat histogram)"),
+    "lat_p999_us": MetricInfo("us", _MIN, "99.9th percentile I/O completion latency (fio clat histogram)"),
+}
+
+
+def pick(*names: str) -> dict[str, MetricInfo]:
+    """The schema entries for ``names`` (KeyError for a name that is not in :data:`METRICS`).
+
+    >>> pick("qps")["qps"].unit
+    '1/s'
+    """
+    return {name: METRICS[name] for name in names}
+
+
+def metrics_table() -> str:
+    """The schema as a plain-text table (name, unit, direction, description)."""
+    rows = [f"{name:<22} {info.unit:<7} {info.direction:<9} {info.description}" for name, info in METRICS.items()]
+    return "\n".join(rows)

@@ -1,0 +1,90 @@
+"""The ``dry-run`` target: reads come from this machine, writes and commands are only recorded.
+
+Every write, command and service action is appended to :attr:`DryRunTarget.actions` (and printed
+unless ``quiet``); nothing is executed, so a design can be rehearsed safely.
+
+Examples
+--------
+>>> t = DryRunTarget(quiet=True)
+>>> t.write_text("server", "/proc/sys/net/core/somaxconn", "128")
+>>> t.run("client", ["dnsperf", "-l", "5"], timeout_s=10).dry
+True
+>>> [a["action"] for a in t.actions]
+['write', 'run']
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from tunelab.targets.base import TARGETS, CommandResult, Target
+from tunelab.targets.hostinfo import describe_local
+from tunelab.targets.local import local_os_error
+from tunelab.targets.process import check_argv
+
+
+@dataclass(frozen=True)
+class DryRunResult(CommandResult):
+    """A CommandResult for a command that was recorded, not run (``dry`` is always True)."""
+
+    dry: bool = True
+
+
+@TARGETS.register("dry-run")
+class DryRunTarget(Target):
+    """Record instead of act; reads delegate to the local host (read-only).
+
+    Parameters
+    ----------
+    quiet : bool
+        Do not print actions as they are recorded.
+    """
+
+    name = "dry-run"
+    hosts = ("server", "client")
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.actions: list[dict[str, Any]] = []
+
+    def _record(self, **action: Any) -> None:
+        self.actions.append(action)
+        if not self.quiet:
+            detail = " ".join(f"{k}={v!r}" for k, v in action.items() if k != "action")
+            print(f"[dry-run] {action['action']} {detail}", file=sys.stdout)
+
+    def read_text(self, host: str, path: str) -> str:
+        self.check_host(host)
+        try:
+            with open(path) as fh:
+                return fh.read()
+        except OSError as exc:
+            raise local_os_error("dry-run", "read", host, path, exc) from None
+
+    def write_text(self, host: str, path: str, text: str) -> None:
+        self.check_host(host)
+        self._record(action="write", host=host, path=path, text=text)
+
+    def run(self, host: str, argv: Sequence[str], timeout_s: float, cpu: int | None = None) -> CommandResult:
+        self.check_host(host)
+        argv = check_argv(argv)
+        self._record(action="run", host=host, argv=list(argv), timeout_s=timeout_s, cpu=cpu)
+        return DryRunResult(argv=argv, returncode=0, stdout="", stderr="", duration_s=0.0)
+
+    def start_service(self, name: str) -> None:
+        self._record(action="start_service", service=name)
+
+    def restart_service(self, name: str) -> None:
+        self._record(action="restart_service", service=name)
+
+    def reset(self) -> None:
+        self._record(action="reset")
+
+    def is_writable(self, host: str, path: str) -> bool:
+        self.check_host(host)
+        return os.access(path, os.W_OK)
+
+    def describe(self) -> dict[str, Any]:
+        return {"target": "dry-run", **describe_local()}

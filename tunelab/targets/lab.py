@@ -1,0 +1,682 @@
+"""The ``lab`` target: a server and a client in their own network namespaces on this machine.
+
+Layout (``name`` is 6 hex digits unless given)::
+
+    tl-NAME-srv  tl0 10.77.0.1/24  <-- veth -->  tl0 10.77.0.2/24  tl-NAME-cli
+
+With ``bottleneck_mbit`` a router namespace sits in between and shapes both directions with
+``tbf`` (the server is 10.77.0.1/25, the client 10.77.0.129/25)::
+
+    tl-NAME-srv tl0 <--> tl-srv [tl-NAME-rtr, tbf] tl-cli <--> tl0 tl-NAME-cli
+
+The server namespace runs NSD (the zone of :mod:`tunelab.targets.dnszone` on port 53) and an
+``iperf3 -s``; an optional sparse file on a loop device serves disk loads (``"@disk"``).
+Per-namespace sysctls (``net.ipv4.*``, ``net.core.somaxconn``) are read and written through a
+thread that has entered the namespace, so the host's values are never touched.
+
+The lab's state lives in ``/run/tunelab/labs/NAME.json`` so ``tunelab lab status|down`` work
+from another process and labs left by a crashed run can be found and removed.
+
+Examples
+--------
+>>> from tunelab.targets import get_target
+>>> with get_target("lab")(bottleneck_mbit=200) as lab:          # doctest: +SKIP
+...     lab.write_text("server", "/proc/sys/net/core/somaxconn", "128")
+...     lab.restart_service("dns")
+...     lab.run("client", ["ping", "-c1", lab.address("server")], timeout_s=5).ok
+True
+"""
+from __future__ import annotations
+
+import atexit
+import errno
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import weakref
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import psutil
+
+from tunelab.errors import TargetError, ToolMissingError
+from tunelab.registry import Registry
+from tunelab.targets import netns
+from tunelab.targets import services as svc
+from tunelab.targets.base import TARGETS, CommandResult, Target
+from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local
+from tunelab.targets.process import check_argv, run_argv
+
+RUN_DIR = Path(os.environ.get("TUNELAB_RUN_DIR", "/run/tunelab"))
+STATE_DIR = RUN_DIR / "labs"
+DISK_DIR = Path(os.environ.get("TUNELAB_DISK_DIR", "/var/tmp/tunelab"))
+NS_PREFIX = "tl-"
+ROLES = {"server": "srv", "client": "cli", "router": "rtr"}
+LINK = "tl0"
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
+_NS_RE = re.compile(r"^tl-(?P<name>[a-z0-9][a-z0-9-]*)-(?:srv|cli|rtr)$")
+
+
+# --------------------------------------------------------------------------------------------
+# state: a JSON file per lab
+
+
+@dataclass
+class LabState:
+    """Everything needed to find and remove a lab from any process."""
+
+    name: str
+    namespaces: dict[str, str]
+    addresses: dict[str, str]
+    workdir: str
+    owner_pid: int
+    owner_start: float
+    detached: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+    services: dict[str, int] = field(default_factory=dict)
+    disk_file: str | None = None
+    disk_device: str | None = None
+    created_at: float = field(default_factory=time.time)
+
+    @property
+    def path(self) -> Path:
+        return state_path(self.name)
+
+    def save(self, exclusive: bool = False) -> None:
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(asdict(self), indent=2, sort_keys=True)
+        if exclusive:
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                raise TargetError(f"a lab named {self.name!r} already exists ({self.path}); pick another name or "
+                                  f"remove it with `tunelab lab down --name {self.name}`") from None
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            return
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self.path)
+
+    def owner_alive(self) -> bool:
+        try:
+            return abs(psutil.Process(self.owner_pid).create_time() - self.owner_start) < 1.0
+        except psutil.NoSuchProcess:
+            return False
+
+    def is_orphan(self) -> bool:
+        """A lab whose creating process died without removing it (detached labs are never orphans)."""
+        return not self.detached and not self.owner_alive()
+
+
+def state_path(name: str) -> Path:
+    return STATE_DIR / f"{name}.json"
+
+
+def load_state(name: str) -> LabState:
+    path = state_path(name)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        known = ", ".join(s.name for s in list_states()) or "(none)"
+        raise TargetError(f"no lab named {name!r} ({path} does not exist); known labs: {known}") from None
+    except json.JSONDecodeError as exc:
+        raise TargetError(f"lab state file {path} is corrupt ({exc}); remove it and run `tunelab lab down --all`")
+    return LabState(**data)
+
+
+def list_states() -> list[LabState]:
+    """Every lab with a state file, oldest first."""
+    states = []
+    for path in sorted(STATE_DIR.glob("*.json")) if STATE_DIR.exists() else []:
+        try:
+            states.append(LabState(**json.loads(path.read_text())))
+        except (json.JSONDecodeError, TypeError, FileNotFoundError):
+            continue
+    return sorted(states, key=lambda s: s.created_at)
+
+
+def orphan_namespaces(min_age_s: float = 30.0) -> list[str]:
+    """``tl-NAME-{srv,cli,rtr}`` namespaces that no lab state file claims, older than ``min_age_s``.
+
+    The age guard protects a lab being created right now by another process.
+    """
+    claimed = {ns for s in list_states() for ns in s.namespaces.values()}
+    orphans = []
+    for ns in netns.list_namespaces(NS_PREFIX):
+        if ns in claimed or not _NS_RE.match(ns):
+            continue
+        try:
+            age = time.time() - os.stat(os.path.join(netns.NETNS_RUN_DIR, ns)).st_mtime
+        except FileNotFoundError:
+            continue
+        if age >= min_age_s:
+            orphans.append(ns)
+    return orphans
+
+
+def _loop_backing_file(device: str) -> str | None:
+    try:
+        return Path(f"/sys/block/{Path(device).name}/loop/backing_file").read_text().strip()
+    except OSError:
+        return None
+
+
+def detach_disk(device: str | None, backing_file: str | None) -> None:
+    """Detach our loop device (only if it still maps our file) and delete the backing file."""
+    if device and backing_file and _loop_backing_file(device) == backing_file:
+        proc = subprocess.run(["losetup", "--detach", device], capture_output=True, text=True, check=False)
+        if proc.returncode != 0 and _loop_backing_file(device) == backing_file:
+            raise TargetError(f"could not detach loop device {device}: {proc.stderr.strip()}")
+    if backing_file:
+        Path(backing_file).unlink(missing_ok=True)
+
+
+def destroy(state: LabState) -> list[str]:
+    """Remove a lab completely: its processes, namespaces, loop device, files. Returns problems."""
+    problems: list[str] = []
+    netns.kill_pids([pid for pid in state.services.values() if _pid_in_lab(pid, state)])
+    for ns in state.namespaces.values():
+        try:
+            netns.delete_namespace(ns)
+        except TargetError as exc:
+            problems.append(str(exc))
+    try:
+        detach_disk(state.disk_device, state.disk_file)
+    except TargetError as exc:
+        problems.append(str(exc))
+    shutil.rmtree(state.workdir, ignore_errors=True)
+    state.path.unlink(missing_ok=True)
+    return problems
+
+
+def _pid_in_lab(pid: int, state: LabState) -> bool:
+    """Whether ``pid`` still lives in one of the lab's namespaces (guards against PID reuse)."""
+    try:
+        link = os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return False
+    for ns in state.namespaces.values():
+        try:
+            st = os.stat(os.path.join(netns.NETNS_RUN_DIR, ns))
+        except FileNotFoundError:
+            continue
+        if link == f"net:[{st.st_ino}]":
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# services
+
+
+@dataclass(frozen=True)
+class LabService:
+    """A long-running server in the server namespace and how to tell it answers."""
+
+    tool: str
+    argv: Callable[["LabTarget"], list[str]]
+    ready: Callable[["LabTarget"], bool]
+    timeout_s: float = 5.0
+
+
+LAB_SERVICES: Registry[LabService] = Registry("lab service")
+
+
+def _nsd_argv(lab: "LabTarget") -> list[str]:
+    conf = svc.write_nsd_files(lab.workdir / "nsd", lab.address("server"), lab.records)
+    return ["nsd", "-d", "-c", str(conf)]
+
+
+def _nsd_ready(lab: "LabTarget") -> bool:
+    # short per-probe timeout: a query sent before NSD's socket exists is refused or lost, and
+    # waiting long for it delays readiness (0.2 s timeout -> ~210 ms start, 0.02 s -> ~45 ms)
+    answer = lab.in_namespace("client", svc.dns_query, lab.address("server"), "r1.tunelab.test.", svc.DNS_PORT, 0.02)
+    return answer is not None
+
+
+LAB_SERVICES.add("dns", LabService("nsd", _nsd_argv, _nsd_ready))
+LAB_SERVICES.add("iperf3", LabService(
+    "iperf3",
+    lambda lab: ["iperf3", "--server", "--bind", lab.address("server"), "--port", str(svc.IPERF3_PORT)],
+    lambda lab: lab.in_namespace("server", svc.tcp_listening, svc.IPERF3_PORT),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# cleanup on exit and SIGTERM
+
+_LIVE: "weakref.WeakSet[LabTarget]" = weakref.WeakSet()
+_HOOKS_INSTALLED = False
+
+
+def _teardown_live() -> None:
+    for lab in list(_LIVE):
+        try:
+            lab.down()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    _teardown_live()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _install_hooks() -> None:
+    """atexit always; a SIGTERM handler only from the main thread and if nobody else installed one.
+
+    SIGINT needs no handler: it raises KeyboardInterrupt, which runs ``__exit__`` and atexit.
+    """
+    global _HOOKS_INSTALLED
+    if _HOOKS_INSTALLED:
+        return
+    atexit.register(_teardown_live)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    _HOOKS_INSTALLED = True
+
+
+# --------------------------------------------------------------------------------------------
+# the target
+
+
+def _read_file(path: str) -> str:
+    with open(path) as fh:
+        return fh.read()
+
+
+def _write_file(path: str, text: str) -> None:
+    if not path.startswith(("/proc/", "/sys/", "/dev/")):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def _os_error(action: str, host: str, path: str, exc: OSError, text: str | None = None) -> TargetError:
+    what = f" {text.strip()!r} to" if text is not None else ""
+    hint = {errno.EINVAL: "the kernel rejected the value; check the knob's valid range",
+            errno.ENOENT: "the file does not exist on this kernel (or in a network namespace)",
+            errno.EACCES: "permission denied; the lab needs root",
+            errno.EPERM: "not permitted; the setting may be read-only inside a network namespace"}
+    return TargetError(f"lab {host}: could not {action}{what} {path}: {exc.strerror}"
+                       + (f" ({hint[exc.errno]})" if exc.errno in hint else ""))
+
+
+@TARGETS.register("lab")
+class LabTarget(Target):
+    """Server and client in network namespaces of this machine, with NSD, iperf3 and a loop disk.
+
+    Parameters
+    ----------
+    name : str, optional
+        Lab name (``[a-z0-9-]``, at most 24 characters); namespaces are ``tl-NAME-srv`` etc.
+        Default: 6 random hex digits, so concurrent labs never collide.
+    bottleneck_mbit : float, optional
+        Put a router namespace between client and server that shapes both directions to this rate
+        with ``tbf``.
+    queue_limit_bytes : int, optional
+        tbf queue length (default: 20 ms at the bottleneck rate, at least 64 KiB).
+    records : int
+        A records in the DNS zone (``r0`` ... ``r{records-1}``).
+    disk_mb : int, optional
+        Size of a sparse file attached to a loop device (``resolve_device("@disk")``).
+    server_cpu, client_cpu : int or None
+        CPU the server's services and commands, resp. the client's commands, are pinned to.
+    services : sequence of str
+        Services started by ``up()`` (default ``("dns", "iperf3")``).
+    """
+
+    name = "lab"
+    hosts = ("server", "client")
+
+    def __init__(self, name: str | None = None, bottleneck_mbit: float | None = None,
+                 queue_limit_bytes: int | None = None, records: int = 1000, disk_mb: int | None = None,
+                 server_cpu: int | None = 0, client_cpu: int | None = 1,
+                 services: Sequence[str] = ("dns", "iperf3")) -> None:
+        self.lab_name = name if name is not None else secrets.token_hex(3)
+        if not _NAME_RE.match(self.lab_name):
+            raise TargetError(f"lab name {self.lab_name!r} is invalid; use 1-24 characters of a-z, 0-9 and '-', "
+                              "starting with a letter or digit")
+        if bottleneck_mbit is not None and not bottleneck_mbit > 0:
+            raise TargetError(f"bottleneck_mbit must be a positive rate in Mbit/s, got {bottleneck_mbit!r}")
+        if queue_limit_bytes is not None and (bottleneck_mbit is None or queue_limit_bytes < 1500):
+            raise TargetError(f"queue_limit_bytes={queue_limit_bytes!r} needs bottleneck_mbit and at least 1500 bytes")
+        if not isinstance(records, int) or records < 2:
+            raise TargetError(f"records must be an integer >= 2 (r1.tunelab.test must exist), got {records!r}")
+        if disk_mb is not None and (not isinstance(disk_mb, int) or disk_mb < 16):
+            raise TargetError(f"disk_mb must be an integer of at least 16 MiB, got {disk_mb!r}")
+        available = os.sched_getaffinity(0)
+        for label, cpu in (("server_cpu", server_cpu), ("client_cpu", client_cpu)):
+            if cpu is not None and cpu not in available:
+                raise TargetError(f"{label}={cpu} is not a CPU this process may use ({sorted(available)}); "
+                                  f"pick one of those or pass {label}=None for no pinning")
+        for service in services:
+            LAB_SERVICES_get(service)
+        self.bottleneck_mbit = bottleneck_mbit
+        self.queue_limit_bytes = queue_limit_bytes
+        self.records = records
+        self.disk_mb = disk_mb
+        self.cpus = {"server": server_cpu, "client": client_cpu}
+        self.initial_services = tuple(services)
+        routed = bottleneck_mbit is not None
+        roles = ("server", "client", "router") if routed else ("server", "client")
+        self.namespaces = {role: f"{NS_PREFIX}{self.lab_name}-{ROLES[role]}" for role in roles}
+        self.addresses = ({"server": "10.77.0.1", "client": "10.77.0.129", "router_server": "10.77.0.126",
+                           "router_client": "10.77.0.254"} if routed else {"server": "10.77.0.1", "client": "10.77.0.2"})
+        self.workdir = STATE_DIR / self.lab_name
+        self.state: LabState | None = None
+        self._workers: dict[str, netns.NetnsWorker] = {}
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._meter: ForeignCpuMeter | None = None
+        self._lock = threading.RLock()
+        self.timings: dict[str, float] = {}
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def up(self) -> None:
+        """Create namespaces, links, disk and services; on any failure everything is removed."""
+        with self._lock:
+            if self.state is not None:
+                raise TargetError(f"lab {self.lab_name!r} is already up")
+            self._check_tools()
+            start = time.monotonic()
+            self.workdir.parent.mkdir(parents=True, exist_ok=True)
+            me = psutil.Process()
+            state = LabState(name=self.lab_name, namespaces=dict(self.namespaces), addresses=dict(self.addresses),
+                             workdir=str(self.workdir), owner_pid=me.pid, owner_start=me.create_time(),
+                             options=self._options())
+            state.save(exclusive=True)  # claims the name before anything exists; raises if taken
+            self.state = state          # only now is there something of ours to tear down
+            _install_hooks()
+            _LIVE.add(self)
+            try:
+                self.workdir.mkdir(parents=True, exist_ok=True)
+                self._build_network()
+                if self.disk_mb:
+                    self._make_disk()
+                for service in self.initial_services:
+                    self.start_service(service)
+            except BaseException:
+                self.down()
+                raise
+            self._meter = ForeignCpuMeter(self._lab_pids)
+            self.timings["up_s"] = time.monotonic() - start
+
+    def detach(self) -> None:
+        """Leave the lab running after this process exits (``tunelab lab up``); remove it with ``lab down``."""
+        with self._lock:
+            self._require_up()
+            assert self.state is not None
+            self.state.detached = True
+            self.state.save()
+            _LIVE.discard(self)
+            for worker in self._workers.values():
+                worker.close()
+            self._workers.clear()
+            self.state = None
+
+    def down(self) -> None:
+        """Stop services, delete namespaces, detach the loop device, delete files. Safe to call twice."""
+        with self._lock:
+            state = self.state
+            if state is None:
+                return
+            problems: list[str] = []
+            for name in list(self._procs):
+                svc.stop(self._procs.pop(name), grace_s=0.5)
+            self._close_workers()
+            problems += destroy(state)
+            self.state = None
+            _LIVE.discard(self)
+            if problems:
+                raise TargetError(f"lab {self.lab_name!r} teardown had problems: " + "; ".join(problems))
+
+    def reset(self) -> None:
+        """Fresh namespaces (defaults, no TIME_WAIT sockets) with the same services running again."""
+        with self._lock:
+            self._require_up()
+            assert self.state is not None
+            start = time.monotonic()
+            running = [name for name in self.state.services]
+            for name in list(self._procs):
+                svc.stop(self._procs.pop(name), grace_s=0.5)
+            self.state.services.clear()
+            self._close_workers()
+            for ns in self.namespaces.values():
+                netns.delete_namespace(ns)
+            self._build_network()
+            for name in running:
+                self.start_service(name)
+            self.timings["reset_s"] = time.monotonic() - start
+
+    def __del__(self) -> None:  # a lab that goes out of scope unclosed is still removed
+        try:
+            if getattr(self, "state", None) is not None and not self.state.detached:
+                self.down()
+        except Exception:  # noqa: BLE001
+            pass
+
+    # ---- building ---------------------------------------------------------------------------
+
+    def _options(self) -> dict[str, Any]:
+        return {"bottleneck_mbit": self.bottleneck_mbit, "queue_limit_bytes": self.queue_limit_bytes,
+                "records": self.records, "disk_mb": self.disk_mb, "server_cpu": self.cpus["server"],
+                "client_cpu": self.cpus["client"]}
+
+    def _check_tools(self) -> None:
+        needed = ["ip"] + [LAB_SERVICES_get(s).tool for s in self.initial_services]
+        if self.bottleneck_mbit is not None:
+            needed.append("tc")
+        if self.disk_mb:
+            needed.append("losetup")
+        if any(cpu is not None for cpu in self.cpus.values()):
+            needed.append("taskset")
+        missing = [tool for tool in needed if shutil.which(tool) is None]
+        if missing:
+            raise ToolMissingError(f"the lab needs {', '.join(missing)}; install them (Debian: iproute2, nsd, "
+                                   "iperf3, util-linux)")
+
+    def _build_network(self) -> None:
+        start = time.monotonic()
+        ns = self.namespaces
+        for namespace in ns.values():
+            netns.create_namespace(namespace, loopback_up=False)
+        addr = self.addresses
+        if self.bottleneck_mbit is None:
+            netns.ip_batch([["link", "add", LINK, "netns", ns["server"], "type", "veth",
+                             "peer", "name", LINK, "netns", ns["client"]]])
+            for role, prefix in (("server", "/24"), ("client", "/24")):
+                netns.ip_batch([["link", "set", "lo", "up"], ["addr", "add", addr[role] + prefix, "dev", LINK],
+                                ["link", "set", LINK, "up"]], namespace=ns[role])
+        else:
+            netns.ip_batch([
+                ["link", "add", LINK, "netns", ns["server"], "type", "veth", "peer", "name", "tl-srv",
+                 "netns", ns["router"]],
+                ["link", "add", LINK, "netns", ns["client"], "type", "veth", "peer", "name", "tl-cli",
+                 "netns", ns["router"]],
+            ])
+            for role, gateway in (("server", addr["router_server"]), ("client", addr["router_client"])):
+                netns.ip_batch([["link", "set", "lo", "up"], ["addr", "add", addr[role] + "/25", "dev", LINK],
+                                ["link", "set", LINK, "up"], ["route", "add", "default", "via", gateway]],
+                               namespace=ns[role])
+            netns.ip_batch([["link", "set", "lo", "up"],
+                            ["addr", "add", addr["router_server"] + "/25", "dev", "tl-srv"],
+                            ["addr", "add", addr["router_client"] + "/25", "dev", "tl-cli"],
+                            ["link", "set", "tl-srv", "up"], ["link", "set", "tl-cli", "up"]], namespace=ns["router"])
+            netns.ip_batch([["qdisc", "add", "dev", dev, "root", *tbf_args(self.bottleneck_mbit, self.queue_limit_bytes)]
+                            for dev in ("tl-srv", "tl-cli")], namespace=ns["router"], tool="tc")
+        for role, namespace in ns.items():
+            self._workers[role] = netns.NetnsWorker(namespace)
+        if "router" in ns:
+            self.in_namespace("router", _write_file, "/proc/sys/net/ipv4/ip_forward", "1")
+        self.timings["network_s"] = time.monotonic() - start
+
+    def _make_disk(self) -> None:
+        assert self.state is not None
+        DISK_DIR.mkdir(parents=True, exist_ok=True)
+        backing = DISK_DIR / f"{self.lab_name}.img"
+        with open(backing, "wb") as fh:
+            fh.truncate(self.disk_mb * 1024 * 1024)
+        self.state.disk_file = str(backing)
+        self.state.save()
+        proc = subprocess.run(["losetup", "--find", "--show", str(backing)], capture_output=True, text=True,
+                              timeout=30, check=False)
+        if proc.returncode != 0:
+            raise TargetError(f"losetup could not attach {backing}: {proc.stderr.strip()} "
+                              "(is the loop module available? `modprobe loop`)")
+        self.state.disk_device = proc.stdout.strip()
+        self.state.save()
+
+    def _close_workers(self) -> None:
+        for worker in self._workers.values():
+            worker.close()
+        self._workers.clear()
+
+    def _lab_pids(self) -> list[int]:
+        return [pid for ns in self.namespaces.values() for pid in netns.namespace_pids(ns)]
+
+    def _require_up(self) -> None:
+        if self.state is None:
+            raise TargetError(f"lab {self.lab_name!r} is not up; use it as `with get_target('lab')() as lab:` "
+                              "or call up() first")
+
+    # ---- primitives -------------------------------------------------------------------------
+
+    def namespace(self, host: str) -> str:
+        """The network namespace of ``host`` (``server``, ``client`` or, with a bottleneck, ``router``)."""
+        if host not in self.namespaces:
+            self.check_host(host)
+        return self.namespaces[host]
+
+    def in_namespace(self, host: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` in the thread that lives in ``host``'s namespace (sockets, /proc/sys)."""
+        self._require_up()
+        self.namespace(host)
+        return self._workers[host].call(fn, *args)
+
+    def read_text(self, host: str, path: str) -> str:
+        self.check_host(host)
+        if netns.needs_namespace_sysfs(path):
+            return self._sysfs_via_exec(host, ["cat", path], path)
+        try:
+            return self.in_namespace(host, _read_file, netns.thread_path(path))
+        except OSError as exc:
+            raise _os_error("read", host, path, exc) from None
+
+    def write_text(self, host: str, path: str, text: str) -> None:
+        self.check_host(host)
+        if netns.needs_namespace_sysfs(path):
+            self._sysfs_via_exec(host, ["tee", path], path, stdin_text=text)
+            return
+        try:
+            self.in_namespace(host, _write_file, netns.thread_path(path), text)
+        except OSError as exc:
+            raise _os_error("write", host, path, exc, text) from None
+
+    def _sysfs_via_exec(self, host: str, argv: list[str], path: str, stdin_text: str | None = None) -> str:
+        self._require_up()
+        result = run_argv(netns.exec_argv(self.namespace(host), argv), timeout_s=10, stdin_text=stdin_text)
+        if not result.ok:
+            raise TargetError(f"lab {host}: `{' '.join(argv)}` failed for {path}: {result.stderr.strip()}")
+        return result.stdout
+
+    def is_writable(self, host: str, path: str) -> bool:
+        self.check_host(host)
+        return bool(self.in_namespace(host, os.access, netns.thread_path(path), os.W_OK))
+
+    def run(self, host: str, argv: Sequence[str], timeout_s: float, cpu: int | None = None) -> CommandResult:
+        """Run ``argv`` in ``host``'s namespace, pinned to ``cpu`` (default: the host's CPU)."""
+        self.check_host(host)
+        self._require_up()
+        argv = check_argv(argv)
+        cpu = self.cpus.get(host) if cpu is None else cpu
+        return run_argv(netns.exec_argv(self.namespace(host), argv, cpu), timeout_s, shown_argv=argv)
+
+    def address(self, host: str) -> str:
+        self.check_host(host)
+        return self.addresses[host]
+
+    def resolve_device(self, device: str) -> str:
+        if device == "@link":
+            return LINK
+        if device == "@disk":
+            if self.state is None or not self.state.disk_device:
+                raise TargetError("device '@disk' needs a lab disk; create the lab with disk_mb (e.g. disk_mb=256)")
+            return Path(self.state.disk_device).name
+        return device
+
+    def start_service(self, name: str) -> None:
+        """Start ``name`` ("dns" or "iperf3") in the server namespace and wait until it answers."""
+        with self._lock:
+            self._require_up()
+            assert self.state is not None
+            service = LAB_SERVICES_get(name)
+            proc = self._procs.get(name)
+            if proc is not None and proc.poll() is None:
+                return
+            log = self.workdir / f"{name}.log"
+            argv = netns.exec_argv(self.namespace("server"), service.argv(self), self.cpus["server"])
+            proc = svc.spawn(argv, log)
+            self._procs[name] = proc
+            self.state.services[name] = proc.pid
+            self.state.save()
+            waited = svc.wait_until(lambda: service.ready(self), service.timeout_s,
+                                         f"lab service {name!r} ({service.tool})", proc=proc, log=log)
+            self.timings[f"start_{name}_s"] = waited
+
+    def restart_service(self, name: str) -> None:
+        """Stop and start ``name`` so settings read at start-up (e.g. somaxconn at listen()) apply."""
+        with self._lock:
+            self._require_up()
+            assert self.state is not None
+            LAB_SERVICES_get(name)
+            proc = self._procs.pop(name, None)
+            if proc is not None:
+                svc.stop(proc, grace_s=0.5)
+            self.state.services.pop(name, None)
+            self.start_service(name)
+
+    def service_alive(self, name: str) -> bool:
+        proc = self._procs.get(name)
+        return proc is not None and proc.poll() is None
+
+    def describe(self) -> dict[str, Any]:
+        info = describe_local()
+        info.update({"target": "lab", "lab": {
+            "name": self.lab_name, "namespaces": dict(self.namespaces), "addresses": dict(self.addresses),
+            "link": LINK, "disk": self.state.disk_device if self.state else None, **self._options()}})
+        return info
+
+    def foreign_cpu_s(self) -> float:
+        if self._meter is None:
+            return 0.0
+        return self._meter()
+
+
+def LAB_SERVICES_get(name: str) -> LabService:  # noqa: N802 - reads like the registry it wraps
+    try:
+        return LAB_SERVICES.get(name)
+    except KeyError as exc:
+        raise TargetError(str(exc.args[0])) from None
+
+
+def tbf_args(rate_mbit: float, limit_bytes: int | None = None) -> list[str]:
+    """``tbf`` parameters for ``rate_mbit``: burst of one timer tick (>= 64 KiB), queue of 20 ms.
+
+    >>> tbf_args(200)
+    ['tbf', 'rate', '200mbit', 'burst', '100000', 'limit', '500000']
+    """
+    rate_bytes_s = rate_mbit * 1e6 / 8
+    burst = max(65536, int(rate_bytes_s / 250))
+    limit = limit_bytes if limit_bytes is not None else max(65536, int(rate_bytes_s * 0.020))
+    rate = f"{rate_mbit:g}mbit"
+    return ["tbf", "rate", rate, "burst", str(burst), "limit", str(limit)]

@@ -1,0 +1,187 @@
+"""The lab's services (NSD and an iperf3 server) and probes that tell when they answer.
+
+Services run in the foreground inside the server namespace, in their own process group, so the
+lab can stop them by PID. Readiness is checked from inside a namespace (see
+:class:`tunelab.targets.netns.NetnsWorker`): a real DNS query for NSD, a LISTEN socket in
+``/proc/thread-self/net/tcp`` for iperf3.
+"""
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from tunelab.errors import TargetError
+from tunelab.targets import dnszone
+
+DNS_PORT = 53
+IPERF3_PORT = 5201
+
+
+def nsd_config(workdir: Path, address: str, port: int = DNS_PORT) -> str:
+    """An nsd.conf that runs unprivileged-style in the foreground with every path under ``workdir``.
+
+    >>> "ip-address: 10.77.0.1@53" in nsd_config(Path("/tmp/x"), "10.77.0.1")
+    True
+    """
+    zone = dnszone.ZONE.rstrip(".")
+    return f"""server:
+    ip-address: {address}@{port}
+    do-ip6: no
+    server-count: 1
+    tcp-count: 100
+    username: ""
+    chroot: ""
+    database: ""
+    zonesdir: "{workdir}"
+    pidfile: "{workdir}/nsd.pid"
+    xfrdfile: "{workdir}/xfrd.state"
+    zonelistfile: "{workdir}/zone.list"
+    logfile: "{workdir.parent}/dns.log"
+    xfrdir: "{workdir}"
+    verbosity: 0
+    hide-version: yes
+remote-control:
+    control-enable: no
+zone:
+    name: "{zone}"
+    zonefile: "{workdir}/{zone}.zone"
+"""
+
+
+def write_nsd_files(workdir: Path, address: str, records: int) -> Path:
+    """Write nsd.conf and the zone file into ``workdir``; return the config path."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    zone = dnszone.ZONE.rstrip(".")
+    (workdir / f"{zone}.zone").write_text(dnszone.zone_text(records))
+    conf = workdir / "nsd.conf"
+    conf.write_text(nsd_config(workdir, address))
+    return conf
+
+
+def dns_query_packet(name: str, query_id: int, qtype: int = 1) -> bytes:
+    """A minimal DNS query (RD unset, one question, class IN) for ``name``.
+
+    >>> dns_query_packet("a.b.", 7)[:2] == b"\\x00\\x07"
+    True
+    """
+    header = struct.pack("!HHHHHH", query_id, 0, 1, 0, 0, 0)
+    labels = b"".join(bytes([len(part)]) + part.encode("ascii") for part in name.rstrip(".").split(".") if part)
+    return header + labels + b"\x00" + struct.pack("!HH", qtype, 1)
+
+
+@dataclass(frozen=True)
+class DnsAnswer:
+    rcode: int
+    answer_count: int
+    authoritative: bool
+
+
+def parse_dns_header(packet: bytes) -> tuple[int, DnsAnswer]:
+    """(query id, answer summary) from a DNS response's header."""
+    if len(packet) < 12:
+        raise TargetError(f"DNS response of {len(packet)} bytes is shorter than a header (12 bytes)")
+    qid, flags, _qd, ancount, _ns, _ar = struct.unpack("!HHHHHH", packet[:12])
+    return qid, DnsAnswer(rcode=flags & 0xF, answer_count=ancount, authoritative=bool(flags & 0x0400))
+
+
+def dns_query(address: str, name: str, port: int = DNS_PORT, timeout_s: float = 0.2) -> DnsAnswer | None:
+    """Send one UDP query for ``name`` to ``address``; the answer, or None when nothing came back.
+
+    Call it from a thread inside the client namespace so the socket belongs to that namespace.
+    """
+    query_id = random.randrange(1 << 16)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(timeout_s)
+        try:
+            sock.sendto(dns_query_packet(name, query_id), (address, port))
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                data, _ = sock.recvfrom(4096)
+                qid, answer = parse_dns_header(data)
+                if qid == query_id:
+                    return answer
+        except (socket.timeout, ConnectionRefusedError, OSError):
+            return None
+    return None
+
+
+def tcp_listening(port: int, address: str | None = None) -> bool:
+    """Whether a TCP socket listens on ``port`` in the calling thread's network namespace."""
+    wanted_addr = None
+    if address is not None:
+        wanted_addr = "%08X" % struct.unpack("<I", socket.inet_aton(address))[0]
+    with open("/proc/thread-self/net/tcp") as fh:
+        next(fh)
+        for line in fh:
+            fields = line.split()
+            local, state = fields[1], fields[3]
+            addr_hex, port_hex = local.split(":")
+            if state == "0A" and int(port_hex, 16) == port and wanted_addr in (None, addr_hex, "00000000"):
+                return True
+    return False
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float, what: str, proc: subprocess.Popen | None = None,
+               log: Path | None = None, interval_s: float = 0.01) -> float:
+    """Poll ``check`` until it is true; return the seconds waited, TargetError naming ``what`` otherwise."""
+    start = time.monotonic()
+    while True:
+        if check():
+            return time.monotonic() - start
+        if proc is not None and proc.poll() is not None:
+            detail = _tail(log)
+            raise TargetError(f"{what}: the process exited with status {proc.returncode} before it answered"
+                              + (f"; log: {detail}" if detail else ""))
+        if time.monotonic() - start > timeout_s:
+            detail = _tail(log)
+            raise TargetError(f"{what}: no answer within {timeout_s} s" + (f"; log: {detail}" if detail else ""))
+        time.sleep(interval_s)
+
+
+def _tail(path: Path | None, lines: int = 5) -> str:
+    if path is None or not path.exists():
+        return ""
+    return " | ".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def spawn(argv: list[str], log: Path) -> subprocess.Popen:
+    """Start a long-running service in its own session with output appended to ``log``."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+
+
+def stop(proc: subprocess.Popen | None, pid: int | None = None, grace_s: float = 1.0) -> None:
+    """Terminate a service (SIGTERM, then SIGKILL) and reap it when it is our child."""
+    from tunelab.targets.netns import kill_pids
+
+    if proc is not None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        return
+    if pid is not None:
+        kill_pids([pid], grace_s=grace_s)
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
