@@ -1,0 +1,264 @@
+"""Protecting the machine: host-global policy, value validation, and rolling back the journal.
+
+Three rules, applied before any knob is written:
+
+1. every planned value is validated against the catalogue (``knob.validate``) so no command is
+   ever built from an out-of-range or ill-typed value;
+2. a host-global knob (``knob.scope == "host"``: ``vm.*``, ``fs.*``, ``kernel.*``, most of
+   ``net.core.*``) is refused with :class:`~tunelab.errors.SafetyError` unless the user allowed
+   it (design ``target.allow_host_global: true`` or ``--allow-host-global``);
+3. every change is journalled before it is written, so :func:`restore_journal` (``tunelab
+   restore``) can roll back whatever a crash left behind.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+
+from tunelab.errors import KnobError, SafetyError, TargetError, TunelabError
+
+if TYPE_CHECKING:
+    from tunelab.store import JournalEntry, Store
+    from tunelab.targets.base import Target
+
+
+@dataclass(frozen=True)
+class KnobSpec:
+    """One knob of a study as the runner handles it: plan column id, catalogue knob, host, device."""
+
+    id: str
+    knob: Any  # tunelab.knobs Knob (Contract 3)
+    host: str = "server"
+    device: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.knob.name
+
+
+def check_host_global(specs: Sequence[KnobSpec], allow_host_global: bool) -> None:
+    """Refuse host-global knobs unless allowed; raises before anything is written.
+
+    Raises
+    ------
+    SafetyError
+        naming every host-global knob and the two ways to allow them.
+    """
+    host_global = [spec.id for spec in specs if getattr(spec.knob, "scope", "host") == "host"]
+    if host_global and not allow_host_global:
+        raise SafetyError(
+            f"refusing to change host-global knob(s) {', '.join(host_global)}: they affect the whole machine, "
+            "not just the lab's namespaces. If this machine is yours to tune, set `target: {allow_host_global: true}` "
+            "in the design or pass --allow-host-global; every change is journalled and `tunelab restore` rolls it back"
+        )
+
+
+def validate_config(specs: Sequence[KnobSpec], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``config`` (knob id -> level) against the catalogue; return canonical values.
+
+    Raises
+    ------
+    KnobError
+        for a missing knob id or an invalid value (the knob's own message names the range).
+    """
+    missing = [spec.id for spec in specs if spec.id not in config]
+    if missing:
+        raise KnobError(f"the trial config has no value for knob(s) {', '.join(missing)}; "
+                        f"it has {', '.join(map(str, config)) or 'nothing'}")
+    return {spec.id: spec.knob.validate(config[spec.id]) for spec in specs}
+
+
+def check_trial(specs: Sequence[KnobSpec], config: Mapping[str, Any], allow_host_global: bool) -> dict[str, Any]:
+    """Both pre-write checks: host-global policy, then catalogue validation."""
+    check_host_global(specs, allow_host_global)
+    return validate_config(specs, config)
+
+
+# ---- deferring Ctrl-C while the machine is being put back -------------------------------------
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM until the block ends (so a restore is never cut half-way).
+
+    Outside the main thread this is a no-op. A signal that arrived inside the block is
+    re-raised as :class:`KeyboardInterrupt` when it ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        pending.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if pending:
+        raise KeyboardInterrupt
+
+
+# ---- rolling back the journal -----------------------------------------------------------------
+
+
+@dataclass
+class RestoreReport:
+    """What :func:`restore_journal` did with each unrestored entry."""
+
+    restored: list[str] = field(default_factory=list)
+    moot: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def lines(self) -> list[str]:
+        return ([f"restored: {line}" for line in self.restored] + [f"nothing to restore: {line}" for line in self.moot]
+                + [f"FAILED: {line}" for line in self.failed])
+
+
+#: target types whose per-netns state vanishes with the target (the lab's namespaces are
+#: created per run and deleted by down(); after a crash nothing of them survives a restart)
+EPHEMERAL_NETNS_TARGETS = frozenset({"lab", "simulator", "dry-run"})
+
+
+def _namespaces_are_gone(target_type: str | None, target_cls: Any) -> bool:
+    flag = getattr(target_cls, "ephemeral_netns", None)
+    return bool(flag) if flag is not None else target_type in EPHEMERAL_NETNS_TARGETS
+
+
+def _lab_names(store: "Store") -> set[str]:
+    """Names of the labs this study's runs used (from ``target.describe()`` recorded per run)."""
+    names = set()
+    for description in store.run_targets():
+        lab = description.get("lab") if isinstance(description, dict) else None
+        if isinstance(lab, dict) and lab.get("name"):
+            names.add(str(lab["name"]))
+    return names
+
+
+def _remove_orphan_labs(names: set[str]) -> list[str]:
+    """Delete this study's labs whose owning process died (a crashed run's namespaces).
+
+    A live lab (its owner still running, or detached with ``tunelab lab up``) and labs of other
+    studies are never touched. Returns the names removed.
+    """
+    from tunelab.targets import lab as lab_module
+
+    removed = []
+    for state in lab_module.list_states():
+        if state.name in names and state.is_orphan():
+            problems = lab_module.destroy(state)
+            if problems:
+                raise TargetError(f"could not remove the orphaned lab {state.name!r}: {'; '.join(problems)}; "
+                                  f"try `tunelab lab down --name {state.name}`")
+            removed.append(state.name)
+    return removed
+
+
+def build_target(spec: Mapping[str, Any] | None) -> "Target":
+    """Instantiate a target from a stored spec ``{"type": ..., "options": {...}}``."""
+    from tunelab.targets import get_target
+
+    if not spec or "type" not in spec:
+        raise TargetError("the store records no target spec, so it cannot rebuild the target for restore; "
+                          "pass a target explicitly (restore_journal(store, target=...))")
+    return get_target(spec["type"])(**dict(spec.get("options") or {}))
+
+
+def restore_journal(
+    store: "Store",
+    target: "Target | None" = None,
+    *,
+    knob_lookup: Callable[[str], Any] | None = None,
+    target_spec: Mapping[str, Any] | None = None,
+) -> RestoreReport:
+    """Roll back every unrestored journal entry of ``store``, newest first.
+
+    Each entry's old text is written back through the target, read back and compared; a match
+    marks the entry restored. On a target whose namespaces are gone (the lab after a crash), a
+    per-netns knob has nothing left to restore: its entry is resolved with that note. Entries
+    that could not be restored stay ``applied`` and are listed in ``failed``.
+
+    ``target`` (already up) is used when given; otherwise one is built from ``target_spec`` or
+    the study's stored spec, brought up only if some entry actually needs it, and taken down.
+    """
+    entries = store.unrestored()
+    report = RestoreReport()
+    if not entries:
+        return report
+    if knob_lookup is None:
+        from tunelab.knobs import get_knob as knob_lookup  # type: ignore[no-redef]
+    spec = dict(target_spec or (store.study.target_spec if store.study else None) or {})
+    target_type = spec.get("type") if target is None else getattr(target, "name", None)
+    target_cls = type(target) if target is not None else None
+    if target_cls is None and spec.get("type"):
+        from tunelab.targets import get_target
+
+        try:
+            target_cls = get_target(spec["type"])
+        except TargetError:
+            target_cls = None
+    netns_gone = _namespaces_are_gone(target_type, target_cls)
+
+    gone_note = f"namespace gone ({target_type} target) — nothing to restore"
+    if netns_gone and target is None:
+        removed = _remove_orphan_labs(_lab_names(store)) if target_type == "lab" else []
+        if removed:
+            gone_note = f"namespace gone (orphaned lab {', '.join(removed)} removed) — nothing to restore"
+    live: list[tuple[JournalEntry, Any]] = []
+    for entry in entries:
+        try:
+            knob = knob_lookup(entry.knob_name)
+        except TunelabError as exc:
+            report.failed.append(f"{_describe(entry)}: {exc}")
+            continue
+        if netns_gone and getattr(knob, "scope", "host") == "netns":
+            store.journal_restored(entry.entry_id, note=gone_note)
+            report.moot.append(f"{_describe(entry)}: {gone_note}")
+        else:
+            live.append((entry, knob))
+    if not live:
+        return report
+
+    owned = target is None
+    if owned:
+        target = build_target(spec)
+        target.up()
+    try:
+        with deferred_interrupts():
+            for entry, knob in live:
+                try:
+                    restore_entry(store, target, knob, entry)
+                    report.restored.append(f"{_describe(entry)} back to {entry.old_text!r}")
+                except TunelabError as exc:
+                    report.failed.append(f"{_describe(entry)}: {exc}")
+    finally:
+        if owned:
+            target.down()
+    return report
+
+
+def restore_entry(store: "Store", target: "Target", knob: Any, entry: "JournalEntry") -> None:
+    """Write one entry's old value back, verify it, and mark the entry restored."""
+    wanted = knob.from_text(entry.old_text)
+    knob.write(target, entry.host, wanted, device=entry.device)
+    got = knob.read(target, entry.host, device=entry.device)
+    if got != wanted:
+        raise KnobError(f"{entry.knob_id} on {entry.host}: wrote back {knob.to_text(wanted)!r} but read "
+                        f"{knob.to_text(got)!r}; fix it by hand (e.g. sysctl -w) and run `tunelab restore` again")
+    store.journal_restored(entry.entry_id)
+
+
+def _describe(entry: "JournalEntry") -> str:
+    where = f" on {entry.host}" if entry.host != "server" else ""
+    device = f" ({entry.device})" if entry.device else ""
+    return f"{entry.knob_id}{device}{where} [trial {entry.trial_id}, entry {entry.entry_id}]"
