@@ -1,0 +1,35 @@
+"""Statistics for tuning studies: pure functions, tidy DataFrame in, tidy DataFrame out.
+
+Every function takes ``data, dv, between`` (a long frame, the metric column, the knob column),
+never modifies ``data``, and returns a DataFrame with the documented column names. Input problems
+raise :class:`tunelab.errors.DataError`. :func:`screen` combines them into the verdict table.
+
+Examples
+--------
+>>> import pandas as pd
+>>> from tunelab.stats import anova_oneway, tukey_hsd
+>>> df = pd.DataFrame({"k": list("aaabbbccc"), "y": [1.0, 2, 3, 2, 3, 4, 6, 7, 8]})
+>>> anova_oneway(df, "y", "k").columns.tolist()
+['source', 'ss', 'df', 'ms', 'F', 'p', 'eta2', 'omega2']
+"""
+from tunelab.stats._validate import check_input
+from tunelab.stats.assumptions import group_summary, homoscedasticity, normality
+from tunelab.stats.effects import cohens_d, pct_change
+from tunelab.stats.equivalence import tost
+from tunelab.stats.multiplicity import adjust
+from tunelab.stats.omnibus import anova_factorial, anova_oneway, kruskal, lenth_effects, welch_anova
+from tunelab.stats.posthoc import compact_letters, dunn, games_howell, to_matrix, tukey_hsd
+from tunelab.stats.power import achieved_power, replicates_needed
+from tunelab.stats.screen import ScreenResult, design_kind, recommend, schema, screen
+
+__all__ = [
+    "check_input",
+    "normality", "homoscedasticity", "group_summary",
+    "anova_oneway", "welch_anova", "kruskal", "anova_factorial", "lenth_effects",
+    "tukey_hsd", "games_howell", "dunn", "to_matrix", "compact_letters",
+    "cohens_d", "pct_change",
+    "adjust",
+    "tost",
+    "replicates_needed", "achieved_power",
+    "screen", "ScreenResult", "design_kind", "recommend", "schema",
+]

@@ -1,0 +1,144 @@
+"""Input checks shared by every statistics function, and the group helpers built on them.
+
+Every public function in :mod:`tunelab.stats` calls :func:`check_input` first, so bad input fails
+early with a :class:`~tunelab.errors.DataError` that names the column, the value and the fix.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tunelab.errors import DataError
+
+
+def _as_list(between: str | Sequence[str]) -> list[str]:
+    return [between] if isinstance(between, str) else list(between)
+
+
+def check_input(
+    data: pd.DataFrame,
+    dv: str,
+    between: str | Sequence[str],
+    min_group_size: int = 2,
+) -> pd.DataFrame:
+    """Check a tidy frame for a between-groups analysis and return a clean copy.
+
+    Parameters
+    ----------
+    data : DataFrame
+        Long (tidy) data, one row per observation. Never modified.
+    dv : str
+        Numeric dependent variable (a metric column).
+    between : str or list of str
+        Grouping column(s) (knob columns).
+    min_group_size : int
+        Smallest number of observations each level of each ``between`` column must have
+        (2 by default: a variance needs two values).
+
+    Returns
+    -------
+    DataFrame
+        A copy holding only ``[*between, dv]`` with ``dv`` as float64 and a fresh RangeIndex.
+
+    Raises
+    ------
+    DataError
+        Unknown column, non-numeric ``dv``, missing values, a single level, or a group smaller
+        than ``min_group_size``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"knob": ["a", "a", "b", "b"], "qps": [1.0, 2.0, 3.0, 4.0]})
+    >>> check_input(df, "qps", "knob").shape
+    (4, 2)
+    """
+    if not isinstance(data, pd.DataFrame):
+        raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}; "
+                        "pass the tidy frame from store.tidy() or pd.read_csv()")
+    factors = _as_list(between)
+    if not factors:
+        raise DataError("between is empty; name at least one grouping (knob) column")
+    for column in [dv, *factors]:
+        if column not in data.columns:
+            known = ", ".join(map(str, data.columns))
+            raise DataError(f"unknown column {column!r}; the data has: {known}")
+    if dv in factors:
+        raise DataError(f"column {dv!r} is used both as dv and as a between column; choose a metric for dv")
+    values = data[dv]
+    if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
+        raise DataError(f"dv column {dv!r} is not numeric (dtype {values.dtype}); choose a metric column, "
+                        f"or convert it with pd.to_numeric(data[{dv!r}])")
+    for column in [dv, *factors]:
+        missing = int(data[column].isna().sum())
+        if missing:
+            raise DataError(f"column {column!r} has {missing} missing value(s); drop those rows "
+                            f"(data.dropna(subset=[{column!r}])) or fix the store")
+    out = data[[*factors, dv]].copy()
+    out[dv] = out[dv].astype("float64")
+    if not np.isfinite(out[dv].to_numpy()).all():
+        raise DataError(f"dv column {dv!r} has infinite values; drop or fix those rows")
+    for column in factors:
+        counts = _level_counts(out[column])
+        if len(counts) < 2:
+            raise DataError(f"between column {column!r} has a single level {counts.index[0]!r}; "
+                            "a comparison needs at least two levels")
+        small = counts[counts < min_group_size]
+        if len(small):
+            level = small.index[0]
+            raise DataError(f"group {column}={level!r} has {int(small.iloc[0])} observation(s) but at least "
+                            f"{min_group_size} are needed; add replicates")
+    return out.reset_index(drop=True)
+
+
+def _sort_key(value: Any) -> tuple[str, Any]:
+    return (type(value).__name__, value)
+
+
+def sorted_levels(values: pd.Series | Sequence[Hashable]) -> list[Any]:
+    """Distinct levels in natural order (numbers numerically, strings alphabetically).
+
+    Mixed types are ordered by type name first, so the order is always deterministic.
+    """
+    unique = list(dict.fromkeys(values.tolist() if isinstance(values, pd.Series) else list(values)))
+    try:
+        return sorted(unique)
+    except TypeError:
+        try:
+            return sorted(unique, key=_sort_key)
+        except TypeError:
+            return sorted(unique, key=repr)
+
+
+def _level_counts(values: pd.Series) -> pd.Series:
+    levels = sorted_levels(values)
+    codes = encode(values, levels)
+    return pd.Series(np.bincount(codes, minlength=len(levels)), index=pd.Index(levels, dtype=object))
+
+
+def encode(values: pd.Series, levels: list[Any]) -> np.ndarray:
+    """Integer codes 0..k-1 of ``values`` in the order of ``levels``.
+
+    Library calls get these codes instead of the raw levels, which may be tuples (triplet
+    knobs), booleans or strings with characters a formula cannot hold.
+    """
+    index = {level: i for i, level in enumerate(levels)}
+    return np.fromiter((index[v] for v in values.tolist()), dtype=np.int64, count=len(values))
+
+
+def grouped(data: pd.DataFrame, dv: str, between: str) -> tuple[list[Any], list[np.ndarray]]:
+    """Sorted levels of ``between`` and the ``dv`` values of each, as float arrays."""
+    levels = sorted_levels(data[between])
+    codes = encode(data[between], levels)
+    y = data[dv].to_numpy(dtype=np.float64)
+    return levels, [y[codes == i] for i in range(len(levels))]
+
+
+def coded_frame(data: pd.DataFrame, dv: str, between: str) -> tuple[list[Any], pd.DataFrame]:
+    """Levels and a two-column frame ``[g, y]`` with integer group codes, ready for library calls."""
+    levels = sorted_levels(data[between])
+    frame = pd.DataFrame({"g": encode(data[between], levels), "y": data[dv].to_numpy(dtype=np.float64)})
+    return levels, frame

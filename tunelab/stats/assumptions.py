@@ -1,0 +1,89 @@
+"""Assumption checks for one-way comparisons: normality of residuals, equal variances, summaries."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats as ss
+
+from tunelab.errors import DataError
+from tunelab.stats._validate import check_input, grouped
+
+
+def normality(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
+    """Shapiro–Wilk test on the residuals from the group means (pooled over groups).
+
+    Testing residuals rather than each group uses all observations at once, which matters with
+    the 3-5 replicates typical of kernel tuning (R: ``shapiro.test(residuals(aov(dv ~ between)))``).
+
+    Returns
+    -------
+    DataFrame
+        One row, columns ``[test, statistic, p, n]``; ``test`` is ``'shapiro_wilk'``.
+        ``statistic`` and ``p`` are NaN when the residuals are all zero (no variation).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"k": list("aaabbb"), "y": [1.0, 2, 3, 5, 6, 8]})
+    >>> normality(df, "y", "k").columns.tolist()
+    ['test', 'statistic', 'p', 'n']
+    """
+    clean = check_input(data, dv, between)
+    residuals = clean[dv] - clean.groupby(between, sort=False)[dv].transform("mean")
+    n = len(residuals)
+    if n < 3:
+        raise DataError(f"Shapiro–Wilk needs at least 3 observations of {dv!r}, got {n}; add replicates")
+    if np.allclose(residuals.to_numpy(), 0.0):
+        statistic, p = np.nan, np.nan
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # scipy warns for n > 5000 (p approximate)
+            result = ss.shapiro(residuals.to_numpy())
+        statistic, p = float(result.statistic), float(result.pvalue)
+    return pd.DataFrame({"test": ["shapiro_wilk"], "statistic": [statistic], "p": [p], "n": [n]})
+
+
+def homoscedasticity(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
+    """Levene (center = mean) and Brown–Forsythe (center = median) tests of equal variances.
+
+    Same as R ``car::leveneTest(dv ~ between, center = mean)`` and ``center = median``.
+
+    Returns
+    -------
+    DataFrame
+        Two rows, ``test`` = ``'levene'`` and ``'brown_forsythe'``; columns
+        ``[test, statistic, df1, df2, p]`` with ``df1 = k - 1`` and ``df2 = N - k``.
+        ``statistic`` and ``p`` are NaN when every group is constant.
+    """
+    clean = check_input(data, dv, between)
+    _, samples = grouped(clean, dv, between)
+    k, n = len(samples), len(clean)
+    rows = []
+    for name, center in (("levene", "mean"), ("brown_forsythe", "median")):
+        with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            result = ss.levene(*samples, center=center)
+        rows.append({"test": name, "statistic": float(result.statistic), "df1": k - 1, "df2": n - k,
+                     "p": float(result.pvalue)})
+    return pd.DataFrame(rows, columns=["test", "statistic", "df1", "df2", "p"])
+
+
+def group_summary(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
+    """Per-group descriptive statistics, groups in sorted order.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``[group, n, mean, sd, median, iqr, cv]``: ``sd`` with ``ddof=1``, ``iqr`` from
+        linearly interpolated quartiles (R ``IQR()``, type 7), ``cv = sd / mean`` (NaN if mean is 0).
+    """
+    clean = check_input(data, dv, between)
+    levels, samples = grouped(clean, dv, between)
+    rows = []
+    for level, y in zip(levels, samples):
+        mean, sd = float(np.mean(y)), float(np.std(y, ddof=1))
+        rows.append({"group": level, "n": len(y), "mean": mean, "sd": sd, "median": float(np.median(y)),
+                     "iqr": float(ss.iqr(y)), "cv": sd / mean if mean != 0 else np.nan})
+    return pd.DataFrame(rows, columns=["group", "n", "mean", "sd", "median", "iqr", "cv"])

@@ -1,0 +1,273 @@
+"""Omnibus tests: is there any difference between the levels of a knob?
+
+One-way ANOVA, Welch's ANOVA, Kruskal–Wallis, factorial ANOVA (statsmodels ``anova_lm``) and
+Lenth's method for unreplicated two-level designs.
+"""
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pingouin as pg
+import statsmodels.api as sm
+import statsmodels.formula.api as smf
+from scipy import stats as ss
+
+from tunelab.errors import DataError
+from tunelab.stats._validate import check_input, coded_frame, encode, grouped, sorted_levels
+
+
+def anova_oneway(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
+    """Classic one-way ANOVA (equal variances), via statsmodels ``ols`` + ``anova_lm``.
+
+    Returns
+    -------
+    DataFrame
+        Rows ``between`` and ``'Residual'``; columns ``[source, ss, df, ms, F, p, eta2, omega2]``.
+        ``eta2 = SS_between / SS_total``; ``omega2 = (SS_between - df_between MS_within) /
+        (SS_total + MS_within)``. F, p, eta2 and omega2 are NaN on the Residual row.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"k": list("aaabbbccc"), "y": [1.0, 2, 3, 2, 3, 4, 6, 7, 8]})
+    >>> round(float(anova_oneway(df, "y", "k").loc[0, "F"]), 3)
+    21.0
+    """
+    clean = check_input(data, dv, between)
+    _, frame = coded_frame(clean, dv, between)
+    table = sm.stats.anova_lm(smf.ols("y ~ C(g)", data=frame).fit(), typ=1)
+    ss_b, ss_w = float(table["sum_sq"].iloc[0]), float(table["sum_sq"].iloc[1])
+    df_b, df_w = float(table["df"].iloc[0]), float(table["df"].iloc[1])
+    ms_w = ss_w / df_w
+    ss_t = ss_b + ss_w
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eta2 = ss_b / ss_t
+        omega2 = (ss_b - df_b * ms_w) / (ss_t + ms_w)
+    return pd.DataFrame({
+        "source": [between, "Residual"],
+        "ss": [ss_b, ss_w],
+        "df": [df_b, df_w],
+        "ms": [ss_b / df_b, ms_w],
+        "F": [float(table["F"].iloc[0]), np.nan],
+        "p": [float(table["PR(>F)"].iloc[0]), np.nan],
+        "eta2": [eta2, np.nan],
+        "omega2": [omega2, np.nan],
+    })
+
+
+def welch_anova(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
+    """Welch's one-way ANOVA for unequal variances (pingouin ``welch_anova``).
+
+    Equivalent to R ``oneway.test(dv ~ between, var.equal = FALSE)``.
+
+    Returns
+    -------
+    DataFrame
+        One row, columns ``[source, F, df1, df2, p]``; ``df2`` is Welch's fractional df.
+    """
+    clean = check_input(data, dv, between)
+    _, frame = coded_frame(clean, dv, between)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table = pg.welch_anova(data=frame, dv="y", between="g")
+    return pd.DataFrame({
+        "source": [between],
+        "F": [float(table["F"].iloc[0])],
+        "df1": [float(table["ddof1"].iloc[0])],
+        "df2": [float(table["ddof2"].iloc[0])],
+        "p": [float(table["p_unc"].iloc[0])],
+    })
+
+
+def kruskal(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
+    """Kruskal–Wallis rank test with the tie-corrected H of R's ``kruskal.test`` (scipy ``kruskal``).
+
+    Returns
+    -------
+    DataFrame
+        One row, columns ``[source, H, df, p, epsilon2]`` where ``epsilon2 = H / (N - 1)``
+        (Tomczak & Tomczak 2014, equal to ``H / ((N^2 - 1) / (N + 1))`` as in R
+        ``rcompanion::epsilonSquared``). H and p are NaN if all values are equal.
+    """
+    clean = check_input(data, dv, between)
+    _, samples = grouped(clean, dv, between)
+    n = len(clean)
+    if np.ptp(clean[dv].to_numpy()) == 0:
+        h, p = np.nan, np.nan
+    else:
+        result = ss.kruskal(*samples)
+        h, p = float(result.statistic), float(result.pvalue)
+    return pd.DataFrame({"source": [between], "H": [h], "df": [len(samples) - 1], "p": [p],
+                         "epsilon2": [h / (n - 1)]})
+
+
+def _term_formula(names: Sequence[str], contrast: str) -> str:
+    return ":".join(f"C({name}{contrast})" for name in names)
+
+
+def anova_factorial(
+    data: pd.DataFrame,
+    dv: str,
+    factors: list[str],
+    typ: int = 2,
+    interactions: bool | int = True,
+    block: str | None = None,
+) -> pd.DataFrame:
+    """Factorial ANOVA of several knobs at once (statsmodels ``ols`` + ``anova_lm``).
+
+    Parameters
+    ----------
+    factors : list of str
+        Knob columns (at least one).
+    typ : {1, 2, 3}
+        Sums-of-squares type. Type III uses sum-to-zero contrasts ``C(x, Sum)`` for every factor,
+        as R ``car::Anova(lm(..., contrasts = contr.sum), type = 3)``; types I and II are
+        independent of the coding. Type II is the default (R ``car::Anova(type = 2)``).
+    interactions : bool or int
+        ``True``: every interaction (R ``y ~ a * b * c``); ``False``: main effects only
+        (``y ~ a + b + c``); an int ``m``: interactions up to order ``m`` (``y ~ (a + b + c)^m``).
+    block : str, optional
+        Blocking column, entered as an additive factor (never interacting).
+
+    Returns
+    -------
+    DataFrame
+        One row per term and ``'Residual'`` (the intercept row of Type III is dropped); columns
+        ``[source, ss, df, F, p, partial_eta2]`` with ``partial_eta2 = SS / (SS + SS_residual)``.
+        Interaction sources are named ``'a:b'``.
+
+    Raises
+    ------
+    DataError
+        Bad input, or no residual degrees of freedom (unreplicated design with all interactions:
+        use ``interactions=2`` or :func:`lenth_effects`).
+    """
+    if typ not in (1, 2, 3):
+        raise DataError(f"typ must be 1, 2 or 3, got {typ!r}")
+    if isinstance(factors, str):
+        factors = [factors]
+    factors = list(factors)
+    if not factors:
+        raise DataError("factors is empty; name at least one knob column")
+    if len(set(factors)) != len(factors):
+        raise DataError(f"factors has duplicates: {factors}")
+    columns = factors + ([block] if block is not None else [])
+    clean = check_input(data, dv, columns, min_group_size=1)
+    frame = pd.DataFrame({"y": clean[dv].to_numpy()})
+    names = {}
+    for i, column in enumerate(columns):
+        code = f"f{i}" if column != block else "blk"
+        frame[code] = encode(clean[column], sorted_levels(clean[column]))
+        names[code] = column
+    codes = [f"f{i}" for i in range(len(factors))]
+    contrast = ", Sum" if typ == 3 else ""
+    max_order = len(codes) if interactions is True else (1 if interactions is False else int(interactions))
+    if max_order < 1:
+        raise DataError(f"interactions must be True, False or an order >= 1, got {interactions!r}")
+    terms: list[tuple[str, ...]] = []
+    for order in range(1, min(max_order, len(codes)) + 1):
+        terms.extend(itertools.combinations(codes, order))
+    rhs = [_term_formula(t, contrast) for t in terms]
+    if block is not None:
+        rhs.insert(0, f"C(blk{contrast})")
+    model = smf.ols("y ~ " + " + ".join(rhs), data=frame).fit()
+    if model.df_resid < 1:
+        raise DataError(f"the model of {dv!r} on {factors} has no residual degrees of freedom "
+                        f"({len(frame)} runs, {int(model.df_model) + 1} parameters); use interactions=2 or "
+                        "False, add replicates, or use lenth_effects() for an unreplicated 2-level design")
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        table = sm.stats.anova_lm(model, typ=typ)
+    table = table.drop(index=[i for i in table.index if i == "Intercept"])
+    ss_resid = float(table.loc["Residual", "sum_sq"])
+    lookup = {_term_formula(t, contrast): ":".join(names[c] for c in t) for t in terms}
+    lookup[f"C(blk{contrast})"] = block
+    lookup["Residual"] = "Residual"
+    out = pd.DataFrame({
+        "source": [lookup[str(i)] for i in table.index],
+        "ss": table["sum_sq"].to_numpy(dtype=float),
+        "df": table["df"].to_numpy(dtype=float),
+        "F": table["F"].to_numpy(dtype=float),
+        "p": table["PR(>F)"].to_numpy(dtype=float),
+    })
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["partial_eta2"] = np.where(out["source"] == "Residual", np.nan, out["ss"] / (out["ss"] + ss_resid))
+    return out
+
+
+def lenth_effects(data: pd.DataFrame, dv: str, factors: list[str], alpha: float = 0.05) -> pd.DataFrame:
+    """Lenth's (1989) pseudo standard error test for unreplicated two-level designs.
+
+    Each factor's lower level (in sorted order) is coded -1, the higher +1. Effects are
+    ``mean(y | +) - mean(y | -)`` for the main effects and for every interaction column that is
+    orthogonal to all earlier columns (so aliased interactions of a regular fraction and the
+    partially aliased ones of a Plackett–Burman design are left out), up to ``N - 1`` effects.
+
+    With the ``m`` effects ``c``: ``s0 = 1.5 median|c|``, ``PSE = 1.5 median{|c| : |c| < 2.5 s0}``,
+    ``d = m / 3``, margin of error ``ME = t(1 - alpha/2, d) PSE`` and simultaneous margin
+    ``SME = t(gamma, d) PSE`` with ``gamma = (1 + (1 - alpha)^(1/m)) / 2``.
+
+    Returns
+    -------
+    DataFrame
+        One row per effect, columns ``[term, effect, pse, t, significant_me, significant_sme]``
+        with ``t = effect / PSE``; ``significant_me`` is ``|effect| > ME``.
+
+    Raises
+    ------
+    DataError
+        A factor without exactly two levels, unbalanced or non-orthogonal main-effect columns,
+        or fewer than two estimable effects.
+    """
+    if isinstance(factors, str):
+        factors = [factors]
+    clean = check_input(data, dv, list(factors), min_group_size=1)
+    y = clean[dv].to_numpy()
+    n = len(y)
+    columns: list[tuple[str, np.ndarray]] = []
+    for factor in factors:
+        levels = sorted_levels(clean[factor])
+        if len(levels) != 2:
+            raise DataError(f"lenth_effects needs two-level factors, but {factor!r} has {len(levels)} levels "
+                            f"{levels}; use anova_factorial() for multi-level designs")
+        x = np.where(encode(clean[factor], levels) == 1, 1.0, -1.0)
+        if x.sum() != 0:
+            raise DataError(f"factor {factor!r} is unbalanced ({int((x > 0).sum())} runs high, "
+                            f"{int((x < 0).sum())} low); Lenth's method needs an orthogonal two-level design")
+        columns.append((factor, x))
+    for (a, xa), (b, xb) in itertools.combinations(columns, 2):
+        if xa @ xb != 0:
+            raise DataError(f"factors {a!r} and {b!r} are not orthogonal; Lenth's method needs an orthogonal "
+                            "two-level design (full or regular fractional factorial, Plackett–Burman)")
+    for order in range(2, len(factors) + 1):
+        for combo in itertools.combinations(range(len(factors)), order):
+            if len(columns) >= n - 1:
+                break
+            x = np.prod([columns[i][1] for i in combo], axis=0)
+            if abs(x.sum()) < 1e-9 and all(abs(x @ c) < 1e-9 for _, c in columns):
+                columns.append((":".join(factors[i] for i in combo), x))
+    m = len(columns)
+    if m < 2:
+        raise DataError(f"Lenth's method needs at least two effects, got {m}; add factors")
+    effects = np.array([(x @ y) / (n / 2) for _, x in columns])
+    abs_c = np.abs(effects)
+    s0 = 1.5 * np.median(abs_c)
+    trimmed = abs_c[abs_c < 2.5 * s0]
+    pse = 1.5 * np.median(trimmed) if len(trimmed) else np.nan
+    d = m / 3.0
+    me = ss.t.ppf(1 - alpha / 2, d) * pse
+    gamma = (1 + (1 - alpha) ** (1.0 / m)) / 2
+    sme = ss.t.ppf(gamma, d) * pse
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = effects / pse
+    return pd.DataFrame({
+        "term": [name for name, _ in columns],
+        "effect": effects,
+        "pse": pse,
+        "t": t,
+        "significant_me": abs_c > me,
+        "significant_sme": abs_c > sme,
+    })

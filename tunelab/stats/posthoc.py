@@ -1,0 +1,261 @@
+"""Pairwise post-hoc comparisons, all in one long shape, plus matrix and compact-letter views.
+
+Every test returns one row per pair of groups (groups in sorted order, ``group1`` before
+``group2``) with columns ``[group1, group2, estimate, ci_low, ci_high, statistic, p, p_adj]``
+where ``estimate`` is ``group2 - group1`` (R ``TukeyHSD`` convention), ``p`` is unadjusted and
+``p_adj`` is adjusted for the family of all pairs.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pingouin as pg
+import scikit_posthocs as sp
+from scipy import stats as ss
+from statsmodels.stats.multicomp import pairwise_tukeyhsd
+
+from tunelab.errors import DataError
+from tunelab.stats._validate import check_input, coded_frame, grouped
+from tunelab.stats.multiplicity import adjust
+
+POSTHOC_COLUMNS = ["group1", "group2", "estimate", "ci_low", "ci_high", "statistic", "p", "p_adj"]
+
+
+def _check_alpha(alpha: float) -> None:
+    if not 0 < alpha < 1:
+        raise DataError(f"alpha must be between 0 and 1, got {alpha!r}; 0.05 is the usual choice")
+
+
+def tukey_hsd(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05) -> pd.DataFrame:
+    """Tukey's honestly significant difference test (statsmodels ``pairwise_tukeyhsd``).
+
+    Equal to R ``TukeyHSD(aov(dv ~ between), conf.level = 1 - alpha)`` (Tukey–Kramer for
+    unequal group sizes).
+
+    Returns
+    -------
+    DataFrame
+        Columns ``[group1, group2, estimate, ci_low, ci_high, statistic, p, p_adj]``:
+        ``estimate = mean(group2) - mean(group1)`` with the simultaneous ``1 - alpha`` interval;
+        ``statistic`` is the signed t from the pooled within-group variance (Tukey's
+        ``q = sqrt(2) |t|``); ``p`` the unadjusted two-sided t-test p on ``N - k`` df;
+        ``p_adj`` the Tukey (studentized range) p.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"k": list("aaabbbccc"), "y": [1.0, 2, 3, 2, 3, 4, 6, 7, 8]})
+    >>> tukey_hsd(df, "y", "k")[["group1", "group2", "estimate"]].values.tolist()
+    [['a', 'b', 1.0], ['a', 'c', 5.0], ['b', 'c', 4.0]]
+    """
+    _check_alpha(alpha)
+    clean = check_input(data, dv, between)
+    levels, frame = coded_frame(clean, dv, between)
+    result = pairwise_tukeyhsd(frame["y"].to_numpy(), frame["g"].to_numpy(), alpha=alpha)
+    k, n = len(levels), len(frame)
+    counts = np.bincount(frame["g"].to_numpy(), minlength=k)
+    i1, i2 = np.triu_indices(k, 1)
+    ms_within = float(result.variance)
+    se = np.sqrt(ms_within * (1.0 / counts[i1] + 1.0 / counts[i2]))
+    estimate = np.asarray(result.meandiffs, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = estimate / se
+    confint = np.asarray(result.confint, dtype=float)
+    return pd.DataFrame({
+        "group1": [levels[i] for i in i1],
+        "group2": [levels[i] for i in i2],
+        "estimate": estimate,
+        "ci_low": confint[:, 0],
+        "ci_high": confint[:, 1],
+        "statistic": t,
+        "p": 2 * ss.t.sf(np.abs(t), n - k),
+        "p_adj": np.clip(np.asarray(result.pvalues, dtype=float), 0.0, 1.0),
+    }, columns=POSTHOC_COLUMNS)
+
+
+def games_howell(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05) -> pd.DataFrame:
+    """Games–Howell test for unequal variances (pingouin ``pairwise_gameshowell``).
+
+    ``p_adj`` is the studentized-range p ``P(Q > sqrt(2)|t|; k, df)`` with the Welch–Satterthwaite
+    df of each pair, as in R ``rstatix::games_howell_test`` and ``PMCMRplus::gamesHowellTest``.
+    The interval is ``estimate ± q(1 - alpha; k, df) / sqrt(2) · se`` (rstatix), computed with
+    ``scipy.stats.studentized_range`` since pingouin reports no interval.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``[group1, group2, estimate, ci_low, ci_high, statistic, p, p_adj]``;
+        ``statistic`` is the signed Welch t of ``group2 - group1`` and ``p`` its unadjusted
+        two-sided p.
+    """
+    _check_alpha(alpha)
+    clean = check_input(data, dv, between)
+    levels, frame = coded_frame(clean, dv, between)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table = pg.pairwise_gameshowell(data=frame, dv="y", between="g")
+    k = len(levels)
+    # pingouin reports A - B with A < B; we report group2 - group1 = B - A.
+    estimate = -table["diff"].to_numpy(dtype=float)
+    t = -table["T"].to_numpy(dtype=float)
+    df = table["df"].to_numpy(dtype=float)
+    se = table["se"].to_numpy(dtype=float)
+    if k == 2:  # q(1 - alpha; 2, df) / sqrt(2) is exactly t(1 - alpha/2, df), and 1000x faster
+        critical = ss.t.ppf(1 - alpha / 2, df)
+    else:
+        critical = ss.studentized_range.ppf(1 - alpha, k, df) / np.sqrt(2)
+    half_width = critical * se
+    return pd.DataFrame({
+        "group1": [levels[int(a)] for a in table["A"]],
+        "group2": [levels[int(b)] for b in table["B"]],
+        "estimate": estimate,
+        "ci_low": estimate - half_width,
+        "ci_high": estimate + half_width,
+        "statistic": t,
+        "p": 2 * ss.t.sf(np.abs(t), df),
+        "p_adj": table["pval"].to_numpy(dtype=float),
+    }, columns=POSTHOC_COLUMNS)
+
+
+def dunn(data: pd.DataFrame, dv: str, between: str, p_adjust: str = "holm") -> pd.DataFrame:
+    """Dunn's (1964) rank test after Kruskal–Wallis (scikit-posthocs ``posthoc_dunn``).
+
+    The z statistic uses the tie-corrected variance
+    ``(N(N+1)/12 - sum(t^3 - t) / (12(N-1))) (1/n_i + 1/n_j)`` of Dunn (1964) and Glantz (2012),
+    as R ``FSA::dunnTest`` and ``PMCMRplus::kwAllPairsDunnTest``. ``p`` is two-sided (R
+    ``dunn.test`` reports one-sided ``p = P(Z > |z|)`` unless ``altp = TRUE``).
+
+    Parameters
+    ----------
+    p_adjust : {'holm', 'bonferroni', 'fdr_bh', 'none'}
+        statsmodels ``multipletests`` method (R ``p.adjust`` "holm", "bonferroni", "BH").
+
+    Returns
+    -------
+    DataFrame
+        Columns ``[group1, group2, estimate, ci_low, ci_high, statistic, p, p_adj]``:
+        ``estimate`` is the mean-rank difference ``group2 - group1`` (ranks of the pooled data),
+        ``ci_low``/``ci_high`` are NaN, ``statistic`` the signed z.
+    """
+    clean = check_input(data, dv, between)
+    levels, frame = coded_frame(clean, dv, between)
+    ranks = ss.rankdata(frame["y"].to_numpy())
+    mean_ranks = pd.Series(ranks).groupby(frame["g"].to_numpy()).mean().reindex(range(len(levels))).to_numpy()
+    matrix = sp.posthoc_dunn(frame, val_col="y", group_col="g", p_adjust=None)
+    i1, i2 = np.triu_indices(len(levels), 1)
+    p = np.array([float(matrix.loc[a, b]) for a, b in zip(i1, i2)])
+    estimate = mean_ranks[i2] - mean_ranks[i1]
+    z = np.sign(estimate) * ss.norm.isf(p / 2)
+    return pd.DataFrame({
+        "group1": [levels[i] for i in i1],
+        "group2": [levels[i] for i in i2],
+        "estimate": estimate,
+        "ci_low": np.nan,
+        "ci_high": np.nan,
+        "statistic": z,
+        "p": p,
+        "p_adj": adjust(p, method=p_adjust),
+    }, columns=POSTHOC_COLUMNS)
+
+
+_SYMMETRIC = {"p", "p_adj"}
+_ANTISYMMETRIC = {"estimate", "statistic"}
+
+
+def _check_long(long: pd.DataFrame, value: str | None = None) -> None:
+    needed = ["group1", "group2"] + ([value] if value else [])
+    missing = [c for c in needed if c not in long.columns]
+    if missing:
+        raise DataError(f"post-hoc table lacks column(s) {missing}; pass the output of tukey_hsd, "
+                        "games_howell or dunn")
+
+
+def _groups_in_order(long: pd.DataFrame) -> list[Any]:
+    return list(dict.fromkeys([*long["group1"].tolist(), *long["group2"].tolist()]))
+
+
+def to_matrix(long: pd.DataFrame, value: str = "p_adj") -> pd.DataFrame:
+    """Square group × group view of a post-hoc table (scikit-posthocs shape, for ``sign_plot``).
+
+    Parameters
+    ----------
+    value : {'p_adj', 'p', 'estimate', 'statistic'}
+        p columns give a symmetric matrix with 1.0 on the diagonal; ``estimate`` and
+        ``statistic`` an antisymmetric one (``M[g1, g2]`` = row value, i.e. ``g2 - g1``;
+        ``M[g2, g1]`` = its negative) with 0.0 on the diagonal.
+
+    Returns
+    -------
+    DataFrame
+        Index and columns are the groups in order of first appearance; pairs absent from
+        ``long`` are NaN.
+    """
+    if value not in _SYMMETRIC | _ANTISYMMETRIC:
+        raise DataError(f"value must be one of p_adj, p, estimate, statistic; got {value!r}")
+    _check_long(long, value)
+    groups = _groups_in_order(long)
+    pos = {g: i for i, g in enumerate(groups)}
+    out = np.full((len(groups), len(groups)), np.nan)
+    sign = 1.0 if value in _SYMMETRIC else -1.0
+    for g1, g2, v in zip(long["group1"].tolist(), long["group2"].tolist(), long[value].to_numpy(dtype=float)):
+        out[pos[g1], pos[g2]] = v
+        out[pos[g2], pos[g1]] = sign * v
+    np.fill_diagonal(out, 1.0 if value in _SYMMETRIC else 0.0)
+    index = pd.Index(groups, dtype=object)
+    return pd.DataFrame(out, index=index, columns=index)
+
+
+def compact_letters(long: pd.DataFrame, alpha: float = 0.05, order: Sequence[Any] | None = None) -> pd.DataFrame:
+    """Compact letter display: groups sharing a letter are not significantly different.
+
+    Piepho's (2004) insert-and-absorb algorithm on the pairs with ``p_adj < alpha``. Letters are
+    assigned in ``order`` (default: order of first appearance), so the first group gets 'a';
+    pass groups sorted by mean for the usual display.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``[group, letters]``, one row per group in ``order``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> long = pd.DataFrame({"group1": ["a", "a", "b"], "group2": ["b", "c", "c"],
+    ...                      "p_adj": [0.5, 0.001, 0.002]})
+    >>> compact_letters(long)["letters"].tolist()
+    ['a', 'a', 'b']
+    """
+    _check_alpha(alpha)
+    _check_long(long, "p_adj")
+    groups = _groups_in_order(long)
+    if order is not None:
+        order = list(order)
+        if set(order) != set(groups) or len(order) != len(groups):
+            raise DataError(f"order must list each group exactly once; groups are {groups}, got {order}")
+        groups = order
+    columns: list[set[Any]] = [set(groups)]
+    significant = long.loc[long["p_adj"].to_numpy(dtype=float) < alpha, ["group1", "group2"]]
+    for g1, g2 in zip(significant["group1"].tolist(), significant["group2"].tolist()):
+        updated: list[set[Any]] = []
+        for column in columns:
+            if g1 in column and g2 in column:
+                updated.extend([column - {g1}, column - {g2}])
+            else:
+                updated.append(column)
+        # absorb: drop columns contained in another column (and duplicates)
+        unique = [c for i, c in enumerate(updated) if c and c not in updated[:i]]
+        columns = [c for c in unique if not any(c < other for other in unique)]
+    rank = {g: i for i, g in enumerate(groups)}
+    columns.sort(key=lambda c: sorted(rank[g] for g in c))
+    letters = [_letter(i) for i in range(len(columns))]
+    return pd.DataFrame({
+        "group": pd.Series(groups, dtype=object),
+        "letters": ["".join(letters[i] for i, c in enumerate(columns) if g in c) for g in groups],
+    })
+
+
+def _letter(i: int) -> str:
+    alphabet = "abcdefghijklmnopqrstuvwxyz"
+    return alphabet[i] if i < 26 else alphabet[i // 26 - 1] + alphabet[i % 26]

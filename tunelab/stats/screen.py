@@ -1,0 +1,419 @@
+"""The screening analysis: which knobs matter for which metric, and by how much?
+
+:func:`screen` runs, for every knob × metric, the assumption checks, the three omnibus tests
+(ANOVA, Welch, Kruskal–Wallis) with their post-hocs (Tukey, Games–Howell, Dunn), the percent
+change of every level against the baseline with a bootstrap CI, and TOST equivalence tests; it
+picks the test whose assumptions hold, adjusts the chosen omnibus p-values for the whole family
+of knob × metric tests, and states a verdict per knob × metric.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tunelab.errors import DataError
+from tunelab.stats._validate import sorted_levels
+from tunelab.stats.assumptions import homoscedasticity, normality
+from tunelab.stats.effects import pct_change
+from tunelab.stats.equivalence import tost
+from tunelab.stats.multiplicity import METHODS, adjust
+from tunelab.stats.omnibus import anova_factorial, anova_oneway, kruskal, welch_anova
+from tunelab.stats.posthoc import POSTHOC_COLUMNS, dunn, games_howell, tukey_hsd
+
+#: Shapiro–Wilk p below this means "clearly non-normal" -> Kruskal–Wallis + Dunn
+NORMALITY_ALPHA = 0.01
+#: Brown–Forsythe p below this means "unequal variances" -> Welch + Games–Howell
+VARIANCE_ALPHA = 0.05
+#: statuses whose rows enter the statistics (store.tidy() already filters; CSVs may not)
+USABLE_STATUSES = ("ok", "flagged")
+
+ROUTES = ("anova+tukey", "welch+games_howell", "kruskal+dunn")
+VERDICT_COLUMNS = ["knob", "metric", "test", "reason", "p", "p_adj", "significant", "best_level", "effect_pct",
+                   "effect_ci_low", "effect_ci_high", "eta2", "direction", "relevant", "equivalent", "verdict"]
+ASSUMPTION_COLUMNS = ["knob", "metric", "test", "statistic", "df1", "df2", "p", "n"]
+OMNIBUS_COLUMNS = ["knob", "metric", "test", "source", "statistic", "df1", "df2", "p", "effect_size",
+                   "effect_size_name", "recommended", "reason"]
+POSTHOC_TABLE_COLUMNS = ["knob", "metric", "method", *POSTHOC_COLUMNS, "recommended"]
+EFFECT_COLUMNS = ["knob", "metric", "level", "baseline", "mean", "baseline_mean", "pct_change", "ci_low", "ci_high"]
+EQUIVALENCE_COLUMNS = ["knob", "metric", "level", "baseline", "pct_change", "lower_bound", "upper_bound",
+                       "p_lower", "p_upper", "p", "equivalent", "sesoi_pct"]
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ScreenResult:
+    """Everything :func:`screen` computed; each table is a tidy DataFrame.
+
+    Attributes
+    ----------
+    design : str
+        ``'oat'`` (every run varies at most one knob from the baseline) or ``'factorial'``.
+    settings : dict
+        alpha, correction, metrics, knobs, baseline, n_boot, seed, and ``notes`` (list of str).
+    assumptions : DataFrame
+        ``[knob, metric, test, statistic, df1, df2, p, n]``; tests ``shapiro_wilk``, ``levene``,
+        ``brown_forsythe``.
+    omnibus : DataFrame
+        ``[knob, metric, test, source, statistic, df1, df2, p, effect_size, effect_size_name,
+        recommended, reason]``; tests ``anova`` (F, eta2), ``welch_anova`` (F), ``kruskal``
+        (H, epsilon2) and, for factorial designs, ``anova_factorial`` rows whose ``knob`` and
+        ``source`` are the model term (``'a'`` or ``'a:b'``) with partial eta2.
+    posthoc : DataFrame
+        ``[knob, metric, method, group1, group2, estimate, ci_low, ci_high, statistic, p, p_adj,
+        recommended]``; methods ``tukey_hsd``, ``games_howell``, ``dunn``.
+    effects : DataFrame
+        ``[knob, metric, level, baseline, mean, baseline_mean, pct_change, ci_low, ci_high]``.
+    equivalence : DataFrame
+        ``[knob, metric, level, baseline, pct_change, lower_bound, upper_bound, p_lower, p_upper,
+        p, equivalent, sesoi_pct]`` (TOST of each level against the baseline).
+    verdicts : DataFrame
+        One row per knob × metric; columns in :data:`VERDICT_COLUMNS`, see :func:`screen`.
+    """
+
+    design: str
+    settings: dict[str, Any]
+    assumptions: pd.DataFrame
+    omnibus: pd.DataFrame
+    posthoc: pd.DataFrame
+    effects: pd.DataFrame
+    equivalence: pd.DataFrame
+    verdicts: pd.DataFrame
+    tables: tuple[str, ...] = field(default=("verdicts", "assumptions", "omnibus", "posthoc", "effects",
+                                             "equivalence"), repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict following ``tunelab/stats/screen.schema.json`` (see docs/screen-json-schema.md).
+
+        NaN becomes ``null``, numpy scalars become Python numbers, tuple levels become lists.
+        """
+        out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "design": self.design,
+                               "settings": _jsonable(self.settings)}
+        for name in self.tables:
+            frame: pd.DataFrame = getattr(self, name)
+            out[name] = [{str(k): _jsonable(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+        return out
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) that :meth:`ScreenResult.to_json` output follows."""
+    text = resources.files("tunelab.stats").joinpath("screen.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if not math.isfinite(float(value)) else float(value)
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return str(value)
+
+
+def _normalise_metrics(metrics: list[dict[str, Any]], data: pd.DataFrame) -> list[dict[str, Any]]:
+    if isinstance(metrics, dict) or not metrics:
+        raise DataError("metrics must be a non-empty list of {name, direction, sesoi_pct} dicts, "
+                        f"got {metrics!r}")
+    out = []
+    for spec in metrics:
+        if not isinstance(spec, dict) or "name" not in spec:
+            raise DataError(f"each metric must be a dict with a 'name', got {spec!r}")
+        name = spec["name"]
+        direction = spec.get("direction", "maximize")
+        if direction not in ("maximize", "minimize"):
+            raise DataError(f"metric {name!r}: direction must be 'maximize' or 'minimize', got {direction!r}")
+        sesoi = spec.get("sesoi_pct")
+        if not isinstance(sesoi, (int, float)) or isinstance(sesoi, bool) or not sesoi > 0:
+            raise DataError(f"metric {name!r}: sesoi_pct must be a positive number (smallest effect of interest, "
+                            f"in %), got {sesoi!r}")
+        if name not in data.columns:
+            raise DataError(f"unknown metric column {name!r}; the data has: {', '.join(map(str, data.columns))}")
+        out.append({"name": name, "direction": direction, "sesoi_pct": float(sesoi)})
+    names = [m["name"] for m in out]
+    if len(set(names)) != len(names):
+        raise DataError(f"metrics are listed twice: {names}")
+    return out
+
+
+def _equals(values: pd.Series, level: Any) -> np.ndarray:
+    return np.fromiter((v == level for v in values.tolist()), dtype=bool, count=len(values))
+
+
+def _check_knobs(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any]) -> None:
+    if isinstance(knobs, str) or not knobs:
+        raise DataError(f"knobs must be a non-empty list of knob column names, got {knobs!r}")
+    for knob in knobs:
+        if knob not in data.columns:
+            raise DataError(f"unknown knob column {knob!r}; the data has: {', '.join(map(str, data.columns))}")
+        if knob not in baseline:
+            raise DataError(f"no baseline level for knob {knob!r}; pass baseline={{{knob!r}: <level>}}")
+        levels = sorted_levels(data[knob].dropna())
+        if not _equals(data[knob], baseline[knob]).any():
+            raise DataError(f"baseline {baseline[knob]!r} of knob {knob!r} never occurs in the data; "
+                            f"its levels are {levels}")
+
+
+def design_kind(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any]) -> str:
+    """``'oat'`` when every run has at most one knob away from its baseline, else ``'factorial'``."""
+    off = np.zeros(len(data), dtype=int)
+    for knob in knobs:
+        off += ~_equals(data[knob], baseline[knob])
+    return "oat" if (off <= 1).all() else "factorial"
+
+
+def recommend(shapiro_p: float, brown_forsythe_p: float) -> tuple[str, str]:
+    """Pick the omnibus + post-hoc route from the assumption tests; return ``(route, reason)``.
+
+    Clearly non-normal residuals (Shapiro–Wilk p < 0.01) -> ``'kruskal+dunn'``; otherwise unequal
+    variances (Brown–Forsythe p < 0.05) -> ``'welch+games_howell'``; otherwise ``'anova+tukey'``.
+    Normality is checked first because Welch's test also assumes normal errors.
+    """
+    if not math.isnan(shapiro_p) and shapiro_p < NORMALITY_ALPHA:
+        return "kruskal+dunn", (f"residuals clearly non-normal (Shapiro–Wilk p={shapiro_p:.3g} < {NORMALITY_ALPHA}): "
+                                "rank-based Kruskal–Wallis + Dunn")
+    if not math.isnan(brown_forsythe_p) and brown_forsythe_p < VARIANCE_ALPHA:
+        normal = "not computable" if math.isnan(shapiro_p) else f"p={shapiro_p:.3g} >= {NORMALITY_ALPHA}"
+        return "welch+games_howell", (f"residuals normal enough (Shapiro–Wilk {normal}) but variances unequal "
+                                      f"(Brown–Forsythe p={brown_forsythe_p:.3g} < {VARIANCE_ALPHA}): "
+                                      "Welch ANOVA + Games–Howell")
+    if math.isnan(shapiro_p) or math.isnan(brown_forsythe_p):
+        return "anova+tukey", "assumption tests not computable (no within-group variation): ANOVA + Tukey"
+    return "anova+tukey", (f"residuals normal enough (Shapiro–Wilk p={shapiro_p:.3g} >= {NORMALITY_ALPHA}) and "
+                           f"variances similar (Brown–Forsythe p={brown_forsythe_p:.3g} >= {VARIANCE_ALPHA}): "
+                           "ANOVA + Tukey HSD")
+
+
+def _analyse(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, alpha: float, correction: str,
+             n_boot: int, seed: int) -> dict[str, Any]:
+    """All tables for one knob × metric on the rows ``sub`` (no NaN in the metric)."""
+    name = metric["name"]
+    key = {"knob": knob, "metric": name}
+    norm = normality(sub, name, knob)
+    homo = homoscedasticity(sub, name, knob)
+    shapiro_p = float(norm["p"].iloc[0])
+    bf_p = float(homo.loc[homo["test"] == "brown_forsythe", "p"].iloc[0])
+    route, reason = recommend(shapiro_p, bf_p)
+
+    assumptions = pd.concat([
+        norm.assign(df1=np.nan, df2=np.nan),
+        homo.assign(n=len(sub)),
+    ], ignore_index=True).assign(**key)[ASSUMPTION_COLUMNS]
+
+    aov, wel, kw = anova_oneway(sub, name, knob), welch_anova(sub, name, knob), kruskal(sub, name, knob)
+    omnibus = pd.DataFrame([
+        {"test": "anova", "source": knob, "statistic": aov["F"].iloc[0], "df1": aov["df"].iloc[0],
+         "df2": aov["df"].iloc[1], "p": aov["p"].iloc[0], "effect_size": aov["eta2"].iloc[0],
+         "effect_size_name": "eta2", "recommended": route == "anova+tukey"},
+        {"test": "welch_anova", "source": knob, "statistic": wel["F"].iloc[0], "df1": wel["df1"].iloc[0],
+         "df2": wel["df2"].iloc[0], "p": wel["p"].iloc[0], "effect_size": np.nan, "effect_size_name": None,
+         "recommended": route == "welch+games_howell"},
+        {"test": "kruskal", "source": knob, "statistic": kw["H"].iloc[0], "df1": kw["df"].iloc[0], "df2": np.nan,
+         "p": kw["p"].iloc[0], "effect_size": kw["epsilon2"].iloc[0], "effect_size_name": "epsilon2",
+         "recommended": route == "kruskal+dunn"},
+    ]).assign(reason=reason, **key)[OMNIBUS_COLUMNS]
+
+    dunn_adjust = correction if correction != "none" else "holm"
+    posthoc = pd.concat([
+        tukey_hsd(sub, name, knob, alpha=alpha).assign(method="tukey_hsd", recommended=route == "anova+tukey"),
+        games_howell(sub, name, knob, alpha=alpha).assign(method="games_howell",
+                                                          recommended=route == "welch+games_howell"),
+        dunn(sub, name, knob, p_adjust=dunn_adjust).assign(method="dunn", recommended=route == "kruskal+dunn"),
+    ], ignore_index=True).assign(**key)[POSTHOC_TABLE_COLUMNS]
+
+    effects = pct_change(sub, name, knob, base, n_boot=n_boot, seed=seed).assign(**key)[EFFECT_COLUMNS]
+    equivalence = pd.concat([tost(sub, name, knob, level, base, metric["sesoi_pct"], alpha=alpha)
+                             for level in effects["level"].tolist()], ignore_index=True)
+    equivalence = equivalence.assign(sesoi_pct=metric["sesoi_pct"], **key)[EQUIVALENCE_COLUMNS]
+
+    p = float(omnibus.loc[omnibus["recommended"], "p"].iloc[0])
+    return {"assumptions": assumptions, "omnibus": omnibus, "posthoc": posthoc, "effects": effects,
+            "equivalence": equivalence, "route": route, "reason": reason, "p": p, "eta2": float(aov["eta2"].iloc[0])}
+
+
+def _effect_level(effects: pd.DataFrame, direction: str, sesoi_pct: float) -> pd.Series:
+    """The level the verdict reports: the best level if it beats the baseline by the SESOI,
+    otherwise the level that differs most from the baseline (either way)."""
+    gain = effects["pct_change"] if direction == "maximize" else -effects["pct_change"]
+    if (gain >= sesoi_pct).any():
+        return effects.loc[gain.idxmax()]
+    return effects.loc[effects["pct_change"].abs().idxmax()]
+
+
+def _verdict(part: dict[str, Any], metric: dict[str, Any], p_adj: float, alpha: float) -> dict[str, Any]:
+    best = _effect_level(part["effects"], metric["direction"], metric["sesoi_pct"])
+    significant = bool(p_adj < alpha) if not math.isnan(p_adj) else False
+    effect = float(best["pct_change"])
+    gain = effect if metric["direction"] == "maximize" else -effect
+    direction = "none" if not significant or gain == 0 else ("better" if gain > 0 else "worse")
+    relevant = significant and abs(effect) >= metric["sesoi_pct"]
+    equivalent = bool(part["equivalence"]["equivalent"].all())
+    if relevant:
+        verdict = "matters"
+    elif equivalent:
+        verdict = "no effect (equivalent)"
+    else:
+        verdict = "inconclusive"
+    return {"test": part["route"], "reason": part["reason"], "p": part["p"], "p_adj": p_adj,
+            "significant": significant, "best_level": best["level"], "effect_pct": effect,
+            "effect_ci_low": float(best["ci_low"]), "effect_ci_high": float(best["ci_high"]), "eta2": part["eta2"],
+            "direction": direction, "relevant": relevant, "equivalent": equivalent, "verdict": verdict}
+
+
+def _factorial_rows(data: pd.DataFrame, metrics: list[dict[str, Any]], knobs: list[str],
+                    notes: list[str]) -> list[pd.DataFrame]:
+    block = "block" if "block" in data.columns and data["block"].nunique(dropna=True) > 1 else None
+    frames = []
+    for metric in metrics:
+        sub = data.dropna(subset=[metric["name"]])
+        table, used = None, None
+        for interactions in ((2, False) if len(knobs) > 1 else (False,)):
+            try:
+                table = anova_factorial(sub, metric["name"], knobs, typ=2, interactions=interactions, block=block)
+                used = interactions
+                break
+            except DataError as exc:
+                last = str(exc)
+        if table is None:
+            notes.append(f"factorial ANOVA of {metric['name']!r} not computed: {last}")
+            continue
+        terms = "main effects + 2-way interactions" if used == 2 else "main effects"
+        resid_df = float(table.loc[table["source"] == "Residual", "df"].iloc[0])
+        table = table[table["source"] != "Residual"]
+        frames.append(pd.DataFrame({
+            "knob": table["source"], "metric": metric["name"], "test": "anova_factorial", "source": table["source"],
+            "statistic": table["F"], "df1": table["df"], "df2": resid_df, "p": table["p"],
+            "effect_size": table["partial_eta2"], "effect_size_name": "partial_eta2", "recommended": False,
+            "reason": f"type II factorial ANOVA on all runs ({terms}{', with blocks' if block else ''})",
+        })[OMNIBUS_COLUMNS])
+    return frames
+
+
+def screen(
+    data: pd.DataFrame,
+    metrics: list[dict[str, Any]],
+    knobs: list[str],
+    baseline: dict[str, Any],
+    alpha: float = 0.05,
+    correction: str = "holm",
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> ScreenResult:
+    """Screen knobs: which change which metric, by how much, and is the evidence strong enough?
+
+    Parameters
+    ----------
+    data : DataFrame
+        Tidy runs (``store.tidy()``): one column per knob id and per metric. If a ``status``
+        column exists only ``'ok'`` and ``'flagged'`` rows are used; rows without a value of a
+        metric are left out of that metric's analysis (and counted in ``settings['notes']``).
+    metrics : list of dict
+        ``{name, direction: 'maximize'|'minimize', sesoi_pct}``; ``sesoi_pct`` is the smallest
+        effect of interest in percent of the baseline mean.
+    knobs : list of str
+        Knob columns.
+    baseline : dict
+        Knob -> baseline level (must occur in the data).
+    alpha : float
+        Significance level of every test and of the TOST equivalence tests.
+    correction : {'holm', 'bonferroni', 'fdr_bh', 'none'}
+        Adjustment of the recommended omnibus p-values over all knob × metric tests (also used
+        for Dunn's pairwise p; ``'none'`` falls back to Holm there).
+    n_boot, seed : int
+        Bootstrap resamples and seed of the percent-change intervals.
+
+    Returns
+    -------
+    ScreenResult
+        ``verdicts`` has one row per knob × metric with columns
+        ``[knob, metric, test, reason, p, p_adj, significant, best_level, effect_pct,
+        effect_ci_low, effect_ci_high, eta2, direction, relevant, equivalent, verdict]``:
+
+        * ``test``: recommended route (see :func:`recommend`), ``reason`` says why;
+          ``p`` its omnibus p, ``p_adj`` adjusted with ``correction``; ``significant = p_adj < alpha``.
+        * ``best_level``: the best level if it beats the baseline by at least ``sesoi_pct``, else
+          the level that differs most from the baseline; ``effect_pct`` its percent change
+          against the baseline with bootstrap CI.
+        * ``eta2``: share of variance explained by the knob (one-way ANOVA, descriptive).
+        * ``direction``: ``'better'``/``'worse'`` (the sign of ``effect_pct`` in the metric's
+          direction) when significant, else ``'none'``.
+        * ``relevant = significant and |effect_pct| >= sesoi_pct``.
+        * ``equivalent``: every level passes TOST against the baseline with ±``sesoi_pct``
+          (intersection–union test: no multiplicity adjustment needed).
+        * ``verdict``: ``'matters'`` if relevant, else ``'no effect (equivalent)'`` if equivalent,
+          else ``'inconclusive'`` (more replicates needed).
+
+    Notes
+    -----
+    One-at-a-time designs (every run has at most one knob away from its baseline) analyse each
+    knob on the baseline runs plus that knob's runs. Otherwise (factorial) each knob is analysed
+    on all runs grouped by its level, and the ``omnibus`` table also holds a type II factorial
+    ANOVA (main effects + 2-way interactions, blocks if a ``block`` column varies) of all runs.
+    """
+    if not 0 < alpha < 1:
+        raise DataError(f"alpha must be between 0 and 1, got {alpha!r}; 0.05 is the usual choice")
+    if correction not in METHODS:
+        raise DataError(f"unknown correction {correction!r}; choose one of {', '.join(METHODS)}")
+    if not isinstance(data, pd.DataFrame):
+        raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}")
+    metrics = _normalise_metrics(metrics, data)
+    knobs = list(knobs) if not isinstance(knobs, str) else knobs
+    _check_knobs(data, knobs, baseline)
+    if "status" in data.columns:
+        data = data[data["status"].isin(USABLE_STATUSES)]
+    kind = design_kind(data, knobs, baseline)
+    notes: list[str] = []
+    parts: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    for knob in knobs:
+        rows = np.ones(len(data), dtype=bool)
+        if kind == "oat":
+            for other in knobs:
+                if other != knob:
+                    rows &= _equals(data[other], baseline[other])
+        subset = data[rows]
+        for metric in metrics:
+            sub = subset[[knob, metric["name"]]].dropna(subset=[metric["name"]])
+            if len(sub) < len(subset):
+                notes.append(f"{knob} × {metric['name']}: {len(subset) - len(sub)} run(s) without a value left out")
+            try:
+                part = _analyse(sub, knob, metric, baseline[knob], alpha, correction, n_boot, seed)
+            except DataError as exc:
+                raise DataError(f"knob {knob!r}, metric {metric['name']!r}: {exc}") from exc
+            parts.append((knob, metric, part))
+
+    p_adj = adjust([part["p"] for _, _, part in parts], method=correction)
+    verdicts = pd.DataFrame(
+        [{"knob": knob, "metric": metric["name"], **_verdict(part, metric, float(q), alpha)}
+         for (knob, metric, part), q in zip(parts, p_adj)], columns=VERDICT_COLUMNS)
+
+    def gather(name: str, columns: list[str], extra: list[pd.DataFrame] | None = None) -> pd.DataFrame:
+        frames = [part[name] for _, _, part in parts] + (extra or [])
+        frames = [f for f in frames if len(f)]
+        return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+    factorial = _factorial_rows(data, metrics, knobs, notes) if kind == "factorial" else []
+    settings = {"alpha": alpha, "correction": correction, "n_boot": n_boot, "seed": seed, "metrics": metrics,
+                "knobs": knobs, "baseline": dict(baseline), "n_runs": len(data),
+                "normality_alpha": NORMALITY_ALPHA, "variance_alpha": VARIANCE_ALPHA, "notes": notes}
+    return ScreenResult(
+        design=kind, settings=settings,
+        assumptions=gather("assumptions", ASSUMPTION_COLUMNS),
+        omnibus=gather("omnibus", OMNIBUS_COLUMNS, factorial),
+        posthoc=gather("posthoc", POSTHOC_TABLE_COLUMNS),
+        effects=gather("effects", EFFECT_COLUMNS),
+        equivalence=gather("equivalence", EQUIVALENCE_COLUMNS),
+        verdicts=verdicts,
+    )
