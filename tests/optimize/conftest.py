@@ -1,0 +1,29 @@
+"""Fixtures for the refinement tests: SYNTHETIC surfaces and throw-away stores."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tunelab.store import Store
+from tunelab.targets.simulator import get_surface
+
+
+@pytest.fixture
+def simple_surface():
+    return get_surface("simple", cv=0.03)
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "refine.sqlite"
+
+
+@pytest.fixture
+def store(store_path: Path) -> Iterator[Store]:
+    s = Store.open(store_path, study="optimize-test", design_hash="h", design_text="test")
+    try:
+        yield s
+    finally:
+        s.close()

@@ -1,0 +1,329 @@
+"""Confirmation and validation: candidate vs baseline re-measured in fresh interleaved ABBA blocks.
+
+A refinement's winner looks better than it is (it was selected *because* it measured well:
+the winner's curse), so its gain is never reported from the search's own measurements. It is
+re-measured against the baseline in ``blocks`` blocks, each in the order A B B A (A = baseline,
+B = candidate): within a block a linear drift of the machine cancels out of ``mean(B) - mean(A)``.
+
+Analysis (per metric): each block gives ``d_b = log(mean B_b / mean A_b)``; the blocks are the
+replicates of a paired design, so the gain is ``100 (exp(mean d) - 1)`` % with a Student-t
+95 % interval on ``mean d`` (df = blocks - 1), back-transformed. Equivalence is a paired TOST
+on the same log scale with bounds ``log(1 -/+ sesoi/100)`` (90 % interval inside the bounds).
+A bootstrap interval of the unpaired % change (:func:`tunelab.stats.pct_change`) is reported
+alongside as a cross-check.
+
+Verdict per metric, in the metric's "better" direction:
+
+``regress``       the 95 % interval lies entirely on the worse side of 0
+``improve``       the 95 % interval lies entirely on the better side of 0 and the change is not
+                  equivalent to 0 within the SESOI (a significant but negligible gain is ``equivalent``)
+``equivalent``    the TOST says the change is within ±SESOI
+``inconclusive``  none of these; ``blocks_needed`` says how many blocks in total would decide it
+                  if the observed mean and variance held
+
+Overall verdict: ``regress`` if any metric regresses, else ``inconclusive`` if any is, else
+``improve`` if any improves, else ``equivalent``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as ss
+
+from tunelab.errors import TunelabError
+
+VERDICTS = ("improve", "regress", "equivalent", "inconclusive")
+#: CLI exit status per verdict (documented in ``tunelab validate --help``)
+EXIT_STATUS = {"improve": 0, "equivalent": 0, "regress": 3, "inconclusive": 4}
+#: the largest block count ``blocks_needed`` looks for
+MAX_BLOCKS = 1000
+
+
+class ValidationError(TunelabError):
+    """A validation or confirmation cannot run as asked (too few blocks, unknown metric, ...)."""
+
+
+@dataclass(frozen=True)
+class MetricGoal:
+    """A metric to confirm: name, better direction and smallest effect size of interest (%)."""
+
+    name: str
+    direction: str = "maximize"
+    sesoi_pct: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("maximize", "minimize"):
+            raise ValidationError(f"metric {self.name}: direction {self.direction!r} must be maximize or minimize")
+        if not 0 < self.sesoi_pct < 100:
+            raise ValidationError(f"metric {self.name}: sesoi_pct must be between 0 and 100, got {self.sesoi_pct!r}")
+
+    @classmethod
+    def coerce(cls, value: Any, sesoi_pct: float = 5.0) -> "MetricGoal":
+        """From a MetricGoal, a mapping ``{name, direction, sesoi_pct}`` or ``"qps:max[:5]"``."""
+        if isinstance(value, MetricGoal):
+            return value
+        if isinstance(value, Mapping):
+            return cls(value["name"], value.get("direction", "maximize"), float(value.get("sesoi_pct", sesoi_pct)))
+        parts = str(value).split(":")
+        words = {"max": "maximize", "maximize": "maximize", "min": "minimize", "minimize": "minimize"}
+        if len(parts) not in (2, 3) or parts[1] not in words:
+            raise ValidationError(f"metric {value!r} must look like NAME:max, NAME:min or NAME:max:SESOI_PCT")
+        return cls(parts[0], words[parts[1]], float(parts[2]) if len(parts) == 3 else sesoi_pct)
+
+
+def config_digest(*configs: Mapping[str, Any]) -> str:
+    """8 hex digits identifying the compared configurations (keeps store keys of different comparisons apart).
+
+    >>> config_digest({"a": 1}) == config_digest({"a": 1}), config_digest({"a": 1}) == config_digest({"a": 2})
+    (True, False)
+    """
+    import hashlib
+    import json
+
+    text = json.dumps([sorted((str(k), repr(v)) for k, v in c.items()) for c in configs])
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def abba_order(blocks: int) -> list[tuple[int, int, str]]:
+    """The measurement order: ``(block, position, arm)`` with arms A (baseline) and B (candidate).
+
+    >>> [arm for _, _, arm in abba_order(2)]
+    ['A', 'B', 'B', 'A', 'A', 'B', 'B', 'A']
+    """
+    if blocks < 2:
+        raise ValidationError(f"confirmation needs at least 2 ABBA blocks to estimate its variance, got {blocks}")
+    return [(b, p, arm) for b in range(blocks) for p, arm in enumerate("ABBA")]
+
+
+def _half_width(sd: float, n: int, q: float) -> float:
+    return float(ss.t.ppf(q, n - 1) * sd / math.sqrt(n))
+
+
+def blocks_needed(mean_log: float, sd_log: float, bound_log: float, alpha: float = 0.05) -> int | None:
+    """Smallest block count at which the observed mean/SD would decide: a significant difference
+    (95 % interval excludes 0) or equivalence (90 % interval inside ±bound). ``None`` if no count up
+    to :data:`MAX_BLOCKS` would (the mean sits on the SESOI boundary).
+
+    >>> blocks_needed(0.02, 0.02, math.log(1.05))
+    4
+    """
+    if not np.isfinite(sd_log) or sd_log == 0:
+        return 2
+    for n in range(2, MAX_BLOCKS + 1):
+        if _half_width(sd_log, n, 1 - alpha / 2) < abs(mean_log):
+            return n
+        if _half_width(sd_log, n, 1 - alpha) < bound_log - abs(mean_log):
+            return n
+    return None
+
+
+def analyse_blocks(measurements: pd.DataFrame, goal: MetricGoal, alpha: float = 0.05,
+                   bootstrap: bool = True) -> dict[str, Any]:
+    """Gain, CI, TOST and verdict of one metric from ABBA measurements.
+
+    ``measurements`` has columns ``block``, ``arm`` (A/B) and the metric; see the module docstring.
+    Returns a dict with ``metric, direction, sesoi_pct, blocks, baseline_mean, candidate_mean,
+    pct_change, ci_low, ci_high, tost_p, verdict, blocks_needed`` (+ ``boot_ci_low/high``).
+    """
+    if goal.name not in measurements.columns:
+        raise ValidationError(f"metric {goal.name!r} was not measured; measured columns: "
+                              f"{', '.join(c for c in measurements.columns if c not in ('block', 'arm', 'position'))}")
+    data = measurements[["block", "arm", goal.name]].dropna()
+    means = data.groupby(["block", "arm"])[goal.name].mean().unstack("arm")
+    means = means.dropna()
+    means = means[(means["A"] > 0) & (means["B"] > 0)] if {"A", "B"} <= set(means.columns) else means.iloc[0:0]
+    n = len(means)
+    base = {"metric": goal.name, "direction": goal.direction, "sesoi_pct": goal.sesoi_pct, "blocks": n,
+            "baseline_mean": float(data.loc[data["arm"] == "A", goal.name].mean()),
+            "candidate_mean": float(data.loc[data["arm"] == "B", goal.name].mean())}
+    if n < 2:
+        return {**base, "pct_change": math.nan, "ci_low": math.nan, "ci_high": math.nan, "tost_p": math.nan,
+                "verdict": "inconclusive", "blocks_needed": None,
+                "reason": f"only {n} complete block(s) with positive values; need at least 2"}
+    d = np.log(means["B"].to_numpy(float) / means["A"].to_numpy(float))
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    se = sd / math.sqrt(n)
+    tq = float(ss.t.ppf(1 - alpha / 2, n - 1))
+    low, high = (mean - tq * se, mean + tq * se) if se > 0 else (mean, mean)
+    lower_bound, upper_bound = math.log(1 - goal.sesoi_pct / 100), math.log(1 + goal.sesoi_pct / 100)
+    if se > 0:
+        p_lower = float(ss.t.sf((mean - lower_bound) / se, n - 1))
+        p_upper = float(ss.t.cdf((mean - upper_bound) / se, n - 1))
+    else:
+        p_lower = 0.0 if mean > lower_bound else 1.0
+        p_upper = 0.0 if mean < upper_bound else 1.0
+    tost_p = max(p_lower, p_upper)
+    sign = 1.0 if goal.direction == "maximize" else -1.0
+    better_low, better_high = sorted((sign * low, sign * high))
+    equivalent = tost_p < alpha
+    if better_high < 0:
+        verdict = "regress"
+    elif better_low > 0 and not equivalent:
+        verdict = "improve"
+    elif equivalent:
+        verdict = "equivalent"
+    else:
+        verdict = "inconclusive"
+    needed = None
+    if verdict == "inconclusive":
+        needed = blocks_needed(mean, sd, min(-lower_bound, upper_bound), alpha)
+    out = {**base, "pct_change": 100 * math.expm1(mean), "ci_low": 100 * math.expm1(low),
+           "ci_high": 100 * math.expm1(high), "tost_p": tost_p, "verdict": verdict, "blocks_needed": needed}
+    if bootstrap:
+        out.update(_bootstrap_ci(data, goal.name))
+    return out
+
+
+def _bootstrap_ci(data: pd.DataFrame, metric: str) -> dict[str, float]:
+    """Cross-check: tunelab.stats.pct_change percentile bootstrap (unpaired) of B vs A."""
+    try:
+        from tunelab.stats import pct_change
+
+        table = pct_change(data, metric, "arm", baseline="A", n_boot=1000, seed=0)
+        row = table[table["level"] == "B"].iloc[0]
+        return {"boot_ci_low": float(row["ci_low"]), "boot_ci_high": float(row["ci_high"])}
+    except (ImportError, TunelabError, IndexError):
+        return {"boot_ci_low": math.nan, "boot_ci_high": math.nan}
+
+
+def overall_verdict(verdicts: Sequence[str]) -> str:
+    """Combine per-metric verdicts: regress > inconclusive > improve > equivalent.
+
+    >>> overall_verdict(["improve", "equivalent"]), overall_verdict(["improve", "regress"])
+    ('improve', 'regress')
+    """
+    for verdict in ("regress", "inconclusive", "improve"):
+        if verdict in verdicts:
+            return verdict
+    return "equivalent" if verdicts else "inconclusive"
+
+
+@dataclass
+class ConfirmResult:
+    """Outcome of :func:`confirm` / :func:`validate`.
+
+    ``verdict`` overall; ``table`` one row per (profile, metric) with ``pct_change, ci_low,
+    ci_high, tost_p, verdict, blocks_needed``; ``measurements`` one row per measurement
+    (``profile, block, position, arm, key`` and metrics).
+    """
+
+    verdict: str
+    table: pd.DataFrame
+    measurements: pd.DataFrame
+    baseline: dict[str, Any]
+    candidate: dict[str, Any]
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_STATUS[self.verdict]
+
+    def gain(self, metric: str | None = None) -> dict[str, float]:
+        """``{"pct_change", "ci_low", "ci_high"}`` of ``metric`` (default: the first) in the first profile."""
+        row = self.table.iloc[0] if metric is None else self.table[self.table["metric"] == metric].iloc[0]
+        return {k: float(row[k]) for k in ("pct_change", "ci_low", "ci_high")}
+
+    def summary(self) -> str:
+        lines = [f"verdict: {self.verdict.upper()}"]
+        for row in self.table.itertuples():
+            needed = row.blocks_needed
+            extra = (f"; about {int(needed)} blocks in total would decide"
+                     if needed is not None and not pd.isna(needed) else "")
+            lines.append(f"  [{row.profile}] {row.metric}: {row.pct_change:+.2f} % (95 % CI {row.ci_low:+.2f} .. "
+                         f"{row.ci_high:+.2f}), SESOI ±{row.sesoi_pct:g} %, TOST p={row.tost_p:.3g} -> "
+                         f"{row.verdict}{extra}")
+        return "\n".join(lines)
+
+
+def confirm(evaluator: Any, baseline: Mapping[str, Any], candidate: Mapping[str, Any],
+            metrics: Sequence[MetricGoal | Mapping[str, Any] | str], *, blocks: int = 6, alpha: float = 0.05,
+            key_prefix: str = "", profile: str = "default") -> ConfirmResult:
+    """Measure ``baseline`` (A) and ``candidate`` (B) in ``blocks`` ABBA blocks and judge the change.
+
+    Evaluation keys are ``"<key_prefix>b<block>:<position><arm>"`` (stable, so a store-backed
+    evaluator resumes an interrupted confirmation).
+
+    Examples
+    --------
+    >>> from tunelab.targets.simulator import SimulatorEvaluator, get_surface
+    >>> s = get_surface("simple")
+    >>> confirm(SimulatorEvaluator(s, seed=3), s.baseline, s.optimum(), ["qps:max:5"], blocks=4).verdict
+    'improve'
+    """
+    goals = [MetricGoal.coerce(m) for m in metrics]
+    if not goals:
+        raise ValidationError("name at least one metric to confirm, e.g. qps:max:5")
+    rows = []
+    for block, position, arm in abba_order(int(blocks)):
+        config = baseline if arm == "A" else candidate
+        key = f"{key_prefix}b{block}:{position}{arm}"
+        values = evaluator.evaluate(dict(config), block * 2 + (position in (2, 3)), key=key)
+        rows.append({"profile": profile, "block": block, "position": position, "arm": arm, "key": key,
+                     **{k: float(v) for k, v in values.items()}})
+    measurements = pd.DataFrame(rows)
+    table = pd.DataFrame([{"profile": profile, **analyse_blocks(measurements, g, alpha)} for g in goals])
+    table["blocks_needed"] = table["blocks_needed"].astype("Int64")
+    return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(baseline), dict(candidate))
+
+
+def validate(target: Any, load: Any, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],
+             metrics: Sequence[MetricGoal | Mapping[str, Any] | str], store: Any, *, blocks: int = 6,
+             sesoi_pct: float | None = None, profiles: Sequence[str] = ("overload",), warmup_s: float = 2.0,
+             measure_s: float = 8.0, allow_host_global: bool = False, alpha: float = 0.05,
+             knob_lookup: Any = None, phase: str = "validate") -> ConfirmResult:
+    """Is ``candidate`` better than ``baseline`` on ``target`` under ``load``? (real trials, recorded)
+
+    Parameters
+    ----------
+    target : an up Target
+    load : a Load instance (its ``settings(profile)`` gives each profile's settings)
+    baseline : knob id -> value, or ``"current"``: the values the target holds now for the
+        candidate's knobs
+    candidate : knob id -> value (knob ids per Contract 1: ``name``, ``name[device]``, ``@client``)
+    metrics : goals, e.g. ``["qps:max:5", "latency_mean_ms:min:10"]``
+    store : the :class:`tunelab.store.Store` trials are recorded in (phase ``validate``);
+        finished run keys are reused, so an interrupted validation resumes
+    blocks : ABBA blocks per profile; sesoi_pct overrides every metric's SESOI
+    profiles : load profiles to validate under (e.g. ``("low", "overload")``); each gets its own blocks
+
+    Returns
+    -------
+    ConfirmResult with one table row per (profile, metric) and the overall verdict.
+    """
+    from tunelab.optimize.evaluators import RunnerEvaluator
+    from tunelab.runner import knob_specs_from_design
+    from tunelab.store import parse_knob_id
+
+    if not candidate:
+        raise ValidationError("the candidate sets no knob; give at least one KNOB=VALUE")
+    specs = knob_specs_from_design({"knobs": [
+        dict(zip(("name", "host", "device"), parse_knob_id(kid)), id=kid) for kid in candidate]}, knob_lookup)
+    if isinstance(baseline, str):
+        if baseline != "current":
+            raise ValidationError(f"baseline {baseline!r} must be a config mapping or 'current'")
+        baseline = {spec.id: spec.knob.read(target, spec.host,
+                                            device=target.resolve_device(spec.device) if spec.device else None)
+                    for spec in specs}
+    missing = [kid for kid in candidate if kid not in baseline]
+    if missing:
+        raise ValidationError(f"the baseline has no value for {', '.join(missing)}; give one or use --baseline current")
+    by_id = {spec.id: spec for spec in specs}
+    baseline = {kid: by_id[kid].knob.validate(baseline[kid]) for kid in candidate}
+    candidate = {kid: by_id[kid].knob.validate(value) for kid, value in candidate.items()}
+    goals = [MetricGoal.coerce(m) for m in metrics]
+    if sesoi_pct is not None:
+        goals = [MetricGoal(g.name, g.direction, float(sesoi_pct)) for g in goals]
+    digest = config_digest(baseline, candidate)
+    parts = []
+    for profile in profiles:
+        evaluator = RunnerEvaluator(target, load, specs, store, phase=phase, warmup_s=warmup_s, measure_s=measure_s,
+                                    load_settings=load.settings(profile), allow_host_global=allow_host_global,
+                                    provenance={"validate_profile": profile})
+        parts.append(confirm(evaluator, baseline, candidate, goals, blocks=blocks, alpha=alpha,
+                             key_prefix=f"{profile}:{digest}:", profile=profile))
+    table = pd.concat([p.table for p in parts], ignore_index=True)
+    measurements = pd.concat([p.measurements for p in parts], ignore_index=True)
+    return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(baseline), dict(candidate))

@@ -1,0 +1,582 @@
+"""GA and NSGA-II refinement over a :class:`~tunelab.optimize.space.SearchSpace`, driven by ask/tell.
+
+pymoo proposes (``algorithm.ask()``); tunelab measures through an
+:class:`~tunelab.optimize.evaluators.Evaluator`, then tells pymoo the estimates
+(``algorithm.tell(infills=pop)``). Around that loop tunelab handles what pymoo does not know
+about: measurement noise and a budget of real trials.
+
+* **Budget** counts measurements (trials), not configurations; re-measurements count too.
+* **Cache**: a configuration asked again is not re-measured; its estimate is the mean of all
+  its measurements so far.
+* **Elites** (``elite_reevals`` per generation) are re-measured, so the best-looking
+  configurations accumulate replicates and a lucky draw regresses towards its mean.
+* **Final reserve**: a share of the budget re-measures the leading candidates at the end.
+* **Winner** by a pessimistic confidence bound: ``mean - t * se`` when maximising
+  (``mean + t * se`` when minimising), not its best single draw; ``se`` comes from the
+  configuration's own replicates when it has 3 or more, else from the pooled CV of all
+  replicated configurations.
+* **Determinism**: pymoo and the initial population are seeded, evaluation keys are
+  ``"<event>:r<replicate>"`` in a fixed order, so a replay with the same seed asks the same
+  keys; with a store-backed evaluator a crashed search resumes without repeating a measurement.
+
+Presets (registry :data:`PRESETS`): ``gembala2013`` (seed 000: population 80, 40 generations,
+10 % selection, crossover 50 %, mutation 16 %), ``ioperf`` (seed 002: crossover 0.9 -> 0.7,
+mutation 0.1 -> 0.25 as the population's diversity falls), ``lab`` (small: population 8).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as ss
+
+from tunelab.errors import TunelabError
+from tunelab.optimize.space import SearchSpace, _canonical
+from tunelab.registry import Registry
+
+#: objective value given to a failed measurement (pymoo minimises; finite so crowding stays defined)
+FAILED_PENALTY = 1e18
+
+
+class RefineError(TunelabError):
+    """A refinement cannot run as asked (bad objective, budget, preset, or no usable measurement)."""
+
+
+# ---- objectives ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A metric and its direction: ``Objective("qps", "maximize")``; parse ``"qps:max"`` with :meth:`parse`."""
+
+    metric: str
+    direction: str = "maximize"
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("maximize", "minimize"):
+            raise RefineError(f"objective {self.metric}: direction {self.direction!r} must be 'maximize' or 'minimize'")
+
+    @property
+    def sign(self) -> float:
+        """Multiply a metric by this to get a value pymoo minimises."""
+        return -1.0 if self.direction == "maximize" else 1.0
+
+    @classmethod
+    def parse(cls, text: str) -> "Objective":
+        """``"qps:max"``, ``"latency_p99_ms:min"`` (also ``maximize``/``minimize``).
+
+        >>> Objective.parse("qps:max")
+        Objective(metric='qps', direction='maximize')
+        """
+        name, _, direction = str(text).partition(":")
+        words = {"max": "maximize", "maximize": "maximize", "min": "minimize", "minimize": "minimize"}
+        if not name or direction not in words:
+            raise RefineError(f"objective {text!r} must look like METRIC:max or METRIC:min, e.g. qps:max")
+        return cls(name, words[direction])
+
+
+# ---- presets ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Settings of one search strategy.
+
+    ``selection`` is the share of the population replaced per generation (offspring count =
+    ``max(2, round(selection * pop_size))``, parents drawn from the best ``selection`` share);
+    ``None`` means pymoo's defaults (binary tournament, ``pop_size`` offspring). ``adaptive``
+    moves crossover from ``crossover[0]`` to ``crossover[1]`` and mutation from ``mutation[0]``
+    to ``mutation[1]`` as the population's diversity falls (IOPerf).
+    """
+
+    name: str
+    pop_size: int
+    budget: int
+    crossover: tuple[float, float]
+    mutation: tuple[float, float]
+    selection: float | None = None
+    offspring: int | None = None
+    adaptive: bool = False
+    replicates: int = 1
+    elite_reevals: int = 1
+    final_share: float = 0.2
+    description: str = ""
+
+
+PRESETS: Registry[Preset] = Registry("refine preset")
+PRESETS.add("gembala2013", Preset(
+    "gembala2013", pop_size=80, budget=80 + 40 * 8, crossover=(0.5, 0.5), mutation=(0.16, 0.16), selection=0.10,
+    elite_reevals=0, final_share=0.0,
+    description="seed 000: population 80, 40 generations, selection 10 %, crossover 50 %, mutation 16 %"))
+PRESETS.add("ioperf", Preset(
+    "ioperf", pop_size=20, budget=200, crossover=(0.9, 0.7), mutation=(0.1, 0.25), adaptive=True, offspring=10,
+    description="seed 002: adaptive crossover 0.9 -> 0.7 and mutation 0.1 -> 0.25 as diversity falls"))
+PRESETS.add("lab", Preset(
+    "lab", pop_size=8, budget=40, crossover=(0.9, 0.9), mutation=(0.3, 0.3), offspring=6, elite_reevals=1,
+    final_share=0.2, description="small default for the lab: population 8, 40 measurements"))
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS.get(name)
+    except KeyError as exc:
+        raise RefineError(str(exc.args[0])) from None
+
+
+# ---- pymoo operators ----------------------------------------------------------------------------
+
+
+def _operators() -> tuple[type, type]:
+    from pymoo.core.mutation import Mutation
+    from pymoo.core.selection import Selection
+
+    class ResetMutation(Mutation):
+        """Give one random gene of a mutated individual a new random level (seed 000's mutation)."""
+
+        def _do(self, problem: Any, X: np.ndarray, random_state: Any = None, **kwargs: Any) -> np.ndarray:
+            X = np.array(X, dtype=float, copy=True)
+            xl, xu = np.asarray(problem.xl, dtype=int), np.asarray(problem.xu, dtype=int)
+            movable = np.flatnonzero(xu > xl)
+            if movable.size == 0:
+                return X
+            for row in X:
+                gene = int(random_state.choice(movable))
+                choices = [v for v in range(xl[gene], xu[gene] + 1) if v != int(round(row[gene]))]
+                row[gene] = float(random_state.choice(choices))
+            return X
+
+    class TruncationSelection(Selection):
+        """Parents drawn uniformly from the best ``fraction`` of the population (seed 000: 10 %)."""
+
+        def __init__(self, fraction: float, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.fraction = fraction
+
+        def _do(self, problem: Any, pop: Any, n_select: int, n_parents: int, random_state: Any = None,
+                **kwargs: Any) -> np.ndarray:
+            F = pop.get("F")[:, 0]
+            n_best = max(2, int(math.ceil(self.fraction * len(pop))))
+            best = np.argsort(F, kind="stable")[:n_best]
+            return random_state.choice(best, size=(n_select, n_parents))
+
+    return ResetMutation, TruncationSelection
+
+
+def population_diversity(X: np.ndarray, upper: np.ndarray) -> float:
+    """Mean pairwise share of genes that differ (0: all identical, up to 1).
+
+    >>> population_diversity(np.array([[0, 0], [1, 1]]), np.array([1, 1]))
+    1.0
+    """
+    X = np.asarray(X)
+    movable = np.asarray(upper) > 0
+    if len(X) < 2 or not movable.any():
+        return 0.0
+    X = X[:, movable]
+    diff = (X[:, None, :] != X[None, :, :]).mean(axis=2)
+    n = len(X)
+    return float(diff.sum() / (n * (n - 1)))
+
+
+def adaptive_rates(diversity: float, initial_diversity: float, preset: Preset) -> tuple[float, float]:
+    """IOPerf: (crossover, mutation) probabilities for the current diversity.
+
+    Convergence ``c = 1 - diversity / initial`` (clipped to 0..1) moves the rates linearly from
+    their start to their end values.
+
+    >>> adaptive_rates(0.0, 0.8, get_preset("ioperf"))
+    (0.7, 0.25)
+    """
+    c = 0.0 if initial_diversity <= 0 else float(np.clip(1.0 - diversity / initial_diversity, 0.0, 1.0))
+    (c0, c1), (m0, m1) = preset.crossover, preset.mutation
+    return round(c0 + (c1 - c0) * c, 6), round(m0 + (m1 - m0) * c, 6)
+
+
+# ---- estimates and the pessimistic bound --------------------------------------------------------
+
+
+def pessimistic_bounds(values: Mapping[Any, Sequence[float]], direction: str = "maximize",
+                       level: float = 0.95) -> pd.DataFrame:
+    """Mean, n, standard error and one-sided pessimistic bound of each configuration's measurements.
+
+    ``bound = mean - t * se`` for maximise (``+`` for minimise), ``t`` the one-sided Student
+    quantile at ``level``. ``se`` uses the configuration's own SD when it has >= 3 values, else
+    the pooled CV of every configuration with >= 2 values times its mean (df = pooled df). With
+    no replicated configuration at all, the bound is the mean (no noise information).
+
+    Returns
+    -------
+    DataFrame indexed by configuration key, columns ``[n, mean, sd, se, bound]``.
+
+    Examples
+    --------
+    >>> t = pessimistic_bounds({"stable": [104, 105, 106, 105], "lucky": [111], "other": [90, 100, 110]})
+    >>> t["bound"].idxmax()
+    'stable'
+    """
+    rel_ss, rel_df = 0.0, 0
+    for vals in values.values():
+        v = np.asarray([x for x in vals if np.isfinite(x)], dtype=float)
+        if len(v) >= 2 and v.mean() != 0:
+            rel = v / v.mean()
+            rel_ss += float(((rel - 1.0) ** 2).sum())
+            rel_df += len(v) - 1
+    pooled_cv = math.sqrt(rel_ss / rel_df) if rel_df else math.nan
+    sign = -1.0 if direction == "maximize" else 1.0
+    rows = {}
+    for key, vals in values.items():
+        v = np.asarray([x for x in vals if np.isfinite(x)], dtype=float)
+        n = len(v)
+        if n == 0:
+            rows[key] = {"n": 0, "mean": math.nan, "sd": math.nan, "se": math.nan,
+                         "bound": -math.inf if direction == "maximize" else math.inf}
+            continue
+        mean = float(v.mean())
+        if n >= 3:
+            sd, df = float(v.std(ddof=1)), n - 1
+        elif rel_df:
+            sd, df = pooled_cv * abs(mean), rel_df
+        else:
+            sd, df = math.nan, 0
+        se = sd / math.sqrt(n) if df else math.nan
+        t = float(ss.t.ppf(level, df)) if df else 0.0
+        bound = mean + sign * t * se if df else mean
+        rows[key] = {"n": n, "mean": mean, "sd": sd, "se": se, "bound": bound}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["n", "mean", "sd", "se", "bound"])
+
+
+def non_dominated(points: np.ndarray) -> np.ndarray:
+    """Boolean mask of the rows of ``points`` (all objectives minimised) no other row dominates.
+
+    >>> non_dominated(np.array([[1, 2], [2, 1], [2, 2]])).tolist()
+    [True, True, False]
+    """
+    from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
+
+    points = np.asarray(points, dtype=float)
+    mask = np.zeros(len(points), dtype=bool)
+    if len(points):
+        mask[NonDominatedSorting().do(points, only_non_dominated_front=True)] = True
+    return mask
+
+
+# ---- the search ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Record:
+    config: dict[str, Any]
+    values: list[dict[str, float]] = field(default_factory=list)
+    first_event: int = 0
+
+
+@dataclass
+class RefineResult:
+    """What :func:`refine` found.
+
+    Attributes
+    ----------
+    winner : the recommended configuration (best pessimistic bound on the first objective; for
+        NSGA-II the Pareto point chosen that way)
+    estimates : one row per measured configuration: knob columns, ``n``, per objective
+        ``<metric>_mean``, ``<metric>_se``, ``<metric>_bound``; sorted best first
+    history : one row per measurement: ``key, event, generation, kind, replicate``, knobs, metrics
+    generations : per generation ``best, worst, mean, baseline`` of the first objective's
+        estimates in the population, and the crossover/mutation rates used (seed 000's plot)
+    pareto : the non-dominated configurations by mean estimates (multi-objective only)
+    """
+
+    winner: dict[str, Any]
+    objectives: list[Objective]
+    estimates: pd.DataFrame
+    history: pd.DataFrame
+    generations: pd.DataFrame
+    pareto: pd.DataFrame | None
+    evaluations: int
+    preset: str
+    seed: int
+    baseline: dict[str, Any] | None = None
+
+    def winner_estimate(self) -> dict[str, Any]:
+        return self.estimates.iloc[0].to_dict()
+
+
+def _matches(config: Mapping[str, Any], ids: Sequence[str]) -> tuple[Any, ...]:
+    return tuple(config[i] for i in ids)
+
+
+class _StopSearch(Exception):
+    """Internal: the budget is used up."""
+
+
+def refine(
+    space: SearchSpace,
+    evaluator: Any,
+    objectives: Sequence[Objective | str],
+    *,
+    budget: int | None = None,
+    preset: Preset | str = "lab",
+    seed: int = 0,
+    baseline: Mapping[str, Any] | None = None,
+    initial: Sequence[Mapping[str, Any]] = (),
+    replicates: int | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
+    on_measure: Callable[[int, str], None] | None = None,
+) -> RefineResult:
+    """Search ``space`` for the configuration that best meets ``objectives`` within ``budget`` measurements.
+
+    Parameters
+    ----------
+    space : the search space (knob ids and candidate values)
+    evaluator : :class:`~tunelab.optimize.evaluators.Evaluator`
+    objectives : one (GA) or more (NSGA-II) :class:`Objective` or ``"metric:max|min"`` strings
+    budget : total measurements (default: the preset's)
+    preset : a :class:`Preset` or its name in :data:`PRESETS`
+    seed : seeds pymoo and the initial population (same seed + same measurements -> same search)
+    baseline, initial : configurations put in the initial population (the baseline first, then
+        e.g. the screen's best levels); the rest is random
+    replicates : measurements per new configuration (default: the preset's)
+    callback : called after each generation with a dict (``generation``, ``algorithm``,
+        ``evaluations``, ``estimates``); may change ``algorithm.mating`` rates
+    on_measure : called after each measurement with (number of measurements so far, key);
+        tests use it to simulate a crash
+
+    Examples
+    --------
+    >>> from tunelab.targets.simulator import SimulatorEvaluator, get_surface
+    >>> surface = get_surface("simple")
+    >>> result = refine(surface.search_space(), SimulatorEvaluator(surface, seed=1), ["qps:max"],
+    ...                 budget=40, seed=1, baseline=surface.baseline)
+    >>> result.evaluations
+    40
+    """
+    from pymoo.algorithms.moo.nsga2 import NSGA2
+    from pymoo.algorithms.soo.nonconvex.ga import GA
+    from pymoo.core.evaluator import Evaluator as PymooEvaluator
+    from pymoo.core.problem import Problem
+    from pymoo.operators.crossover.ux import UniformCrossover
+    from pymoo.problems.static import StaticProblem
+    from pymoo.termination import get_termination
+
+    preset = get_preset(preset) if isinstance(preset, str) else preset
+    objs = [o if isinstance(o, Objective) else Objective.parse(o) for o in objectives]
+    if not objs:
+        raise RefineError("give at least one objective, e.g. --objective qps:max")
+    budget = int(budget if budget is not None else preset.budget)
+    replicates = int(replicates if replicates is not None else preset.replicates)
+    if replicates < 1:
+        raise RefineError(f"replicates must be >= 1, got {replicates}")
+    if budget < 2 * replicates:
+        raise RefineError(f"budget {budget} is too small: it must allow at least two configurations of "
+                          f"{replicates} replicate(s); raise --budget")
+    pop_size = max(2, min(preset.pop_size, budget // replicates))
+    reserve = int(math.floor(preset.final_share * budget))
+    search_budget = budget - reserve
+
+    ids = space.ids
+    records: dict[tuple[Any, ...], _Record] = {}
+    history: list[dict[str, Any]] = []
+    state = {"measurements": 0, "event": 0, "generation": 0}
+
+    def measure(config: Mapping[str, Any], count: int, kind: str, limit: int) -> None:
+        key = _matches(config, ids)
+        record = records.setdefault(key, _Record(dict(config), first_event=state["event"]))
+        event = state["event"]
+        state["event"] += 1
+        for _ in range(count):
+            if state["measurements"] >= limit:
+                raise _StopSearch
+            rep = len(record.values)
+            eval_key = f"{event}:r{rep}"
+            metrics = evaluator.evaluate(dict(config), rep, key=eval_key)
+            record.values.append({o.metric: float(metrics.get(o.metric, math.nan)) for o in objs})
+            state["measurements"] += 1
+            history.append({"key": eval_key, "event": event, "generation": state["generation"], "kind": kind,
+                            "replicate": rep, **dict(config), **{m: float(v) for m, v in metrics.items()}})
+            if on_measure is not None:
+                on_measure(state["measurements"], eval_key)
+
+    def objective_vector(key: tuple[Any, ...]) -> np.ndarray:
+        vals = records[key].values
+        out = []
+        for o in objs:
+            v = np.array([x[o.metric] for x in vals], dtype=float)
+            v = v[np.isfinite(v)]
+            out.append(o.sign * float(v.mean()) if v.size else FAILED_PENALTY)
+        return np.array(out)
+
+    # initial population: baseline, given configs, then unique random ones (seeded)
+    rng = np.random.default_rng(seed)
+    seeds = ([dict(baseline)] if baseline else []) + [dict(c) for c in initial]
+    rows: list[np.ndarray] = []
+    seen: set[tuple[int, ...]] = set()
+    for config in seeds:
+        genes = space.encode(config)
+        if tuple(genes) not in seen:
+            seen.add(tuple(genes))
+            rows.append(genes)
+    attempts = 0
+    while len(rows) < pop_size and attempts < 100 * pop_size:
+        attempts += 1
+        genes = space.random_genes(rng, 1)[0]
+        if tuple(genes) not in seen:
+            seen.add(tuple(genes))
+            rows.append(genes)
+    pop_size = len(rows[:pop_size])
+    X0 = np.array(rows[:pop_size], dtype=float)
+
+    ResetMutation, TruncationSelection = _operators()
+    crossover = UniformCrossover(prob=preset.crossover[0])
+    mutation = ResetMutation(prob=preset.mutation[0])
+    n_offsprings = preset.offspring or (max(2, round(preset.selection * pop_size)) if preset.selection else None)
+    problem = Problem(n_var=space.n_var, n_obj=len(objs), xl=space.lower.astype(float),
+                      xu=space.upper.astype(float), vtype=int)
+    if len(objs) == 1:
+        kwargs: dict[str, Any] = {}
+        if preset.selection:
+            kwargs["selection"] = TruncationSelection(preset.selection)
+        algorithm = GA(pop_size=pop_size, sampling=X0, crossover=crossover, mutation=mutation,
+                       n_offsprings=n_offsprings, eliminate_duplicates=True, **kwargs)
+    else:
+        algorithm = NSGA2(pop_size=pop_size, sampling=X0, crossover=crossover, mutation=mutation,
+                          n_offsprings=n_offsprings, eliminate_duplicates=True)
+    algorithm.setup(problem, termination=get_termination("n_gen", 10**9), seed=seed, verbose=False)
+
+    generations: list[dict[str, Any]] = []
+    initial_diversity: float | None = None
+    baseline_key = _matches(baseline, ids) if baseline else None
+    first = objs[0]
+    try:
+        while state["measurements"] < search_budget:
+            pop = algorithm.ask()
+            X = np.asarray(pop.get("X"), dtype=float)
+            if len(X) == 0:
+                break  # the space is exhausted: nothing new to propose
+            F = []
+            kind = "initial" if state["generation"] == 0 else "offspring"
+            for x in X:
+                config = space.decode(x)
+                key = _matches(config, ids)
+                if key not in records or not records[key].values:
+                    measure(config, replicates, kind, search_budget)
+                F.append(objective_vector(key))
+            static = StaticProblem(problem, F=np.array(F))
+            PymooEvaluator().eval(static, pop)
+            algorithm.tell(infills=pop)
+            # elites: re-measure the best-looking members with the fewest measurements
+            members = [(_matches(space.decode(ind.X), ids), ind) for ind in algorithm.pop]
+            if preset.elite_reevals:
+                ranked = sorted({k for k, _ in members}, key=lambda k: (tuple(objective_vector(k)), len(records[k].values)))
+                if len(objs) > 1:
+                    front = non_dominated(np.array([objective_vector(k) for k in ranked]))
+                    ranked = [k for k, f in zip(ranked, front) if f] + [k for k, f in zip(ranked, front) if not f]
+                leaders = sorted(ranked[: max(preset.elite_reevals, 1) * 2], key=lambda k: len(records[k].values))
+                for key in leaders[: preset.elite_reevals]:
+                    measure(records[key].config, 1, "elite", search_budget)
+                for key, ind in members:
+                    ind.set("F", objective_vector(key))
+            state["generation"] += 1
+            diversity = population_diversity(np.array([ind.X for ind in algorithm.pop]), space.upper)
+            if initial_diversity is None:
+                initial_diversity = diversity
+            if preset.adaptive:
+                cx, mx = adaptive_rates(diversity, initial_diversity, preset)
+                algorithm.mating.crossover.prob.value = cx
+                algorithm.mating.mutation.prob.value = mx
+            means = np.array([first.sign * objective_vector(k)[0] for k, _ in members])
+            finite = means[np.abs(means) < FAILED_PENALTY / 10]
+            generations.append({
+                "generation": state["generation"], "evaluations": state["measurements"],
+                "best": float(finite.max() if first.direction == "maximize" else finite.min()) if finite.size else math.nan,
+                "worst": float(finite.min() if first.direction == "maximize" else finite.max()) if finite.size else math.nan,
+                "mean": float(finite.mean()) if finite.size else math.nan,
+                "baseline": (first.sign * objective_vector(baseline_key)[0]
+                             if baseline_key in records and records[baseline_key].values else math.nan),
+                "diversity": diversity,
+                "crossover": float(algorithm.mating.crossover.prob.value),
+                "mutation": float(algorithm.mating.mutation.prob.value),
+            })
+            if callback is not None:
+                callback({"generation": state["generation"], "algorithm": algorithm,
+                          "evaluations": state["measurements"], "records": records})
+    except _StopSearch:
+        pass
+
+    # final reserve: re-measure the leaders (by mean), the least-measured first
+    try:
+        while state["measurements"] < budget and records:
+            keys = [k for k in records if records[k].values]
+            if len(objs) == 1:
+                leaders = sorted(keys, key=lambda k: tuple(objective_vector(k)))[:3]
+            else:
+                vectors = np.array([objective_vector(k) for k in keys])
+                leaders = [k for k, f in zip(keys, non_dominated(vectors)) if f]
+            target = min(leaders, key=lambda k: (len(records[k].values), tuple(objective_vector(k))))
+            measure(records[target].config, 1, "final", budget)
+    except _StopSearch:
+        pass
+
+    if not records:
+        raise RefineError("no configuration was measured; raise the budget")
+    estimates = _estimates(records, objs, ids)
+    pareto = None
+    if len(objs) > 1:
+        vectors = np.column_stack([o.sign * estimates[f"{o.metric}_mean"].to_numpy() for o in objs])
+        vectors = np.nan_to_num(vectors, nan=FAILED_PENALTY)
+        pareto = estimates[non_dominated(vectors)].reset_index(drop=True)
+        chosen = pareto
+    else:
+        chosen = estimates
+    best = chosen.iloc[0]
+    winner = {i: _canonical(best[i]) for i in ids}
+    return RefineResult(winner=winner, objectives=objs, estimates=estimates, history=pd.DataFrame(history),
+                        generations=pd.DataFrame(generations), pareto=pareto, evaluations=state["measurements"],
+                        preset=preset.name, seed=seed, baseline=dict(baseline) if baseline else None)
+
+
+def _estimates(records: Mapping[tuple[Any, ...], _Record], objs: Sequence[Objective], ids: Sequence[str]) -> pd.DataFrame:
+    """One row per configuration with per-objective mean/se/bound, sorted by the first objective's bound."""
+    keys = list(records)
+    frame = pd.DataFrame([{i: records[k].config[i] for i in ids} for k in keys])
+    frame["n"] = [len(records[k].values) for k in keys]
+    for o in objs:
+        table = pessimistic_bounds({j: [v[o.metric] for v in records[k].values] for j, k in enumerate(keys)},
+                                   o.direction)
+        frame[f"{o.metric}_mean"] = table["mean"].to_numpy()
+        frame[f"{o.metric}_se"] = table["se"].to_numpy()
+        frame[f"{o.metric}_bound"] = table["bound"].to_numpy()
+    first = objs[0]
+    order = frame[f"{first.metric}_bound"] * (-1.0 if first.direction == "maximize" else 1.0)
+    frame = frame.assign(_order=order.fillna(np.inf)).sort_values(["_order", "n"], ascending=[True, False],
+                                                                   kind="stable")
+    return frame.drop(columns="_order").reset_index(drop=True)
+
+
+def random_search(space: SearchSpace, evaluator: Any, objective: Objective | str, budget: int, seed: int = 0,
+                  baseline: Mapping[str, Any] | None = None) -> RefineResult:
+    """The reference strategy: ``budget`` distinct random configurations, one measurement each,
+    winner by best mean (all have n = 1). Used by the benchmark to judge the GA."""
+    obj = objective if isinstance(objective, Objective) else Objective.parse(objective)
+    rng = np.random.default_rng(seed)
+    ids = space.ids
+    records: dict[tuple[Any, ...], _Record] = {}
+    history = []
+    configs = [dict(baseline)] if baseline else []
+    attempts = 0
+    while len(configs) < min(budget, space.size) and attempts < 100 * budget:
+        attempts += 1
+        config = space.decode(space.random_genes(rng, 1)[0])
+        if all(_matches(config, ids) != _matches(c, ids) for c in configs):
+            configs.append(config)
+    for event, config in enumerate(configs[:budget]):
+        metrics = evaluator.evaluate(config, 0, key=f"{event}:r0")
+        records[_matches(config, ids)] = _Record(config, [{obj.metric: float(metrics[obj.metric])}], event)
+        history.append({"key": f"{event}:r0", "event": event, "kind": "random", **config, **metrics})
+    estimates = _estimates(records, [obj], ids)
+    by_mean = estimates.sort_values(f"{obj.metric}_mean", ascending=obj.direction == "minimize", kind="stable")
+    winner = {i: _canonical(by_mean.iloc[0][i]) for i in ids}
+    return RefineResult(winner, [obj], by_mean.reset_index(drop=True), pd.DataFrame(history), pd.DataFrame(), None,
+                        len(configs[:budget]), "random", seed, dict(baseline) if baseline else None)
