@@ -1,0 +1,43 @@
+"""Suite-wide guards: lab tests need root and iproute2, and no test may leave a lab behind."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+
+def _tunelab_namespaces() -> set[str]:
+    if shutil.which("ip") is None:
+        return set()
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip() and line.split()[0].startswith("tl")}
+
+
+_BEFORE: set[str] = set()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _BEFORE.update(_tunelab_namespaces())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = None
+    if os.geteuid() != 0:
+        reason = "lab tests need root (network namespaces)"
+    elif shutil.which("ip") is None:
+        reason = "lab tests need iproute2 (`ip`)"
+    if reason:
+        for item in items:
+            if "lab" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    leftover = _tunelab_namespaces() - _BEFORE
+    if leftover:
+        print(f"\nERROR: tests left network namespaces behind: {', '.join(sorted(leftover))}")
+        for name in leftover:
+            subprocess.run(["ip", "netns", "delete", name], check=False)
+        session.exitstatus = 1
