@@ -39,12 +39,12 @@ def test_each_route_is_recommended_on_constructed_data(values: dict, route: str)
     assert verdict["test"] == route
     a = result.assumptions.set_index("test")["p"]
     if route == "kruskal+dunn":
-        assert a["shapiro_wilk"] < 0.01
+        assert a["shapiro_wilk_standardized"] < 0.01
     elif route == "welch+games_howell":
-        assert a["shapiro_wilk"] >= 0.01 and a["brown_forsythe"] < 0.05
+        assert a["shapiro_wilk_standardized"] >= 0.01 and a["brown_forsythe"] < 0.05
     else:
-        assert a["shapiro_wilk"] >= 0.01 and a["brown_forsythe"] >= 0.05
-    assert f"Shapiro–Wilk p={a['shapiro_wilk']:.3g}" in verdict["reason"]
+        assert a["shapiro_wilk_standardized"] >= 0.01 and a["brown_forsythe"] >= 0.05
+    assert f"Shapiro–Wilk p={a['shapiro_wilk_standardized']:.3g}" in verdict["reason"]
     assert (f"Brown–Forsythe p={a['brown_forsythe']:.3g}" in verdict["reason"]) == (route != "kruskal+dunn")
     recommended = result.omnibus[result.omnibus["recommended"]]
     assert len(recommended) == 1 and route.startswith(recommended["test"].iloc[0].split("_")[0])

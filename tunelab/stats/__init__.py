@@ -13,7 +13,7 @@ Examples
 ['source', 'ss', 'df', 'ms', 'F', 'p', 'eta2', 'omega2']
 """
 from tunelab.stats._validate import check_input
-from tunelab.stats.assumptions import group_summary, homoscedasticity, normality
+from tunelab.stats.assumptions import group_summary, homoscedasticity, normality, sd_ratio
 from tunelab.stats.effects import cohens_d, pct_change
 from tunelab.stats.equivalence import tost
 from tunelab.stats.multiplicity import adjust
@@ -24,7 +24,7 @@ from tunelab.stats.screen import ScreenResult, design_kind, recommend, schema, s
 
 __all__ = [
     "check_input",
-    "normality", "homoscedasticity", "group_summary",
+    "normality", "homoscedasticity", "group_summary", "sd_ratio",
     "anova_oneway", "welch_anova", "kruskal", "anova_factorial", "lenth_effects",
     "tukey_hsd", "games_howell", "dunn", "to_matrix", "compact_letters",
     "cohens_d", "pct_change",

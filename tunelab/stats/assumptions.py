@@ -11,17 +11,27 @@ from tunelab.errors import DataError
 from tunelab.stats._validate import check_input, grouped
 
 
-def normality(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
+def normality(data: pd.DataFrame, dv: str, between: str, standardize: bool = False) -> pd.DataFrame:
     """Shapiro–Wilk test on the residuals from the group means (pooled over groups).
 
     Testing residuals rather than each group uses all observations at once, which matters with
     the 3-5 replicates typical of kernel tuning (R: ``shapiro.test(residuals(aov(dv ~ between)))``).
 
+    Parameters
+    ----------
+    standardize : bool
+        Divide each residual by its group's standard deviation first. Pooled raw residuals of
+        normal groups with unequal variances form a scale mixture that Shapiro–Wilk rejects as
+        heavy-tailed; standardised residuals test the *shape* of the errors only, which is what
+        the choice between Welch's ANOVA and Kruskal–Wallis needs (a constant group contributes
+        zeros).
+
     Returns
     -------
     DataFrame
-        One row, columns ``[test, statistic, p, n]``; ``test`` is ``'shapiro_wilk'``.
-        ``statistic`` and ``p`` are NaN when the residuals are all zero (no variation).
+        One row, columns ``[test, statistic, p, n]``; ``test`` is ``'shapiro_wilk'`` (or
+        ``'shapiro_wilk_standardized'``). ``statistic`` and ``p`` are NaN when the residuals are
+        all zero (no variation).
 
     Examples
     --------
@@ -31,7 +41,11 @@ def normality(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
     ['test', 'statistic', 'p', 'n']
     """
     clean = check_input(data, dv, between)
-    residuals = clean[dv] - clean.groupby(between, sort=False)[dv].transform("mean")
+    by_group = clean.groupby(between, sort=False)[dv]
+    residuals = clean[dv] - by_group.transform("mean")
+    if standardize:
+        spread = by_group.transform("std")
+        residuals = (residuals / spread.where(spread > 0)).fillna(0.0)
     n = len(residuals)
     if n < 3:
         raise DataError(f"Shapiro–Wilk needs at least 3 observations of {dv!r}, got {n}; add replicates")
@@ -42,7 +56,24 @@ def normality(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
             warnings.simplefilter("ignore", UserWarning)  # scipy warns for n > 5000 (p approximate)
             result = ss.shapiro(residuals.to_numpy())
         statistic, p = float(result.statistic), float(result.pvalue)
-    return pd.DataFrame({"test": ["shapiro_wilk"], "statistic": [statistic], "p": [p], "n": [n]})
+    test = "shapiro_wilk_standardized" if standardize else "shapiro_wilk"
+    return pd.DataFrame({"test": [test], "statistic": [statistic], "p": [p], "n": [n]})
+
+
+def sd_ratio(data: pd.DataFrame, dv: str, between: str) -> float:
+    """Largest over smallest group standard deviation (``ddof=1``); inf if some group is constant.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"k": list("aaabbb"), "y": [1.0, 2, 3, 2, 4, 6]})
+    >>> sd_ratio(df, "y", "k")
+    2.0
+    """
+    sds = group_summary(data, dv, between)["sd"]
+    if (sds == 0).all():
+        return float("nan")
+    return float(sds.max() / sds.min()) if sds.min() > 0 else float("inf")
 
 
 def homoscedasticity(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:

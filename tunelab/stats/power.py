@@ -5,6 +5,12 @@ Two groups use ``statsmodels.stats.power.TTestIndPower`` (two-sided two-sample t
 groups use ``FTestAnovaPower`` with the *least favourable* configuration for a largest
 difference ``delta`` between two of ``k`` means (two means at ±delta/2, the rest in the middle):
 Cohen's ``f = d / sqrt(2k)``. For k = 2 that is ``f = d / 2``, the usual two-group relation.
+
+``test="welch"`` plans for Welch's ANOVA, which the screen chooses unless equal variances are
+shown (:func:`tunelab.stats.recommend`): its power under equal variances and equal group sizes is
+approximated by the non-central F with ``k - 1`` and Welch's ``(k + 1) k (n - 1) / (3 (k - 1))``
+denominator degrees of freedom (``2 (n - 1)`` for k = 3, against ANOVA's ``3 (n - 1)``), so it
+asks for more replicates when k > 2 and the same for k = 2.
 """
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from scipy import stats as ss
 from statsmodels.stats.power import FTestAnovaPower, TTestIndPower
 
 from tunelab.errors import DataError
@@ -25,7 +32,24 @@ def _check(alpha: float, power: float | None = None) -> None:
         raise DataError(f"power must be between 0 and 1, got {power!r}; 0.8 is the usual choice")
 
 
-def _power(d: float, n_per_group: float, n_groups: int, alpha: float) -> float:
+TESTS = ("anova", "welch")
+
+
+def _check_test(test: str) -> None:
+    if test not in TESTS:
+        raise DataError(f"test must be one of {', '.join(TESTS)}, got {test!r}")
+
+
+def _welch_power(f: float, n_per_group: float, n_groups: int, alpha: float) -> float:
+    k = n_groups
+    df1, df2 = k - 1, (k + 1) * k * (n_per_group - 1) / (3 * (k - 1))
+    critical = ss.f.ppf(1 - alpha, df1, df2)
+    return float(ss.ncf.sf(critical, df1, df2, f * f * n_per_group * k))
+
+
+def _power(d: float, n_per_group: float, n_groups: int, alpha: float, test: str = "anova") -> float:
+    if test == "welch" and n_groups > 2:
+        return _welch_power(d / math.sqrt(2 * n_groups), n_per_group, n_groups, alpha)
     if n_groups == 2:
         return float(TTestIndPower().power(effect_size=d, nobs1=n_per_group, alpha=alpha, ratio=1.0))
     f = d / math.sqrt(2 * n_groups)
@@ -39,11 +63,13 @@ def replicates_needed(
     n_groups: int = 2,
     alpha: float = 0.05,
     power: float = 0.8,
+    test: str = "anova",
 ) -> int:
     """Replicates per group needed to detect a ``pct_change`` % change with the given power.
 
     ``d = |pct_change / 100 · baseline_mean| / pilot_sd``; solved with ``TTestIndPower`` for
     two groups, ``FTestAnovaPower`` (least favourable ``f = d / sqrt(2k)``) for more. At least 2.
+    ``test="welch"`` plans for Welch's ANOVA instead (see the module docstring).
 
     Examples
     --------
@@ -51,6 +77,7 @@ def replicates_needed(
     17
     """
     _check(alpha, power)
+    _check_test(test)
     if not pilot_sd > 0:
         raise DataError(f"pilot_sd must be positive, got {pilot_sd!r}; estimate it from a pilot run")
     if int(n_groups) != n_groups or n_groups < 2:
@@ -70,12 +97,13 @@ def replicates_needed(
         n_per_group = float(np.squeeze(total)) / n_groups
     needed = max(2, math.ceil(n_per_group - 1e-9))
     # solve_power's root may sit a hair below the target; step up until the power is reached
-    while _power(d, needed, n_groups, alpha) < power:
+    while _power(d, needed, n_groups, alpha, test) < power:
         needed += 1
     return needed
 
 
-def achieved_power(data: pd.DataFrame, dv: str, between: str, pct_change: float, alpha: float = 0.05) -> pd.DataFrame:
+def achieved_power(data: pd.DataFrame, dv: str, between: str, pct_change: float, alpha: float = 0.05,
+                   test: str = "anova") -> pd.DataFrame:
     """Power the data's design had to detect a ``pct_change`` % difference between two levels.
 
     The SD is the pooled within-group SD (sqrt of the ANOVA residual mean square), the reference
@@ -88,6 +116,7 @@ def achieved_power(data: pd.DataFrame, dv: str, between: str, pct_change: float,
         (the solver uses ``f = d / sqrt(2k)`` when there are k > 2 groups).
     """
     _check(alpha)
+    _check_test(test)
     clean = check_input(data, dv, between)
     _, samples = grouped(clean, dv, between)
     k = len(samples)
@@ -98,4 +127,4 @@ def achieved_power(data: pd.DataFrame, dv: str, between: str, pct_change: float,
     if sd == 0:
         raise DataError(f"{dv!r} has no within-group variation, so power is undefined")
     d = delta / sd
-    return pd.DataFrame({"n_per_group": [n_min], "effect_size": [d], "power": [_power(d, n_min, k, alpha)]})
+    return pd.DataFrame({"n_per_group": [n_min], "effect_size": [d], "power": [_power(d, n_min, k, alpha, test)]})

@@ -19,7 +19,7 @@ import pandas as pd
 
 from tunelab.errors import DataError
 from tunelab.stats._validate import sorted_levels
-from tunelab.stats.assumptions import homoscedasticity, normality
+from tunelab.stats.assumptions import homoscedasticity, normality, sd_ratio
 from tunelab.stats.effects import pct_change
 from tunelab.stats.equivalence import tost
 from tunelab.stats.multiplicity import METHODS, adjust
@@ -30,6 +30,10 @@ from tunelab.stats.posthoc import POSTHOC_COLUMNS, dunn, games_howell, tukey_hsd
 NORMALITY_ALPHA = 0.01
 #: Brown–Forsythe p below this means "unequal variances" -> Welch + Games–Howell
 VARIANCE_ALPHA = 0.05
+#: equal variances are assumed (ANOVA + Tukey) only if, besides Brown–Forsythe p >= VARIANCE_ALPHA,
+#: the largest group SD is at most this multiple of the smallest; a non-significant pre-test alone
+#: is no evidence of equal variances with 3-5 replicates (see docs/stats-notes.md, "Route choice")
+SD_RATIO_MAX = 1.5
 #: statuses whose rows enter the statistics (store.tidy() already filters; CSVs may not)
 USABLE_STATUSES = ("ok", "flagged")
 
@@ -57,7 +61,8 @@ class ScreenResult:
     settings : dict
         alpha, correction, metrics, knobs, baseline, n_boot, seed, and ``notes`` (list of str).
     assumptions : DataFrame
-        ``[knob, metric, test, statistic, df1, df2, p, n]``; tests ``shapiro_wilk``, ``levene``,
+        ``[knob, metric, test, statistic, df1, df2, p, n]``; tests ``shapiro_wilk``, ``shapiro_wilk_standardized`` (residuals / group SD, used
+        for the route), ``levene``,
         ``brown_forsythe``.
     omnibus : DataFrame
         ``[knob, metric, test, source, statistic, df1, df2, p, effect_size, effect_size_name,
@@ -150,6 +155,20 @@ def _normalise_metrics(metrics: list[dict[str, Any]], data: pd.DataFrame) -> lis
 
 
 def _equals(values: pd.Series, level: Any) -> np.ndarray:
+    """Elementwise ``value == level`` with Python semantics (tuple levels compare as tuples).
+
+    Scalar levels use one vectorised numpy comparison (also on object columns that mix tuples and
+    scalars, where numpy falls back to ``==`` per element); tuple levels compare element by element.
+    """
+    if isinstance(level, (tuple, list)):
+        return np.fromiter((v == level for v in values.tolist()), dtype=bool, count=len(values))
+    array = values.to_numpy()
+    try:
+        result = array == level
+    except (TypeError, ValueError):
+        result = None
+    if isinstance(result, np.ndarray) and result.shape == array.shape and result.dtype == bool:
+        return result
     return np.fromiter((v == level for v in values.tolist()), dtype=bool, count=len(values))
 
 
@@ -175,26 +194,36 @@ def design_kind(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any]) 
     return "oat" if (off <= 1).all() else "factorial"
 
 
-def recommend(shapiro_p: float, brown_forsythe_p: float) -> tuple[str, str]:
+def recommend(shapiro_p: float, brown_forsythe_p: float, sd_ratio: float = float("nan")) -> tuple[str, str]:
     """Pick the omnibus + post-hoc route from the assumption tests; return ``(route, reason)``.
 
-    Clearly non-normal residuals (Shapiro–Wilk p < 0.01) -> ``'kruskal+dunn'``; otherwise unequal
-    variances (Brown–Forsythe p < 0.05) -> ``'welch+games_howell'``; otherwise ``'anova+tukey'``.
-    Normality is checked first because Welch's test also assumes normal errors.
+    Clearly non-normal errors (Shapiro–Wilk p < 0.01 on the group-standardised residuals) ->
+    ``'kruskal+dunn'``; otherwise ``'anova+tukey'`` only when the variances are shown similar
+    (Brown–Forsythe p >= 0.05 *and* largest/smallest group SD <= :data:`SD_RATIO_MAX`), else
+    ``'welch+games_howell'``. Normality is checked first because Welch's test also assumes
+    normal errors. Welch is the default because a pre-test that fails to reject is not evidence
+    of equal variances: with 5 replicates and one level 3x noisier, choosing ANOVA whenever
+    Brown–Forsythe p >= 0.05 gave a family-wise error rate of 0.16 over 10 null knobs; this rule
+    keeps it at alpha (tests/stats/test_simulation_screen.py).
     """
     if not math.isnan(shapiro_p) and shapiro_p < NORMALITY_ALPHA:
-        return "kruskal+dunn", (f"residuals clearly non-normal (Shapiro–Wilk p={shapiro_p:.3g} < {NORMALITY_ALPHA}): "
+        return "kruskal+dunn", (f"errors clearly non-normal (Shapiro–Wilk p={shapiro_p:.3g} < {NORMALITY_ALPHA}): "
                                 "rank-based Kruskal–Wallis + Dunn")
-    if not math.isnan(brown_forsythe_p) and brown_forsythe_p < VARIANCE_ALPHA:
-        normal = "not computable" if math.isnan(shapiro_p) else f"p={shapiro_p:.3g} >= {NORMALITY_ALPHA}"
-        return "welch+games_howell", (f"residuals normal enough (Shapiro–Wilk {normal}) but variances unequal "
-                                      f"(Brown–Forsythe p={brown_forsythe_p:.3g} < {VARIANCE_ALPHA}): "
-                                      "Welch ANOVA + Games–Howell")
+    normal = "not computable" if math.isnan(shapiro_p) else f"p={shapiro_p:.3g} >= {NORMALITY_ALPHA}"
     if math.isnan(shapiro_p) or math.isnan(brown_forsythe_p):
         return "anova+tukey", "assumption tests not computable (no within-group variation): ANOVA + Tukey"
-    return "anova+tukey", (f"residuals normal enough (Shapiro–Wilk p={shapiro_p:.3g} >= {NORMALITY_ALPHA}) and "
-                           f"variances similar (Brown–Forsythe p={brown_forsythe_p:.3g} >= {VARIANCE_ALPHA}): "
-                           "ANOVA + Tukey HSD")
+    if brown_forsythe_p < VARIANCE_ALPHA:
+        return "welch+games_howell", (f"errors normal enough (Shapiro–Wilk {normal}) but variances unequal "
+                                      f"(Brown–Forsythe p={brown_forsythe_p:.3g} < {VARIANCE_ALPHA}): "
+                                      "Welch ANOVA + Games–Howell")
+    if not sd_ratio <= SD_RATIO_MAX:   # also when sd_ratio is NaN (not given) or inf
+        ratio = "not given" if math.isnan(sd_ratio) else f"{sd_ratio:.2f}"
+        return "welch+games_howell", (f"errors normal enough (Shapiro–Wilk {normal}); equal variances not shown "
+                                      f"(Brown–Forsythe p={brown_forsythe_p:.3g}, but SD ratio {ratio} > "
+                                      f"{SD_RATIO_MAX}): Welch ANOVA + Games–Howell")
+    return "anova+tukey", (f"errors normal enough (Shapiro–Wilk {normal}) and variances similar "
+                           f"(Brown–Forsythe p={brown_forsythe_p:.3g} >= {VARIANCE_ALPHA}, SD ratio "
+                           f"{sd_ratio:.2f} <= {SD_RATIO_MAX}): ANOVA + Tukey HSD")
 
 
 def _analyse(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, alpha: float, correction: str,
@@ -202,11 +231,11 @@ def _analyse(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, al
     """All tables for one knob × metric on the rows ``sub`` (no NaN in the metric)."""
     name = metric["name"]
     key = {"knob": knob, "metric": name}
-    norm = normality(sub, name, knob)
+    norm = pd.concat([normality(sub, name, knob), normality(sub, name, knob, standardize=True)], ignore_index=True)
     homo = homoscedasticity(sub, name, knob)
-    shapiro_p = float(norm["p"].iloc[0])
+    shapiro_p = float(norm["p"].iloc[1])
     bf_p = float(homo.loc[homo["test"] == "brown_forsythe", "p"].iloc[0])
-    route, reason = recommend(shapiro_p, bf_p)
+    route, reason = recommend(shapiro_p, bf_p, sd_ratio(sub, name, knob))
 
     assumptions = pd.concat([
         norm.assign(df1=np.nan, df2=np.nan),
@@ -242,6 +271,57 @@ def _analyse(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, al
     p = float(omnibus.loc[omnibus["recommended"], "p"].iloc[0])
     return {"assumptions": assumptions, "omnibus": omnibus, "posthoc": posthoc, "effects": effects,
             "equivalence": equivalence, "route": route, "reason": reason, "p": p, "eta2": float(aov["eta2"].iloc[0])}
+
+
+def _rows_per_knob(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], kind: str) -> dict[str, np.ndarray]:
+    """Per knob, the rows that compare its levels: all rows, or in an OAT design those whose
+    other knobs sit at their baselines (one pass per knob: O(knobs x rows))."""
+    if kind != "oat":
+        return {knob: np.ones(len(data), dtype=bool) for knob in knobs}
+    off = {knob: ~_equals(data[knob], baseline[knob]) for knob in knobs}
+    n_off = np.sum(list(off.values()), axis=0) if knobs else np.zeros(len(data), dtype=int)
+    return {knob: (n_off - off[knob]) == 0 for knob in knobs}
+
+
+def _failure_summary(failed: pd.DataFrame, knob: str, level: Any) -> str:
+    at_level = failed[_equals(failed[knob], level)] if len(failed) else failed
+    if not len(at_level):
+        return ""
+    reasons = at_level["reason"].dropna().astype(str) if "reason" in at_level.columns else pd.Series(dtype=str)
+    common = f": {reasons.mode().iloc[0]!r}" if len(reasons) else ""
+    return f", {len(at_level)} failed{common}"
+
+
+def _testable_levels(sub: pd.DataFrame, knob: str, base: Any, failed: pd.DataFrame, notes: list[str],
+                     metric: str) -> tuple[pd.DataFrame, str | None]:
+    """Drop levels with fewer than two usable runs (noting why); say why the knob cannot be
+    tested when the baseline or every other level is gone, else return ``(rows, None)``.
+
+    A level whose runs all failed (e.g. the load generator could not run at that setting) is
+    itself a finding: the reason names the failures so the verdict table shows them.
+    """
+    levels = sorted_levels(pd.concat([sub[knob], failed[knob]]) if len(failed) else sub[knob])
+    counts = {i: int(_equals(sub[knob], level).sum()) for i, level in enumerate(levels)}
+    thin = [i for i, n in counts.items() if n < 2]
+    described = {i: f"level {levels[i]!r}: {counts[i]} usable run(s){_failure_summary(failed, knob, levels[i])}"
+                 for i in thin}
+    base_index = next((i for i, level in enumerate(levels) if _equals(pd.Series([level]), base)[0]), None)
+    if base_index is None or base_index in thin:
+        return sub, (described.get(base_index) or f"baseline level {base!r} has no usable run") + \
+            " (the baseline is needed for every comparison)"
+    if len(levels) - len(thin) < 2:
+        return sub, "; ".join(described[i] for i in thin) or f"only the baseline level {base!r} was run"
+    for i in thin:
+        notes.append(f"{knob} × {metric}: {described[i]}; level left out (a level needs at least two runs)")
+        sub = sub[~_equals(sub[knob], levels[i])]
+    return sub, None
+
+
+def _untestable_verdict(knob: str, metric: str, problem: str) -> dict[str, Any]:
+    return {"knob": knob, "metric": metric, "test": None, "reason": problem, "p": math.nan, "p_adj": math.nan,
+            "significant": False, "best_level": None, "effect_pct": math.nan, "effect_ci_low": math.nan,
+            "effect_ci_high": math.nan, "eta2": math.nan, "direction": "none", "relevant": False,
+            "equivalent": False, "verdict": "untestable"}
 
 
 def _effect_level(effects: pd.DataFrame, direction: str, sesoi_pct: float) -> pd.Series:
@@ -354,7 +434,10 @@ def screen(
         * ``equivalent``: every level passes TOST against the baseline with ±``sesoi_pct``
           (intersection–union test: no multiplicity adjustment needed).
         * ``verdict``: ``'matters'`` if relevant, else ``'no effect (equivalent)'`` if equivalent,
-          else ``'inconclusive'`` (more replicates needed).
+          else ``'inconclusive'`` (more replicates needed); ``'untestable'`` (``test`` null,
+          ``reason`` naming the levels and their failed runs) when the baseline or every other
+          level has fewer than two usable runs, e.g. because the load failed at that setting.
+          Untestable rows do not enter the multiplicity adjustment.
 
     Notes
     -----
@@ -372,22 +455,26 @@ def screen(
     metrics = _normalise_metrics(metrics, data)
     knobs = list(knobs) if not isinstance(knobs, str) else knobs
     _check_knobs(data, knobs, baseline)
+    failed = data.iloc[0:0]
     if "status" in data.columns:
-        data = data[data["status"].isin(USABLE_STATUSES)]
+        usable = data["status"].isin(USABLE_STATUSES)
+        data, failed = data[usable], data[~usable]
     kind = design_kind(data, knobs, baseline)
     notes: list[str] = []
     parts: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    untestable: list[dict[str, Any]] = []
+    rows_of, failed_rows_of = _rows_per_knob(data, knobs, baseline, kind), _rows_per_knob(failed, knobs, baseline, kind)
     for knob in knobs:
-        rows = np.ones(len(data), dtype=bool)
-        if kind == "oat":
-            for other in knobs:
-                if other != knob:
-                    rows &= _equals(data[other], baseline[other])
-        subset = data[rows]
+        subset, failed_here = data[rows_of[knob]], failed[failed_rows_of[knob]]
         for metric in metrics:
             sub = subset[[knob, metric["name"]]].dropna(subset=[metric["name"]])
             if len(sub) < len(subset):
                 notes.append(f"{knob} × {metric['name']}: {len(subset) - len(sub)} run(s) without a value left out")
+            sub, problem = _testable_levels(sub, knob, baseline[knob], failed_here, notes, metric["name"])
+            if problem:
+                untestable.append(_untestable_verdict(knob, metric["name"], problem))
+                notes.append(f"{knob} × {metric['name']} not tested: {problem}")
+                continue
             try:
                 part = _analyse(sub, knob, metric, baseline[knob], alpha, correction, n_boot, seed)
             except DataError as exc:
@@ -397,7 +484,7 @@ def screen(
     p_adj = adjust([part["p"] for _, _, part in parts], method=correction)
     verdicts = pd.DataFrame(
         [{"knob": knob, "metric": metric["name"], **_verdict(part, metric, float(q), alpha)}
-         for (knob, metric, part), q in zip(parts, p_adj)], columns=VERDICT_COLUMNS)
+         for (knob, metric, part), q in zip(parts, p_adj)] + untestable, columns=VERDICT_COLUMNS)
 
     def gather(name: str, columns: list[str], extra: list[pd.DataFrame] | None = None) -> pd.DataFrame:
         frames = [part[name] for _, _, part in parts] + (extra or [])
@@ -407,7 +494,8 @@ def screen(
     factorial = _factorial_rows(data, metrics, knobs, notes) if kind == "factorial" else []
     settings = {"alpha": alpha, "correction": correction, "n_boot": n_boot, "seed": seed, "metrics": metrics,
                 "knobs": knobs, "baseline": dict(baseline), "n_runs": len(data),
-                "normality_alpha": NORMALITY_ALPHA, "variance_alpha": VARIANCE_ALPHA, "notes": notes}
+                "normality_alpha": NORMALITY_ALPHA, "variance_alpha": VARIANCE_ALPHA, "sd_ratio_max": SD_RATIO_MAX,
+                "notes": notes}
     return ScreenResult(
         design=kind, settings=settings,
         assumptions=gather("assumptions", ASSUMPTION_COLUMNS),
