@@ -511,13 +511,15 @@ class Store:
 
     # ---- tidy export ---------------------------------------------------------------------------
 
-    def tidy(self, phase: str = "screen", include_flagged: bool = False) -> pd.DataFrame:
+    def tidy(self, phase: str = "screen", include_flagged: bool = False, include_failed: bool = False) -> pd.DataFrame:
         """One row per usable trial of ``phase`` (Contract 6).
 
         Columns: ``study, trial_id, run_id, config_id, block, replicate, run_order, is_baseline,
         varied_knob, status, reason, started_at, duration_s, foreign_cpu_s``, then one column per
         knob id holding the value **as read back** (triplets as tuples), then one per metric.
-        Only ``ok`` trials are included, plus ``flagged`` ones when ``include_flagged``.
+        Only ``ok`` trials are included, plus ``flagged`` ones when ``include_flagged`` and
+        ``failed`` ones (metrics NaN, ``reason`` says why) when ``include_failed``; statistics use
+        failed rows only to explain why a level could not be tested.
 
         Examples
         --------
@@ -529,7 +531,7 @@ class Store:
         ...     s.tidy()[["run_id", "k", "qps"]].to_dict("records")
         [{'run_id': 0, 'k': 1, 'qps': 5.0}]
         """
-        statuses = ("ok", "flagged") if include_flagged else ("ok",)
+        statuses = ("ok",) + (("flagged",) if include_flagged else ()) + (("failed",) if include_failed else ())
         rows = self._db.execute(
             "SELECT trial_id, config, plan, status, reason, knobs_read, metrics, foreign_cpu_s, started_at, ended_at"
             f" FROM trials WHERE phase = ? AND status IN ({','.join('?' * len(statuses))}) ORDER BY trial_id",

@@ -12,11 +12,9 @@ Exit status: 0 when no trial failed, 1 when some did (the summary names them), 2
 from __future__ import annotations
 
 import argparse
-import signal
 from pathlib import Path
 from typing import Any
 
-from tunelab.store import Store, default_store_path
 
 
 def register(subparsers: Any) -> None:
@@ -34,39 +32,11 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def target_spec_for(design: Any, override: str | None) -> dict[str, Any]:
-    """The target to build: the design's, or ``override`` (keeping options only for the same type)."""
-    from tunelab.runner import target_spec_of
-
-    spec = target_spec_of(design)
-    if override and override != spec["type"]:
-        spec = {"type": override, "options": {}, "allow_host_global": spec["allow_host_global"]}
-    return spec
-
-
-def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def run(args: argparse.Namespace) -> int:
-    from tunelab.designs import load_design
-    from tunelab.runner import run_design
-    from tunelab.targets import get_target
+    from tunelab import api
 
-    design = load_design(args.design)
-    spec = target_spec_for(design, args.target)
-    target_cls = get_target(spec["type"])
-    path = args.store or default_store_path(design.name)
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    try:
-        with Store.open(path, study=design.name, design_hash=design.design_hash,
-                        design_text=Path(args.design).read_text(),
-                        target_spec={"type": spec["type"], "options": spec["options"]}) as store:
-            with target_cls(**spec["options"]) as target:
-                summary = run_design(design, target, store, allow_host_global=args.allow_host_global,
-                                     progress=not args.no_progress, retry_failed=args.retry_failed)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    summary = api.run(args.design, target=args.target, store=args.store, allow_host_global=args.allow_host_global,
+                      progress=not args.no_progress, retry_failed=args.retry_failed)
     if summary.skipped:
         print(f"resumed: {summary.skipped} of {summary.planned} trials were already done and were skipped")
     print(summary)

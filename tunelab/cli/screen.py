@@ -25,7 +25,7 @@ import argparse
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -165,7 +165,7 @@ def _from_study(args: argparse.Namespace) -> tuple[pd.DataFrame, list[dict[str, 
     path = candidate if candidate.suffix == ".sqlite" or candidate.exists() else default_store_path(args.source,
                                                                                                     args.data_dir)
     with Store(path, readonly=True) as store:
-        data = store.tidy(phase="screen", include_flagged=args.include_flagged)
+        data = store.tidy(phase="screen", include_flagged=args.include_flagged, include_failed=True)
         design_text = store.study.design_text if store.study else ""
     if not design_text:
         raise DataError(f"the store {str(path)!r} holds no design; screen an exported CSV with --metric instead")
@@ -183,6 +183,24 @@ def _from_study(args: argparse.Namespace) -> tuple[pd.DataFrame, list[dict[str, 
     return data, metrics, knobs, baseline, alpha, args.correction or design.analysis.correction
 
 
+def screen_inputs(source: str | Path, *, metrics: Sequence[str] = (), knobs: Sequence[str] = (),
+                  baselines: Sequence[str] = (), alpha: float | None = None, correction: str | None = None,
+                  include_flagged: bool = False, data_dir: str | Path = "data",
+                  ) -> tuple[pd.DataFrame, list[dict[str, Any]], list[str], dict[str, Any], float, str]:
+    """What :func:`tunelab.stats.screen` needs for a CSV or a study, as the CLI flags give it.
+
+    Returns ``(data, metrics, knobs, baseline, alpha, correction)``; raises :class:`DataError`
+    naming the problem (no such CSV, no metric named for a CSV, unknown column, empty store).
+    """
+    args = argparse.Namespace(source=str(source), metric=list(metrics), knob=list(knobs), baseline=list(baselines),
+                              alpha=alpha, correction=correction, include_flagged=include_flagged,
+                              data_dir=data_dir)
+    is_csv = args.source.lower().endswith(".csv")
+    if is_csv and not Path(args.source).exists():
+        raise DataError(f"no such CSV file: {args.source!r}")
+    return _from_csv(args) if is_csv else _from_study(args)
+
+
 def verdict_table(verdicts: pd.DataFrame) -> str:
     """The verdict table as readable text (rounded numbers, no reasons)."""
     table = verdicts[TABLE_COLUMNS].copy()
@@ -196,10 +214,9 @@ def verdict_table(verdicts: pd.DataFrame) -> str:
 def run(args: argparse.Namespace) -> int:
     from tunelab.stats import screen
 
-    is_csv = args.source.lower().endswith(".csv")
-    if is_csv and not Path(args.source).exists():
-        raise DataError(f"no such CSV file: {args.source!r}")
-    data, metrics, knobs, baseline, alpha, correction = _from_csv(args) if is_csv else _from_study(args)
+    data, metrics, knobs, baseline, alpha, correction = screen_inputs(
+        args.source, metrics=args.metric, knobs=args.knob, baselines=args.baseline, alpha=args.alpha,
+        correction=args.correction, include_flagged=args.include_flagged, data_dir=args.data_dir)
     result = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=args.n_boot,
                     seed=args.seed)
     settings = result.settings

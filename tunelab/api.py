@@ -1,0 +1,128 @@
+"""The Python API: one function per CLI verb, with the same defaults.
+
+The CLI verbs are thin wrappers around these functions, so a notebook or a script gets exactly
+what ``tunelab plan|run|screen|report`` print.
+
+Examples
+--------
+>>> import tunelab
+>>> design, plan, summary = tunelab.plan("designs/default.yaml")       # doctest: +SKIP
+>>> summary["runs"], summary["estimated_wall_s"]                       # doctest: +SKIP
+(45, 422.0)
+>>> outcome = tunelab.run("designs/default.yaml")                      # doctest: +SKIP
+>>> result = tunelab.screen("default")                                 # doctest: +SKIP
+>>> result.verdicts[["knob", "metric", "verdict"]]                     # doctest: +SKIP
+>>> tunelab.report("default")                                          # doctest: +SKIP
+PosixPath('reports/default/index.html')
+"""
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+from contextlib import contextmanager
+
+import pandas as pd
+
+PathLike = str | os.PathLike[str]
+
+
+def plan(design_path: PathLike) -> tuple[Any, pd.DataFrame, dict[str, Any]]:
+    """Validate a design file and return ``(design, plan, summary)`` without touching any machine.
+
+    ``plan`` is the tidy run plan (one row per run, in run order); ``summary`` holds the run
+    count, the knobs touched with their scope, restarts and the estimated wall time
+    (the JSON of ``tunelab plan --format json``, minus the plan rows).
+    """
+    from tunelab.designs import load_design, make_plan, plan_summary
+
+    design = load_design(design_path)
+    frame = make_plan(design)
+    return design, frame, plan_summary(design, frame)
+
+
+def target_spec_for(design: Any, override: str | None = None) -> dict[str, Any]:
+    """The target to build: the design's, or ``override`` (keeping options only for the same type)."""
+    from tunelab.runner import target_spec_of
+
+    spec = target_spec_of(design)
+    if override and override != spec["type"]:
+        spec = {"type": override, "options": {}, "allow_host_global": spec["allow_host_global"]}
+    return spec
+
+
+def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, so the runner restores the current trial's knobs."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    except ValueError:            # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(design_path: PathLike, *, target: str | None = None, store: PathLike | None = None,
+        allow_host_global: bool = False, progress: bool = True, retry_failed: bool = False) -> Any:
+    """Run a design's plan on its target (or ``target``) and record every trial in the store.
+
+    Resumes: trials already recorded are skipped. Returns the runner's ``RunSummary`` (counts,
+    wall time, store path, failures). See ``tunelab run --help`` for the safety rules.
+    """
+    from tunelab.designs import load_design
+    from tunelab.runner import run_design
+    from tunelab.store import Store, default_store_path
+    from tunelab.targets import get_target
+
+    design = load_design(design_path)
+    spec = target_spec_for(design, target)
+    target_cls = get_target(spec["type"])
+    path = Path(store) if store is not None else default_store_path(design.name)
+    with _sigterm_interrupts():
+        with Store.open(path, study=design.name, design_hash=design.design_hash,
+                        design_text=Path(design_path).read_text(),
+                        target_spec={"type": spec["type"], "options": spec["options"]}) as opened:
+            with target_cls(**spec["options"]) as live:
+                return run_design(design, live, opened, allow_host_global=allow_host_global,
+                                  progress=progress, retry_failed=retry_failed)
+
+
+def screen(source: PathLike, *, metrics: Sequence[str] = (), knobs: Sequence[str] = (),
+           baselines: Sequence[str] = (), alpha: float | None = None, correction: str | None = None,
+           n_boot: int = 1000, seed: int = 0, include_flagged: bool = False,
+           data_dir: PathLike = "data") -> Any:
+    """Screen a study (name or ``.sqlite`` path) or a tidy CSV; return a ``ScreenResult``.
+
+    ``metrics`` are ``NAME[:max|:min][:SESOI]`` strings, ``baselines`` ``COL=VALUE`` strings, as
+    on the command line; for a study they default to the stored design's.
+    """
+    from tunelab.cli.screen import screen_inputs
+    from tunelab.stats import screen as run_screen
+
+    data, metric_specs, knob_ids, baseline, alpha_used, correction_used = screen_inputs(
+        source, metrics=metrics, knobs=knobs, baselines=baselines, alpha=alpha, correction=correction,
+        include_flagged=include_flagged, data_dir=data_dir)
+    return run_screen(data, metric_specs, knob_ids, baseline, alpha=alpha_used, correction=correction_used,
+                      n_boot=n_boot, seed=seed)
+
+
+def report(study: PathLike, **options: Any) -> Path:
+    """Execute the notebooks for a study and write ``reports/<study>/index.html``; return its path.
+
+    Options are those of :func:`tunelab.report.build_report`.
+    """
+    from tunelab.report import build_report
+    from tunelab.store import default_store_path
+
+    candidate = Path(study)
+    path = candidate if candidate.suffix == ".sqlite" or candidate.exists() else default_store_path(
+        str(study), options.pop("data_dir", "data"))
+    return build_report(path, **options)

@@ -1,0 +1,53 @@
+"""``tunelab quickstart``: the README's first command after installing: run the default study.
+
+Brings up the embedded lab (two network namespaces, a real NSD server, dnsperf), runs
+``designs/default.yaml`` for real (resuming if it was interrupted), tears the lab down, screens
+the results (the verdict table is printed) and writes the HTML report, whose path is the last
+line printed. Needs root (network namespaces) and the Debian packages that ``quickstart.sh``
+installs. ``--design`` runs another design the same way.
+
+Exit status: 0 when the study ran and the report was written (failed trials are findings, the
+summary names them), 2 on errors.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from tunelab.errors import TunelabError
+
+DEFAULT_DESIGN = Path("designs") / "default.yaml"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("quickstart", help="run the default study on the lab, screen it, write the report",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--design", type=Path, default=DEFAULT_DESIGN, help=f"design file (default {DEFAULT_DESIGN})")
+    parser.add_argument("--no-report", action="store_true", help="stop after the screen")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tunelab import api
+    from tunelab.cli.screen import verdict_table
+
+    design, _, summary = api.plan(args.design)
+    if summary["design"]["target"] == "lab" and os.geteuid() != 0:
+        raise TunelabError("the embedded lab builds network namespaces and needs root; run as root (sudo), "
+                           f"or look at the plan without running it: tunelab plan {args.design}")
+    minutes = summary["estimated_wall_s"] / 60
+    print(f"quickstart: study {design.name!r}: {summary['runs']} runs on target {summary['design']['target']!r}, "
+          f"about {minutes:.0f} min", flush=True)
+    outcome = api.run(args.design, progress=not args.no_progress)
+    print(outcome, flush=True)
+    result = api.screen(outcome.store_path)
+    print("\nscreen (verdict per knob and metric):")
+    print(verdict_table(result.verdicts), flush=True)
+    if args.no_report:
+        return 0
+    index = api.report(outcome.store_path)
+    print(f"\nreport: {index}")
+    return 0
