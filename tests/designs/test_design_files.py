@@ -38,7 +38,7 @@ def test_default_study_fits_its_time_budget() -> None:
     summary = plan_summary(design, plan)
     assert 6 * 60 <= summary["estimated_wall_s"] <= 8 * 60
     assert design.design_type == "oat" and design.target.type == "lab"
-    assert {k.id for k in design.knobs} == {"net.core.somaxconn", "net.ipv4.ip_local_port_range@client",
+    assert {k.id for k in design.knobs} == {"net.core.somaxconn", "link.mtu[@link]",
                                             "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_syncookies"}
     assert summary["host_global"] == []
 
