@@ -424,7 +424,7 @@ def run_design(
     todo = [row for row in rows if row[0] not in done]
     summary = RunSummary(study=_field(design, "name", store.study.name if store.study else "?"),
                          store_path=store.path, planned=len(rows), skipped=len(rows) - len(todo))
-    description = _safe_describe(target)
+    description = describe_target(target)
     store.begin_run(description)
     run_provenance = {
         "target": description, "design_hash": store.study.design_hash if store.study else None,
@@ -454,7 +454,8 @@ def run_design(
     return summary
 
 
-def _safe_describe(target: Any) -> dict[str, Any]:
+def describe_target(target: Any) -> dict[str, Any]:
+    """``target.describe()`` for provenance; a failure becomes a ``describe_error`` entry, never an abort."""
     try:
         return dict(target.describe())
     except Exception as exc:  # noqa: BLE001 - provenance must not abort the run

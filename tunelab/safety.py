@@ -209,7 +209,8 @@ def restore_journal(
             target_cls = None
     netns_gone = _namespaces_are_gone(target_type, target_cls)
 
-    gone_note = f"namespace gone ({target_type} target) — nothing to restore"
+    gone_note = (f"per-namespace knob of the {target_type} target: the host was never changed, nothing to restore"
+                 + (" (`tunelab lab down` removes orphaned labs)" if target_type == "lab" else ""))
     if netns_gone and target is None:
         removed = _remove_orphan_labs(_lab_names(store)) if target_type == "lab" else []
         if removed:

@@ -152,3 +152,21 @@ def test_a_crashed_refinement_resumes_without_repeating_an_evaluation(simple_sur
     assert set(inner.keys).isdisjoint(set(ref_inner.keys[:17]))  # the resumed process measured only new keys
     assert resumed.winner == reference.winner
     pd.testing.assert_frame_equal(resumed.history, reference.history)
+
+
+def test_winner_keeps_the_knob_value_types() -> None:
+    """An all-numeric estimates row once turned int knobs into floats (``4096.0``), which a
+    sysctl.d export would have written verbatim; the winner must carry the space's own types."""
+    from tunelab.optimize.space import ChoiceDimension, IntDimension, SearchSpace
+
+    space = SearchSpace([IntDimension("net.core.somaxconn", 16, 4096, scale="log", n=6),
+                         ChoiceDimension("link.mtu[@link]", (1500, 576, 128))])
+
+    class Quadratic:   # deterministic, all-numeric: best at the largest somaxconn and MTU 1500
+        def evaluate(self, config, replicate, key=None):
+            return {"qps": float(np.log2(config["net.core.somaxconn"]) + config["link.mtu[@link]"] / 500)}
+
+    for search in (refine, random_search):
+        objective = "qps:max" if search is random_search else ["qps:max"]
+        result = search(space, Quadratic(), objective, budget=12, seed=1)
+        assert all(type(v) is int for v in result.winner.values()), result.winner

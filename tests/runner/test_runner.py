@@ -167,7 +167,7 @@ def test_restore_on_a_lab_target_resolves_netns_entries_as_gone(store: Store, mo
     store.journal_apply(tid, "server", "net.fake.alpha", None, "128", "16")
     report = restore_journal(store, knob_lookup=make_knobs(), target_spec={"type": "lab", "options": {}})
     assert report.ok and report.restored == [] and "namespace gone (orphaned lab abc123 removed)" in report.moot[0]
-    assert store.unrestored() == [] and "namespace gone" in store.journal()["note"].iloc[0]
+    assert store.unrestored() == [] and "nothing to restore" in store.journal()["note"].iloc[0]
 
 
 def test_baseline_of_fake_design_is_a_planned_config() -> None:

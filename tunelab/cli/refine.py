@@ -108,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"Pareto set ({len(result.pareto)} configurations by mean estimates):")
         print(result.pareto.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     gain = None
+    if outcome.note:
+        print(outcome.note)
     if confirmation is not None:
         print(confirmation.summary())
         gain = confirmation.gain()

@@ -131,14 +131,18 @@ class RunnerEvaluator(_Resumable):
         self.provenance = dict(provenance or {})
         self.metric_names = list(getattr(load, "metrics", {}) or {})
         self.failures: list[str] = []
+        self._run_recorded = False
 
     def evaluate(self, config: Mapping[str, Any], replicate: int, key: str | None = None) -> dict[str, float]:
-        from tunelab.runner import run_trial
+        from tunelab.runner import describe_target, run_trial
 
         run_key = self.run_key(key, config, replicate)
         found = self.cached(run_key, config, self.metric_names)
         if found is not None:
             return found
+        if not self._run_recorded:   # lets `tunelab restore` find (and remove) a crashed run's lab
+            self.store.begin_run(describe_target(self.target))
+            self._run_recorded = True
         settings = dict(self.load_settings)
         if getattr(self.load, "wants_key", False):
             settings["key"] = run_key

@@ -530,7 +530,7 @@ def refine(
         chosen = pareto
     else:
         chosen = estimates
-    best = chosen.iloc[0]
+    best = chosen.iloc[:1].to_dict("records")[0]   # per-column dtypes (a row Series would turn ints into floats)
     winner = {i: _canonical(best[i]) for i in ids}
     return RefineResult(winner=winner, objectives=objs, estimates=estimates, history=pd.DataFrame(history),
                         generations=pd.DataFrame(generations), pareto=pareto, evaluations=state["measurements"],
@@ -577,6 +577,7 @@ def random_search(space: SearchSpace, evaluator: Any, objective: Objective | str
         history.append({"key": f"{event}:r0", "event": event, "kind": "random", **config, **metrics})
     estimates = _estimates(records, [obj], ids)
     by_mean = estimates.sort_values(f"{obj.metric}_mean", ascending=obj.direction == "minimize", kind="stable")
-    winner = {i: _canonical(by_mean.iloc[0][i]) for i in ids}
+    first = by_mean.iloc[:1].to_dict("records")[0]
+    winner = {i: _canonical(first[i]) for i in ids}
     return RefineResult(winner, [obj], by_mean.reset_index(drop=True), pd.DataFrame(history), pd.DataFrame(), None,
                         len(configs[:budget]), "random", seed, dict(baseline) if baseline else None)

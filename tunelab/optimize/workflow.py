@@ -138,10 +138,14 @@ def setup_from_surface(surface_name: str, *, cv: float = 0.03, seed: int = 0,
 
 @dataclass
 class RefineOutcome:
+    """What a refinement did: the search result, its confirmation (None when skipped), counts of
+    new and reused measurements, and ``note`` saying why a confirmation was skipped."""
+
     result: RefineResult
     confirmation: ConfirmResult | None
     measured: int
     reused: int
+    note: str | None = None
 
 
 def run_refinement(setup: RefineSetup, target: Any, store: Any, objectives: Sequence[Objective], *,
@@ -155,9 +159,12 @@ def run_refinement(setup: RefineSetup, target: Any, store: Any, objectives: Sequ
                                 allow_host_global=setup.allow_host_global, provenance=provenance)
     result = refine(setup.space, evaluator, objectives, budget=budget, preset=preset, seed=seed,
                     baseline=setup.baseline, initial=setup.initial, replicates=replicates)
-    confirmation = None
+    confirmation, note = None, None
     measured, reused = evaluator.measured, evaluator.reused
-    if confirm_blocks:
+    if confirm_blocks and _same(result.winner, setup.baseline):
+        note = ("the winner is the baseline configuration: no tested configuration beat the defaults, "
+                "so there is no change to confirm")
+    elif confirm_blocks:
         checker = RunnerEvaluator(target, setup.load, setup.knob_specs, store, phase="confirm",
                                   warmup_s=setup.warmup_s, measure_s=setup.measure_s,
                                   load_settings=setup.load_settings, allow_host_global=setup.allow_host_global,
@@ -165,4 +172,10 @@ def run_refinement(setup: RefineSetup, target: Any, store: Any, objectives: Sequ
         confirmation = confirm(checker, setup.baseline, result.winner, setup.goals, blocks=confirm_blocks,
                                key_prefix=f"{config_digest(setup.baseline, result.winner)}:")
         measured, reused = measured + checker.measured, reused + checker.reused
-    return RefineOutcome(result, confirmation, measured, reused)
+    return RefineOutcome(result, confirmation, measured, reused, note)
+
+
+def _same(winner: Mapping[str, Any], baseline: Mapping[str, Any]) -> bool:
+    from tunelab.optimize.space import _canonical
+
+    return all(k in baseline and _canonical(baseline[k]) == _canonical(v) for k, v in winner.items())
