@@ -170,3 +170,20 @@ def test_winner_keeps_the_knob_value_types() -> None:
         objective = "qps:max" if search is random_search else ["qps:max"]
         result = search(space, Quadratic(), objective, budget=12, seed=1)
         assert all(type(v) is int for v in result.winner.values()), result.winner
+
+
+def test_a_small_space_is_exhausted_gracefully_and_the_budget_goes_to_replicates() -> None:
+    """A 3 x 2 space with a budget of 16: pymoo's ask() returns None once every configuration
+    has been proposed; the rest of the budget re-measures the leaders instead of crashing."""
+    from tunelab.optimize.space import ChoiceDimension, SearchSpace
+
+    space = SearchSpace([ChoiceDimension("net.core.somaxconn", (4096, 128, 16)),
+                         ChoiceDimension("net.ipv4.tcp_abort_on_overflow", (False, True))])
+
+    class Table:
+        def evaluate(self, config, replicate, key=None):
+            return {"qps": float(config["net.core.somaxconn"]) + (5.0 if config["net.ipv4.tcp_abort_on_overflow"] else 0)}
+
+    result = refine(space, Table(), ["qps:max"], budget=16, seed=0)
+    assert result.evaluations == 16
+    assert result.winner == {"net.core.somaxconn": 4096, "net.ipv4.tcp_abort_on_overflow": True}

@@ -452,9 +452,11 @@ def refine(
     try:
         while state["measurements"] < search_budget:
             pop = algorithm.ask()
+            if pop is None or len(pop) == 0:
+                break  # the space is exhausted (pymoo returns None): the final reserve spends the rest
             X = np.asarray(pop.get("X"), dtype=float)
             if len(X) == 0:
-                break  # the space is exhausted: nothing new to propose
+                break
             F = []
             kind = "initial" if state["generation"] == 0 else "offspring"
             for x in X:
