@@ -1,0 +1,44 @@
+"""Fixtures of the report tests: copies of the real lab recordings in ``data/examples/`` and a report built once.
+
+Example stores are copied to a temporary directory first: opening an SQLite store in WAL mode, even
+read-only, creates ``-shm``/``-wal`` files next to it, and the checkout must stay clean.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from report_helpers import DEFAULT_EXAMPLE, MISSING, copy_store  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def default_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of data/examples/default.sqlite (the default OAT study recorded in the lab)."""
+    if not DEFAULT_EXAMPLE.is_file():
+        pytest.skip(MISSING.format(path=DEFAULT_EXAMPLE))
+    return copy_store(DEFAULT_EXAMPLE, tmp_path_factory.mktemp("stores"))
+
+
+@pytest.fixture(scope="session")
+def default_report(default_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The full report of the default example study (index.html path), built once per session with
+    ``tunelab report`` (which calls :func:`tunelab.report.build_report`)."""
+    from tunelab.cli import main
+
+    out = tmp_path_factory.mktemp("report") / "default"
+    assert main(["report", str(default_store), "--out", str(out)]) == 0
+    return out / "index.html"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The headless Chromium binary (browser tests are skipped without it)."""
+    path = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    if path is None:
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    return path

@@ -1,0 +1,59 @@
+"""The methods section and the plain-words summary, written from the example study."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tunelab.report import load_study, methods, screen_study
+
+
+@pytest.fixture(scope="module")
+def screened(default_store: Path) -> tuple:
+    study = load_study(default_store)
+    inputs, result = screen_study(study, n_boot=200)
+    return study, inputs, result
+
+
+def test_summary_has_one_sentence_per_knob_and_metric(screened: tuple) -> None:
+    _, inputs, result = screened
+    lines = methods.summary_sentences(result, inputs)
+    assert len(lines) == len(result.verdicts)
+    matters = re.compile(r"^`[^`]+` = \S.* (lowers|raises) \w+ by \d+(\.\d+)? % \[95 % CI [-+]\d.* % to [-+]\d.* %\] "
+                         r"against the baseline \S.*, p_adj (< 0\.001|= [\d.e-]+) \(.+\): \*\*matters\*\*")
+    for row, line in zip(result.verdicts.sort_values("verdict", key=lambda v: v.map(methods.VERDICT_ORDER),
+                                                     kind="stable").itertuples(), lines):
+        assert f"`{row.knob}`" in line and row.metric in line
+        if row.verdict == "matters":
+            assert matters.match(line), line
+
+
+def test_methods_text(screened: tuple) -> None:
+    study, inputs, result = screened
+    text = methods.methods_markdown(study, inputs, result)
+    design = study.design
+    assert f"`{design.design_type}`" in text and f"{design.replicates} replicates" in text
+    assert f"Load generator `{design.load.generator}`, profile `{design.load.profile}`" in text
+    assert f"{design.warmup_s:g} s warm-up" in text and f"{design.measure_s:g} s measured" in text
+    for knob in inputs.knobs:
+        assert f"`{knob}`" in text
+    for package in ("tunelab", "numpy", "scipy", "statsmodels", "pingouin"):
+        assert re.search(rf"{package} \d", text), package
+    host = methods.machine(study)
+    assert host.get("kernel") and f"Linux kernel {host['kernel']}" in text
+    assert str(host.get("cpu_model")) in text
+
+
+def test_verdict_frame_formats(screened: tuple) -> None:
+    _, _, result = screened
+    frame = methods.verdict_frame(result.verdicts)
+    assert list(frame.columns[:3]) == ["knob", "metric", "verdict"]
+    assert frame["p_adj"].str.match(r"^(< 0\.001|n/a|[\d.e-]+)$").all()
+
+
+def test_formatting_helpers() -> None:
+    assert methods.fmt_ci(-99.12, -98.95) == "[95 % CI -99.1 % to -99.0 %]"
+    assert methods.fmt_ci(-99.04, -98.96) == "[95 % CI -99.04 % to -98.96 %]"
+    assert methods.fmt_p(0.0004) == "p_adj < 0.001"
+    assert methods.fmt_pct(float("nan")) == "n/a"

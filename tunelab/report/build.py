@@ -1,0 +1,374 @@
+"""Build a study's report: execute the notebooks with papermill, render them to self-contained HTML
+with nbconvert (code hidden by default, figures embedded as base64 PNG, no external scripts) and
+write ``index.html`` with the results summary, the verdict table, key figures, the methods section
+and links to every notebook (and why any was skipped).
+
+The notebooks run in a kernel started with *this* interpreter (``sys.executable``): a temporary
+kernelspec named ``python3`` is put first on ``JUPYTER_PATH`` while they execute, because the
+kernelspec a virtualenv installs runs plain ``python`` from ``PATH``, which may be another Python
+without tunelab.
+
+Examples
+--------
+>>> from tunelab.report import build_report
+>>> build_report("data/examples/default.sqlite", "reports/default")      # doctest: +SKIP
+PosixPath('reports/default/index.html')
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from tunelab.report.study import ReportError, Study, UnknownParameterError
+
+#: the kernel name papermill starts (our temporary kernelspec shadows the installed one)
+KERNEL_NAME = "python3"
+#: notebooks in report order, with what each answers
+NOTEBOOKS = {
+    "01_screen": "Which knobs matter? Data overview, drift, warm-up, assumption checks, omnibus tests, verdicts.",
+    "02_posthoc": "Which levels differ? Post-hoc tests, compact letters and p-value heatmaps per significant knob.",
+    "03_refine": "What did the search find? Progress per generation, Pareto fronts, confirmation of the winner.",
+    "04_validate": "Is the candidate better than the baseline? ABBA blocks, % change with CI, TOST, verdict.",
+}
+#: parameters every notebook declares; build_report passes them to each
+COMMON_PARAMETERS = ("study", "data_dir", "metric", "alpha", "correction", "sesoi_pct", "include_flagged", "n_boot")
+DEFAULT_TIMEOUT_S = 600
+_TEMPLATE_NAME = "tunelab_report.html.j2"
+# the lab template without require.js, MathJax and mermaid from CDNs (the report works offline),
+# plus a link back to the index
+_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block body_header -%}
+{{ super() }}
+<p class="tunelab-nav" style="margin:1em 2em"><a href="index.html">&larr; report index</a></p>
+{%- endblock body_header -%}
+"""
+
+
+def notebook_dir() -> Path:
+    """The ``notebooks/`` directory of the tunelab checkout."""
+    return Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def notebook_path(name: str, directory: str | os.PathLike[str] | None = None) -> Path:
+    """The path of notebook ``name`` (``'01_screen'`` or ``'01'``); ReportError if there is none."""
+    directory = Path(directory) if directory is not None else notebook_dir()
+    path = directory / f"{_match(name)}.ipynb"
+    if not path.is_file():
+        raise ReportError(f"notebook {path} is missing; run from a tunelab checkout or pass its notebooks/ directory")
+    return path
+
+
+def declared_parameters(notebook: str | os.PathLike[str]) -> dict[str, Any]:
+    """The parameters a notebook declares in its ``parameters`` cell (``papermill.inspect_notebook``)."""
+    import papermill
+
+    return dict(papermill.inspect_notebook(str(notebook)))
+
+
+def check_parameters(notebook: str | os.PathLike[str], parameters: Mapping[str, Any]) -> None:
+    """Raise :class:`UnknownParameterError` naming every parameter ``notebook`` does not declare."""
+    declared = declared_parameters(notebook)
+    unknown = [name for name in parameters if name not in declared]
+    if unknown:
+        raise UnknownParameterError(
+            f"{Path(notebook).name} has no parameter {', '.join(repr(u) for u in unknown)}; "
+            f"its parameters are: {', '.join(declared) or '(none)'}")
+
+
+@contextmanager
+def venv_kernel() -> Iterator[str]:
+    """A kernelspec ``python3`` that runs ``sys.executable -m ipykernel_launcher``, first on ``JUPYTER_PATH``
+    while the context lasts (the environment variable is restored afterwards)."""
+    with tempfile.TemporaryDirectory(prefix="tunelab-kernel-") as tmp:
+        spec_dir = Path(tmp) / "kernels" / KERNEL_NAME
+        spec_dir.mkdir(parents=True)
+        spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                         "--IPKernelApp.log_level=ERROR"],
+                "display_name": f"Python 3 ({sys.executable})", "language": "python",
+                "env": {"MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}}
+        (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
+        previous = os.environ.get("JUPYTER_PATH")
+        os.environ["JUPYTER_PATH"] = os.pathsep.join([tmp, *([previous] if previous else [])])
+        try:
+            yield KERNEL_NAME
+        finally:
+            if previous is None:
+                os.environ.pop("JUPYTER_PATH", None)
+            else:
+                os.environ["JUPYTER_PATH"] = previous
+
+
+def execute_notebook(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
+                     parameters: Mapping[str, Any] | None = None, cwd: str | os.PathLike[str] | None = None,
+                     timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
+    """Execute ``notebook`` with papermill into ``output`` (an ``.ipynb``) after checking its parameters.
+
+    Raises
+    ------
+    UnknownParameterError
+        A parameter the notebook does not declare.
+    ReportError
+        A cell raised; the message names the notebook, the cell and the error, and ``output``
+        holds the executed notebook with the full traceback.
+    """
+    parameters = dict(parameters or {})
+    check_parameters(notebook, parameters)
+    with venv_kernel() as kernel:
+        return _execute(Path(notebook), Path(output), parameters, cwd, timeout_s, kernel)
+
+
+def _execute(notebook: Path, output: Path, parameters: Mapping[str, Any], cwd: str | os.PathLike[str] | None,
+             timeout_s: float, kernel: str) -> Path:
+    """papermill without checks (inside :func:`venv_kernel`); a failing cell becomes a ReportError."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        papermill.execute_notebook(str(notebook), str(output), parameters=dict(parameters), kernel_name=kernel,
+                                   cwd=str(cwd) if cwd else None, progress_bar=False, log_output=False,
+                                   execution_timeout=int(timeout_s))
+    except PapermillExecutionError as exc:
+        raise ReportError(f"{notebook.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}; "
+                          f"the executed notebook with the traceback is {output}") from None
+    return output
+
+
+def render_html(notebook: str | os.PathLike[str], html: str | os.PathLike[str], show_code: bool = False,
+                title: str | None = None) -> Path:
+    """Render an executed notebook as self-contained HTML (images inline, no CDN scripts), code hidden
+    unless ``show_code``."""
+    import nbformat
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    exporter = HTMLExporter(template_name="lab", template_file=_TEMPLATE_NAME,
+                            extra_loaders=[DictLoader({_TEMPLATE_NAME: _TEMPLATE})])
+    exporter.exclude_input = not show_code
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    exporter.embed_images = True
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title or Path(notebook).stem}})
+    html = Path(html)
+    html.write_text(body, encoding="utf-8")
+    return html
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    """One notebook of a report: executed (``html`` set) or skipped (``skipped`` says why)."""
+
+    name: str
+    question: str
+    html: Path | None = None
+    ipynb: Path | None = None
+    skipped: str | None = None
+
+
+def applicable(study: Study, name: str) -> str | None:
+    """Why notebook ``name`` does not apply to ``study`` (``None`` when it does)."""
+    if name == "03_refine" and not study.has_phase("refine"):
+        return ("no refine trials in this store; run `tunelab refine DESIGN --knobs screened` to search the knobs "
+                "that matter")
+    if name == "04_validate" and not study.has_phase("confirm", "validate"):
+        return ("no confirm or validate trials in this store; `tunelab refine` confirms its winner in ABBA blocks, "
+                "`tunelab validate` compares any candidate with the baseline")
+    return None
+
+
+def _select(names: Sequence[str] | None) -> list[str]:
+    if not names:
+        return list(NOTEBOOKS)
+    chosen = {_match(n) for n in names}
+    return [n for n in NOTEBOOKS if n in chosen]
+
+
+def _match(name: str) -> str:
+    name = Path(name).stem
+    matches = [n for n in NOTEBOOKS if name in (n, n.split("_")[0], n.split("_", 1)[1])]
+    if len(matches) != 1:
+        raise ReportError(f"unknown notebook {name!r}; choose from {', '.join(NOTEBOOKS)} (or 01, 02, 03, 04)")
+    return matches[0]
+
+
+def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,
+                 metric: str | None = None, alpha: float | None = None, correction: str | None = None,
+                 sesoi_pct: float | None = None, n_boot: int = 1000, include_flagged: bool = False,
+                 notebooks: Sequence[str] | None = None, parameters: Mapping[str, Any] | None = None,
+                 data_dir: str | os.PathLike[str] = "data", show_code: bool = False,
+                 notebooks_dir: str | os.PathLike[str] | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, jobs: int = 2) -> Path:
+    """Build the HTML report of a study and return the path of its ``index.html``.
+
+    Parameters
+    ----------
+    store_path : str or path
+        The study's store, or a study name in ``data_dir``.
+    out_dir : str or path, optional
+        Where the report goes; default ``reports/<store name>/``.
+    metric : str, optional
+        The metric in focus (figures, post-hoc details); default the design's first metric.
+    alpha, correction, sesoi_pct : optional
+        Override the design's significance level, multiplicity correction and the focus
+        metric's smallest effect of interest (%).
+    n_boot : int
+        Bootstrap resamples of the effect-size intervals.
+    include_flagged : bool
+        Also analyse trials the runner flagged.
+    notebooks : list of str, optional
+        Run only these (``'01_screen'`` or ``'01'``); default all that apply (03 needs refine
+        trials, 04 confirm or validate trials).
+    parameters : dict, optional
+        Further notebook parameters; each must be declared by at least one notebook that runs
+        and is passed to those that declare it.
+    show_code : bool
+        Show the code cells in the HTML (hidden by default).
+    jobs : int
+        Notebooks executed at the same time (each in its own kernel).
+
+    Raises
+    ------
+    ReportError
+        No screen trials, an unknown parameter or notebook, or a notebook that failed.
+    """
+    from tunelab.report.study import load_study, screen_study
+
+    selected = _select(notebooks)
+    paths = {name: notebook_path(name, notebooks_dir) for name in selected}
+    declared = {name: declared_parameters(path) for name, path in paths.items()}
+    extra = dict(parameters or {})
+    _check_extra(declared, extra)
+    study = load_study(store_path, data_dir, include_flagged=include_flagged)
+    inputs, result = screen_study(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct,
+                                  n_boot=n_boot)
+    out = Path(out_dir) if out_dir is not None else Path("reports") / study.path.stem
+    out.mkdir(parents=True, exist_ok=True)
+    common = {"study": str(study.path.resolve()), "data_dir": str(Path(data_dir).resolve()), "metric": metric,
+              "alpha": alpha, "correction": correction, "sesoi_pct": sesoi_pct,
+              "include_flagged": include_flagged, "n_boot": int(n_boot)}
+    skipped = {name: "not selected (--notebooks)" for name in NOTEBOOKS if name not in selected}
+    skipped.update({name: reason for name in selected if (reason := applicable(study, name))})
+    jobs_ = {name: (paths[name], {k: v for k, v in {**common, **extra}.items() if k in declared[name]})
+             for name in selected if name not in skipped}
+    executed = _execute_all(jobs_, out, timeout_s, jobs)
+    runs = []
+    for name in NOTEBOOKS:
+        if name in skipped:
+            runs.append(NotebookRun(name, NOTEBOOKS[name], skipped=skipped[name]))
+            continue
+        html = render_html(executed[name], out / f"{name}.html", show_code=show_code, title=f"{study.name}: {name}")
+        runs.append(NotebookRun(name, NOTEBOOKS[name], html=html, ipynb=executed[name]))
+    (out / "screen.json").write_text(json.dumps(result.to_json(), indent=1, allow_nan=False, ensure_ascii=False) + "\n",
+                                     encoding="utf-8")
+    index = out / "index.html"
+    index.write_text(index_html(study, inputs, result, runs, n_boot=n_boot), encoding="utf-8")
+    return index
+
+
+def _check_extra(declared: Mapping[str, Mapping[str, Any]], extra: Mapping[str, Any]) -> None:
+    """Every extra parameter must be declared by a selected notebook and not be a common one."""
+    known = set().union(*declared.values()) if declared else set()
+    unknown = [p for p in extra if p not in known or p in COMMON_PARAMETERS]
+    if unknown:
+        raise UnknownParameterError(
+            f"unknown notebook parameter(s) {', '.join(repr(u) for u in unknown)}; the notebooks declare: "
+            f"{', '.join(sorted(known - set(COMMON_PARAMETERS))) or '(none)'} (set {', '.join(COMMON_PARAMETERS)} "
+            "with their own options)")
+
+
+def _execute_all(todo: Mapping[str, tuple[Path, dict[str, Any]]], out: Path, timeout_s: float,
+                 jobs: int) -> dict[str, Path]:
+    """Execute notebooks (name -> (path, parameters)) into ``out``, ``jobs`` at a time; name -> executed path."""
+    if not todo:
+        return {}
+    with venv_kernel() as kernel, ThreadPoolExecutor(max(1, min(int(jobs), len(todo)))) as pool:
+        futures = {name: pool.submit(_execute, path, out / f"{name}.ipynb", params, out, timeout_s, kernel)
+                   for name, (path, params) in todo.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; max-width: 70em; margin: 2em auto;
+       padding: 0 1.5em; color: #222; line-height: 1.45; }
+h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.92em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
+th { background: #f3f3f3; }
+tr.verdict-matters td:nth-child(3) { color: #8b1a00; font-weight: bold; }
+tr.verdict-equivalent td:nth-child(3) { color: #1a6b1a; }
+tr.verdict-inconclusive td:nth-child(3) { color: #7a6000; }
+tr.verdict-untestable td:nth-child(3) { color: #555; font-style: italic; }
+.meta { color: #666; font-size: 0.9em; } .skipped { color: #777; }
+figure { margin: 1.2em 0; } figcaption { color: #555; font-size: 0.9em; }
+code { background: #f5f5f5; padding: 0 0.2em; }
+"""
+
+
+def _figure_html(fig: Any, alt: str, caption: str) -> str:
+    from tunelab.report.figures import to_img_tag
+
+    return f"<figure>{to_img_tag(fig, alt)}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+def index_html(study: Study, inputs: Any, result: Any, runs: Sequence[NotebookRun], n_boot: int | None = None) -> str:
+    """The report's index page: summary, verdict table, key figures, notebooks, methods (self-contained)."""
+    from tunelab.report import figures
+    from tunelab.report.methods import markdown_to_html, methods_markdown, summary_markdown, verdicts_html
+
+    focus = inputs.metric
+    forest = figures.effects_forest(result.effects, focus["name"], focus["sesoi_pct"])
+    levels = figures.levels_figure(inputs.runs, inputs.knobs, focus["name"], inputs.baseline, design=result.design)
+    items = []
+    for run in runs:
+        if run.html is not None:
+            items.append(f'<li><a href="{escape(run.html.name)}">{escape(run.name)}</a> — {escape(run.question)} '
+                         f'(<a href="{escape(run.ipynb.name)}">executed notebook</a>)</li>')
+        else:
+            items.append(f'<li class="skipped"><strong>{escape(run.name)}</strong> skipped: {escape(run.skipped or "")}'
+                         "</li>")
+    description = study.design.description.strip() if study.design is not None and study.design.description else ""
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/>
+<title>tunelab report: {escape(study.name)}</title><style>{_CSS}</style></head>
+<body>
+<h1>tunelab report: {escape(study.name)}</h1>
+<p class="meta">Store <code>{escape(str(study.path))}</code>; report written {now}.</p>
+<p>{escape(description)}</p>
+<section id="summary"><h2>Results in plain words</h2>
+{markdown_to_html(summary_markdown(result, inputs))}
+</section>
+<section id="verdicts"><h2>Verdict table</h2>
+<p>One row per knob × metric: the level that matters most, its % change against the baseline with the 95 %
+bootstrap interval, the adjusted p-value of the chosen test, and whether every level is equivalent to the
+baseline within the smallest effect of interest.</p>
+{verdicts_html(result.verdicts)}
+</section>
+<section id="figures"><h2>Key figures ({escape(focus["name"])})</h2>
+{_figure_html(forest, f"effect sizes for {focus['name']}",
+              f"% change of {focus['name']} per knob level against the baseline, 95 % bootstrap CI; shaded: "
+              f"±{focus['sesoi_pct']:g} % smallest effect of interest.")}
+{_figure_html(levels, f"{focus['name']} per knob level",
+              f"{focus['name']} of every run per knob level (box: quartiles); orange: the baseline level.")}
+</section>
+<section id="notebooks"><h2>Notebooks</h2><ul>
+{''.join(items)}
+</ul></section>
+<section id="methods"><h2>Methods</h2>
+{markdown_to_html(methods_markdown(study, inputs, result, n_boot=n_boot))}
+</section>
+</body></html>
+"""

@@ -1,0 +1,417 @@
+"""The automatically written methods section, the plain-words results summary and the verdict table.
+
+All text is Markdown (notebooks show it with ``IPython.display.Markdown``; the index page
+converts it with :func:`markdown_to_html`). Everything is derived from the study's store (design,
+trials, provenance) and the :class:`~tunelab.stats.ScreenResult`, never typed in by hand.
+"""
+from __future__ import annotations
+
+import math
+import platform
+from html import escape
+from importlib import metadata
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from tunelab.report.figures import level_label
+from tunelab.report.study import ScreenInputs, Study
+
+#: packages whose versions the methods section states
+SOFTWARE = ("tunelab", "numpy", "scipy", "pandas", "statsmodels", "pingouin", "scikit-posthocs", "pymoo",
+            "seaborn", "matplotlib", "papermill", "nbconvert")
+ROUTE_SHORT = {"anova+tukey": "ANOVA + Tukey", "welch+games_howell": "Welch + Games–Howell",
+               "kruskal+dunn": "Kruskal–Wallis + Dunn"}
+POSTHOC_TEXT = {"tukey_hsd": "Tukey HSD", "games_howell": "Games–Howell", "dunn": "Dunn"}
+CORRECTION_TEXT = {"holm": "Holm's step-down method (family-wise error rate)",
+                   "bonferroni": "the Bonferroni method (family-wise error rate)",
+                   "fdr_bh": "the Benjamini–Hochberg method (false discovery rate)",
+                   "none": "no correction"}
+DESIGN_TEXT = {"oat": "one-at-a-time (OAT)", "full_factorial": "full factorial",
+               "fractional_factorial": "fractional factorial", "plackett_burman": "Plackett–Burman",
+               "latin_hypercube": "Latin hypercube"}
+VERDICT_ORDER = {"matters": 0, "inconclusive": 1, "no effect (equivalent)": 2, "untestable": 3}
+
+
+def software_versions() -> dict[str, str]:
+    """Installed versions of :data:`SOFTWARE` and Python (``'not installed'`` when absent)."""
+    out = {"python": platform.python_version()}
+    for name in SOFTWARE:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def machine(study: Study) -> dict[str, Any]:
+    """Kernel, CPU and tool versions of the measured machine (the first run's target description,
+    else the first trial's provenance)."""
+    described = next((t for t in study.targets if t), None)
+    if described is None:
+        for provenance in study.trials.get("provenance", pd.Series(dtype=object)):
+            if isinstance(provenance, Mapping) and provenance.get("target"):
+                described = provenance["target"]
+                break
+    return dict(described or {})
+
+
+def _trial_provenance(study: Study, phase: str = "screen") -> dict[str, Any]:
+    rows = study.trials[(study.trials["phase"] == phase) & study.trials["status"].isin(("ok", "flagged"))]
+    for provenance in rows["provenance"]:
+        if isinstance(provenance, Mapping):
+            return dict(provenance)
+    return {}
+
+
+def fmt_pct(value: float, signed: bool = True, decimals: int = 1) -> str:
+    """``-98.73`` -> ``'-98.7 %'``; NaN -> ``'n/a'``; never ``-0.0``.
+
+    >>> fmt_pct(-98.73), fmt_pct(4.0), fmt_pct(-98.73, signed=False), fmt_pct(-0.01)
+    ('-98.7 %', '+4.0 %', '98.7 %', '+0.0 %')
+    """
+    if value is None or not math.isfinite(float(value)):
+        return "n/a"
+    value = round(float(value), decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return f"{value:+.{decimals}f} %" if signed else f"{abs(value):.{decimals}f} %"
+
+
+def fmt_p(p: float, name: str = "p_adj") -> str:
+    """``0.0004`` -> ``'p_adj < 0.001'``, ``0.0123`` -> ``'p_adj = 0.012'``.
+
+    >>> fmt_p(0.0004), fmt_p(0.01234), fmt_p(0.5)
+    ('p_adj < 0.001', 'p_adj = 0.012', 'p_adj = 0.5')
+    """
+    text = fmt_p_value(p)
+    if text == "n/a":
+        return f"{name} not computable"
+    return f"{name} {text}" if text.startswith("<") else f"{name} = {text}"
+
+
+def fmt_p_value(p: float) -> str:
+    """``0.0004`` -> ``'< 0.001'``, ``0.0123`` -> ``'0.012'``, ``0.53`` -> ``'0.53'``, NaN -> ``'n/a'``."""
+    if p is None or not math.isfinite(float(p)):
+        return "n/a"
+    p = float(p)
+    return "< 0.001" if p < 0.001 else f"{p:.2g}" if p >= 0.1 else f"{p:.3f}"
+
+
+def _decimals(*values: float) -> int:
+    """Decimals (1 to 3) that keep distinct values distinct when shown in %."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    for decimals in (1, 2, 3):
+        if len({round(v, decimals) for v in finite}) == len(set(finite)):
+            return decimals
+    return 3
+
+
+def fmt_ci(low: float, high: float, estimate: float | None = None) -> str:
+    """``[95 % CI -99.12 % to -98.95 %]`` with enough decimals to tell the numbers apart."""
+    decimals = _decimals(low, high, *(() if estimate is None else (estimate,)))
+    return f"[95 % CI {fmt_pct(low, decimals=decimals)} to {fmt_pct(high, decimals=decimals)}]"
+
+
+
+
+def _verb(effect: float) -> str:
+    return "raises" if effect > 0 else "lowers" if effect < 0 else "leaves unchanged"
+
+
+def summary_sentences(result: Any, inputs: ScreenInputs) -> list[str]:
+    """One plain-words sentence (Markdown) per knob × metric of the screen, most important first.
+
+    Example: ``net.core.somaxconn`` = 16 lowers qps by 99.0 % [95 % CI -99.1 % to -98.9 %]
+    against the baseline 4096, p_adj < 0.001 (Kruskal–Wallis + Dunn): **matters** (worse).
+    """
+    sesoi = {m["name"]: m["sesoi_pct"] for m in inputs.metrics}
+    verdicts = result.verdicts.assign(_order=result.verdicts["verdict"].map(VERDICT_ORDER).fillna(4))
+    lines = []
+    for row in verdicts.sort_values(["_order"], kind="stable").itertuples(index=False):
+        base = level_label(inputs.baseline.get(row.knob))
+        level = level_label(row.best_level)
+        test = ROUTE_SHORT.get(row.test, row.test)
+        effect = float(row.effect_pct)
+        band = f"±{sesoi.get(row.metric, float('nan')):g} %"
+        if row.verdict == "matters":
+            lines.append(f"`{row.knob}` = {level} {_verb(effect)} {row.metric} by {fmt_pct(effect, signed=False)} "
+                         f"{fmt_ci(row.effect_ci_low, row.effect_ci_high, effect)} against the baseline {base}, "
+                         f"{fmt_p(row.p_adj)} ({test}): **matters** ({row.direction}).")
+        elif row.verdict == "no effect (equivalent)":
+            lines.append(f"`{row.knob}` has **no effect** on {row.metric} that matters: every level is within {band} "
+                         f"of the baseline {base} (TOST equivalence); the largest change, at {level}, is "
+                         f"{fmt_pct(effect)} {fmt_ci(row.effect_ci_low, row.effect_ci_high, effect)}, {fmt_p(row.p_adj)}.")
+        elif row.verdict == "untestable" or row.test is None or pd.isna(row.test):
+            lines.append(f"`{row.knob}` × {row.metric} could **not be tested**: {row.reason}.")
+        else:
+            lines.append(f"`{row.knob}` = {level} changes {row.metric} by {fmt_pct(effect)} "
+                         f"{fmt_ci(row.effect_ci_low, row.effect_ci_high, effect)} against the baseline {base}, "
+                         f"{fmt_p(row.p_adj)} ({test}): **inconclusive** — neither a change of at least {band} "
+                         "nor equivalence is shown; more replicates would decide.")
+    return lines
+
+
+def summary_markdown(result: Any, inputs: ScreenInputs) -> str:
+    """The results summary as a Markdown bullet list, with a one-line headline."""
+    verdicts = result.verdicts
+    matters = verdicts[verdicts["verdict"] == "matters"]
+    knobs = list(dict.fromkeys(matters["knob"]))
+    head = (f"{len(knobs)} of {len(inputs.knobs)} knobs change at least one metric by more than its smallest "
+            f"effect of interest: {', '.join(f'`{k}`' for k in knobs)}." if knobs else
+            f"None of the {len(inputs.knobs)} knobs changes a metric by more than its smallest effect of interest.")
+    return head + "\n\n" + "\n".join(f"- {line}" for line in summary_sentences(result, inputs))
+
+
+def _change_cell(effect: float, low: float, high: float) -> str:
+    if effect is None or not math.isfinite(float(effect)):
+        return "n/a"
+    d = _decimals(effect, low, high)
+    return f"{fmt_pct(effect, decimals=d)} [{fmt_pct(low, decimals=d)}, {fmt_pct(high, decimals=d)}]"
+
+
+def verdict_frame(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The verdict table for reading: levels as text, rounded numbers, the CI next to the change."""
+    out = pd.DataFrame({
+        "knob": verdicts["knob"],
+        "metric": verdicts["metric"],
+        "verdict": verdicts["verdict"],
+        "level": verdicts["best_level"].map(lambda v: "-" if v is None else level_label(v)),
+        "change vs baseline": [_change_cell(e, lo, hi) for e, lo, hi in
+                               zip(verdicts["effect_pct"], verdicts["effect_ci_low"], verdicts["effect_ci_high"])],
+        "p_adj": verdicts["p_adj"].map(fmt_p_value),
+        "test": verdicts["test"].map(lambda t: "-" if t is None or pd.isna(t) else ROUTE_SHORT.get(t, t)),
+        "equivalent (TOST)": verdicts["equivalent"].map(lambda v: "yes" if bool(v) else "no"),
+    })
+    return out.reset_index(drop=True)
+
+
+def verdicts_html(verdicts: pd.DataFrame) -> str:
+    """The verdict table as an HTML ``<table class="tunelab-verdicts">``, one row per knob × metric."""
+    frame = verdict_frame(verdicts)
+    rows = []
+    for record in frame.to_dict("records"):
+        css = {"matters": "matters", "no effect (equivalent)": "equivalent", "untestable": "untestable"}.get(
+            record["verdict"], "inconclusive")
+        cells = "".join(f"<td>{escape(str(v))}</td>" for v in record.values())
+        rows.append(f'<tr class="verdict-{css}">{cells}</tr>')
+    head = "".join(f"<th>{escape(c)}</th>" for c in frame.columns)
+    return (f'{_TABLE_STYLE}<table class="tunelab-verdicts"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+_TABLE_STYLE = ("<style>table.tunelab-verdicts th, table.tunelab-verdicts td, table.tunelab-table th, "
+                "table.tunelab-table td {text-align: left !important; vertical-align: top; padding: 0.25em 0.6em;}</style>")
+
+
+def html_table(frame: pd.DataFrame, digits: int = 4) -> str:
+    """A DataFrame as a left-aligned HTML table without the index: floats with ``digits`` significant
+    digits, p-value columns (``p``, ``p_adj``, ``p ...``, ``tost_p``) as ``< 0.001`` / ``0.012``, NaN as
+    ``-``, long text in full."""
+    def cell(column: str, value: Any) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "-"
+        if isinstance(value, float):
+            p_column = column in ("p", "p_adj", "tost_p") or column.startswith("p ")
+            return fmt_p_value(value) if p_column else f"{value:.{digits}g}"
+        if isinstance(value, (tuple, list)):
+            return level_label(value)
+        return str(value)
+
+    head = "".join(f"<th>{escape(str(c))}</th>" for c in frame.columns)
+    body = "".join("<tr>" + "".join(f"<td>{escape(cell(str(c), v))}</td>" for c, v in zip(frame.columns, row))
+                   + "</tr>" for row in frame.itertuples(index=False))
+    return f'{_TABLE_STYLE}<table class="tunelab-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _knob_lines(study: Study, inputs: ScreenInputs) -> list[str]:
+    lines = []
+    specs = {k.id: k for k in study.design.knobs} if study.design is not None else {}
+    for knob in inputs.knobs:
+        spec = specs.get(knob)
+        levels = ", ".join(level_label(v) for v in spec.levels) if spec else "?"
+        extra = "; the server restarts to apply it" if spec is not None and spec.requires_restart else ""
+        lines.append(f"  - `{knob}`: levels {levels} (baseline {level_label(inputs.baseline.get(knob))}){extra}")
+    return lines
+
+
+def _route_lines(result: Any) -> list[str]:
+    """One line per knob × metric: the test chosen and the library's reason for it."""
+    lines = []
+    for row in result.verdicts.itertuples(index=False):
+        route = "not tested" if row.test is None or pd.isna(row.test) else ROUTE_SHORT.get(row.test, row.test)
+        lines.append(f"  - `{row.knob}` × {row.metric}: {route} — {row.reason}")
+    return lines
+
+
+def _order_text(design: Any) -> str:
+    """How the plan ordered the runs (see :func:`tunelab.designs.make_plan`)."""
+    every = design.options.get("baseline_every", 2 if design.design_type == "oat" else None)
+    if every:
+        return (f"Within each replicate the varied runs ran in random order (seed {design.seed}), with a baseline "
+                f"run first and after every {every} varied runs, so drift shows in the baseline.")
+    return f"The run order was randomised within each of the {design.blocks} block(s) (seed {design.seed})."
+
+
+def _planned_runs(study: Study) -> int | None:
+    try:
+        from tunelab.designs import make_plan
+
+        return len(make_plan(study.design))
+    except Exception:  # noqa: BLE001 - the count is informative only; a plan problem must not stop a report
+        return None
+
+
+def methods_markdown(study: Study, inputs: ScreenInputs, result: Any, n_boot: int | None = None) -> str:
+    """The methods section (Markdown): design, runs, load, tests chosen and why, multiplicity
+    correction, effect sizes and equivalence, software versions, kernel and CPU."""
+    design = study.design
+    counts = study.trials[study.trials["phase"] == "screen"]["status"].value_counts()
+    usable = int(counts.get("ok", 0)) + (int(counts.get("flagged", 0)) if study.include_flagged else 0)
+    planned = _planned_runs(study)
+    settings = result.settings
+    provenance = _trial_provenance(study)
+    load_settings = provenance.get("load_settings") or dict(design.load.settings)
+    load_text = ", ".join(f"{k}={v}" for k, v in load_settings.items() if not str(v).startswith("/"))
+    host = machine(study)
+    tools = ", ".join(f"{k} {v}" for k, v in (host.get("tools") or {}).items())
+    versions = software_versions()
+    sesoi = ", ".join(f"{m['name']} ±{m['sesoi_pct']:g} %" for m in inputs.metrics)
+    n_tests = int(result.verdicts["p"].notna().sum())
+    kind = "one-at-a-time" if result.design == "oat" else "factorial"
+    flagged = f" ({int(counts.get('flagged', 0))} flagged by the runner and " \
+              f"{'included' if study.include_flagged else 'left out'})" if counts.get("flagged", 0) else ""
+    lines = [
+        f"**Design.** Study `{study.name}`: a {DESIGN_TEXT.get(design.design_type, design.design_type)} design "
+        f"(`{design.design_type}`) of {len(inputs.knobs)} knobs with {design.replicates} replicates in "
+        f"{design.blocks} block(s), seed {design.seed}"
+        + (f", {planned} runs planned" if planned is not None else "") + ". "
+        f"{usable} runs were usable{flagged}, {int(counts.get('failed', 0))} failed and "
+        f"{int(counts.get('interrupted', 0))} were interrupted; only usable runs enter the statistics. "
+        f"{_order_text(design)} Knobs:",
+        *_knob_lines(study, inputs),
+        "",
+        f"**Load and measurement.** Load generator `{design.load.generator}`, profile `{design.load.profile}`"
+        + (f" ({load_text})" if load_text else "") + f", on the `{design.target.type}` target. Each trial: knobs "
+        f"written and read back, {design.warmup_s:g} s warm-up (discarded), {design.measure_s:g} s measured; "
+        "the trial's value is the mean over the measured seconds. Metrics: "
+        + ", ".join(f"{m['name']} ({m['direction']})" for m in inputs.metrics) + ".",
+        "",
+        f"**Tests chosen and why.** The screen treated the design as {kind}"
+        + (": each knob is analysed on the baseline runs plus the runs that vary only that knob."
+           if result.design == "oat" else ": each knob is analysed on all runs grouped by its level, and a type II "
+           "factorial ANOVA (main effects and two-way interactions) of all runs is reported alongside.")
+        + f" For every knob × metric, the errors were tested for normality (Shapiro–Wilk; clearly non-normal at "
+        f"p < {settings.get('normality_alpha', 0.01):g}) and the variances for equality (Brown–Forsythe at "
+        f"{settings.get('variance_alpha', 0.05):g}"
+        + (f", and a largest-to-smallest group SD ratio of at most {settings['sd_ratio_max']:g}"
+           if settings.get("sd_ratio_max") else "")
+        + "). Clearly non-normal errors lead to the rank-based Kruskal–Wallis test with Dunn's post-hoc test; "
+        "otherwise one-way ANOVA with Tukey's HSD when the variances are similar, else Welch's ANOVA with the "
+        "Games–Howell test. Chosen here, with the reason:",
+        *_route_lines(result),
+        "",
+        f"**Multiplicity.** The chosen omnibus p-values of all {n_tests} knob × metric tests were adjusted with "
+        f"{CORRECTION_TEXT.get(inputs.correction, inputs.correction)}; alpha = {inputs.alpha:g}. Pairwise "
+        "post-hoc p-values are adjusted within each knob (Tukey and Games–Howell by the studentized range, Dunn "
+        f"by {CORRECTION_TEXT.get(inputs.correction if inputs.correction != 'none' else 'holm').split(' (')[0]}).",
+        "",
+        "**Effect sizes and equivalence.** The change of each level is the percent change of its mean against the "
+        f"baseline level's mean, with a 95 % percentile bootstrap interval ({n_boot or settings.get('n_boot')} "
+        f"resamples, seed {settings.get('seed')}). Smallest effects of interest (SESOI): {sesoi}. A knob "
+        "*matters* for a metric when its adjusted p is below alpha and its largest change is at least the SESOI; "
+        "it has *no effect* when every level is equivalent to the baseline within ±SESOI (two one-sided tests, "
+        "TOST); otherwise the result is *inconclusive*.",
+        "",
+        "**Machine.** "
+        + (f"Linux kernel {host.get('kernel', '?')} on {host.get('machine', '?')}, CPU {host.get('cpu_model', '?')} "
+           f"({host.get('nproc', '?')} CPUs)" if host else "no target description recorded")
+        + (f"; tools: {tools}" if tools else "") + ".",
+        "",
+        "**Software.** " + ", ".join(f"{k} {v}" for k, v in versions.items())
+        + f". Trials recorded by tunelab {study.tunelab_version or '?'}"
+        + (f" at git commit {study.git_sha[:12]}" if study.git_sha else "") + ".",
+    ]
+    return "\n".join(lines)
+
+
+def markdown_to_html(text: str) -> str:
+    """Markdown -> HTML with mistune (the Markdown renderer nbconvert itself uses)."""
+    import mistune
+
+    return str(mistune.html(text))
+
+
+def phase_table(study: Study) -> pd.DataFrame:
+    """Trials per phase (columns) and status (rows), zeros filled in."""
+    counts = study.phase_counts()
+    if counts.empty:
+        return pd.DataFrame()
+    return counts.pivot(index="status", columns="phase", values="trials").fillna(0).astype(int)
+
+
+def assumptions_table(assumptions: pd.DataFrame) -> pd.DataFrame:
+    """Assumption tests wide: one row per knob × metric, p-value per test (Shapiro–Wilk, Levene, Brown–Forsythe)."""
+    wide = assumptions.pivot_table(index=["knob", "metric"], columns="test", values="p", sort=False)
+    wide.columns.name = None
+    return wide.add_prefix("p ").reset_index()
+
+
+def chosen_tests(omnibus: pd.DataFrame) -> pd.DataFrame:
+    """The recommended omnibus test per knob × metric and why it was chosen."""
+    chosen = omnibus[omnibus["recommended"].astype(bool)]
+    return chosen[["knob", "metric", "test", "statistic", "df1", "df2", "p", "effect_size", "effect_size_name",
+                   "reason"]].reset_index(drop=True)
+
+
+def letters_by_level(posthoc: pd.DataFrame, knob: str, metric: str, method: str, means: Mapping[Any, float],
+                     alpha: float, maximize: bool = True) -> dict[Any, str]:
+    """Compact letters of one knob × metric post-hoc (levels sorted best mean first get 'a')."""
+    from tunelab.stats import compact_letters
+
+    rows = posthoc[(posthoc["knob"] == knob) & (posthoc["metric"] == metric) & (posthoc["method"] == method)]
+    groups = list(dict.fromkeys([*rows["group1"], *rows["group2"]]))
+    order = sorted(groups, key=lambda g: means.get(g, math.nan), reverse=maximize)
+    table = compact_letters(rows, alpha=alpha, order=order)
+    return dict(zip(table["group"], table["letters"]))
+
+
+def significant_pairs(verdicts: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(knob, metric, post-hoc method) of every knob × metric whose adjusted omnibus p is below alpha."""
+    methods = {"anova+tukey": "tukey_hsd", "welch+games_howell": "games_howell", "kruskal+dunn": "dunn"}
+    chosen = verdicts[verdicts["significant"].astype(bool)]
+    return [(r.knob, r.metric, methods.get(r.test, "tukey_hsd")) for r in chosen.itertuples(index=False)]
+
+
+def configs_text(config: Mapping[str, Any], keys: Sequence[str] | None = None) -> str:
+    """``{'a': 1, 'b': (1, 2)}`` -> ``'a = 1, b = 1 2'``."""
+    keys = list(keys) if keys is not None else list(config)
+    return ", ".join(f"{k} = {level_label(config[k])}" for k in keys if k in config)
+
+
+def posthoc_detail(result: Any, inputs: ScreenInputs, knob: str, metric: str, method: str) -> dict[str, Any]:
+    """Everything notebook 02 shows for one knob × metric: the post-hoc ``table`` of ``method`` (levels as
+    text), the square ``matrix`` of adjusted p-values, compact ``letters`` per level (best mean first)
+    and the ``rows`` the test used."""
+    from tunelab.report.figures import knob_rows
+    from tunelab.stats import to_matrix
+
+    rows = knob_rows(inputs.runs, knob, inputs.knobs, inputs.baseline, result.design)
+    values = rows[knob].tolist()
+    means = {lvl: float(rows.loc[[v == lvl for v in values], metric].mean()) for lvl in dict.fromkeys(values)}
+    direction = next((m["direction"] for m in inputs.metrics if m["name"] == metric), "maximize")
+    long = result.posthoc[(result.posthoc["knob"] == knob) & (result.posthoc["metric"] == metric)
+                          & (result.posthoc["method"] == method)]
+    letters = letters_by_level(result.posthoc, knob, metric, method, means, inputs.alpha,
+                               maximize=direction == "maximize")
+    table = long.drop(columns=["knob", "metric", "method", "recommended"]).assign(
+        group1=long["group1"].map(level_label), group2=long["group2"].map(level_label)).reset_index(drop=True)
+    return {"table": table, "matrix": to_matrix(long, "p_adj"), "letters": letters, "rows": rows, "means": means}
+
+
+def is_synthetic(study: Study) -> bool:
+    """True when the study's trials come from the simulator target (SYNTHETIC numbers, no real kernel)."""
+    if study.design is not None and study.design.target.type == "simulator":
+        return True
+    if '"surface"' in study.design_text:
+        return True
+    loads = {(p or {}).get("load") for p in study.trials.get("provenance", []) if isinstance(p, Mapping)}
+    return "simulated" in loads

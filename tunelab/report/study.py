@@ -1,0 +1,271 @@
+"""Everything a report reads from a study's store, loaded once into a :class:`Study`.
+
+The screen's arguments (metrics, knobs, baselines, alpha, correction) come from the design stored
+with the study, through the same code path as ``tunelab screen STUDY``
+(:func:`tunelab.cli.screen._from_study`), so a report and the CLI always analyse the same thing.
+
+Examples
+--------
+>>> study = load_study("data/examples/default.sqlite")          # doctest: +SKIP
+>>> inputs, result = screen_study(study)                         # doctest: +SKIP
+>>> result.verdicts[["knob", "metric", "verdict"]]               # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tunelab.errors import DesignError, TunelabError
+
+#: statuses whose trials enter statistics and figures (``flagged`` only when asked for)
+USABLE_STATUSES = ("ok", "flagged")
+
+
+class ReportError(TunelabError):
+    """A report cannot be built as asked (no screen trials, unknown parameter, a notebook failed, ...)."""
+
+
+class UnknownParameterError(ReportError):
+    """A notebook parameter was given that the notebook does not declare."""
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study's store contents, read once (the store is closed afterwards).
+
+    Attributes
+    ----------
+    path : Path
+        The store file.
+    name : str
+        The study name recorded in the store.
+    design : Design or None
+        The parsed design stored with the study; ``None`` when the store holds no YAML design
+        (simulator-only refinements, ``tunelab validate`` stores).
+    design_text : str
+        The stored design text (YAML, or JSON for simulator/validate stores).
+    trials : DataFrame
+        Every trial as stored (:meth:`tunelab.store.Store.trials`), all phases and statuses.
+    tidy : dict of str to DataFrame
+        Phase -> :meth:`tunelab.store.Store.tidy` frame (usable trials only).
+    targets : list of dict
+        Target descriptions of every run (:meth:`tunelab.store.Store.run_targets`).
+    git_sha, tunelab_version, created : str or None
+        Provenance of the store.
+    include_flagged : bool
+        Whether ``tidy`` includes flagged trials.
+    """
+
+    path: Path
+    name: str
+    design: Any
+    design_text: str
+    trials: pd.DataFrame
+    tidy: dict[str, pd.DataFrame]
+    targets: list[dict[str, Any]]
+    git_sha: str | None = None
+    tunelab_version: str | None = None
+    created: str | None = None
+    include_flagged: bool = False
+
+    def phase_counts(self) -> pd.DataFrame:
+        """Trials per phase and status (all trials, not only usable ones)."""
+        if self.trials.empty:
+            return pd.DataFrame(columns=["phase", "status", "trials"])
+        counts = self.trials.groupby(["phase", "status"]).size().rename("trials").reset_index()
+        return counts.sort_values(["phase", "status"]).reset_index(drop=True)
+
+    def has_phase(self, *phases: str) -> bool:
+        """True when any of ``phases`` has at least one usable trial."""
+        return any(not self.tidy.get(p, pd.DataFrame()).empty for p in phases)
+
+
+@dataclass(frozen=True)
+class ScreenInputs:
+    """The arguments of :func:`tunelab.stats.screen` for a study, plus the metric in focus.
+
+    ``data`` is what the screen gets (it may hold failed trials, which only explain untestable
+    levels); :attr:`runs` holds the usable ones that figures show.
+    """
+
+    data: pd.DataFrame
+    metrics: list[dict[str, Any]]
+    knobs: list[str]
+    baseline: dict[str, Any]
+    alpha: float
+    correction: str
+    metric: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        """The usable runs (status ``ok``, or ``flagged`` when they were included)."""
+        if "status" not in self.data.columns:
+            return self.data
+        return self.data[self.data["status"].isin(USABLE_STATUSES)]
+
+
+def resolve_store(study: str | os.PathLike[str], data_dir: str | os.PathLike[str] = "data") -> Path:
+    """The store of ``study``: an existing path (or any ``*.sqlite`` path), else ``data_dir/<study>.sqlite``.
+
+    Raises
+    ------
+    ReportError
+        When no store exists there; the message lists the stores found in ``data_dir``.
+    """
+    candidate = Path(study)
+    path = candidate if candidate.suffix == ".sqlite" or candidate.exists() else Path(data_dir) / f"{study}.sqlite"
+    if not path.is_file():
+        found = sorted(p.stem for p in Path(data_dir).glob("*.sqlite")) if Path(data_dir).is_dir() else []
+        hint = f"; studies in {data_dir}: {', '.join(found)}" if found else ""
+        raise ReportError(f"no trial store for study {str(study)!r} at {path}{hint}. Give a study name in "
+                          "--data-dir or a path to a .sqlite store (run `tunelab run DESIGN` to make one)")
+    return path
+
+
+def _parse_design(text: str, source: str) -> Any:
+    from tunelab.designs import load_design_text
+
+    if not text.strip() or text.lstrip().startswith("{"):
+        return None  # simulator refinements and validate stores keep JSON, not a design file
+    try:
+        return load_design_text(text, source=source)
+    except DesignError:
+        return None
+
+
+def load_study(study: str | os.PathLike[str], data_dir: str | os.PathLike[str] = "data",
+               include_flagged: bool = False) -> Study:
+    """Read a study's store (read-only) into a :class:`Study`.
+
+    Parameters
+    ----------
+    study : str or path
+        A study name (``data_dir/<study>.sqlite``) or a store path.
+    data_dir : str or path
+        Where study stores live.
+    include_flagged : bool
+        Also use trials flagged during measurement (e.g. foreign CPU load).
+    """
+    from tunelab.store import PHASES, Store
+
+    path = resolve_store(study, data_dir)
+    with Store(path, readonly=True) as store:
+        info = store.study
+        trials = store.trials()
+        tidy = {phase: store.tidy(phase, include_flagged=include_flagged) for phase in PHASES}
+        targets = store.run_targets()
+    text = info.design_text if info else ""
+    return Study(path=path, name=info.name if info else path.stem, design=_parse_design(text, str(path)),
+                 design_text=text, trials=trials, tidy=tidy, targets=targets,
+                 git_sha=info.git_sha if info else None, tunelab_version=info.tunelab_version if info else None,
+                 created=info.created if info else None, include_flagged=include_flagged)
+
+
+def require_screen(study: Study) -> None:
+    """Raise :class:`ReportError` unless the study has usable screen trials and a design."""
+    if study.tidy["screen"].empty:
+        counts = study.phase_counts()
+        held = ", ".join(f"{r.trials} {r.phase}/{r.status}" for r in counts.itertuples()) or "no trials at all"
+        raise ReportError(f"the store {study.path} has no usable screen trials (it holds {held}); a report starts "
+                          "from a screen: run `tunelab run DESIGN` for this study first")
+    if study.design is None:
+        raise ReportError(f"the store {study.path} holds no design file, so the screen's metrics, knobs and "
+                          "baselines are unknown; screen an exported CSV with `tunelab screen FILE.csv --metric ...`")
+
+
+def screen_inputs(study: Study, metric: str | None = None, alpha: float | None = None,
+                  correction: str | None = None, sesoi_pct: float | None = None) -> ScreenInputs:
+    """The screen's arguments from the study's design, as ``tunelab screen STUDY`` builds them.
+
+    Parameters
+    ----------
+    metric : str, optional
+        The metric in focus for figures and the summary: a design metric's name, or
+        ``NAME[:max|:min][:SESOI]`` for a measured column the design does not list. Default:
+        the design's first metric.
+    alpha, correction : optional
+        Override the design's ``analysis`` section.
+    sesoi_pct : float, optional
+        Override the smallest effect of interest (%) of the metric in focus.
+    """
+    from tunelab.cli.screen import parse_metric
+    from tunelab.cli.screen import screen_inputs as cli_screen_inputs
+
+    require_screen(study)
+    data, metrics, knobs, baseline, alpha_, correction_ = cli_screen_inputs(
+        study.path, alpha=alpha, correction=correction, include_flagged=study.include_flagged,
+        data_dir=study.path.parent)
+    metrics = [dict(m) for m in metrics]
+    focus = metrics[0]
+    if metric:
+        name = metric.split(":")[0]
+        known = {m["name"]: m for m in metrics}
+        if name in known and ":" not in metric:
+            focus = known[name]
+        elif name in data.columns:
+            focus = parse_metric(metric)
+            metrics = [m for m in metrics if m["name"] != name] + [focus]
+        else:
+            measured = [c for c in data.columns if c not in knobs and pd.api.types.is_numeric_dtype(data[c])]
+            raise ReportError(f"metric {name!r} was not measured in {study.path.name}; the design's metrics are "
+                              f"{', '.join(known)}; measured columns: {', '.join(measured)}")
+    if sesoi_pct is not None:
+        if not (np.isfinite(sesoi_pct) and sesoi_pct > 0):
+            raise ReportError(f"sesoi_pct must be a positive percentage, got {sesoi_pct!r}")
+        focus = {**focus, "sesoi_pct": float(sesoi_pct)}
+        metrics = [focus if m["name"] == focus["name"] else m for m in metrics]
+    return ScreenInputs(data=data, metrics=metrics, knobs=list(knobs), baseline=dict(baseline), alpha=float(alpha_),
+                        correction=str(correction_), metric=focus)
+
+
+def screen_study(study: Study, metric: str | None = None, alpha: float | None = None,
+                 correction: str | None = None, sesoi_pct: float | None = None, n_boot: int = 1000,
+                 seed: int = 0) -> tuple[ScreenInputs, Any]:
+    """Run :func:`tunelab.stats.screen` on the study's screen trials; returns ``(inputs, ScreenResult)``."""
+    from tunelab.stats import screen
+
+    inputs = screen_inputs(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct)
+    result = screen(inputs.data, inputs.metrics, inputs.knobs, inputs.baseline, alpha=inputs.alpha,
+                    correction=inputs.correction, n_boot=n_boot, seed=seed)
+    return inputs, result
+
+
+def overview(data: pd.DataFrame, knobs: list[str], metric: str) -> pd.DataFrame:
+    """Runs, mean, SD and CV (%) of ``metric`` per configuration (knob levels as text)."""
+    from tunelab.report.figures import level_label
+
+    frame = data[knobs + [metric]].copy()
+    for knob in knobs:
+        frame[knob] = frame[knob].map(level_label)
+    table = frame.groupby(knobs, sort=False)[metric].agg(runs="count", mean="mean", sd="std").reset_index()
+    table["cv_pct"] = 100 * table["sd"] / table["mean"].abs()
+    return table
+
+
+def first_trial(study: Study, phase: str = "screen", baseline: bool = True) -> int | None:
+    """The trial id of the first usable trial of ``phase`` (a baseline run when ``baseline``)."""
+    data = study.tidy.get(phase, pd.DataFrame())
+    if data.empty:
+        return None
+    if baseline and "is_baseline" in data.columns and data["is_baseline"].fillna(False).astype(bool).any():
+        data = data[data["is_baseline"].fillna(False).astype(bool)]
+    return int(data.sort_values("trial_id")["trial_id"].iloc[0])
+
+
+def trial_series(study: Study, trial_id: int) -> tuple[pd.DataFrame, float]:
+    """The per-second series of a trial and its warm-up seconds (from the trial's provenance)."""
+    rows = study.trials[study.trials["trial_id"] == trial_id]
+    if rows.empty:
+        raise ReportError(f"no trial {trial_id} in {study.path}")
+    row = rows.iloc[0]
+    series = pd.DataFrame(row["series"] or {})
+    provenance = row["provenance"] or {}
+    warmup = provenance.get("warmup_s")
+    if warmup is None and study.design is not None:
+        warmup = study.design.warmup_s
+    return series, float(warmup or 0.0)
