@@ -204,6 +204,9 @@ def screen_inputs(source: str | Path, *, metrics: Sequence[str] = (), knobs: Seq
 def verdict_table(verdicts: pd.DataFrame) -> str:
     """The verdict table as readable text (rounded numbers, no reasons)."""
     table = verdicts[TABLE_COLUMNS].copy()
+    table["best_level"] = [("-" if v is None or (isinstance(v, float) and math.isnan(v)) else
+                            " ".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v))
+                           for v in verdicts["best_level"].tolist()]
     table["p_adj"] = table["p_adj"].map(lambda p: f"{p:.3g}" if pd.notna(p) else "-")
     for column in ("effect_pct", "effect_ci_low", "effect_ci_high"):
         table[column] = table[column].map(lambda v: f"{v:+.1f}%" if pd.notna(v) else "-")

@@ -206,8 +206,9 @@ def overall_verdict(verdicts: Sequence[str]) -> str:
 class ConfirmResult:
     """Outcome of :func:`confirm` / :func:`validate`.
 
-    ``verdict`` overall; ``table`` one row per (profile, metric) with ``pct_change, ci_low,
-    ci_high, tost_p, verdict, blocks_needed``; ``measurements`` one row per measurement
+    ``verdict`` overall (from the ``role == 'objective'`` rows); ``table`` one row per (profile,
+    metric) with ``role`` (``'objective'`` or ``'side effect'``), ``pct_change, ci_low, ci_high,
+    tost_p, verdict, blocks_needed``; ``measurements`` one row per measurement
     (``profile, block, position, arm, key`` and metrics).
     """
 
@@ -224,6 +225,7 @@ class ConfirmResult:
     def gain(self, metric: str | None = None) -> dict[str, float]:
         """``{"pct_change", "ci_low", "ci_high"}`` of ``metric`` (default: the first) in the first profile."""
         row = self.table.iloc[0] if metric is None else self.table[self.table["metric"] == metric].iloc[0]
+        # (objective rows come first, so the default is the first objective)
         return {k: float(row[k]) for k in ("pct_change", "ci_low", "ci_high")}
 
     def summary(self) -> str:
@@ -232,16 +234,22 @@ class ConfirmResult:
             needed = row.blocks_needed
             extra = (f"; about {int(needed)} blocks in total would decide"
                      if needed is not None and not pd.isna(needed) else "")
+            side = " (side effect, not judged)" if getattr(row, "role", "objective") == "side effect" else ""
             lines.append(f"  [{row.profile}] {row.metric}: {row.pct_change:+.2f} % (95 % CI {row.ci_low:+.2f} .. "
                          f"{row.ci_high:+.2f}), SESOI ±{row.sesoi_pct:g} %, TOST p={row.tost_p:.3g} -> "
-                         f"{row.verdict}{extra}")
+                         f"{row.verdict}{extra}{side}")
         return "\n".join(lines)
 
 
 def confirm(evaluator: Any, baseline: Mapping[str, Any], candidate: Mapping[str, Any],
             metrics: Sequence[MetricGoal | Mapping[str, Any] | str], *, blocks: int = 6, alpha: float = 0.05,
-            key_prefix: str = "", profile: str = "default") -> ConfirmResult:
+            key_prefix: str = "", profile: str = "default",
+            side_metrics: Sequence[MetricGoal | Mapping[str, Any] | str] = ()) -> ConfirmResult:
     """Measure ``baseline`` (A) and ``candidate`` (B) in ``blocks`` ABBA blocks and judge the change.
+
+    ``metrics`` decide the verdict; ``side_metrics`` (e.g. the design's other metrics) are
+    analysed from the same measurements and reported with ``role == 'side effect'`` so a
+    trade-off is visible, but they do not change the verdict.
 
     Evaluation keys are ``"<key_prefix>b<block>:<position><arm>"`` (stable, so a store-backed
     evaluator resumes an interrupted confirmation).
@@ -264,9 +272,13 @@ def confirm(evaluator: Any, baseline: Mapping[str, Any], candidate: Mapping[str,
         rows.append({"profile": profile, "block": block, "position": position, "arm": arm, "key": key,
                      **{k: float(v) for k, v in values.items()}})
     measurements = pd.DataFrame(rows)
-    table = pd.DataFrame([{"profile": profile, **analyse_blocks(measurements, g, alpha)} for g in goals])
+    sides = [g for g in (MetricGoal.coerce(m) for m in side_metrics) if g.name in measurements.columns
+             and g.name not in {goal.name for goal in goals}]
+    table = pd.DataFrame([{"profile": profile, "role": role, **analyse_blocks(measurements, g, alpha)}
+                          for role, group in (("objective", goals), ("side effect", sides)) for g in group])
     table["blocks_needed"] = table["blocks_needed"].astype("Int64")
-    return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(baseline), dict(candidate))
+    verdict = overall_verdict(list(table.loc[table["role"] == "objective", "verdict"]))
+    return ConfirmResult(verdict, table, measurements, dict(baseline), dict(candidate))
 
 
 def validate(target: Any, load: Any, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],

@@ -36,6 +36,8 @@ class RefineSetup:
     allow_host_global: bool = False
     initial: list[dict[str, Any]] = field(default_factory=list)
     levels: dict[str, list[Any]] = field(default_factory=dict)
+    #: the design's other metrics: reported by the confirmation as side effects, not judged
+    side_goals: list[MetricGoal] = field(default_factory=list)
 
 
 def screened_knobs(store_path: str | Path, design: Any, metric: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
@@ -105,13 +107,15 @@ def setup_from_design(design_path: str | Path, *, knobs: str | None = None, targ
     else:
         load, settings = load_of(design)
     goals = [MetricGoal(o.metric, o.direction, float(metrics.get(o.metric, {}).get("sesoi_pct", 5.0))) for o in objs]
+    side_goals = [MetricGoal(m.name, m.direction, float(m.sesoi_pct)) for m in design.metrics
+                  if m.name not in {g.name for g in goals}]
     return RefineSetup(
         study=design.name, space=space, baseline={kid: design.baseline[kid] for kid in chosen},
         knob_specs=[all_specs[kid] for kid in chosen], target_type=spec["type"], target_options=spec["options"],
         load=load, load_settings=settings, warmup_s=design.warmup_s, measure_s=design.measure_s, goals=goals,
         design_hash=design.design_hash, design_text=Path(design_path).read_text(),
         allow_host_global=allow_host_global or spec["allow_host_global"], initial=initial,
-        levels={kid: list(by_id[kid].levels) for kid in chosen})
+        levels={kid: list(by_id[kid].levels) for kid in chosen}, side_goals=side_goals)
 
 
 def setup_from_surface(surface_name: str, *, cv: float = 0.03, seed: int = 0,
@@ -170,7 +174,8 @@ def run_refinement(setup: RefineSetup, target: Any, store: Any, objectives: Sequ
                                   load_settings=setup.load_settings, allow_host_global=setup.allow_host_global,
                                   provenance=provenance)
         confirmation = confirm(checker, setup.baseline, result.winner, setup.goals, blocks=confirm_blocks,
-                               key_prefix=f"{config_digest(setup.baseline, result.winner)}:")
+                               key_prefix=f"{config_digest(setup.baseline, result.winner)}:",
+                               side_metrics=setup.side_goals)
         measured, reused = measured + checker.measured, reused + checker.reused
     return RefineOutcome(result, confirmation, measured, reused, note)
 
