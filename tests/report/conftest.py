@@ -28,11 +28,19 @@ def default_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def default_report(default_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The full report of the default example study (index.html path), built once per session with
     ``tunelab report`` (which calls :func:`tunelab.report.build_report`)."""
+    import os
+
     from tunelab.cli import main
 
-    out = tmp_path_factory.mktemp("report") / "default"
-    assert main(["report", str(default_store), "--out", str(out)]) == 0
-    return out / "index.html"
+    base = tmp_path_factory.mktemp("report")
+    before = os.getcwd()
+    os.chdir(base)   # a relative --out, as users type it: notebooks run in parallel threads and must
+    try:             # not move the process's working directory under each other (papermill's cwd did)
+        assert main(["report", str(default_store), "--out", "default"]) == 0
+        assert os.getcwd() == str(base), "building the report changed the working directory"
+    finally:
+        os.chdir(before)
+    return base / "default" / "index.html"
 
 
 @pytest.fixture(scope="session")

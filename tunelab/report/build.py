@@ -254,7 +254,7 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
     study = load_study(store_path, data_dir, include_flagged=include_flagged)
     inputs, result = screen_study(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct,
                                   n_boot=n_boot)
-    out = Path(out_dir) if out_dir is not None else Path("reports") / study.path.stem
+    out = (Path(out_dir) if out_dir is not None else Path("reports") / study.path.stem).resolve()
     out.mkdir(parents=True, exist_ok=True)
     common = {"study": str(study.path.resolve()), "data_dir": str(Path(data_dir).resolve()), "metric": metric,
               "alpha": alpha, "correction": correction, "sesoi_pct": sesoi_pct,
@@ -294,8 +294,10 @@ def _execute_all(todo: Mapping[str, tuple[Path, dict[str, Any]]], out: Path, tim
     """Execute notebooks (name -> (path, parameters)) into ``out``, ``jobs`` at a time; name -> executed path."""
     if not todo:
         return {}
+    # cwd=None: papermill's cwd option chdir()s the whole process, which races between threads
+    # (a relative output path then lands in the wrong place); every path passed is absolute instead
     with venv_kernel() as kernel, ThreadPoolExecutor(max(1, min(int(jobs), len(todo)))) as pool:
-        futures = {name: pool.submit(_execute, path, out / f"{name}.ipynb", params, out, timeout_s, kernel)
+        futures = {name: pool.submit(_execute, path, out / f"{name}.ipynb", params, None, timeout_s, kernel)
                    for name, (path, params) in todo.items()}
         return {name: future.result() for name, future in futures.items()}
 
