@@ -193,14 +193,14 @@ def run_trial(
                     snapshot[spec.id] = spec.knob.to_text(old_values[spec.id])
             checkpoint("before_apply")
             with clock.phase("apply"):
-                for spec in knob_specs:
-                    wanted, old = levels[spec.id], old_values[spec.id]
-                    if wanted == old:
-                        continue
-                    entry = store.journal_apply(trial_id, spec.host, spec.id, devices[spec.id],
-                                                snapshot[spec.id], spec.knob.to_text(wanted))
-                    applied.append((entry, spec, devices[spec.id], old))
-                    spec.knob.write(target, spec.host, wanted, device=devices[spec.id])
+                changing = [spec for spec in knob_specs if levels[spec.id] != old_values[spec.id]]
+                # every intended change is journalled (one durable commit) before the first write
+                entries = store.journal_apply_many(trial_id, [
+                    (spec.host, spec.id, devices[spec.id], snapshot[spec.id], spec.knob.to_text(levels[spec.id]))
+                    for spec in changing]) if changing else []
+                for entry, spec in zip(entries, changing):
+                    applied.append((entry, spec, devices[spec.id], old_values[spec.id]))
+                    spec.knob.write(target, spec.host, levels[spec.id], device=devices[spec.id])
             checkpoint("after_apply")
             with clock.phase("verify"):
                 mismatches = []
@@ -269,8 +269,9 @@ def run_trial(
 
 def _restore(store: Store, target: Any, applied: list[tuple[int, KnobSpec, str | None, Any]],
              checkpoint: Checkpoint) -> None:
-    """Write each changed knob back (newest first), verify, and mark its journal entry restored."""
-    problems = []
+    """Write each changed knob back (newest first), verify, then mark the verified entries restored
+    in one commit (a crash before it leaves them ``applied``; restoring again is idempotent)."""
+    problems, restored = [], []
     for entry, spec, device, old in reversed(applied):
         try:
             spec.knob.write(target, spec.host, old, device=device)
@@ -281,8 +282,10 @@ def _restore(store: Store, target: Any, applied: list[tuple[int, KnobSpec, str |
         if got != old:
             problems.append(f"{spec.id}: wrote back {_fmt(spec.knob, old)!r}, read {_fmt(spec.knob, got)!r}")
             continue
-        store.journal_restored(entry)
+        restored.append(entry)
         checkpoint("restore")
+    if restored:
+        store.journal_restored_many(restored)
     if problems:
         raise KnobError("could not restore " + "; ".join(problems) + f". The trial is recorded and the journal in "
                         f"{store.path} keeps the changes: fix the cause and run `tunelab restore`")

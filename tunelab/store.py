@@ -42,7 +42,7 @@ import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -487,6 +487,35 @@ class Store:
                 (trial_id, host, knob_id, device, old_text, new_text, utc_now()),
             )
             return int(cur.lastrowid)
+
+    def journal_apply_many(self, trial_id: int | None,
+                           changes: Sequence[tuple[str, str, str | None, str, str]]) -> list[int]:
+        """Journal several changes ``(host, knob_id, device, old_text, new_text)`` in ONE durable
+        transaction, before any of them is written; returns their entry ids in order.
+
+        Journalling an intent that a crash then leaves unwritten is harmless: restoring writes the
+        old value, which the knob still holds.
+        """
+        with self._transaction() as db:
+            ids = []
+            for host, knob_id, device, old_text, new_text in changes:
+                cur = db.execute(
+                    "INSERT INTO journal (trial_id, host, knob_id, device, old_text, new_text, state, ts)"
+                    " VALUES (?, ?, ?, ?, ?, ?, 'applied', ?)",
+                    (trial_id, host, knob_id, device, old_text, new_text, utc_now()),
+                )
+                ids.append(int(cur.lastrowid))
+            return ids
+
+    def journal_restored_many(self, entry_ids: Sequence[int]) -> None:
+        """Mark several entries restored in one transaction (after all were written back and verified)."""
+        with self._transaction() as db:
+            now = utc_now()
+            for entry_id in entry_ids:
+                cur = db.execute("UPDATE journal SET state = 'restored', ts = ?, note = NULL WHERE entry_id = ?",
+                                 (now, entry_id))
+                if cur.rowcount != 1:
+                    raise StoreError(f"no journal entry {entry_id} in {self.path}")
 
     def journal_restored(self, entry_id: int, note: str | None = None) -> None:
         """Mark a journal entry restored (the old value was written back and verified, or is moot)."""
