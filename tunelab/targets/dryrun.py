@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from tunelab.targets.base import TARGETS, CommandResult, Target
 from tunelab.targets.hostinfo import describe_local
-from tunelab.targets.local import local_os_error
+from tunelab.targets.local import read_local_text
 from tunelab.targets.process import check_argv
 
 
@@ -57,11 +57,7 @@ class DryRunTarget(Target):
 
     def read_text(self, host: str, path: str) -> str:
         self.check_host(host)
-        try:
-            with open(path) as fh:
-                return fh.read()
-        except OSError as exc:
-            raise local_os_error("dry-run", "read", host, path, exc) from None
+        return read_local_text("dry-run", host, path)
 
     def write_text(self, host: str, path: str, text: str) -> None:
         self.check_host(host)

@@ -63,6 +63,15 @@ def _write_local(path: str, text: str) -> None:
         fh.write(text)
 
 
+def read_local_text(target: str, host: str, path: str) -> str:
+    """Read a file of this machine for ``target`` (``'local'``, ``'dry-run'``); errors name the target."""
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError as exc:
+        raise local_os_error(target, "read", host, path, exc) from None
+
+
 def local_os_error(target: str, action: str, host: str, path: str, exc: OSError) -> TargetError:
     hint = {errno.EINVAL: " (the kernel rejected the value; check the knob's valid range)",
             errno.ENOENT: " (no such file on this kernel)",
@@ -94,11 +103,7 @@ class LocalTarget(ServiceCommandsMixin, Target):
 
     def read_text(self, host: str, path: str) -> str:
         self.check_host(host)
-        try:
-            with open(path) as fh:
-                return fh.read()
-        except OSError as exc:
-            raise local_os_error("local", "read", host, path, exc) from None
+        return read_local_text("local", host, path)
 
     def write_text(self, host: str, path: str, text: str) -> None:
         self.check_host(host)
