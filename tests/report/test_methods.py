@@ -57,3 +57,15 @@ def test_formatting_helpers() -> None:
     assert methods.fmt_ci(-99.04, -98.96) == "[95 % CI -99.04 % to -98.96 %]"
     assert methods.fmt_p(0.0004) == "p_adj < 0.001"
     assert methods.fmt_pct(float("nan")) == "n/a"
+
+
+def test_methods_report_the_foreign_cpu_load(screened: tuple) -> None:
+    """Other processes are the main noise source in the lab: the methods say how busy the machine was."""
+    import pandas as pd
+
+    study, inputs, result = screened
+    cpu_s = study.tidy["screen"]["foreign_cpu_s"].dropna()
+    text = methods.methods_markdown(study, inputs, result)
+    assert f"a median of {cpu_s.median():.2g} CPU-seconds" in text
+    busy = methods.foreign_load(pd.DataFrame({"foreign_cpu_s": [0.1, 4.0, None]}), n_cpus=2, trial_s=8)
+    assert busy.round(4).tolist() == [0.0063, 0.25]

@@ -260,6 +260,33 @@ def _planned_runs(study: Study) -> int | None:
         return None
 
 
+#: other processes using more than this share of the machine during a trial make it noisy
+FOREIGN_LOAD_WARN = 0.10
+
+
+def foreign_load(tidy: pd.DataFrame, n_cpus: int, trial_s: float) -> pd.Series:
+    """Share of the machine (0..1) that processes other than the trial's used during each trial,
+    from the runner's per-trial ``foreign_cpu_s``."""
+    if "foreign_cpu_s" not in tidy.columns or not trial_s > 0:
+        return pd.Series(dtype=float)
+    return tidy["foreign_cpu_s"].dropna().astype(float) / (max(int(n_cpus), 1) * trial_s)
+
+
+def _foreign_load_text(study: Study, host: Mapping[str, Any], trial_s: float) -> str:
+    share = foreign_load(study.tidy.get("screen", pd.DataFrame()), host.get("nproc") or 1, trial_s)
+    if share.empty:
+        return ""
+    busy = int((share > FOREIGN_LOAD_WARN).sum())
+    cpu_s = study.tidy["screen"]["foreign_cpu_s"].dropna()
+    text = (f"Other processes used a median of {cpu_s.median():.2g} CPU-seconds during a {trial_s:g} s trial on "
+            f"{host.get('nproc') or 1} CPU(s) (largest {cpu_s.max():.2g})")
+    if busy:
+        text += (f"; in {busy} of {len(share)} trials more than {100 * FOREIGN_LOAD_WARN:.0f} %, the main source "
+                 "of noise and drift in lab measurements (see the drift plot): rerun on a quiet machine for "
+                 "tighter intervals")
+    return text + ". "
+
+
 def methods_markdown(study: Study, inputs: ScreenInputs, result: Any, n_boot: int | None = None) -> str:
     """The methods section (Markdown): design, runs, load, tests chosen and why, multiplicity
     correction, effect sizes and equivalence, software versions, kernel and CPU."""
@@ -322,6 +349,7 @@ def methods_markdown(study: Study, inputs: ScreenInputs, result: Any, n_boot: in
         "TOST); otherwise the result is *inconclusive*.",
         "",
         "**Machine.** "
+        + _foreign_load_text(study, host, design.warmup_s + design.measure_s)
         + (f"Linux kernel {host.get('kernel', '?')} on {host.get('machine', '?')}, CPU {host.get('cpu_model', '?')} "
            f"({host.get('nproc', '?')} CPUs)" if host else "no target description recorded")
         + (f"; tools: {tools}" if tools else "") + ".",
