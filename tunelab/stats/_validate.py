@@ -5,7 +5,9 @@ early with a :class:`~tunelab.errors.DataError` that names the column, the value
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -103,7 +105,11 @@ def sorted_levels(values: pd.Series | Sequence[Hashable]) -> list[Any]:
 
     Mixed types are ordered by type name first, so the order is always deterministic.
     """
-    unique = list(dict.fromkeys(values.tolist() if isinstance(values, pd.Series) else list(values)))
+    fast = _fast_kind(values)
+    if fast:
+        unique = pd.unique(values.to_numpy()).tolist()
+    else:
+        unique = list(dict.fromkeys(values.tolist() if isinstance(values, pd.Series) else list(values)))
     try:
         return sorted(unique)
     except TypeError:
@@ -111,6 +117,16 @@ def sorted_levels(values: pd.Series | Sequence[Hashable]) -> list[Any]:
             return sorted(unique, key=_sort_key)
         except TypeError:
             return sorted(unique, key=repr)
+
+
+def _fast_kind(values: Any) -> bool:
+    """True for a Series of integers, booleans or NaN-free floats: numpy paths give the same levels
+    and codes as the Python-object paths (which also handle tuples, strings and mixed types)."""
+    if not isinstance(values, pd.Series) or not isinstance(values.dtype, np.dtype):
+        return False
+    if values.dtype.kind in "iub":
+        return True
+    return values.dtype.kind == "f" and not np.isnan(values.to_numpy()).any()
 
 
 def _level_counts(values: pd.Series) -> pd.Series:
@@ -125,20 +141,53 @@ def encode(values: pd.Series, levels: list[Any]) -> np.ndarray:
     Library calls get these codes instead of the raw levels, which may be tuples (triplet
     knobs), booleans or strings with characters a formula cannot hold.
     """
+    if _fast_kind(values) and levels:
+        codes = _encode_numeric(values.to_numpy(), levels)
+        if codes is not None:
+            return codes
     index = {level: i for i, level in enumerate(levels)}
     return np.fromiter((index[v] for v in values.tolist()), dtype=np.int64, count=len(values))
 
 
+def _encode_numeric(array: np.ndarray, levels: list[Any]) -> np.ndarray | None:
+    """Codes by binary search when every level is a plain number; None if any value is not a level."""
+    if not all(isinstance(level, (int, float, np.integer, np.floating)) for level in levels):
+        return None
+    table = np.asarray(levels, dtype=np.float64 if array.dtype.kind == "f" else None)
+    if table.dtype.kind not in "iubf":
+        return None
+    order = np.argsort(table, kind="stable")
+    position = np.clip(np.searchsorted(table[order], array), 0, len(levels) - 1)
+    codes = order[position].astype(np.int64)
+    if not np.array_equal(table[codes], array):
+        return None
+    return codes
+
+
 def grouped(data: pd.DataFrame, dv: str, between: str) -> tuple[list[Any], list[np.ndarray]]:
     """Sorted levels of ``between`` and the ``dv`` values of each, as float arrays."""
-    levels = sorted_levels(data[between])
-    codes = encode(data[between], levels)
-    y = data[dv].to_numpy(dtype=np.float64)
-    return levels, [y[codes == i] for i in range(len(levels))]
+    groups = Groups.of(data, dv, between)
+    return groups.levels, groups.samples
 
 
-def coded_frame(data: pd.DataFrame, dv: str, between: str) -> tuple[list[Any], pd.DataFrame]:
-    """Levels and a two-column frame ``[g, y]`` with integer group codes, ready for library calls."""
-    levels = sorted_levels(data[between])
-    frame = pd.DataFrame({"g": encode(data[between], levels), "y": data[dv].to_numpy(dtype=np.float64)})
-    return levels, frame
+@dataclass(frozen=True, eq=False)
+class Groups:
+    """One grouping of a checked frame: sorted ``levels``, the ``codes`` and ``y`` of every row (in
+    row order) and the ``samples`` (``y`` of each level). Lets several tests share one pass."""
+
+    levels: list[Any]
+    codes: np.ndarray
+    y: np.ndarray
+    samples: list[np.ndarray]
+
+    @functools.cached_property
+    def frame(self) -> pd.DataFrame:
+        """Two columns ``[g, y]`` (integer codes, values), the shape library calls get."""
+        return pd.DataFrame({"g": self.codes, "y": self.y})
+
+    @classmethod
+    def of(cls, data: pd.DataFrame, dv: str, between: str) -> "Groups":
+        levels = sorted_levels(data[between])
+        codes = encode(data[between], levels)
+        y = data[dv].to_numpy(dtype=np.float64)
+        return cls(levels, codes, y, [y[codes == i] for i in range(len(levels))])

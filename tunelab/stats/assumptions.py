@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats as ss
 
 from tunelab.errors import DataError
-from tunelab.stats._validate import check_input, grouped
+from tunelab.stats._validate import Groups, check_input, grouped
 
 
 def normality(data: pd.DataFrame, dv: str, between: str, standardize: bool = False) -> pd.DataFrame:
@@ -41,23 +42,30 @@ def normality(data: pd.DataFrame, dv: str, between: str, standardize: bool = Fal
     ['test', 'statistic', 'p', 'n']
     """
     clean = check_input(data, dv, between)
-    by_group = clean.groupby(between, sort=False)[dv]
-    residuals = clean[dv] - by_group.transform("mean")
+    return pd.DataFrame([_normality_row(Groups.of(clean, dv, between), dv, standardize)])
+
+
+def _normality_row(groups: Groups, dv: str, standardize: bool = False) -> dict[str, Any]:
+    """:func:`normality`'s row on already grouped values (residuals kept in row order)."""
+    means = np.array([np.mean(y) for y in groups.samples])
+    residuals = groups.y - means[groups.codes]
     if standardize:
-        spread = by_group.transform("std")
-        residuals = (residuals / spread.where(spread > 0)).fillna(0.0)
+        with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # a one-value group has no SD: residual 0
+            spread = np.array([np.std(y, ddof=1) for y in groups.samples])[groups.codes]
+            residuals = np.where(spread > 0, residuals / spread, 0.0)
     n = len(residuals)
     if n < 3:
         raise DataError(f"Shapiro–Wilk needs at least 3 observations of {dv!r}, got {n}; add replicates")
-    if np.allclose(residuals.to_numpy(), 0.0):
+    if np.allclose(residuals, 0.0):
         statistic, p = np.nan, np.nan
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # scipy warns for n > 5000 (p approximate)
-            result = ss.shapiro(residuals.to_numpy())
+            result = ss.shapiro(residuals)
         statistic, p = float(result.statistic), float(result.pvalue)
     test = "shapiro_wilk_standardized" if standardize else "shapiro_wilk"
-    return pd.DataFrame({"test": [test], "statistic": [statistic], "p": [p], "n": [n]})
+    return {"test": test, "statistic": statistic, "p": p, "n": n}
 
 
 def sd_ratio(data: pd.DataFrame, dv: str, between: str) -> float:
@@ -70,7 +78,12 @@ def sd_ratio(data: pd.DataFrame, dv: str, between: str) -> float:
     >>> sd_ratio(df, "y", "k")
     2.0
     """
-    sds = group_summary(data, dv, between)["sd"]
+    clean = check_input(data, dv, between)
+    return _sd_ratio(grouped(clean, dv, between)[1])
+
+
+def _sd_ratio(samples: list[np.ndarray]) -> float:
+    sds = np.array([np.std(y, ddof=1) for y in samples])
     if (sds == 0).all():
         return float("nan")
     return float(sds.max() / sds.min()) if sds.min() > 0 else float("inf")
@@ -89,8 +102,13 @@ def homoscedasticity(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
         ``statistic`` and ``p`` are NaN when every group is constant.
     """
     clean = check_input(data, dv, between)
-    _, samples = grouped(clean, dv, between)
-    k, n = len(samples), len(clean)
+    return pd.DataFrame(_homoscedasticity_rows(grouped(clean, dv, between)[1]),
+                        columns=["test", "statistic", "df1", "df2", "p"])
+
+
+def _homoscedasticity_rows(samples: list[np.ndarray]) -> list[dict[str, Any]]:
+    """:func:`homoscedasticity`'s rows on already grouped values."""
+    k, n = len(samples), sum(len(y) for y in samples)
     rows = []
     for name, center in (("levene", "mean"), ("brown_forsythe", "median")):
         with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
@@ -98,7 +116,7 @@ def homoscedasticity(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
             result = ss.levene(*samples, center=center)
         rows.append({"test": name, "statistic": float(result.statistic), "df1": k - 1, "df2": n - k,
                      "p": float(result.pvalue)})
-    return pd.DataFrame(rows, columns=["test", "statistic", "df1", "df2", "p"])
+    return rows
 
 
 def group_summary(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pingouin as pg
-from scipy import stats as ss
 
 from tunelab.errors import DataError
 from tunelab.stats._validate import check_input, grouped
@@ -57,6 +56,39 @@ def _pct_statistic(x: np.ndarray, base: np.ndarray, axis: int = -1) -> np.ndarra
     return 100.0 * (np.mean(x, axis=axis) / np.mean(base, axis=axis) - 1.0)
 
 
+#: a bootstrap batch holds at most this many resampled values (16 MB of indices)
+_BATCH_VALUES = 2_000_000
+
+
+def _bootstrap_means(y: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Means of ``n_boot`` resamples of ``y`` (with replacement, same size), in batches.
+
+    Each resample draws ``len(y)`` indices uniformly with ``rng.integers`` (as
+    ``scipy.stats.bootstrap`` does), so resample ``b`` is ``y[idx[b]]`` and its statistic
+    the plain mean.
+    """
+    n = len(y)
+    out = np.empty(n_boot)
+    batch = max(1, _BATCH_VALUES // n)
+    for start in range(0, n_boot, batch):
+        stop = min(n_boot, start + batch)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = y[idx].mean(axis=1)
+    return out
+
+
+def _check_boot(n_boot: int, ci: float) -> None:
+    if not 0 < ci < 1:
+        raise DataError(f"ci must be between 0 and 1, got {ci!r}; 0.95 is the usual choice")
+    if int(n_boot) < 100:
+        raise DataError(f"n_boot must be at least 100 for a percentile interval, got {n_boot!r}")
+
+
+def _streams(seed: int, count: int) -> list[np.random.Generator]:
+    """``count`` independent generators: the children of ``SeedSequence(seed)``."""
+    return [np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(count)]
+
+
 def pct_change(
     data: pd.DataFrame,
     dv: str,
@@ -69,8 +101,14 @@ def pct_change(
     """Percent change of each level's mean against the baseline level's mean, with bootstrap CI.
 
     ``pct_change = 100 (mean(level) / mean(baseline) - 1)``. The interval is a percentile
-    bootstrap (``scipy.stats.bootstrap``, ``method='percentile'``) that resamples each group
-    independently (within groups), ``n_boot`` times, seeded by ``seed``.
+    bootstrap that resamples each group independently (within groups), ``n_boot`` times: the
+    ``(1 - ci)/2`` and ``(1 + ci)/2`` quantiles (linear interpolation) of
+    ``100 (mean(level*) / mean(baseline*) - 1)`` over the resamples, the same estimator as
+    ``scipy.stats.bootstrap(method='percentile')`` with two samples. The resampled means are
+    drawn with numpy directly (see docs/stats-notes.md, "Bootstrap speed"): the baseline's
+    ``n_boot`` resamples come from child 0 of ``SeedSequence(seed)`` and are shared by every
+    level (each level's CI is still a two-sample percentile bootstrap), the i-th non-baseline
+    level (sorted order) uses child i.
 
     Returns
     -------
@@ -83,29 +121,44 @@ def pct_change(
     DataError
         Unknown baseline level, a baseline mean of zero, or bad ``n_boot``/``ci``.
     """
-    if not 0 < ci < 1:
-        raise DataError(f"ci must be between 0 and 1, got {ci!r}; 0.95 is the usual choice")
-    if int(n_boot) < 100:
-        raise DataError(f"n_boot must be at least 100 for a percentile interval, got {n_boot!r}")
+    _check_boot(n_boot, ci)
     clean = check_input(data, dv, between)
     levels, samples = grouped(clean, dv, between)
+    return _pct_change_table(levels, samples, between, dv, baseline, n_boot, seed, ci)
+
+
+def _pct_change_table(levels: list[Any], samples: list[np.ndarray], between: str, dv: str, baseline: Any,
+                      n_boot: int, seed: int, ci: float, cache: dict | None = None) -> pd.DataFrame:
+    """:func:`pct_change` on grouped values. ``cache`` (a dict the caller keeps) reuses the
+    baseline's resampled means when the same baseline values, ``n_boot`` and ``seed`` come again,
+    as in a one-at-a-time screen where every knob shares the baseline runs."""
+    _check_boot(n_boot, ci)
+    n_boot = int(n_boot)
     base = _sample(levels, samples, between, baseline, "baseline")
     base_mean = float(np.mean(base))
     if base_mean == 0:
         raise DataError(f"the baseline {between}={baseline!r} has mean 0 for {dv!r}, so a percent change is "
                         "undefined; report absolute differences (tukey_hsd estimate) instead")
+    others = [(level, y) for level, y in zip(levels, samples) if y is not base]
+    streams = _streams(seed, len(others) + 1)
+    base_means = None
+    quantiles = [(1 - ci) / 2, (1 + ci) / 2]
     rows = []
-    rng = np.random.default_rng(seed)
-    for level, y in zip(levels, samples):
-        if y is base:
-            continue
+    for (level, y), rng in zip(others, streams[1:]):
+        point = float(_pct_statistic(y, base))
         if np.ptp(y) == 0 and np.ptp(base) == 0:
-            low = high = float(_pct_statistic(y, base))
+            low = high = point
         else:
-            result = ss.bootstrap((y, base), _pct_statistic, n_resamples=int(n_boot), method="percentile",
-                                  confidence_level=ci, vectorized=True, rng=rng)
-            low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+            if base_means is None:
+                key = (base.tobytes(), n_boot, seed)
+                base_means = cache.get(key) if cache is not None else None
+                if base_means is None:
+                    base_means = _bootstrap_means(base, n_boot, streams[0])
+                    if cache is not None:
+                        cache[key] = base_means
+            level_means = _bootstrap_means(y, n_boot, rng)
+            low, high = (float(v) for v in np.quantile(100.0 * (level_means / base_means - 1.0), quantiles))
         rows.append({"level": level, "baseline": baseline, "mean": float(np.mean(y)), "baseline_mean": base_mean,
-                     "pct_change": float(_pct_statistic(y, base)), "ci_low": low, "ci_high": high})
+                     "pct_change": point, "ci_low": low, "ci_high": high})
     return pd.DataFrame(rows, columns=["level", "baseline", "mean", "baseline_mean", "pct_change",
                                        "ci_low", "ci_high"])

@@ -42,14 +42,25 @@ def tost(
     >>> bool(tost(df, "y", "k", "b", "a", sesoi_pct=5)["equivalent"].iloc[0])
     True
     """
-    if not sesoi_pct > 0:
-        raise DataError(f"sesoi_pct must be a positive percentage, got {sesoi_pct!r}; e.g. 5 for ±5 %")
-    if not 0 < alpha < 1:
-        raise DataError(f"alpha must be between 0 and 1, got {alpha!r}")
+    _check_tost(sesoi_pct, alpha)
     clean = check_input(data, dv, between)
     levels, samples = grouped(clean, dv, between)
     x = _sample(levels, samples, between, level, "level")
     base = _sample(levels, samples, between, baseline, "baseline")
+    return pd.DataFrame([_tost_row(x, base, level, baseline, sesoi_pct, alpha, between, dv)])
+
+
+def _check_tost(sesoi_pct: float, alpha: float) -> None:
+    if not sesoi_pct > 0:
+        raise DataError(f"sesoi_pct must be a positive percentage, got {sesoi_pct!r}; e.g. 5 for ±5 %")
+    if not 0 < alpha < 1:
+        raise DataError(f"alpha must be between 0 and 1, got {alpha!r}")
+
+
+def _tost_row(x: np.ndarray, base: np.ndarray, level: Any, baseline: Any, sesoi_pct: float, alpha: float,
+              between: str, dv: str) -> dict[str, Any]:
+    """:func:`tost`'s row on the two groups' values."""
+    _check_tost(sesoi_pct, alpha)
     base_mean = float(np.mean(base))
     if base_mean == 0:
         raise DataError(f"the baseline {between}={baseline!r} has mean 0 for {dv!r}; a percentage SESOI is "
@@ -64,9 +75,6 @@ def tost(
             _, lower, upper = ttost_ind(x, base, -margin, margin, usevar="unequal")
         p_lower, p_upper = float(lower[1]), float(upper[1])
     p = max(p_lower, p_upper)
-    return pd.DataFrame({
-        "level": [level], "baseline": [baseline],
-        "pct_change": [100.0 * (float(np.mean(x)) / base_mean - 1.0)],
-        "lower_bound": [-margin], "upper_bound": [margin],
-        "p_lower": [p_lower], "p_upper": [p_upper], "p": [p], "equivalent": [bool(p < alpha)],
-    })
+    return {"level": level, "baseline": baseline, "pct_change": 100.0 * (float(np.mean(x)) / base_mean - 1.0),
+            "lower_bound": -margin, "upper_bound": margin, "p_lower": p_lower, "p_upper": p_upper, "p": p,
+            "equivalent": bool(p < alpha)}

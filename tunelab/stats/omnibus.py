@@ -17,11 +17,11 @@ import statsmodels.formula.api as smf
 from scipy import stats as ss
 
 from tunelab.errors import DataError
-from tunelab.stats._validate import check_input, coded_frame, encode, grouped, sorted_levels
+from tunelab.stats._validate import Groups, check_input, encode, grouped, sorted_levels
 
 
 def anova_oneway(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
-    """Classic one-way ANOVA (equal variances), via statsmodels ``ols`` + ``anova_lm``.
+    """Classic one-way ANOVA (equal variances): F and p from ``scipy.stats.f_oneway``.
 
     Returns
     -------
@@ -29,6 +29,13 @@ def anova_oneway(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
         Rows ``between`` and ``'Residual'``; columns ``[source, ss, df, ms, F, p, eta2, omega2]``.
         ``eta2 = SS_between / SS_total``; ``omega2 = (SS_between - df_between MS_within) /
         (SS_total + MS_within)``. F, p, eta2 and omega2 are NaN on the Residual row.
+
+    Notes
+    -----
+    The sums of squares come from the group means (``SS_between = Σ n_i (mean_i - mean)^2``,
+    ``SS_within = Σ (y - mean_i)^2``). This used statsmodels ``anova_lm(ols("y ~ C(g)"))``, whose
+    formula interface costs ~12-25 ms per call (0.4-0.8 s of a 30-knob screen); the numbers are
+    the same (a test compares them; docs/stats-notes.md, "Screen speed").
 
     Examples
     --------
@@ -38,25 +45,37 @@ def anova_oneway(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
     21.0
     """
     clean = check_input(data, dv, between)
-    _, frame = coded_frame(clean, dv, between)
-    table = sm.stats.anova_lm(smf.ols("y ~ C(g)", data=frame).fit(), typ=1)
-    ss_b, ss_w = float(table["sum_sq"].iloc[0]), float(table["sum_sq"].iloc[1])
-    df_b, df_w = float(table["df"].iloc[0]), float(table["df"].iloc[1])
-    ms_w = ss_w / df_w
-    ss_t = ss_b + ss_w
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eta2 = ss_b / ss_t
-        omega2 = (ss_b - df_b * ms_w) / (ss_t + ms_w)
+    v = _anova_values(grouped(clean, dv, between)[1])
     return pd.DataFrame({
         "source": [between, "Residual"],
-        "ss": [ss_b, ss_w],
-        "df": [df_b, df_w],
-        "ms": [ss_b / df_b, ms_w],
-        "F": [float(table["F"].iloc[0]), np.nan],
-        "p": [float(table["PR(>F)"].iloc[0]), np.nan],
-        "eta2": [eta2, np.nan],
-        "omega2": [omega2, np.nan],
+        "ss": [v["ss_b"], v["ss_w"]],
+        "df": [v["df_b"], v["df_w"]],
+        "ms": [v["ms_b"], v["ms_w"]],
+        "F": [v["F"], np.nan],
+        "p": [v["p"], np.nan],
+        "eta2": [v["eta2"], np.nan],
+        "omega2": [v["omega2"], np.nan],
     })
+
+
+def _anova_values(samples: list[np.ndarray]) -> dict[str, float]:
+    """:func:`anova_oneway`'s numbers on already grouped values."""
+    counts = np.array([len(y) for y in samples], dtype=float)
+    means = np.array([np.mean(y) for y in samples])
+    grand = float(np.mean(np.concatenate(samples)))
+    ss_b = np.float64(np.sum(counts * (means - grand) ** 2))
+    ss_w = np.float64(sum(np.sum((y - m) ** 2) for y, m in zip(samples, means)))
+    df_b, df_w = float(len(samples) - 1), float(counts.sum() - len(samples))
+    ss_t = ss_b + ss_w
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # constant groups: scipy warns and returns inf or NaN
+        result = ss.f_oneway(*samples)
+        ms_b, ms_w = ss_b / df_b, ss_w / df_w
+        eta2 = ss_b / ss_t
+        omega2 = (ss_b - df_b * ms_w) / (ss_t + ms_w)
+    return {"ss_b": float(ss_b), "ss_w": float(ss_w), "df_b": df_b, "df_w": df_w, "ms_b": float(ms_b),
+            "ms_w": float(ms_w), "F": float(result.statistic), "p": float(result.pvalue), "eta2": float(eta2),
+            "omega2": float(omega2)}
 
 
 def welch_anova(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
@@ -70,16 +89,15 @@ def welch_anova(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
         One row, columns ``[source, F, df1, df2, p]``; ``df2`` is Welch's fractional df.
     """
     clean = check_input(data, dv, between)
-    _, frame = coded_frame(clean, dv, between)
+    return pd.DataFrame([{"source": between, **_welch_values(Groups.of(clean, dv, between))}])
+
+
+def _welch_values(groups: Groups) -> dict[str, float]:
+    """:func:`welch_anova`'s numbers ``{F, df1, df2, p}`` on already grouped values."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        table = pg.welch_anova(data=frame, dv="y", between="g")
-    return pd.DataFrame({
-        "source": [between],
-        "F": [float(table["F"].iloc[0])],
-        "df1": [float(table["ddof1"].iloc[0])],
-        "df2": [float(table["ddof2"].iloc[0])],
-        "p": [float(table["p_unc"].iloc[0])],
-    })
+        table = pg.welch_anova(data=groups.frame, dv="y", between="g")
+    return {"F": float(table["F"].iloc[0]), "df1": float(table["ddof1"].iloc[0]),
+            "df2": float(table["ddof2"].iloc[0]), "p": float(table["p_unc"].iloc[0])}
 
 
 def kruskal(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
@@ -93,15 +111,18 @@ def kruskal(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
         ``rcompanion::epsilonSquared``). H and p are NaN if all values are equal.
     """
     clean = check_input(data, dv, between)
-    _, samples = grouped(clean, dv, between)
-    n = len(clean)
-    if np.ptp(clean[dv].to_numpy()) == 0:
+    return pd.DataFrame([{"source": between, **_kruskal_values(grouped(clean, dv, between)[1])}])
+
+
+def _kruskal_values(samples: list[np.ndarray]) -> dict[str, float]:
+    """:func:`kruskal`'s numbers ``{H, df, p, epsilon2}`` on already grouped values."""
+    n = sum(len(y) for y in samples)
+    if max(np.max(y) for y in samples) == min(np.min(y) for y in samples):
         h, p = np.nan, np.nan
     else:
         result = ss.kruskal(*samples)
         h, p = float(result.statistic), float(result.pvalue)
-    return pd.DataFrame({"source": [between], "H": [h], "df": [len(samples) - 1], "p": [p],
-                         "epsilon2": [h / (n - 1)]})
+    return {"H": h, "df": len(samples) - 1, "p": p, "epsilon2": h / (n - 1)}
 
 
 def _term_formula(names: Sequence[str], contrast: str) -> str:

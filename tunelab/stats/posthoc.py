@@ -12,13 +12,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pingouin as pg
 import scikit_posthocs as sp
 from scipy import stats as ss
-from statsmodels.stats.multicomp import pairwise_tukeyhsd
 
 from tunelab.errors import DataError
-from tunelab.stats._validate import check_input, coded_frame, grouped
+from tunelab.stats import _studentized_range as srange
+from tunelab.stats._validate import Groups, check_input, grouped
 from tunelab.stats.multiplicity import adjust
 
 POSTHOC_COLUMNS = ["group1", "group2", "estimate", "ci_low", "ci_high", "statistic", "p", "p_adj"]
@@ -30,10 +29,11 @@ def _check_alpha(alpha: float) -> None:
 
 
 def tukey_hsd(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05) -> pd.DataFrame:
-    """Tukey's honestly significant difference test (statsmodels ``pairwise_tukeyhsd``).
+    """Tukey's honestly significant difference test (Tukey–Kramer for unequal group sizes).
 
-    Equal to R ``TukeyHSD(aov(dv ~ between), conf.level = 1 - alpha)`` (Tukey–Kramer for
-    unequal group sizes).
+    Equal to R ``TukeyHSD(aov(dv ~ between), conf.level = 1 - alpha)`` and to statsmodels
+    ``pairwise_tukeyhsd``, whose arithmetic it repeats with a faster studentized-range
+    distribution (see :func:`_tukey_table` and docs/stats-notes.md, "Studentized range speed").
 
     Returns
     -------
@@ -53,36 +53,54 @@ def tukey_hsd(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05) ->
     """
     _check_alpha(alpha)
     clean = check_input(data, dv, between)
-    levels, frame = coded_frame(clean, dv, between)
-    result = pairwise_tukeyhsd(frame["y"].to_numpy(), frame["g"].to_numpy(), alpha=alpha)
-    k, n = len(levels), len(frame)
-    counts = np.bincount(frame["g"].to_numpy(), minlength=k)
+    levels, samples = grouped(clean, dv, between)
+    return _tukey_table(levels, samples, alpha)
+
+
+def _tukey_table(levels: list[Any], samples: list[np.ndarray], alpha: float) -> pd.DataFrame:
+    """Tukey HSD from the groups' values: statsmodels ``MultiComparison.tukeyhsd`` arithmetic.
+
+    statsmodels computes ``MS_within`` (``np.var`` of the group-demeaned values with ``ddof = k``),
+    ``std_pairs = sqrt(MS_within (1/n_i + 1/n_j) / 2)``, the range statistic
+    ``|mean_j - mean_i| / std_pairs`` with p ``studentized_range.sf(., k, N - k)``, and the interval
+    ``estimate ± studentized_range.ppf(1 - alpha, k, N - k) · std_pairs``. The same here, except that
+    the studentized range comes from :mod:`tunelab.stats._studentized_range` (scipy's takes ~0.1 s
+    per quantile; the two agree to 1e-10, see the module). A test compares this function with
+    ``pairwise_tukeyhsd``.
+    """
+    k = len(levels)
+    counts = np.array([len(y) for y in samples], dtype=float)
+    means = np.array([np.mean(y) for y in samples])
+    n = int(counts.sum())
+    demeaned = np.concatenate([y - m for y, m in zip(samples, means)])
+    ms_within = float(np.var(demeaned, ddof=k))
     i1, i2 = np.triu_indices(k, 1)
-    ms_within = float(result.variance)
+    estimate = means[i2] - means[i1]
     se = np.sqrt(ms_within * (1.0 / counts[i1] + 1.0 / counts[i2]))
-    estimate = np.asarray(result.meandiffs, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = estimate / se
-    confint = np.asarray(result.confint, dtype=float)
+        q = np.abs(estimate) / (se / np.sqrt(2))
+    q_crit = float(srange.ppf(1 - alpha, k, n - k))
+    half_width = q_crit * (se / np.sqrt(2))
     return pd.DataFrame({
         "group1": [levels[i] for i in i1],
         "group2": [levels[i] for i in i2],
         "estimate": estimate,
-        "ci_low": confint[:, 0],
-        "ci_high": confint[:, 1],
+        "ci_low": estimate - half_width,
+        "ci_high": estimate + half_width,
         "statistic": t,
         "p": 2 * ss.t.sf(np.abs(t), n - k),
-        "p_adj": np.clip(np.asarray(result.pvalues, dtype=float), 0.0, 1.0),
+        "p_adj": np.clip(np.atleast_1d(srange.sf(q, k, n - k)), 0.0, 1.0),
     }, columns=POSTHOC_COLUMNS)
 
 
 def games_howell(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05) -> pd.DataFrame:
-    """Games–Howell test for unequal variances (pingouin ``pairwise_gameshowell``).
+    """Games–Howell test for unequal variances (pingouin ``pairwise_gameshowell`` arithmetic).
 
     ``p_adj`` is the studentized-range p ``P(Q > sqrt(2)|t|; k, df)`` with the Welch–Satterthwaite
     df of each pair, as in R ``rstatix::games_howell_test`` and ``PMCMRplus::gamesHowellTest``.
-    The interval is ``estimate ± q(1 - alpha; k, df) / sqrt(2) · se`` (rstatix), computed with
-    ``scipy.stats.studentized_range`` since pingouin reports no interval.
+    The interval is ``estimate ± q(1 - alpha; k, df) / sqrt(2) · se`` (rstatix); pingouin reports
+    no interval. See :func:`_games_howell_table` for why pingouin itself is not called.
 
     Returns
     -------
@@ -93,29 +111,43 @@ def games_howell(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05)
     """
     _check_alpha(alpha)
     clean = check_input(data, dv, between)
-    levels, frame = coded_frame(clean, dv, between)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        table = pg.pairwise_gameshowell(data=frame, dv="y", between="g")
+    levels, samples = grouped(clean, dv, between)
+    return _games_howell_table(levels, samples, alpha)
+
+
+def _games_howell_table(levels: list[Any], samples: list[np.ndarray], alpha: float) -> pd.DataFrame:
+    """Games–Howell from the groups' values: pingouin ``pairwise_gameshowell`` arithmetic.
+
+    pingouin: ``v = var(ddof=1) / n`` per group, ``se = sqrt(v_i + v_j)``, ``T = diff / se``,
+    Welch df ``(v_i + v_j)^2 / (v_i^2 / (n_i - 1) + v_j^2 / (n_j - 1))`` and p
+    ``studentized_range.sf(sqrt(2) |T|, k, df)`` clipped to [0, 1]. The same here with
+    :mod:`tunelab.stats._studentized_range` (scipy's costs ~8 ms per p and ~0.1 s per quantile);
+    a test compares this function with pingouin.
+    """
     k = len(levels)
-    # pingouin reports A - B with A < B; we report group2 - group1 = B - A.
-    estimate = -table["diff"].to_numpy(dtype=float)
-    t = -table["T"].to_numpy(dtype=float)
-    df = table["df"].to_numpy(dtype=float)
-    se = table["se"].to_numpy(dtype=float)
-    if k == 2:  # q(1 - alpha; 2, df) / sqrt(2) is exactly t(1 - alpha/2, df), and 1000x faster
+    counts = np.array([len(y) for y in samples], dtype=float)
+    means = np.array([np.mean(y) for y in samples])
+    v = np.array([np.var(y, ddof=1) for y in samples]) / counts
+    i1, i2 = np.triu_indices(k, 1)
+    estimate = means[i2] - means[i1]
+    se = np.sqrt(v[i1] + v[i2])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = estimate / se
+        df = (v[i1] + v[i2]) ** 2 / (v[i1] ** 2 / (counts[i1] - 1) + v[i2] ** 2 / (counts[i2] - 1))
+    if k == 2:  # q(1 - alpha; 2, df) / sqrt(2) is exactly t(1 - alpha/2, df)
         critical = ss.t.ppf(1 - alpha / 2, df)
     else:
-        critical = ss.studentized_range.ppf(1 - alpha, k, df) / np.sqrt(2)
+        critical = np.atleast_1d(srange.ppf(1 - alpha, k, df)) / np.sqrt(2)
     half_width = critical * se
     return pd.DataFrame({
-        "group1": [levels[int(a)] for a in table["A"]],
-        "group2": [levels[int(b)] for b in table["B"]],
+        "group1": [levels[i] for i in i1],
+        "group2": [levels[i] for i in i2],
         "estimate": estimate,
         "ci_low": estimate - half_width,
         "ci_high": estimate + half_width,
         "statistic": t,
         "p": 2 * ss.t.sf(np.abs(t), df),
-        "p_adj": table["pval"].to_numpy(dtype=float),
+        "p_adj": np.clip(np.atleast_1d(srange.sf(np.sqrt(2) * np.abs(t), k, df)), 0.0, 1.0),
     }, columns=POSTHOC_COLUMNS)
 
 
@@ -140,10 +172,15 @@ def dunn(data: pd.DataFrame, dv: str, between: str, p_adjust: str = "holm") -> p
         ``ci_low``/``ci_high`` are NaN, ``statistic`` the signed z.
     """
     clean = check_input(data, dv, between)
-    levels, frame = coded_frame(clean, dv, between)
-    ranks = ss.rankdata(frame["y"].to_numpy())
-    mean_ranks = pd.Series(ranks).groupby(frame["g"].to_numpy()).mean().reindex(range(len(levels))).to_numpy()
-    matrix = sp.posthoc_dunn(frame, val_col="y", group_col="g", p_adjust=None)
+    return _dunn_table(Groups.of(clean, dv, between), p_adjust)
+
+
+def _dunn_table(groups: Groups, p_adjust: str) -> pd.DataFrame:
+    """:func:`dunn` on already grouped values."""
+    levels = groups.levels
+    ranks = ss.rankdata(groups.y)
+    mean_ranks = pd.Series(ranks).groupby(groups.codes).mean().reindex(range(len(levels))).to_numpy()
+    matrix = sp.posthoc_dunn(groups.frame, val_col="y", group_col="g", p_adjust=None)
     i1, i2 = np.triu_indices(len(levels), 1)
     p = np.array([float(matrix.loc[a, b]) for a, b in zip(i1, i2)])
     estimate = mean_ranks[i2] - mean_ranks[i1]

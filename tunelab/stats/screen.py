@@ -18,13 +18,13 @@ import numpy as np
 import pandas as pd
 
 from tunelab.errors import DataError
-from tunelab.stats._validate import sorted_levels
-from tunelab.stats.assumptions import homoscedasticity, normality, sd_ratio
-from tunelab.stats.effects import pct_change
-from tunelab.stats.equivalence import tost
+from tunelab.stats._validate import Groups, check_input, sorted_levels
+from tunelab.stats.assumptions import _homoscedasticity_rows, _normality_row, _sd_ratio
+from tunelab.stats.effects import _pct_change_table, _sample
+from tunelab.stats.equivalence import _tost_row
 from tunelab.stats.multiplicity import METHODS, adjust
-from tunelab.stats.omnibus import anova_factorial, anova_oneway, kruskal, welch_anova
-from tunelab.stats.posthoc import POSTHOC_COLUMNS, dunn, games_howell, tukey_hsd
+from tunelab.stats.omnibus import _anova_values, _kruskal_values, _welch_values, anova_factorial
+from tunelab.stats.posthoc import POSTHOC_COLUMNS, _dunn_table, _games_howell_table, _tukey_table
 
 #: Shapiro–Wilk p below this means "clearly non-normal" -> Kruskal–Wallis + Dunn
 NORMALITY_ALPHA = 0.01
@@ -227,50 +227,59 @@ def recommend(shapiro_p: float, brown_forsythe_p: float, sd_ratio: float = float
 
 
 def _analyse(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, alpha: float, correction: str,
-             n_boot: int, seed: int) -> dict[str, Any]:
-    """All tables for one knob × metric on the rows ``sub`` (no NaN in the metric)."""
+             n_boot: int, seed: int, boot_cache: dict | None = None) -> dict[str, Any]:
+    """All tables for one knob × metric on the rows ``sub`` (no NaN in the metric).
+
+    The input is checked and grouped once; every test then runs on the grouped values through
+    the same helpers as the public functions (``normality`` is ``check_input`` + ``Groups.of`` +
+    ``_normality_row``, and so on), so the numbers equal those of the public functions. The
+    tables lack the ``knob`` and ``metric`` columns, which :func:`screen` adds once for all parts.
+    ``boot_cache`` lets knobs that share the baseline runs (OAT) share its bootstrap resamples.
+    """
     name = metric["name"]
-    key = {"knob": knob, "metric": name}
-    norm = pd.concat([normality(sub, name, knob), normality(sub, name, knob, standardize=True)], ignore_index=True)
-    homo = homoscedasticity(sub, name, knob)
-    shapiro_p = float(norm["p"].iloc[1])
-    bf_p = float(homo.loc[homo["test"] == "brown_forsythe", "p"].iloc[0])
-    route, reason = recommend(shapiro_p, bf_p, sd_ratio(sub, name, knob))
+    groups = Groups.of(check_input(sub, name, knob), name, knob)
+    levels, samples = groups.levels, groups.samples
+    norm = [_normality_row(groups, name), _normality_row(groups, name, standardize=True)]
+    homo = _homoscedasticity_rows(samples)
+    shapiro_p = float(norm[1]["p"])
+    bf_p = float(next(row["p"] for row in homo if row["test"] == "brown_forsythe"))
+    route, reason = recommend(shapiro_p, bf_p, _sd_ratio(samples))
 
-    assumptions = pd.concat([
-        norm.assign(df1=np.nan, df2=np.nan),
-        homo.assign(n=len(sub)),
-    ], ignore_index=True).assign(**key)[ASSUMPTION_COLUMNS]
+    assumptions = pd.DataFrame([{**row, "df1": np.nan, "df2": np.nan} for row in norm]
+                               + [{**row, "n": len(sub)} for row in homo], columns=ASSUMPTION_COLUMNS[2:])
 
-    aov, wel, kw = anova_oneway(sub, name, knob), welch_anova(sub, name, knob), kruskal(sub, name, knob)
+    aov, wel, kw = _anova_values(samples), _welch_values(groups), _kruskal_values(samples)
     omnibus = pd.DataFrame([
-        {"test": "anova", "source": knob, "statistic": aov["F"].iloc[0], "df1": aov["df"].iloc[0],
-         "df2": aov["df"].iloc[1], "p": aov["p"].iloc[0], "effect_size": aov["eta2"].iloc[0],
-         "effect_size_name": "eta2", "recommended": route == "anova+tukey"},
-        {"test": "welch_anova", "source": knob, "statistic": wel["F"].iloc[0], "df1": wel["df1"].iloc[0],
-         "df2": wel["df2"].iloc[0], "p": wel["p"].iloc[0], "effect_size": np.nan, "effect_size_name": None,
-         "recommended": route == "welch+games_howell"},
-        {"test": "kruskal", "source": knob, "statistic": kw["H"].iloc[0], "df1": kw["df"].iloc[0], "df2": np.nan,
-         "p": kw["p"].iloc[0], "effect_size": kw["epsilon2"].iloc[0], "effect_size_name": "epsilon2",
-         "recommended": route == "kruskal+dunn"},
-    ]).assign(reason=reason, **key)[OMNIBUS_COLUMNS]
+        {"test": "anova", "source": knob, "statistic": aov["F"], "df1": aov["df_b"], "df2": aov["df_w"],
+         "p": aov["p"], "effect_size": aov["eta2"], "effect_size_name": "eta2", "recommended": route == "anova+tukey",
+         "reason": reason},
+        {"test": "welch_anova", "source": knob, "statistic": wel["F"], "df1": wel["df1"], "df2": wel["df2"],
+         "p": wel["p"], "effect_size": np.nan, "effect_size_name": None, "recommended": route == "welch+games_howell",
+         "reason": reason},
+        {"test": "kruskal", "source": knob, "statistic": kw["H"], "df1": kw["df"], "df2": np.nan, "p": kw["p"],
+         "effect_size": kw["epsilon2"], "effect_size_name": "epsilon2", "recommended": route == "kruskal+dunn",
+         "reason": reason},
+    ], columns=OMNIBUS_COLUMNS[2:])
 
     dunn_adjust = correction if correction != "none" else "holm"
-    posthoc = pd.concat([
-        tukey_hsd(sub, name, knob, alpha=alpha).assign(method="tukey_hsd", recommended=route == "anova+tukey"),
-        games_howell(sub, name, knob, alpha=alpha).assign(method="games_howell",
-                                                          recommended=route == "welch+games_howell"),
-        dunn(sub, name, knob, p_adjust=dunn_adjust).assign(method="dunn", recommended=route == "kruskal+dunn"),
-    ], ignore_index=True).assign(**key)[POSTHOC_TABLE_COLUMNS]
+    tables = [_tukey_table(levels, samples, alpha), _games_howell_table(levels, samples, alpha),
+              _dunn_table(groups, dunn_adjust)]
+    posthoc = pd.concat(tables, ignore_index=True)
+    sizes = [len(table) for table in tables]
+    posthoc.insert(0, "method", np.repeat(np.array(["tukey_hsd", "games_howell", "dunn"], dtype=object), sizes))
+    posthoc["recommended"] = np.repeat([route == "anova+tukey", route == "welch+games_howell",
+                                        route == "kruskal+dunn"], sizes)
 
-    effects = pct_change(sub, name, knob, base, n_boot=n_boot, seed=seed).assign(**key)[EFFECT_COLUMNS]
-    equivalence = pd.concat([tost(sub, name, knob, level, base, metric["sesoi_pct"], alpha=alpha)
-                             for level in effects["level"].tolist()], ignore_index=True)
-    equivalence = equivalence.assign(sesoi_pct=metric["sesoi_pct"], **key)[EQUIVALENCE_COLUMNS]
+    effects = _pct_change_table(levels, samples, knob, name, base, n_boot, seed, 0.95, cache=boot_cache)
+    base_values = _sample(levels, samples, knob, base, "baseline")
+    equivalence = pd.DataFrame([
+        {**_tost_row(_sample(levels, samples, knob, level, "level"), base_values, level, base, metric["sesoi_pct"],
+                     alpha, knob, name), "sesoi_pct": metric["sesoi_pct"]}
+        for level in effects["level"].tolist()], columns=EQUIVALENCE_COLUMNS[2:])
 
-    p = float(omnibus.loc[omnibus["recommended"], "p"].iloc[0])
+    p = {"anova+tukey": aov["p"], "welch+games_howell": wel["p"], "kruskal+dunn": kw["p"]}[route]
     return {"assumptions": assumptions, "omnibus": omnibus, "posthoc": posthoc, "effects": effects,
-            "equivalence": equivalence, "route": route, "reason": reason, "p": p, "eta2": float(aov["eta2"].iloc[0])}
+            "equivalence": equivalence, "route": route, "reason": reason, "p": float(p), "eta2": float(aov["eta2"])}
 
 
 def _rows_per_knob(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], kind: str) -> dict[str, np.ndarray]:
@@ -324,13 +333,13 @@ def _untestable_verdict(knob: str, metric: str, problem: str) -> dict[str, Any]:
             "equivalent": False, "verdict": "untestable"}
 
 
-def _effect_level(effects: pd.DataFrame, direction: str, sesoi_pct: float) -> pd.Series:
+def _effect_level(effects: pd.DataFrame, direction: str, sesoi_pct: float) -> dict[str, Any]:
     """The level the verdict reports: the best level if it beats the baseline by the SESOI,
-    otherwise the level that differs most from the baseline (either way)."""
+    otherwise the level that differs most from the baseline (either way). A dict of that row's
+    values (a row Series would turn integer levels into floats when every column is numeric)."""
     gain = effects["pct_change"] if direction == "maximize" else -effects["pct_change"]
-    if (gain >= sesoi_pct).any():
-        return effects.loc[gain.idxmax()]
-    return effects.loc[effects["pct_change"].abs().idxmax()]
+    label = gain.idxmax() if (gain >= sesoi_pct).any() else effects["pct_change"].abs().idxmax()
+    return {column: effects[column].tolist()[effects.index.get_loc(label)] for column in effects.columns}
 
 
 def _verdict(part: dict[str, Any], metric: dict[str, Any], p_adj: float, alpha: float) -> dict[str, Any]:
@@ -463,11 +472,16 @@ def screen(
     notes: list[str] = []
     parts: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     untestable: list[dict[str, Any]] = []
+    boot_cache: dict = {}   # baseline bootstrap resamples, shared by knobs with the same baseline runs
     rows_of, failed_rows_of = _rows_per_knob(data, knobs, baseline, kind), _rows_per_knob(failed, knobs, baseline, kind)
     for knob in knobs:
-        subset, failed_here = data[rows_of[knob]], failed[failed_rows_of[knob]]
+        # only the columns the analysis reads (copying every knob column per knob is slow)
+        subset = data.loc[rows_of[knob], list(dict.fromkeys([knob, *(m["name"] for m in metrics)]))]
+        failed_here = failed[failed_rows_of[knob]]
         for metric in metrics:
-            sub = subset[[knob, metric["name"]]].dropna(subset=[metric["name"]])
+            sub = subset[[knob, metric["name"]]]
+            if sub[metric["name"]].isna().any():
+                sub = sub.dropna(subset=[metric["name"]])
             if len(sub) < len(subset):
                 notes.append(f"{knob} × {metric['name']}: {len(subset) - len(sub)} run(s) without a value left out")
             sub, problem = _testable_levels(sub, knob, baseline[knob], failed_here, notes, metric["name"])
@@ -476,7 +490,7 @@ def screen(
                 notes.append(f"{knob} × {metric['name']} not tested: {problem}")
                 continue
             try:
-                part = _analyse(sub, knob, metric, baseline[knob], alpha, correction, n_boot, seed)
+                part = _analyse(sub, knob, metric, baseline[knob], alpha, correction, n_boot, seed, boot_cache)
             except DataError as exc:
                 raise DataError(f"knob {knob!r}, metric {metric['name']!r}: {exc}") from exc
             parts.append((knob, metric, part))
@@ -487,8 +501,15 @@ def screen(
          for (knob, metric, part), q in zip(parts, p_adj)] + untestable, columns=VERDICT_COLUMNS)
 
     def gather(name: str, columns: list[str], extra: list[pd.DataFrame] | None = None) -> pd.DataFrame:
-        frames = [part[name] for _, _, part in parts] + (extra or [])
-        frames = [f for f in frames if len(f)]
+        frames = [part[name] for _, _, part in parts if len(part[name])]
+        if frames:   # one concat, then the knob and metric of every part's rows in one go
+            sizes = [len(part[name]) for _, _, part in parts if len(part[name])]
+            keyed = pd.concat(frames, ignore_index=True)
+            for column, values in (("metric", [m["name"] for _, m, part in parts if len(part[name])]),
+                                   ("knob", [k for k, _, part in parts if len(part[name])])):
+                keyed.insert(0, column, np.repeat(np.array(values, dtype=object), sizes))
+            frames = [keyed]
+        frames += [f for f in (extra or []) if len(f)]
         return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
     factorial = _factorial_rows(data, metrics, knobs, notes) if kind == "factorial" else []
