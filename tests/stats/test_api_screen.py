@@ -172,3 +172,23 @@ def test_cli_baseline_flag_and_errors(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "--metric" in capsys.readouterr().err
     assert main(["screen", str(csv), "--metric", "qps:sideways"]) == 2
     assert "neither max/min nor a SESOI" in capsys.readouterr().err
+
+
+def test_a_constant_level_and_a_zero_baseline_do_not_stop_the_screen() -> None:
+    """Counts such as dnsperf's ``lost`` are often 0 in every baseline run: a knob × metric whose
+    baseline mean is 0 is 'untestable' (no % change exists), and a level without variation sends
+    the others to Kruskal–Wallis (Welch's weights n/s² are undefined); the rest of the screen runs."""
+    from tunelab.errors import DataError
+    from tunelab.stats import welch_anova
+
+    data = pd.DataFrame({"k": np.repeat(["a", "b", "c"], 5),
+                         "lost": np.r_[np.zeros(10), [0, 1, 0, 2, 1.0]],
+                         "qps": np.r_[np.full(5, 100.0), 101 + np.arange(5.0), 90 + np.arange(5.0)]})
+    metrics = [{"name": "lost", "direction": "minimize", "sesoi_pct": 5},
+               {"name": "qps", "direction": "maximize", "sesoi_pct": 5}]
+    verdicts = screen(data, metrics, ["k"], {"k": "a"}, n_boot=200).verdicts.set_index("metric")
+    assert verdicts.loc["lost", "verdict"] == "untestable" and "mean 0" in verdicts.loc["lost", "reason"]
+    assert verdicts.loc["qps", "test"] == "kruskal+dunn" and "no variation" in verdicts.loc["qps", "reason"]
+    assert verdicts.loc["qps", "verdict"] == "matters"
+    with pytest.raises(DataError, match="no variation.*k = 'a'.*kruskal"):
+        welch_anova(data, "qps", "k")

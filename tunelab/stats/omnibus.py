@@ -89,11 +89,19 @@ def welch_anova(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
         One row, columns ``[source, F, df1, df2, p]``; ``df2`` is Welch's fractional df.
     """
     clean = check_input(data, dv, between)
-    return pd.DataFrame([{"source": between, **_welch_values(Groups.of(clean, dv, between))}])
+    groups = Groups.of(clean, dv, between)
+    for level, y in zip(groups.levels, groups.samples):
+        if np.ptp(y) == 0:
+            raise DataError(f"Welch's ANOVA is undefined when a group has no variation: every {dv!r} value of "
+                            f"{between} = {level!r} is {y[0]!r}; use kruskal() (rank-based) instead")
+    return pd.DataFrame([{"source": between, **_welch_values(groups)}])
 
 
 def _welch_values(groups: Groups) -> dict[str, float]:
-    """:func:`welch_anova`'s numbers ``{F, df1, df2, p}`` on already grouped values."""
+    """:func:`welch_anova`'s numbers ``{F, df1, df2, p}`` on already grouped values; NaN (not an
+    error) when a group has no variation, where Welch's weights ``n / s^2`` are undefined."""
+    if any(np.ptp(y) == 0 for y in groups.samples):
+        return {"F": np.nan, "df1": float(len(groups.samples) - 1), "df2": np.nan, "p": np.nan}
     with np.errstate(divide="ignore", invalid="ignore"):
         table = pg.welch_anova(data=groups.frame, dv="y", between="g")
     return {"F": float(table["F"].iloc[0]), "df1": float(table["ddof1"].iloc[0]),

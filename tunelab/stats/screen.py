@@ -200,7 +200,8 @@ def recommend(shapiro_p: float, brown_forsythe_p: float, sd_ratio: float = float
     Clearly non-normal errors (Shapiro–Wilk p < 0.01 on the group-standardised residuals) ->
     ``'kruskal+dunn'``; otherwise ``'anova+tukey'`` only when the variances are shown similar
     (Brown–Forsythe p >= 0.05 *and* largest/smallest group SD <= :data:`SD_RATIO_MAX`), else
-    ``'welch+games_howell'``. Normality is checked first because Welch's test also assumes
+    ``'welch+games_howell'``; a constant level among varying ones (``sd_ratio`` inf) also goes to
+    ``'kruskal+dunn'``, as Welch's weights are undefined there. Normality is checked first because Welch's test also assumes
     normal errors. Welch is the default because a pre-test that fails to reject is not evidence
     of equal variances: with 5 replicates and one level 3x noisier, choosing ANOVA whenever
     Brown–Forsythe p >= 0.05 gave a family-wise error rate of 0.16 over 10 null knobs; this rule
@@ -210,6 +211,9 @@ def recommend(shapiro_p: float, brown_forsythe_p: float, sd_ratio: float = float
         return "kruskal+dunn", (f"errors clearly non-normal (Shapiro–Wilk p={shapiro_p:.3g} < {NORMALITY_ALPHA}): "
                                 "rank-based Kruskal–Wallis + Dunn")
     normal = "not computable" if math.isnan(shapiro_p) else f"p={shapiro_p:.3g} >= {NORMALITY_ALPHA}"
+    if math.isinf(sd_ratio):
+        return "kruskal+dunn", ("a level's runs all have the same value (no variation): Welch's weights are "
+                                "undefined and the variances are clearly unequal: rank-based Kruskal–Wallis + Dunn")
     if math.isnan(shapiro_p) or math.isnan(brown_forsythe_p):
         return "anova+tukey", "assumption tests not computable (no within-group variation): ANOVA + Tukey"
     if brown_forsythe_p < VARIANCE_ALPHA:
@@ -323,6 +327,11 @@ def _testable_levels(sub: pd.DataFrame, knob: str, base: Any, failed: pd.DataFra
     for i in thin:
         notes.append(f"{knob} × {metric}: {described[i]}; level left out (a level needs at least two runs)")
         sub = sub[~_equals(sub[knob], levels[i])]
+    base_mean = float(sub.loc[_equals(sub[knob], base), metric].mean())
+    if base_mean == 0:
+        return sub, (f"the baseline level {base!r} has mean 0 for {metric!r}, so % changes and the SESOI (a % of the "
+                     "baseline) are undefined; compare absolute values with tukey_hsd / dunn, or pick a metric "
+                     "whose baseline is not 0")
     return sub, None
 
 
