@@ -44,6 +44,23 @@ def default_report(default_store: Path, tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.fixture(scope="session")
+def refine_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report (index.html path) of an example store holding refine and confirm/validate trials,
+    so the browser sees 03_refine and 04_validate too."""
+    from report_helpers import stores_with
+
+    from tunelab.cli import main
+
+    stores = [p for p in stores_with("refine") if p in stores_with("confirm", "validate")]
+    if not stores:
+        pytest.fail("no example store holds refine and confirm/validate trials (see test_examples.py)")
+    store = copy_store(stores[0], tmp_path_factory.mktemp("stores"))
+    out = tmp_path_factory.mktemp("report") / store.stem
+    assert main(["report", str(store), "--out", str(out), "--notebooks", "03", "--notebooks", "04"]) == 0
+    return out / "index.html"
+
+
+@pytest.fixture(scope="session")
 def chromium() -> str:
     """The headless Chromium binary (browser tests are skipped without it)."""
     path = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
