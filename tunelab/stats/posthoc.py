@@ -23,6 +23,22 @@ from tunelab.stats.multiplicity import adjust
 POSTHOC_COLUMNS = ["group1", "group2", "estimate", "ci_low", "ci_high", "statistic", "p", "p_adj"]
 
 
+
+def _pair_table(levels: Sequence[Any], i1: np.ndarray, i2: np.ndarray, estimate: np.ndarray,
+                half_width: np.ndarray, t: np.ndarray, df: Any, p_adj: Any) -> pd.DataFrame:
+    """The long post-hoc table of the pairs ``(i1, i2)``: estimate ± half width, t, its two-sided
+    p on ``df`` and the studentized-range adjusted p (clipped to [0, 1])."""
+    return pd.DataFrame({
+        "group1": [levels[i] for i in i1],
+        "group2": [levels[i] for i in i2],
+        "estimate": estimate,
+        "ci_low": estimate - half_width,
+        "ci_high": estimate + half_width,
+        "statistic": t,
+        "p": 2 * ss.t.sf(np.abs(t), df),
+        "p_adj": np.clip(np.atleast_1d(p_adj), 0.0, 1.0),
+    }, columns=POSTHOC_COLUMNS)
+
 def _check_alpha(alpha: float) -> None:
     if not 0 < alpha < 1:
         raise DataError(f"alpha must be between 0 and 1, got {alpha!r}; 0.05 is the usual choice")
@@ -82,16 +98,7 @@ def _tukey_table(levels: list[Any], samples: list[np.ndarray], alpha: float) -> 
         q = np.abs(estimate) / (se / np.sqrt(2))
     q_crit = float(srange.ppf(1 - alpha, k, n - k))
     half_width = q_crit * (se / np.sqrt(2))
-    return pd.DataFrame({
-        "group1": [levels[i] for i in i1],
-        "group2": [levels[i] for i in i2],
-        "estimate": estimate,
-        "ci_low": estimate - half_width,
-        "ci_high": estimate + half_width,
-        "statistic": t,
-        "p": 2 * ss.t.sf(np.abs(t), n - k),
-        "p_adj": np.clip(np.atleast_1d(srange.sf(q, k, n - k)), 0.0, 1.0),
-    }, columns=POSTHOC_COLUMNS)
+    return _pair_table(levels, i1, i2, estimate, half_width, t, n - k, srange.sf(q, k, n - k))
 
 
 def games_howell(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05) -> pd.DataFrame:
@@ -139,16 +146,7 @@ def _games_howell_table(levels: list[Any], samples: list[np.ndarray], alpha: flo
     else:
         critical = np.atleast_1d(srange.ppf(1 - alpha, k, df)) / np.sqrt(2)
     half_width = critical * se
-    return pd.DataFrame({
-        "group1": [levels[i] for i in i1],
-        "group2": [levels[i] for i in i2],
-        "estimate": estimate,
-        "ci_low": estimate - half_width,
-        "ci_high": estimate + half_width,
-        "statistic": t,
-        "p": 2 * ss.t.sf(np.abs(t), df),
-        "p_adj": np.clip(np.atleast_1d(srange.sf(np.sqrt(2) * np.abs(t), k, df)), 0.0, 1.0),
-    }, columns=POSTHOC_COLUMNS)
+    return _pair_table(levels, i1, i2, estimate, half_width, t, df, srange.sf(np.sqrt(2) * np.abs(t), k, df))
 
 
 def dunn(data: pd.DataFrame, dv: str, between: str, p_adjust: str = "holm") -> pd.DataFrame:
