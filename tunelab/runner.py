@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pandas as pd
 
-from tunelab.errors import DesignError, KnobError, TunelabError
+from tunelab.errors import DesignError, KnobError, TargetError, TunelabError
 from tunelab.safety import KnobSpec, check_host_global, check_trial, deferred_interrupts, validate_config
 from tunelab.store import Store, git_sha, knob_id
 
@@ -427,6 +427,8 @@ def run_design(
     todo = [row for row in rows if row[0] not in done]
     summary = RunSummary(study=_field(design, "name", store.study.name if store.study else "?"),
                          store_path=store.path, planned=len(rows), skipped=len(rows) - len(todo))
+    if todo:
+        preflight(target, load, specs)
     description = describe_target(target)
     store.begin_run(description)
     run_provenance = {
@@ -455,6 +457,29 @@ def run_design(
         bar.close()
         summary.wall_s = time.perf_counter() - started
     return summary
+
+
+def preflight(target: Any, load: Any, specs: Sequence[KnobSpec]) -> None:
+    """Before the first trial: every knob can be read on its host and the load's tools exist.
+
+    Only reads, so nothing is applied when it fails; the error lists every problem at once
+    (a knob the kernel or the simulator surface lacks, a missing load generator) with the fix.
+    """
+    problems = []
+    for spec in specs:
+        try:
+            device = target.resolve_device(spec.device) if spec.device else None
+            spec.knob.read(target, spec.host, device=device)
+        except TunelabError as exc:
+            problems.append(f"knob {spec.id}: {exc}")
+    for tool in getattr(load, "tools", ()) or ():
+        has_tool = getattr(target, "has_tool", None)
+        if has_tool is not None and not has_tool(load.runs_on, tool):
+            problems.append(f"load {getattr(load, 'name', '?')}: {tool!r} is not installed on the {load.runs_on} "
+                            "host (Debian packages: ./quickstart.sh installs them as root)")
+    if problems:
+        raise TargetError("cannot run on this target, nothing was applied:\n  " + "\n  ".join(problems)
+                          + "\n`tunelab knobs list --target ...` shows which knobs exist there")
 
 
 def describe_target(target: Any) -> dict[str, Any]:

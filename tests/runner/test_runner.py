@@ -174,3 +174,18 @@ def test_baseline_of_fake_design_is_a_planned_config() -> None:
     plan = oat_plan()
     baseline_rows = plan[plan["is_baseline"]]
     assert len(baseline_rows) == 1 and baseline_rows[list(BASELINE)].iloc[0].to_dict() == BASELINE
+
+
+def test_a_knob_the_target_lacks_or_a_missing_tool_stops_the_run_before_any_write(
+        target: FileTarget, store: Store, tmp_path: Path) -> None:
+    """Preflight: every knob is read once and the load's tools are looked up before the first
+    trial, so a kernel without the sysctl (here: its file is gone) or an uninstalled load generator
+    is one clear error listing all problems, and nothing is applied or recorded."""
+    from tunelab.errors import TargetError
+
+    (tmp_path / "machine" / "server" / "proc" / "sys" / "net" / "fake" / "alpha").unlink()
+    load = FakeLoad()
+    load.tools = ("no-such-load-generator",)
+    with pytest.raises(TargetError, match=r"(?s)nothing was applied.*net\.fake\.alpha.*no-such-load-generator"):
+        _run(target, store, load=load)
+    assert target.writes == [] and target.commands == [] and store.trials().empty

@@ -63,6 +63,10 @@ class DryRunTarget(Target):
         self.check_host(host)
         self._record(action="write", host=host, path=path, text=text)
 
+    def has_tool(self, host: str, tool: str) -> bool:
+        """A dry run runs nothing, so no tool is needed (the printed commands show which would be)."""
+        return True
+
     def run(self, host: str, argv: Sequence[str], timeout_s: float, cpu: int | None = None) -> CommandResult:
         self.check_host(host)
         argv = check_argv(argv)
