@@ -31,6 +31,8 @@ they are no-ops.
 from __future__ import annotations
 
 import math
+import os
+import statistics
 import sys
 import time
 from contextlib import contextmanager
@@ -66,6 +68,11 @@ class TrialOutcome:
     metrics: dict[str, float]
     timings: dict[str, float]
     restored: bool
+    foreign_cpu_s: float | None = None
+
+
+#: warn when other processes used more than this share of the machine during the median trial
+FOREIGN_LOAD_WARN = 0.10
 
 
 @dataclass
@@ -82,8 +89,13 @@ class RunSummary:
     interrupted: int = 0
     wall_s: float = 0.0
     failures: list[str] = field(default_factory=list)
+    #: per trial run now: share of the machine (0..1) other processes used while the load ran
+    foreign_load: list[float] = field(default_factory=list)
 
-    def count(self, outcome: TrialOutcome) -> None:
+    def count(self, outcome: TrialOutcome, machine_cpu_s: float | None = None) -> None:
+        """Count a trial; ``machine_cpu_s`` (CPUs x trial seconds) turns its foreign CPU into a share."""
+        if outcome.foreign_cpu_s is not None and machine_cpu_s:
+            self.foreign_load.append(outcome.foreign_cpu_s / machine_cpu_s)
         setattr(self, outcome.status, getattr(self, outcome.status) + 1)
         if outcome.status in ("failed", "flagged"):
             self.failures.append(f"{outcome.run_key} {outcome.status}: {outcome.reason}")
@@ -95,6 +107,12 @@ class RunSummary:
             + (f", {self.interrupted} interrupted" if self.interrupted else ""),
             f"wall time {self.wall_s:.1f} s; store {self.store_path}",
         ]
+        if self.foreign_load:
+            median = statistics.median(self.foreign_load)
+            if median > FOREIGN_LOAD_WARN:
+                lines.append(f"warning: other processes used {100 * median:.0f} % of the machine during the median "
+                             "trial; that is the main noise source in lab measurements, so intervals will be wider "
+                             "and effects may shift. Rerun on a quiet machine if you can (the report shows the drift).")
         lines += [f"  {line}" for line in self.failures[:20]]
         if len(self.failures) > 20:
             lines.append(f"  ... and {len(self.failures) - 20} more (see the store)")
@@ -264,7 +282,8 @@ def run_trial(
     checkpoint("end")
     if interrupted is not None:
         raise interrupted
-    return TrialOutcome(trial_id, run_key, status, reason, knobs_read, metrics, dict(clock.timings), True)
+    return TrialOutcome(trial_id, run_key, status, reason, knobs_read, metrics, dict(clock.timings), True,
+                        foreign_cpu)
 
 
 def _restore(store: Store, target: Any, applied: list[tuple[int, KnobSpec, str | None, Any]],
@@ -441,6 +460,7 @@ def run_design(
 
     from tqdm import tqdm
 
+    machine_cpu_s = (description.get("nproc") or os.cpu_count() or 1) * (warmup_s + measure_s)
     bar = tqdm(total=len(rows), initial=summary.skipped, unit="trial", file=sys.stderr, dynamic_ncols=True,
                disable=not (progress and sys.stderr.isatty()), desc=summary.study)
     try:
@@ -450,7 +470,7 @@ def run_design(
             outcome = run_trial(target, load, specs, config, run_key, phase, store, warmup_s, measure_s,
                                 load_settings=load_settings, plan_info=info, allow_host_global=allow,
                                 provenance=run_provenance, checkpoint=checkpoint)
-            summary.count(outcome)
+            summary.count(outcome, machine_cpu_s)
             bar.update(1)
             bar.set_postfix(ok=summary.ok, flagged=summary.flagged, failed=summary.failed, refresh=False)
     finally:

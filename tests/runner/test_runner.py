@@ -189,3 +189,19 @@ def test_a_knob_the_target_lacks_or_a_missing_tool_stops_the_run_before_any_writ
     with pytest.raises(TargetError, match=r"(?s)nothing was applied.*net\.fake\.alpha.*no-such-load-generator"):
         _run(target, store, load=load)
     assert target.writes == [] and target.commands == [] and store.trials().empty
+
+
+def test_run_summary_warns_when_other_processes_load_the_machine() -> None:
+    """Other processes are the main noise source: the summary says so when the median trial
+    shared more than 10 % of the machine, and stays quiet otherwise."""
+    from tunelab.runner import RunSummary, TrialOutcome
+
+    def outcome(cpu_s: float) -> TrialOutcome:
+        return TrialOutcome(1, "screen:0", "ok", None, {}, {"qps": 1.0}, {}, True, cpu_s)
+
+    busy, quiet = RunSummary("s", Path("x"), planned=3), RunSummary("s", Path("x"), planned=3)
+    for cpu_s in (4.0, 5.0, 0.1):          # 2 CPUs x 8 s trials = 16 CPU-seconds
+        busy.count(outcome(cpu_s), machine_cpu_s=16.0)
+        quiet.count(outcome(cpu_s / 10), machine_cpu_s=16.0)
+    assert "warning: other processes used 25 % of the machine" in str(busy)
+    assert "warning" not in str(quiet) and quiet.ok == 3
