@@ -57,7 +57,7 @@ def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
 
 
 @contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
+def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM raises KeyboardInterrupt, so the runner restores the current trial's knobs."""
     try:
         previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
@@ -86,7 +86,7 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
     spec = target_spec_for(design, target)
     target_cls = get_target(spec["type"])
     path = Path(store) if store is not None else default_store_path(design.name)
-    with _sigterm_interrupts():
+    with sigterm_interrupts():
         with Store.open(path, study=design.name, design_hash=design.design_hash,
                         design_text=Path(design_path).read_text(),
                         target_spec={"type": spec["type"], "options": spec["options"]}) as opened:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +56,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def run(args: argparse.Namespace) -> int:
     from tunelab.errors import DesignError
     from tunelab.optimize.confirm import EXIT_STATUS
@@ -69,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from tunelab.optimize.workflow import run_refinement, setup_from_design, setup_from_surface
     from tunelab.store import Store, default_store_path
     from tunelab.targets import get_target
+    from tunelab.api import sigterm_interrupts
 
     objectives = [Objective.parse(o) for o in args.objective]
     if args.design:
@@ -82,16 +78,13 @@ def run(args: argparse.Namespace) -> int:
         raise DesignError("give a DESIGN file (or --target simulator to refine on a SYNTHETIC surface)")
     objectives = objectives or [Objective(g.name, g.direction) for g in setup.goals]
     path = args.store or default_store_path(setup.study)
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    try:
+    with sigterm_interrupts():
         with Store.open(path, study=setup.study, design_hash=setup.design_hash, design_text=setup.design_text,
                         target_spec={"type": setup.target_type, "options": setup.target_options}) as store:
             with get_target(setup.target_type)(**setup.target_options) as target:
                 outcome = run_refinement(setup, target, store, objectives, budget=args.budget, preset=args.preset,
                                          seed=args.seed, replicates=args.replicates,
                                          confirm_blocks=args.confirm_blocks)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
     result, confirmation = outcome.result, outcome.confirmation
     if setup.target_type == "simulator":
