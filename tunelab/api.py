@@ -104,7 +104,7 @@ def screen(source: PathLike, *, metrics: Sequence[str] = (), knobs: Sequence[str
     ``metrics`` are ``NAME[:max|:min][:SESOI]`` strings, ``baselines`` ``COL=VALUE`` strings, as
     on the command line; for a study they default to the stored design's.
     """
-    from tunelab.cli.screen import screen_inputs
+    from tunelab.sources import screen_inputs
     from tunelab.stats import screen as run_screen
 
     data, metric_specs, knob_ids, baseline, alpha_used, correction_used = screen_inputs(
@@ -120,9 +120,6 @@ def report(study: PathLike, **options: Any) -> Path:
     Options are those of :func:`tunelab.report.build_report`.
     """
     from tunelab.report import build_report
-    from tunelab.store import default_store_path
+    from tunelab.store import store_path_for
 
-    candidate = Path(study)
-    path = candidate if candidate.suffix == ".sqlite" or candidate.exists() else default_store_path(
-        str(study), options.pop("data_dir", "data"))
-    return build_report(path, **options)
+    return build_report(store_path_for(study, options.pop("data_dir", "data")), **options)

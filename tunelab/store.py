@@ -617,3 +617,12 @@ def _tunelab_version() -> str:
 def default_store_path(study: str, data_dir: str | os.PathLike[str] = "data") -> Path:
     """``data/<study>.sqlite`` (relative to the working directory unless ``data_dir`` is absolute)."""
     return Path(data_dir) / f"{study}.sqlite"
+
+
+def store_path_for(study: str | os.PathLike[str], data_dir: str | os.PathLike[str] = "data") -> Path:
+    """What a user means by STUDY: an existing path or any ``*.sqlite`` path as is, else
+    ``data_dir/<study>.sqlite`` (:func:`default_store_path`)."""
+    candidate = Path(study)
+    if candidate.suffix == ".sqlite" or candidate.exists():
+        return candidate
+    return default_store_path(str(study), data_dir)

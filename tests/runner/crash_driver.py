@@ -7,33 +7,21 @@ NAME is a runner checkpoint (before_apply, after_apply, after_measure, restore, 
 """
 from __future__ import annotations
 
-import argparse
-import os
-import signal
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from runner_fakes import FakeLoad, FileTarget, fake_design, make_knobs, oat_plan  # noqa: E402
+from runner_fakes import (FakeLoad, FileTarget, crash_arguments, fake_design, killer, make_knobs,  # noqa: E402
+                          oat_plan)
 
 from tunelab.runner import run_design  # noqa: E402
 from tunelab.store import Store  # noqa: E402
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("store")
-    parser.add_argument("root")
-    parser.add_argument("--kill-at")
-    parser.add_argument("--occurrence", type=int, default=1)
-    args = parser.parse_args()
-    seen: dict[str, int] = {}
-
-    def checkpoint(name: str) -> None:
-        seen[name] = seen.get(name, 0) + 1
-        if name == args.kill_at and seen[name] == args.occurrence:
-            os.kill(os.getpid(), signal.SIGKILL)
+    args = crash_arguments("store", "root")
+    checkpoint = killer(args.kill_at, args.occurrence)
 
     target = FileTarget(args.root, on_run=lambda: checkpoint("measuring"))
     with Store.open(args.store, study="fake-study", design_hash="hash-1", design_text="name: fake-study\n",

@@ -4,30 +4,22 @@ usage: lab_crash_driver.py DESIGN STORE [--kill-at NAME --occurrence N]
 """
 from __future__ import annotations
 
-import argparse
-import os
-import signal
+import sys
 from pathlib import Path
 
-from tunelab.designs import load_design
-from tunelab.runner import run_design, target_spec_of
-from tunelab.store import Store
-from tunelab.targets import get_target
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from runner_fakes import crash_arguments, killer  # noqa: E402
+
+from tunelab.designs import load_design  # noqa: E402
+from tunelab.runner import run_design, target_spec_of  # noqa: E402
+from tunelab.store import Store  # noqa: E402
+from tunelab.targets import get_target  # noqa: E402
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("design")
-    parser.add_argument("store")
-    parser.add_argument("--kill-at")
-    parser.add_argument("--occurrence", type=int, default=1)
-    args = parser.parse_args()
-    seen: dict[str, int] = {}
-
-    def checkpoint(name: str) -> None:
-        seen[name] = seen.get(name, 0) + 1
-        if name == args.kill_at and seen[name] == args.occurrence:
-            os.kill(os.getpid(), signal.SIGKILL)
+    args = crash_arguments("design", "store")
+    checkpoint = killer(args.kill_at, args.occurrence)
 
     design = load_design(args.design)
     spec = target_spec_of(design)

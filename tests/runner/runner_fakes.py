@@ -5,7 +5,10 @@ The target keeps each host's "/proc/sys" as real files under a temporary directo
 """
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -203,3 +206,25 @@ def make_knobs(**overrides: FakeKnob) -> Callable[[str], FakeKnob]:
         except KeyError:
             raise KnobError(f"unknown knob {name!r}") from None
     return lookup
+
+
+def crash_arguments(*positional: str) -> argparse.Namespace:
+    """The crash drivers' command line: ``positional`` names, then ``--kill-at NAME --occurrence N``."""
+    parser = argparse.ArgumentParser()
+    for name in positional:
+        parser.add_argument(name)
+    parser.add_argument("--kill-at")
+    parser.add_argument("--occurrence", type=int, default=1)
+    return parser.parse_args()
+
+
+def killer(kill_at: str | None, occurrence: int) -> Callable[[str], None]:
+    """A runner checkpoint that SIGKILLs this process at the ``occurrence``-th ``kill_at`` point."""
+    seen: dict[str, int] = {}
+
+    def checkpoint(name: str) -> None:
+        seen[name] = seen.get(name, 0) + 1
+        if name == kill_at and seen[name] == occurrence:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return checkpoint

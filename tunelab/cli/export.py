@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from tunelab.errors import StoreError
-from tunelab.store import PHASES, Store, default_store_path
+from tunelab.store import PHASES, Store, store_path_for
 
 
 def register(subparsers: Any) -> None:
@@ -29,14 +29,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--include-flagged", action="store_true", help="also export flagged trials")
     parser.add_argument("--data-dir", default="data", type=Path, help="where stores live (default: data)")
     parser.set_defaults(func=run)
-
-
-def store_path_for(study: str, data_dir: Path) -> Path:
-    """A study name -> ``data_dir/study.sqlite``; a path to an existing file is taken as is."""
-    candidate = Path(study)
-    if candidate.suffix == ".sqlite" or candidate.exists():
-        return candidate
-    return default_store_path(study, data_dir)
 
 
 def to_csv_ready(frame: pd.DataFrame) -> pd.DataFrame:

@@ -11,10 +11,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tunelab.cli.export import store_path_for
 from tunelab.errors import StoreError
 from tunelab.safety import restore_journal
-from tunelab.store import Store
+from tunelab.store import Store, store_path_for
 
 
 def register(subparsers: Any) -> None:

@@ -13,6 +13,11 @@ from tunelab.targets.base import CommandResult
 Status = Literal["ok", "flagged", "failed"]
 
 
+#: the words a metric's better direction may be written with (``qps:max``, ``latency_mean_ms:minimize``)
+DIRECTION_WORDS: dict[str, Literal["maximize", "minimize"]] = {
+    "max": "maximize", "maximize": "maximize", "min": "minimize", "minimize": "minimize"}
+
+
 @dataclass(frozen=True)
 class MetricInfo:
     """One metric a load reports: unit, which direction is better, and a one-line description."""

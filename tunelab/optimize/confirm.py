@@ -35,6 +35,7 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.errors import TunelabError
+from tunelab.loads.base import DIRECTION_WORDS
 
 VERDICTS = ("improve", "regress", "equivalent", "inconclusive")
 #: CLI exit status per verdict (documented in ``tunelab validate --help``)
@@ -69,10 +70,9 @@ class MetricGoal:
         if isinstance(value, Mapping):
             return cls(value["name"], value.get("direction", "maximize"), float(value.get("sesoi_pct", sesoi_pct)))
         parts = str(value).split(":")
-        words = {"max": "maximize", "maximize": "maximize", "min": "minimize", "minimize": "minimize"}
-        if len(parts) not in (2, 3) or parts[1] not in words:
+        if len(parts) not in (2, 3) or parts[1] not in DIRECTION_WORDS:
             raise ValidationError(f"metric {value!r} must look like NAME:max, NAME:min or NAME:max:SESOI_PCT")
-        return cls(parts[0], words[parts[1]], float(parts[2]) if len(parts) == 3 else sesoi_pct)
+        return cls(parts[0], DIRECTION_WORDS[parts[1]], float(parts[2]) if len(parts) == 3 else sesoi_pct)
 
 
 def config_digest(*configs: Mapping[str, Any]) -> str:

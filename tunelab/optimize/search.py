@@ -34,6 +34,7 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.errors import TunelabError
+from tunelab.loads.base import DIRECTION_WORDS
 from tunelab.optimize.space import SearchSpace, _canonical
 from tunelab.registry import Registry
 
@@ -72,10 +73,9 @@ class Objective:
         Objective(metric='qps', direction='maximize')
         """
         name, _, direction = str(text).partition(":")
-        words = {"max": "maximize", "maximize": "maximize", "min": "minimize", "minimize": "minimize"}
-        if not name or direction not in words:
+        if not name or direction not in DIRECTION_WORDS:
             raise RefineError(f"objective {text!r} must look like METRIC:max or METRIC:min, e.g. qps:max")
-        return cls(name, words[direction])
+        return cls(name, DIRECTION_WORDS[direction])
 
 
 # ---- presets ------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import pandas as pd
 
 from tunelab.report.figures import level_label
 from tunelab.report.study import ScreenInputs, Study
+from tunelab.runner import FOREIGN_LOAD_WARN
 
 #: packages whose versions the methods section states
 SOFTWARE = ("tunelab", "numpy", "scipy", "pandas", "statsmodels", "pingouin", "scikit-posthocs", "pymoo",
@@ -260,8 +261,6 @@ def _planned_runs(study: Study) -> int | None:
         return None
 
 
-#: other processes using more than this share of the machine during a trial make it noisy
-FOREIGN_LOAD_WARN = 0.10
 
 
 def foreign_load(tidy: pd.DataFrame, n_cpus: int, trial_s: float) -> pd.Series:

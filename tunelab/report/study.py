@@ -2,7 +2,7 @@
 
 The screen's arguments (metrics, knobs, baselines, alpha, correction) come from the design stored
 with the study, through the same code path as ``tunelab screen STUDY``
-(:func:`tunelab.cli.screen._from_study`), so a report and the CLI always analyse the same thing.
+(:func:`tunelab.sources.screen_inputs`), so a report and the CLI always analyse the same thing.
 
 Examples
 --------
@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.errors import DesignError, TunelabError
+from tunelab.store import store_path_for
 
 #: statuses whose trials enter statistics and figures (``flagged`` only when asked for)
 USABLE_STATUSES = ("ok", "flagged")
@@ -117,8 +118,7 @@ def resolve_store(study: str | os.PathLike[str], data_dir: str | os.PathLike[str
     ReportError
         When no store exists there; the message lists the stores found in ``data_dir``.
     """
-    candidate = Path(study)
-    path = candidate if candidate.suffix == ".sqlite" or candidate.exists() else Path(data_dir) / f"{study}.sqlite"
+    path = store_path_for(study, data_dir)
     if not path.is_file():
         found = sorted(p.stem for p in Path(data_dir).glob("*.sqlite")) if Path(data_dir).is_dir() else []
         hint = f"; studies in {data_dir}: {', '.join(found)}" if found else ""
@@ -193,11 +193,11 @@ def screen_inputs(study: Study, metric: str | None = None, alpha: float | None =
     sesoi_pct : float, optional
         Override the smallest effect of interest (%) of the metric in focus.
     """
-    from tunelab.cli.screen import parse_metric
-    from tunelab.cli.screen import screen_inputs as cli_screen_inputs
+    from tunelab.sources import parse_metric
+    from tunelab.sources import screen_inputs as read_screen_inputs
 
     require_screen(study)
-    data, metrics, knobs, baseline, alpha_, correction_ = cli_screen_inputs(
+    data, metrics, knobs, baseline, alpha_, correction_ = read_screen_inputs(
         study.path, alpha=alpha, correction=correction, include_flagged=study.include_flagged,
         data_dir=study.path.parent)
     metrics = [dict(m) for m in metrics]

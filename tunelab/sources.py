@@ -1,0 +1,160 @@
+"""Where a screen's inputs come from: a tidy CSV or a study's store (with its stored design).
+
+:func:`screen_inputs` turns ``tunelab screen``'s arguments (``--metric NAME[:max|:min][:SESOI]``,
+``--knob``, ``--baseline COL=VALUE``, ...) into what :func:`tunelab.stats.screen` takes; the CLI,
+:func:`tunelab.api.screen` and the reports all call it, so they analyse the same thing.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from tunelab.errors import DataError
+from tunelab.loads.base import DIRECTION_WORDS
+from tunelab.store import TIDY_COLUMNS, Store, store_path_for
+
+#: columns of a tidy trial table that are neither knobs nor metrics (the store's own bookkeeping)
+BOOKKEEPING = tuple(TIDY_COLUMNS)
+DEFAULT_SESOI_PCT = 5.0
+
+
+def parse_metric(text: str) -> dict[str, Any]:
+    """``'qps:max:5'`` -> ``{'name': 'qps', 'direction': 'maximize', 'sesoi_pct': 5.0}``.
+
+    Direction and SESOI are optional and may come in either order; defaults maximize and 5 %.
+    """
+    name, *options = text.split(":")
+    if not name:
+        raise DataError(f"--metric {text!r} has no name; write NAME[:max|:min][:SESOI], e.g. qps:max:5")
+    spec: dict[str, Any] = {"name": name, "direction": "maximize", "sesoi_pct": DEFAULT_SESOI_PCT}
+    for option in options:
+        if option.lower() in DIRECTION_WORDS:
+            spec["direction"] = DIRECTION_WORDS[option.lower()]
+            continue
+        try:
+            sesoi = float(option)
+        except ValueError:
+            raise DataError(f"--metric {text!r}: {option!r} is neither max/min nor a SESOI percentage; "
+                            "write NAME[:max|:min][:SESOI], e.g. latency_mean_ms:min:10") from None
+        if not (math.isfinite(sesoi) and sesoi > 0):
+            raise DataError(f"--metric {text!r}: SESOI must be a positive percentage, got {option!r}")
+        spec["sesoi_pct"] = sesoi
+    return spec
+
+
+def match_level(data: pd.DataFrame, column: str, text: str) -> Any:
+    """The level of ``column`` whose text is ``text`` (``'4096'`` -> 4096, ``'True'`` -> True)."""
+    from tunelab.stats._validate import sorted_levels
+
+    levels = sorted_levels(data[column].dropna())
+    for level in levels:
+        shown = " ".join(map(str, level)) if isinstance(level, tuple) else str(level)
+        if shown == text or str(level) == text:
+            return level
+    try:
+        number = float(text)
+    except ValueError:
+        number = None
+    if number is not None:
+        for level in levels:
+            if isinstance(level, (int, float)) and not isinstance(level, bool) and float(level) == number:
+                return level
+    raise DataError(f"--baseline {column}={text}: {text!r} is not a level of {column!r}; its levels are {levels}")
+
+
+def default_baseline(data: pd.DataFrame, knob: str) -> Any:
+    """The level of ``knob`` in the ``is_baseline`` rows if they agree, else the first sorted level."""
+    from tunelab.stats._validate import sorted_levels
+
+    if "is_baseline" in data.columns:
+        flags = data["is_baseline"].map(lambda v: str(v).strip().lower() in ("true", "1"))
+        levels = sorted_levels(data.loc[flags, knob].dropna())
+        if len(levels) == 1:
+            return levels[0]
+    return sorted_levels(data[knob].dropna())[0]
+
+
+def _parse_baselines(data: pd.DataFrame, items: list[str]) -> dict[str, Any]:
+    out = {}
+    for item in items:
+        column, sep, text = item.partition("=")
+        if not sep or not column:
+            raise DataError(f"--baseline {item!r} must be COL=VALUE, e.g. --baseline net.core.somaxconn=4096")
+        if column not in data.columns:
+            raise DataError(f"--baseline {item!r}: unknown column {column!r}; the data has: "
+                            f"{', '.join(map(str, data.columns))}")
+        out[column] = match_level(data, column, text)
+    return out
+
+
+ScreenInputs = tuple[pd.DataFrame, list[dict[str, Any]], list[str], dict[str, Any], float, str]
+
+
+def _from_csv(source: str, metric: Sequence[str], knob: Sequence[str], baseline_items: Sequence[str],
+              alpha: float | None, correction: str | None) -> ScreenInputs:
+    path = Path(source)
+    try:
+        data = pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise DataError(f"cannot read CSV {str(path)!r}: {exc}") from exc
+    if not metric:
+        numeric = [c for c in data.columns if c not in BOOKKEEPING and pd.api.types.is_numeric_dtype(data[c])]
+        raise DataError(f"name the metric(s) to analyse with --metric NAME[:max|:min][:SESOI]; numeric columns in "
+                        f"{path.name}: {', '.join(numeric) or '(none)'}")
+    metrics = [parse_metric(m) for m in metric]
+    names = {m["name"] for m in metrics}
+    knobs = list(knob) or [c for c in data.columns if c not in names and c not in BOOKKEEPING]
+    if not knobs:
+        raise DataError(f"{path.name} has no knob columns besides the metrics and bookkeeping columns; "
+                        "name them with --knob COL")
+    baseline = _parse_baselines(data, baseline_items)
+    for column in knobs:
+        if column not in data.columns:
+            raise DataError(f"--knob {column!r} is not a column of {path.name}; columns: {', '.join(data.columns)}")
+        baseline.setdefault(column, default_baseline(data, column))
+    return data, metrics, knobs, baseline, 0.05 if alpha is None else alpha, correction or "holm"
+
+
+def _from_study(source: str, metric: Sequence[str], knob: Sequence[str], baseline_items: Sequence[str],
+                alpha: float | None, correction: str | None, include_flagged: bool,
+                data_dir: str | Path) -> ScreenInputs:
+    from tunelab.designs import load_design_text
+
+    path = store_path_for(source, data_dir)
+    with Store(path, readonly=True) as store:
+        data = store.tidy(phase="screen", include_flagged=include_flagged, include_failed=True)
+        design_text = store.study.design_text if store.study else ""
+    if not design_text:
+        raise DataError(f"the store {str(path)!r} holds no design; screen an exported CSV with --metric instead")
+    design = load_design_text(design_text, source=str(path))
+    if metric:
+        metrics = [parse_metric(m) for m in metric]
+    else:
+        metrics = [{"name": m.name, "direction": m.direction, "sesoi_pct": m.sesoi_pct} for m in design.metrics]
+    knobs = list(knob) or design.knob_ids
+    baseline = {k: v for k, v in design.baseline.items() if k in knobs}
+    baseline.update(_parse_baselines(data, baseline_items))
+    if data.empty:
+        raise DataError(f"the store {str(path)!r} has no usable screen trials yet; run `tunelab run` first")
+    return (data, metrics, knobs, baseline, design.analysis.alpha if alpha is None else alpha,
+            correction or design.analysis.correction)
+
+
+def screen_inputs(source: str | Path, *, metrics: Sequence[str] = (), knobs: Sequence[str] = (),
+                  baselines: Sequence[str] = (), alpha: float | None = None, correction: str | None = None,
+                  include_flagged: bool = False, data_dir: str | Path = "data",
+                  ) -> ScreenInputs:
+    """What :func:`tunelab.stats.screen` needs for a CSV or a study, as ``tunelab screen``'s flags give it.
+
+    Returns ``(data, metrics, knobs, baseline, alpha, correction)``; raises :class:`DataError`
+    naming the problem (no such CSV, no metric named for a CSV, unknown column, empty store).
+    """
+    text = str(source)
+    if text.lower().endswith(".csv"):
+        if not Path(text).exists():
+            raise DataError(f"no such CSV file: {text!r}")
+        return _from_csv(text, metrics, knobs, baselines, alpha, correction)
+    return _from_study(text, metrics, knobs, baselines, alpha, correction, include_flagged, data_dir)
