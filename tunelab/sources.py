@@ -14,6 +14,7 @@ import pandas as pd
 
 from tunelab.errors import DataError
 from tunelab.loads.base import DIRECTION_WORDS
+from tunelab.loads.metrics import METRICS
 from tunelab.store import TIDY_COLUMNS, Store, store_path_for
 
 #: columns of a tidy trial table that are neither knobs nor metrics (the store's own bookkeeping)
@@ -106,7 +107,9 @@ def _from_csv(source: str, metric: Sequence[str], knob: Sequence[str], baseline_
                         f"{path.name}: {', '.join(numeric) or '(none)'}")
     metrics = [parse_metric(m) for m in metric]
     names = {m["name"] for m in metrics}
-    knobs = list(knob) or [c for c in data.columns if c not in names and c not in BOOKKEEPING]
+    # by default every column that is not bookkeeping or a metric; the metrics tunelab's loads report
+    # (tunelab export writes all of them) are never guessed to be knobs
+    knobs = list(knob) or [c for c in data.columns if c not in names and c not in BOOKKEEPING and c not in METRICS]
     if not knobs:
         raise DataError(f"{path.name} has no knob columns besides the metrics and bookkeeping columns; "
                         "name them with --knob COL")

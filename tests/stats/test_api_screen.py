@@ -192,3 +192,31 @@ def test_a_constant_level_and_a_zero_baseline_do_not_stop_the_screen() -> None:
     assert verdicts.loc["qps", "verdict"] == "matters"
     with pytest.raises(DataError, match="no variation.*k = 'a'.*kruskal"):
         welch_anova(data, "qps", "k")
+
+
+def test_csv_screen_never_guesses_a_reported_metric_to_be_a_knob(tmp_path: Path) -> None:
+    """`tunelab export` writes every metric the load reported; screening one of them must not take
+    the others (continuous, one level per run) for knobs. That made a factorial model with
+    hundreds of thousands of columns, which crashed statsmodels (segfault) before the fix."""
+    from tunelab.sources import screen_inputs
+
+    frame = _oat_two_knobs()
+    rng = np.random.default_rng(0)
+    frame["latency_mean_ms"] = rng.normal(5, 1, len(frame))      # names from tunelab.loads.METRICS
+    frame["achieved_qps"] = rng.normal(1000, 50, len(frame))
+    csv = tmp_path / "export.csv"
+    frame.to_csv(csv, index=False)
+    _, _, knobs, _, _, _ = screen_inputs(csv, metrics=["qps:max:5"])
+    assert knobs == ["a", "b", "lat"]                             # 'lat' is no known metric: a knob
+    assert screen_inputs(csv, metrics=["qps"], knobs=["achieved_qps"])[2] == ["achieved_qps"]   # unless asked
+
+
+def test_factorial_anova_refuses_a_model_with_more_parameters_than_runs() -> None:
+    """Checked before the design matrix is built: a 40-level 'factor' (a metric taken for a knob)
+    on 40 runs is a clear DataError, not a huge fit."""
+    from tunelab.stats import anova_factorial
+
+    rng = np.random.default_rng(1)
+    data = pd.DataFrame({"y": rng.normal(size=40), "k": np.repeat([0, 1], 20), "m": rng.normal(size=40)})
+    with pytest.raises(DataError, match="no residual degrees of freedom .*40 runs, 80 parameters"):
+        anova_factorial(data, "y", ["k", "m"], interactions=2)

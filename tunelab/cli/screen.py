@@ -7,8 +7,8 @@ SESOI), the knobs, their baselines, alpha and the correction; flags override the
 For a CSV:
   * ``--metric NAME[:max|:min][:SESOI]`` (repeatable, required): direction defaults to max,
     SESOI (smallest effect of interest, % of the baseline mean) to 5.
-  * knobs are the ``--knob`` columns, or by default every column that is neither a metric nor a
-    bookkeeping column (study, trial_id, run_id, config_id, block, replicate, run_order,
+  * knobs are the ``--knob`` columns, or by default every column that is neither a metric (named
+    with --metric, or one tunelab's loads report) nor a bookkeeping column (study, trial_id, run_id, config_id, block, replicate, run_order,
     is_baseline, varied_knob, status, reason, started_at, duration_s, foreign_cpu_s).
   * a knob's baseline is ``--baseline COL=VALUE``, else its level in the rows with
     ``is_baseline == True`` when that column exists and agrees on one level, else its first level

@@ -6,6 +6,7 @@ Lenth's method for unreplicated two-level designs.
 from __future__ import annotations
 
 import itertools
+import math
 import warnings
 from collections.abc import Sequence
 
@@ -202,11 +203,16 @@ def anova_factorial(
     rhs = [_term_formula(t, contrast) for t in terms]
     if block is not None:
         rhs.insert(0, f"C(blk{contrast})")
-    model = smf.ols("y ~ " + " + ".join(rhs), data=frame).fit()
-    if model.df_resid < 1:
+    # count the parameters before building the design matrix: a model with more parameters than
+    # runs has no residual df anyway, and many-level "factors" (e.g. a metric taken for a knob)
+    # would make a design matrix of hundreds of thousands of columns
+    n_levels = {code: int(frame[code].nunique()) for code in frame.columns if code != "y"}
+    parameters = 1 + sum(math.prod(n_levels[c] - 1 for c in t) for t in terms) + (n_levels["blk"] - 1 if block else 0)
+    if parameters >= len(frame):
         raise DataError(f"the model of {dv!r} on {factors} has no residual degrees of freedom "
-                        f"({len(frame)} runs, {int(model.df_model) + 1} parameters); use interactions=2 or "
+                        f"({len(frame)} runs, {parameters} parameters); use interactions=2 or "
                         "False, add replicates, or use lenth_effects() for an unreplicated 2-level design")
+    model = smf.ols("y ~ " + " + ".join(rhs), data=frame).fit()
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         table = sm.stats.anova_lm(model, typ=typ)
