@@ -50,7 +50,8 @@ def test_iperf3_live(iperf3_port):
     assert len(r.series) == 2
 
 
-def test_fio_live_on_a_temp_file(tmp_path: Path):
+def test_fio_live_on_a_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr("tunelab.loads.fio.SCRATCH_DIR", tmp_path)   # fio files must live in the scratch dir
     load, r = run_load("fio", "randread", {"filename": str(tmp_path / "fio.dat"), "size": "16M",
                                            "direct": False, "iodepth": 4}, 3, 1)
     assert r.status == "ok", r.reason

@@ -54,7 +54,7 @@ def test_unknown_load_and_profile_and_setting_are_errors_that_name_the_fix():
         dnsperf.settings("nope")
     with pytest.raises(LoadError, match="unknown load setting 'qps'.*known settings"):
         dnsperf.command({"qps": 5, "query_file": "/q"}, 5, "127.0.0.1")
-    with pytest.raises(LoadError, match="clients=0 must be a positive integer"):
+    with pytest.raises(LoadError, match="clients=0 must be an integer from 1 to"):
         dnsperf.command({"clients": 0, "query_file": "/q"}, 5, "127.0.0.1")
     with pytest.raises(LoadError, match="call prepare"):
         dnsperf.command({}, 5, "127.0.0.1")
@@ -169,17 +169,30 @@ def test_dnsperf_per_query_percentiles_skip_warmup_answers():
     assert r.metrics["latency_p50_ms"] <= r.metrics["latency_p99_ms"] <= 7.614  # max in the summary
 
 
-def test_dnsperf_prepare_writes_one_query_per_record():
-    written = {}
+def test_dnsperf_prepare_writes_one_query_per_record_in_a_private_directory():
+    written, ran = {}, []
 
     class Recorder:
+        def run(self, host, argv, timeout_s, cpu=None):
+            ran.append((host, list(argv)))
+            out = "/tmp/tunelab-dnsperf.AbC123xyz0\n" if argv[0] == "mktemp" else ""
+            return CommandResult(tuple(argv), 0, out, "", 0.01)
+
         def write_text(self, host, path, text):
             written[(host, path)] = text
 
-    extra = dnsperf.prepare(Recorder(), {"records": 3})
+    target = Recorder()
+    load = type(dnsperf)()
+    extra = load.prepare(target, {"records": 3})
     ((host, path), text), = written.items()
     assert host == "client" and extra == {"query_file": path}
+    assert path == "/tmp/tunelab-dnsperf.AbC123xyz0/queries-3"        # mktemp -d: 0700, unpredictable
+    assert ran == [("client", ["mktemp", "-d", "-t", "tunelab-dnsperf.XXXXXXXXXX"])]
     assert text.splitlines() == ["r0.tunelab.test. A", "r1.tunelab.test. A", "r2.tunelab.test. A"]
+    load.prepare(target, {"records": 3})                               # the directory is made once per target
+    assert len(ran) == 1
+    load.cleanup(target)
+    assert ran[-1] == ("client", ["rm", "-rf", "--", "/tmp/tunelab-dnsperf.AbC123xyz0"])
 
 
 # --- iperf3 -----------------------------------------------------------------------------------------
@@ -275,11 +288,15 @@ def test_fio_job_error_fails_with_stderr():
     assert r.status == "failed" and "error 20" in r.reason and "Not a directory" in r.reason
 
 
-def test_fio_refuses_to_write_a_device_not_from_the_target():
-    with pytest.raises(LoadError, match="refusing to write to /dev/sda"):
-        fio.command({"rw": "randwrite", "filename": "/dev/sda", "ioengine": "psync"}, 5, "x")
+def test_fio_refuses_a_device_not_from_the_target():
+    for rw in ("randwrite", "randread"):
+        with pytest.raises(LoadError, match="filename='/dev/sda' is outside tunelab's scratch directory"):
+            fio.command({"rw": rw, "filename": "/dev/sda", "ioengine": "psync"}, 5, "x")
+    with pytest.raises(LoadError, match="outside tunelab's scratch directory"):   # a forged marker
+        fio.command({"rw": "randwrite", "filename": "/dev/sda", "ioengine": "psync", "device_from_target": True},
+                    5, "x")
     argv = fio.command({"rw": "randwrite", "filename": "/dev/loop7", "ioengine": "psync",
-                        "device_from_target": True}, 5, "x")
+                        "device_from_target": "/dev/loop7"}, 5, "x")
     assert "--filename=/dev/loop7" in argv and "--runtime=5" in argv and "--status-interval=1" in argv
 
 
@@ -293,7 +310,8 @@ def test_fio_prepare_resolves_disk_and_engine():
             assert host == "server" and argv == ["fio", "--enghelp"]
             return CommandResult(tuple(argv), 0, "Available IO engines:\n\tpsync\n\tlibaio\n", "", 0.01)
 
-    assert fio.prepare(Target(), {}) == {"filename": "/dev/loop3", "device_from_target": True, "ioengine": "libaio"}
+    assert fio.prepare(Target(), {}) == {"filename": "/dev/loop3", "device_from_target": "/dev/loop3",
+                                         "ioengine": "libaio"}
 
 
 # --- wrk --------------------------------------------------------------------------------------------

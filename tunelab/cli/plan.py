@@ -1,6 +1,9 @@
 """``tunelab plan DESIGN [--format table|csv|json]``: validate a design file and print its plan.
 
-Nothing is written or run. ``table`` shows the summary (runs, knobs with family/scope/host/restart,
+Nothing is written or run. A design whose target options name commands (e.g. ``service_commands``,
+run as root) is refused, exactly as ``tunelab run`` would refuse it, unless ``--allow-design-commands``
+is given: then every such command is printed, one line each (``table``: ``command`` lines;
+``json``: the ``commands`` list; ``csv``: on stderr). ``table`` shows the summary (runs, knobs with family/scope/host/restart,
 estimated wall time, resolution and aliases for fractional designs) and then the plan; ``csv``
 prints only the plan; ``json`` prints the summary plus ``"plan": [rows]`` (schema in
 designs/README.md).
@@ -14,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab.designs import load_design, make_plan, plan_records, plan_summary
+from tunelab.designs import check_design_commands, load_design, make_plan, plan_records, plan_summary
 
 
 def register(subparsers: Any) -> None:
@@ -23,6 +26,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("design", metavar="DESIGN", help="design file (YAML), e.g. designs/default.yaml")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
                         help="output format (default: table)")
+    parser.add_argument("--allow-design-commands", action="store_true",
+                        help="accept a design whose target options run commands as root, and print each of them")
     parser.set_defaults(func=run)
 
 
@@ -59,6 +64,8 @@ def format_table(summary: dict[str, Any], plan: pd.DataFrame) -> str:
         "levels": ", ".join(_value_text(v) for v in k["levels"]), "baseline": _value_text(k["baseline"]),
     } for k in summary["knobs"]])
     lines += [knobs.to_string(index=False), ""]
+    for command in summary.get("commands", []):
+        lines.append(f"command (runs as root) {command}")
     for warning in summary["warnings"]:
         lines.append(f"warning: {warning}")
     frac = summary["fractional"]
@@ -85,8 +92,11 @@ def format_table(summary: dict[str, Any], plan: pd.DataFrame) -> str:
 
 def run(args: argparse.Namespace) -> int:
     design = load_design(args.design)
+    commands = check_design_commands(design, args.allow_design_commands)
     plan = make_plan(design)
     if args.format == "csv":
+        for command in commands:
+            print(f"command (runs as root) {command}", file=sys.stderr)
         shown = plan.copy()
         for column in shown.columns[7:]:
             shown[column] = shown[column].map(_value_text)

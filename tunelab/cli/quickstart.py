@@ -25,6 +25,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("quickstart", help="run the default study on the lab, screen it, write the report",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--design", type=Path, default=DEFAULT_DESIGN, help=f"design file (default {DEFAULT_DESIGN})")
+    parser.add_argument("--allow-design-commands", action="store_true",
+                        help="let the design's target options run commands as root (see tunelab plan)")
     parser.add_argument("--no-report", action="store_true", help="stop after the screen")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -34,14 +36,17 @@ def run(args: argparse.Namespace) -> int:
     from tunelab import api
     from tunelab.cli.screen import verdict_table
 
+    from tunelab.designs import check_design_commands
+
     design, _, summary = api.plan(args.design)
+    check_design_commands(design, args.allow_design_commands)
     if summary["design"]["target"] == "lab" and os.geteuid() != 0:
         raise TunelabError("the embedded lab builds network namespaces and needs root; run as root (sudo), "
                            f"or look at the plan without running it: tunelab plan {args.design}")
     minutes = summary["estimated_wall_s"] / 60
     print(f"quickstart: study {design.name!r}: {summary['runs']} runs on target {summary['design']['target']!r}, "
           f"about {minutes:.0f} min", flush=True)
-    outcome = api.run(args.design, progress=not args.no_progress)
+    outcome = api.run(args.design, progress=not args.no_progress, allow_design_commands=args.allow_design_commands)
     print(outcome, flush=True)
     result = api.screen(outcome.store_path)
     print("\nscreen (verdict per knob and metric):")

@@ -48,6 +48,8 @@ def register(subparsers: Any) -> None:
                                                              "hard512, tradeoff); SYNTHETIC")
     parser.add_argument("--cv", type=float, default=0.03, help="simulator noise CV (default 0.03)")
     parser.add_argument("--allow-host-global", action="store_true", help="permit host-global knobs")
+    parser.add_argument("--allow-design-commands", action="store_true",
+                        help="let the design's target options run commands as root (see tunelab plan)")
     parser.add_argument("--store", type=Path, metavar="PATH", help="trial store (default data/<study>.sqlite)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write winner, estimates and confirmation as JSON")
     parser.add_argument("--export-sysctl", type=Path, metavar="FILE", help="write the winner as a sysctl.d file")
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from tunelab.optimize.search import Objective
     from tunelab.optimize.workflow import run_refinement, setup_from_design, setup_from_surface
     from tunelab.store import Store, default_store_path
-    from tunelab.targets import get_target
+    from tunelab.targets import build_target, check_target_spec
     from tunelab.api import sigterm_interrupts
 
     objectives = [Objective.parse(o) for o in args.objective]
@@ -77,11 +79,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise DesignError("give a DESIGN file (or --target simulator to refine on a SYNTHETIC surface)")
     objectives = objectives or [Objective(g.name, g.direction) for g in setup.goals]
+    target_spec = {"type": setup.target_type, "options": setup.target_options}
+    check_target_spec(target_spec, allow_commands=args.allow_design_commands)   # before the store is opened
     path = args.store or default_store_path(setup.study)
     with sigterm_interrupts():
         with Store.open(path, study=setup.study, design_hash=setup.design_hash, design_text=setup.design_text,
                         target_spec={"type": setup.target_type, "options": setup.target_options}) as store:
-            with get_target(setup.target_type)(**setup.target_options) as target:
+            with build_target(target_spec, allow_commands=args.allow_design_commands) as target:
                 outcome = run_refinement(setup, target, store, objectives, budget=args.budget, preset=args.preset,
                                          seed=args.seed, replicates=args.replicates,
                                          confirm_blocks=args.confirm_blocks)

@@ -130,21 +130,24 @@ def _options(items: list[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from tunelab.optimize.confirm import EXIT_STATUS, MetricGoal, validate
     from tunelab.store import Store, default_store_path
-    from tunelab.targets import get_target
+    from tunelab.targets import build_target, check_target_spec
 
     import tunelab.optimize  # noqa: F401  (registers the simulator target)
 
     options = _options(args.target_option)
     if args.surface:
         options["surface"] = args.surface
-    target_cls = get_target(args.target)
+    # --target-option values are typed by the user on this command line (not read from a design),
+    # so options that carry commands are the user's own: checked by the target's schema, allowed.
+    target_spec = {"type": args.target, "options": options}
+    check_target_spec(target_spec, allow_commands=True)
     candidate = parse_config(args.candidate)
     baseline: Any = "current"
     if args.baseline and args.baseline != ["current"]:
         baseline = parse_config([b for b in args.baseline if b != "current"])
     profiles = args.profile or ["overload"]
     path = args.store or default_store_path(f"validate-{args.target}")
-    with target_cls(**options) as target:
+    with build_target(target_spec, allow_commands=True) as target:
         if args.target == "simulator":
             load = target.load()
             warmup, measure = 0.0, 1.0

@@ -14,6 +14,8 @@ from tunelab.designs.schema import (
     LoadSpec,
     MetricSpec,
     TargetSpec,
+    check_design_commands,
+    design_commands,
     load_design,
     load_design_text,
     parse_design,
@@ -23,5 +25,5 @@ __all__ = [
     "GENERATORS", "Generator", "fractional_factorial", "hadamard", "plackett_burman",
     "estimated_wall_s", "make_plan", "plan_records", "plan_summary",
     "AnalysisSpec", "Design", "KnobSpec", "LoadSpec", "MetricSpec", "TargetSpec",
-    "load_design", "load_design_text", "parse_design",
+    "check_design_commands", "design_commands", "load_design", "load_design_text", "parse_design",
 ]

@@ -512,3 +512,33 @@ GENERATORS.add("fractional_factorial",
                Generator("fractional_factorial", _COMMON + ("generators", "runs", "resolution"), _fractional))
 GENERATORS.add("plackett_burman", Generator("plackett_burman", _COMMON + ("runs",), _plackett_burman))
 GENERATORS.add("latin_hypercube", Generator("latin_hypercube", _COMMON + ("samples",), _latin_hypercube))
+
+
+def runs_per_replicate(design: Any) -> int:
+    """The runs one replicate will have, computed from the options alone (no matrix is built).
+
+    An upper bound for ``fractional_factorial`` without explicit ``runs`` (then the default
+    generators choose at most :data:`MAX_FRACTIONAL_RUNS`). Used to refuse oversized plans
+    before any of them is generated.
+    """
+    def option(key: str, default: int) -> int:
+        value = design.options.get(key, default)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+    extra = option("baseline_runs", 0) if design.design_type != "oat" else 0
+    k = len(design.knobs)
+    if design.design_type == "oat":
+        varied = sum(len(knob.levels) - 1 for knob in design.knobs)
+        return varied + math.ceil(varied / option("baseline_every", 2))
+    if design.design_type == "full_factorial":
+        return math.prod(len(knob.levels) for knob in design.knobs) + extra
+    if design.design_type == "fractional_factorial":
+        generators = design.options.get("generators")
+        if isinstance(generators, (list, tuple)) and generators:
+            return 2 ** max(k - len(generators), 0) + extra
+        return min(option("runs", MAX_FRACTIONAL_RUNS), MAX_FRACTIONAL_RUNS) + extra
+    if design.design_type == "plackett_burman":
+        return option("runs", 4 * (k // 4 + 1)) + extra
+    if design.design_type == "latin_hypercube":
+        return option("samples", 2) + extra
+    return extra + 1

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.designs.generators import GENERATORS, DesignRows
-from tunelab.designs.schema import Design, _plain
+from tunelab.designs.schema import Design, _plain, design_commands
 
 #: fixed per-run cost assumed by the wall-time estimate: lab reset, knob writes and reads, parsing
 RUN_OVERHEAD_S = 1.0
@@ -153,7 +153,8 @@ def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
 
     Keys: ``design`` (name, type, source, hash, seed, replicates, blocks, options, target, load),
     ``runs``, ``runs_per_replicate``, ``configs``, ``baseline_runs``, ``knobs`` (id, name, host,
-    device, family, scope, type, requires_restart, levels, baseline), ``host_global``,
+    device, family, scope, type, requires_restart, levels, baseline), ``host_global``, ``commands``
+    (every command the design names, one line each; see ``--allow-design-commands``),
     ``warnings``, ``restarts``, ``estimated_wall_s``, ``timing`` and ``fractional`` (resolution,
     generators, defining relation, aliases of main effects and 2FIs; None for other types).
     """
@@ -181,6 +182,7 @@ def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
         "baseline_runs": int(plan["is_baseline"].sum()),
         "knobs": [{key: value for key, value in k.to_dict().items()} for k in design.knobs],
         "host_global": host_global,
+        "commands": design_commands(design),
         "warnings": warnings,
         "restarts": restarts,
         "estimated_wall_s": estimated_wall_s(design, plan),

@@ -32,7 +32,38 @@ DIRECTIONS = ("maximize", "minimize")
 CORRECTIONS = ("holm", "bonferroni", "fdr_bh", "none")
 HOSTS = ("server", "client")
 SCALES = ("linear", "log")
-NAME_PATTERN = re.compile(r"^[a-z0-9_-]+$")
+#: a study name: starts with a letter or digit (never an option such as ``--all``), then [a-z0-9_-]
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+# Limits on untrusted design files (designs/README.md, "Limits and trust"). Each is checked with
+# one DesignError naming the key path, the limit and the value, before anything big is built.
+#: longest study name (it names data/<name>.sqlite and reports/<name>/)
+MAX_NAME_LENGTH = 64
+#: largest design file read, in bytes
+MAX_FILE_BYTES = 1 << 20
+#: most YAML nodes visited while composing (aliases are counted every time they are expanded,
+#: so an alias "billion laughs" bomb stops here)
+MAX_YAML_NODES = 100_000
+#: deepest nesting of YAML collections
+MAX_YAML_DEPTH = 32
+#: most knobs in one design
+MAX_KNOBS = 64
+#: most levels per knob (explicit lists and low/high ranges alike)
+MAX_LEVELS = 1_000
+#: most metrics in one design
+MAX_METRICS = 32
+#: most replicates (and so blocks, which divide them)
+MAX_REPLICATES = 1_000
+#: largest warmup_s and measure_s, in seconds
+MAX_DURATION_S = 3_600.0
+#: most runs in a plan (runs per replicate x replicates), checked before the plan is generated
+MAX_PLAN_RUNS = 100_000
+#: largest value of a numeric design option (latin_hypercube samples, baseline_runs, baseline_every, runs)
+MAX_OPTION_VALUE = 10_000
+#: largest seed (numpy accepts any int; a 4000-digit one is no more random)
+MAX_SEED = 2**63 - 1
+#: longest error message; values quoted in errors are cut to this
+MAX_MESSAGE_CHARS = 600
 
 TOP_KEYS = ("name", "description", "target", "load", "warmup_s", "measure_s", "metrics", "knobs", "design", "analysis")
 KNOB_KEYS = ("name", "host", "device", "levels", "low", "high", "step", "scale", "n", "baseline")
@@ -216,44 +247,97 @@ class _StrictLoader(yaml.SafeLoader):
     """SafeLoader used only to compose nodes and construct scalars."""
 
 
+def _yaml_error(exc: yaml.YAMLError, source: str) -> DesignError:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}" if mark else source
+        return DesignError(f"{where}: malformed YAML: {exc.problem or exc.context} "
+                           f"(line {mark.line + 1 if mark else '?'}, column {mark.column + 1 if mark else '?'}); "
+                           "fix the syntax at that position")
+    return DesignError(f"{source}: malformed YAML: {' '.join(str(exc).split())}")
+
+
+class _Composer:
+    """Turns composed YAML nodes into plain Python, counting nodes and depth against the limits."""
+
+    def __init__(self, loader: _StrictLoader, source: str) -> None:
+        self.loader = loader
+        self.source = source
+        self.lines: dict[Path_, int] = {}
+        self.visited = 0
+
+    def _where(self, node: yaml.Node) -> str:
+        return f"{self.source}:{node.start_mark.line + 1}"
+
+    def convert(self, node: yaml.Node, path: Path_, depth: int = 0) -> Any:
+        self.visited += 1
+        if self.visited > MAX_YAML_NODES:
+            raise DesignError(f"{self._where(node)}: {_fmt(path) or '(top level)'}: the file expands to more than "
+                              f"MAX_YAML_NODES={MAX_YAML_NODES} YAML nodes (aliases count each time they are used); "
+                              "a design needs far fewer: remove repeated aliases")
+        if depth > MAX_YAML_DEPTH:
+            raise DesignError(f"{self._where(node)}: {_fmt(path) or '(top level)'}: nesting deeper than "
+                              f"MAX_YAML_DEPTH={MAX_YAML_DEPTH} levels (or a recursive alias); flatten the file")
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path, depth)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.convert(item, path + (i,), depth + 1) for i, item in enumerate(node.value)]
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            raise _yaml_error(exc, self.source) from None
+        except Exception as exc:  # noqa: BLE001 - e.g. `!!int abc`, a 5000-digit integer
+            raise DesignError(f"{self._where(node)}: {_fmt(path) or '(top level)'}: cannot read the value "
+                              f"{_short(node.value)} ({' '.join(str(exc).split())[:200]})") from None
+
+    def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = self.convert(key_node, path + ("<key>",), depth + 1)
+            try:
+                hash(key)
+            except TypeError:
+                key = [key]
+            if isinstance(key, (list, dict)):
+                raise DesignError(f"{self._where(key_node)}: {_fmt(path) or '(top)'}: "
+                                  f"a key must be a plain string, got {_short(key)}")
+            if key in out:
+                raise DesignError(f"{self._where(key_node)}: {_fmt(path + (key,))}: "
+                                  f"duplicate key {_short(key)}; each key may appear once")
+            out[key] = self.convert(value_node, path + (key,), depth + 1)
+        return out
+
+
 def _compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
-    """Parse YAML into plain Python plus a map key-path -> line; duplicate keys are errors."""
-    loader = _StrictLoader(text)
-    lines: dict[Path_, int] = {}
+    """Parse YAML into plain Python plus a map key-path -> line; duplicate keys are errors.
+
+    Bounded: at most :data:`MAX_YAML_NODES` nodes visited (aliases included) and
+    :data:`MAX_YAML_DEPTH` levels of nesting; every YAML problem is one DesignError.
+    """
+    try:
+        loader = _StrictLoader(text)            # the reader already refuses NUL and control characters
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, source) from None
+    composer = _Composer(loader, source)
     try:
         try:
             node = loader.get_single_node()
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = f"{source}:{mark.line + 1}" if mark else source
-            raise DesignError(f"{where}: malformed YAML: {exc.problem or exc.context} "
-                              f"(line {mark.line + 1 if mark else '?'}, column {mark.column + 1 if mark else '?'}); "
-                              "fix the syntax at that position") from None
+            data = composer.convert(node, ()) if node is not None else None
         except yaml.YAMLError as exc:
-            raise DesignError(f"{source}: malformed YAML: {exc}") from None
-
-        def convert(node: yaml.Node, path: Path_) -> Any:
-            lines[path] = node.start_mark.line + 1
-            if isinstance(node, yaml.MappingNode):
-                out: dict[Any, Any] = {}
-                for key_node, value_node in node.value:
-                    key = convert(key_node, path + ("<key>",))
-                    if isinstance(key, (list, dict)):
-                        raise DesignError(f"{source}:{key_node.start_mark.line + 1}: {_fmt(path) or '(top)'}: "
-                                          f"a key must be a plain string, got {key!r}")
-                    if key in out:
-                        raise DesignError(f"{source}:{key_node.start_mark.line + 1}: {_fmt(path + (key,))}: "
-                                          f"duplicate key {key!r}; each key may appear once")
-                    out[key] = convert(value_node, path + (key,))
-                return out
-            if isinstance(node, yaml.SequenceNode):
-                return [convert(item, path + (i,)) for i, item in enumerate(node.value)]
-            return loader.construct_object(node, deep=True)
-
-        data = convert(node, ()) if node is not None else None
+            raise _yaml_error(exc, source) from None
+        except RecursionError:
+            raise DesignError(f"{source}: malformed YAML: nesting too deep (limit MAX_YAML_DEPTH={MAX_YAML_DEPTH}); "
+                              "flatten the file") from None
     finally:
         loader.dispose()
-    return data, lines
+    return data, composer.lines
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters: errors quote untrusted values."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _fmt(path: Path_) -> str:
@@ -280,7 +364,10 @@ class _Context:
             if line is not None:
                 break
         where = f"{self.source}:{line}" if line else self.source
-        return DesignError(f"{where}: {_fmt(path) or '(top level)'}: {message}")
+        text = " ".join(f"{where}: {_fmt(path) or '(top level)'}: {message}".split())
+        if len(text) > MAX_MESSAGE_CHARS:
+            text = text[:MAX_MESSAGE_CHARS] + "..."
+        return DesignError(text)
 
     # typed getters ---------------------------------------------------------------------------
 
@@ -288,33 +375,53 @@ class _Context:
         if value is None:
             value = {}
         if not isinstance(value, dict):
-            raise self.error(path, f"must be a mapping (key: value), got {type(value).__name__} {value!r}")
+            raise self.error(path, f"must be a mapping (key: value), got {type(value).__name__} {_short(value)}")
         allowed = tuple(allowed)
         for key in value:
             if key not in allowed:
-                raise self.error(path + (key,), f"unknown key {key!r}; allowed keys: {', '.join(allowed)}")
+                raise self.error(path + (key,), f"unknown key {_short(key)}; allowed keys: {', '.join(allowed)}")
         return value
 
     def string(self, value: Any, path: Path_, choices: Iterable[str] | None = None) -> str:
         if not isinstance(value, str) or not value:
-            raise self.error(path, f"must be a non-empty string, got {value!r}")
+            raise self.error(path, f"must be a non-empty string, got {_short(value)}")
         if choices is not None and value not in tuple(choices):
-            raise self.error(path, f"unknown value {value!r}; choose one of {', '.join(choices)}")
+            raise self.error(path, f"unknown value {_short(value)}; choose one of {', '.join(choices)}")
         return value
 
-    def integer(self, value: Any, path: Path_, minimum: int | None = None) -> int:
+    def integer(self, value: Any, path: Path_, minimum: int | None = None,
+                maximum: tuple[str, int] | None = None) -> int:
+        """An int >= ``minimum``; ``maximum`` is ``(CONSTANT_NAME, limit)`` of a documented limit."""
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(path, f"must be an integer, got {value!r}")
+            raise self.error(path, f"must be an integer, got {_short(value)}")
         if minimum is not None and value < minimum:
-            raise self.error(path, f"must be >= {minimum}, got {value}")
+            raise self.error(path, f"must be >= {minimum}, got {_short(value)}")
+        if maximum is not None and value > maximum[1]:
+            raise self.limit(path, maximum, value)
         return value
 
-    def number(self, value: Any, path: Path_, minimum: float, strict: bool = False) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self.error(path, f"must be a number, got {value!r}")
+    def number(self, value: Any, path: Path_, minimum: float, strict: bool = False,
+               maximum: tuple[str, float] | None = None) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(path, f"must be a number, got {_short(value)}")
+        try:
+            value = float(value)
+        except OverflowError:
+            raise self.error(path, f"must be a finite number, got {_short(value)}") from None
+        if not math.isfinite(value):
+            raise self.error(path, f"must be a finite number, got {_short(value)}")
         if value < minimum or (strict and value == minimum):
-            raise self.error(path, f"must be {'>' if strict else '>='} {minimum}, got {value}")
-        return float(value)
+            raise self.error(path, f"must be {'>' if strict else '>='} {minimum}, got {value:g}")
+        if maximum is not None and value > maximum[1]:
+            raise self.limit(path, maximum, value)
+        return value
+
+    def limit(self, path: Path_, limit: tuple[str, float], value: Any) -> DesignError:
+        """The error for a value above a documented limit: names the key path, the limit and the value."""
+        name, bound = limit
+        shown = f"{value:g}" if isinstance(value, float) else _short(value)
+        return self.error(path, f"{shown} exceeds the limit {name}={bound:g}; use a smaller value "
+                                "(tunelab refuses designs this large; see designs/README.md, Limits and trust)")
 
     def boolean(self, value: Any, path: Path_) -> bool:
         if not isinstance(value, bool):
@@ -367,10 +474,14 @@ def _range_levels(ctx: _Context, path: Path_, knob: Any, raw: dict[str, Any]) ->
         raise ctx.error(path + ("step",), "give either `step` (linear grid) or `n` (+ `scale`), not both")
     if "step" in raw:
         step = ctx.integer(raw["step"], path + ("step",), minimum=1)
+        count = (high - low) // step + 1
+        if count > MAX_LEVELS:
+            raise ctx.error(path + ("step",), f"low={low}, high={high}, step={step} give {count} levels, above the "
+                            f"limit MAX_LEVELS={MAX_LEVELS}; use a larger step")
         levels = list(range(low, high + 1, step))
     else:
         step = None
-        n = ctx.integer(raw.get("n", 2), path + ("n",), minimum=2)
+        n = ctx.integer(raw.get("n", 2), path + ("n",), minimum=2, maximum=("MAX_LEVELS", MAX_LEVELS))
         if scale == "log":
             if low <= 0:
                 raise ctx.error(path + ("low",), f"scale: log needs low > 0, got low={low}")
@@ -414,9 +525,11 @@ def _parse_knob(ctx: _Context, raw: Any, path: Path_, lookup: Callable[[str], An
     if has_levels:
         values = raw["levels"]
         if not isinstance(values, list):
-            raise ctx.error(path + ("levels",), f"must be a list of values, got {values!r}")
+            raise ctx.error(path + ("levels",), f"must be a list of values, got {_short(values)}")
         if not values:
             raise ctx.error(path + ("levels",), f"empty levels for {name}; list at least one value")
+        if len(values) > MAX_LEVELS:
+            raise ctx.error(path + ("levels",), f"{len(values)} levels exceed the limit MAX_LEVELS={MAX_LEVELS}")
         levels = [_validate_level(ctx, knob, v, path + ("levels", i)) for i, v in enumerate(values)]
         for i, value in enumerate(levels):
             if value in levels[:i]:
@@ -474,14 +587,34 @@ def _parse_load(ctx: _Context, raw: Any) -> LoadSpec:
                             f"known: {', '.join(sorted(known))}")
     settings = raw.get("settings", {}) or {}
     if not isinstance(settings, dict):
-        raise ctx.error(path + ("settings",), f"must be a mapping of setting: value, got {settings!r}")
+        raise ctx.error(path + ("settings",), f"must be a mapping of setting: value, got {_short(settings)}")
+    if load_cls is not None:
+        _check_load_settings(ctx, load_cls, profile, settings)
     return LoadSpec(generator=generator, profile=profile, settings=_freeze(settings))
+
+
+def _check_load_settings(ctx: _Context, load_cls: Any, profile: str | None, settings: Mapping[str, Any]) -> None:
+    """Validate ``load.settings`` by the load's own schema, as the runner will use them (profile merged)."""
+    from tunelab.errors import LoadError
+
+    load = load_cls()
+    path: Path_ = ("load", "settings")
+    try:
+        for key, value in settings.items():          # one key at a time, so the error names it
+            load.validate_settings({key: value})
+        load.validate_settings(load.settings(profile, settings))
+    except LoadError as exc:
+        key = getattr(exc, "setting", None)
+        where = path + (key,) if key is not None and key in settings else (path if settings else ("load", "profile"))
+        raise ctx.error(where, str(exc)) from None
 
 
 def _parse_metrics(ctx: _Context, raw: Any, load: LoadSpec) -> tuple[MetricSpec, ...]:
     path: Path_ = ("metrics",)
     if not isinstance(raw, list) or not raw:
-        raise ctx.error(path, f"must be a non-empty list of {{name, direction, sesoi_pct}}, got {raw!r}")
+        raise ctx.error(path, f"must be a non-empty list of {{name, direction, sesoi_pct}}, got {_short(raw)}")
+    if len(raw) > MAX_METRICS:
+        raise ctx.error(path, f"{len(raw)} metrics exceed the limit MAX_METRICS={MAX_METRICS}")
     load_cls = _load_class(load.generator)
     known = dict(getattr(load_cls, "metrics", {}) or {}) if load_cls is not None else {}
     metrics: list[MetricSpec] = []
@@ -518,11 +651,15 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
         if key not in data:
             raise ctx.error((), f"required key `{key}` is missing")
     name = ctx.string(data["name"], ("name",))
+    if len(name) > MAX_NAME_LENGTH:
+        raise ctx.error(("name",), f"study name of {len(name)} characters exceeds the limit "
+                        f"MAX_NAME_LENGTH={MAX_NAME_LENGTH}: {_short(name)}")
     if not NAME_PATTERN.match(name):
-        raise ctx.error(("name",), f"study name {name!r} must match [a-z0-9_-]+ (it names data/<name>.sqlite)")
+        raise ctx.error(("name",), f"study name {_short(name)} must start with a letter or digit and use only "
+                        "a-z, 0-9, '_' and '-' (it names data/<name>.sqlite)")
     description = data.get("description") or ""
     if not isinstance(description, str):
-        raise ctx.error(("description",), f"must be text, got {description!r}")
+        raise ctx.error(("description",), f"must be text, got {_short(description)}")
 
     target_raw = ctx.mapping(data.get("target", {"type": "lab"}), ("target",), ("type", "options", "allow_host_global"))
     target_type = ctx.string(target_raw.get("type", "lab"), ("target", "type"))
@@ -537,19 +674,23 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
                         f"{', '.join(sorted(known_targets))}")
     target_options = target_raw.get("options", {}) or {}
     if not isinstance(target_options, dict):
-        raise ctx.error(("target", "options"), f"must be a mapping, got {target_options!r}")
+        raise ctx.error(("target", "options"), f"must be a mapping, got {_short(target_options)}")
+    _check_target_options(ctx, target_type, target_options)
     target = TargetSpec(type=target_type, options=_freeze(target_options),
                         allow_host_global=ctx.boolean(target_raw.get("allow_host_global", False),
                                                       ("target", "allow_host_global")))
 
     load = _parse_load(ctx, data["load"])
-    warmup_s = ctx.number(data.get("warmup_s", 2), ("warmup_s",), 0.0)
-    measure_s = ctx.number(data.get("measure_s", 8), ("measure_s",), 0.0, strict=True)
+    duration_limit = ("MAX_DURATION_S", MAX_DURATION_S)
+    warmup_s = ctx.number(data.get("warmup_s", 2), ("warmup_s",), 0.0, maximum=duration_limit)
+    measure_s = ctx.number(data.get("measure_s", 8), ("measure_s",), 0.0, strict=True, maximum=duration_limit)
     metrics = _parse_metrics(ctx, data["metrics"], load)
 
     raw_knobs = data["knobs"]
     if not isinstance(raw_knobs, list) or not raw_knobs:
-        raise ctx.error(("knobs",), f"must be a non-empty list of knobs, got {raw_knobs!r}")
+        raise ctx.error(("knobs",), f"must be a non-empty list of knobs, got {_short(raw_knobs)}")
+    if len(raw_knobs) > MAX_KNOBS:
+        raise ctx.error(("knobs",), f"{len(raw_knobs)} knobs exceed the limit MAX_KNOBS={MAX_KNOBS}")
     knobs: list[KnobSpec] = []
     for i, raw in enumerate(raw_knobs):
         spec = _parse_knob(ctx, raw, ("knobs", i), lookup)
@@ -563,14 +704,19 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
     if "type" not in d_raw:
         raise ctx.error(("design",), f"`type` is required; one of {', '.join(GENERATORS.names())}")
     design_type = ctx.string(d_raw["type"], ("design", "type"), GENERATORS.names())
-    replicates = ctx.integer(d_raw.get("replicates", 1), ("design", "replicates"), minimum=1)
-    blocks = ctx.integer(d_raw.get("blocks", 1), ("design", "blocks"), minimum=1)
+    replicates = ctx.integer(d_raw.get("replicates", 1), ("design", "replicates"), minimum=1,
+                             maximum=("MAX_REPLICATES", MAX_REPLICATES))
+    blocks = ctx.integer(d_raw.get("blocks", 1), ("design", "blocks"), minimum=1,
+                         maximum=("MAX_REPLICATES", MAX_REPLICATES))
     if replicates % blocks:
         raise ctx.error(("design", "blocks"), f"blocks={blocks} must divide replicates={replicates} "
                         "(each block holds whole replicates); change one of them")
-    seed = ctx.integer(d_raw.get("seed", 0), ("design", "seed"), minimum=0)
+    seed = ctx.integer(d_raw.get("seed", 0), ("design", "seed"), minimum=0, maximum=("MAX_SEED", MAX_SEED))
     generator = GENERATORS.get(design_type)
     options = ctx.mapping(d_raw.get("options", {}), ("design", "options"), generator.options)
+    for key, value in options.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_OPTION_VALUE:
+            raise ctx.limit(("design", "options", key), ("MAX_OPTION_VALUE", MAX_OPTION_VALUE), value)
 
     a_raw = ctx.mapping(data.get("analysis", {}), ("analysis",), ("alpha", "correction"))
     alpha = ctx.number(a_raw.get("alpha", 0.05), ("analysis", "alpha"), 0.0, strict=True)
@@ -584,12 +730,69 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
         seed=seed, options=_freeze(options), analysis=AnalysisSpec(alpha=alpha, correction=correction),
         source=source,
     )
+    _check_plan_size(ctx, design)
     generator.check(design, ctx)
     return design
 
 
+def _check_plan_size(ctx: _Context, design: Design) -> None:
+    """Refuse a plan above MAX_PLAN_RUNS before any of it is generated."""
+    from tunelab.designs.generators import runs_per_replicate
+
+    per_replicate = runs_per_replicate(design)
+    runs = per_replicate * design.replicates
+    if runs > MAX_PLAN_RUNS:
+        shown = f"{runs}" if runs < 10**12 else f"about 10^{len(str(runs)) - 1}"
+        raise ctx.error(("design",), f"the plan would have {shown} runs ({per_replicate} per replicate x "
+                        f"{design.replicates} replicates), above the limit MAX_PLAN_RUNS={MAX_PLAN_RUNS}; use fewer "
+                        "levels, knobs or replicates, or a fractional design")
+
+
+def _check_target_options(ctx: _Context, target_type: str, options: Mapping[str, Any]) -> None:
+    """Check target options by the target class's own constructor, without building it.
+
+    Whether command-bearing options may run is decided by the caller (``--allow-design-commands``),
+    see :func:`design_commands`; here they only have to be well-formed.
+    """
+    from tunelab.errors import TargetError
+    from tunelab.targets import check_target_spec
+
+    try:
+        check_target_spec({"type": target_type, "options": options}, allow_commands=True)
+    except TargetError as exc:
+        option = getattr(exc, "option", None)
+        path: Path_ = ("target", "options") + ((option,) if option is not None and option in options else ())
+        raise ctx.error(path, str(exc)) from None
+
+
+def design_commands(design: Design) -> list[str]:
+    """Every command the design names (one line each: ``target.options.OPTION.KEY: argv``).
+
+    Pure: nothing runs. Empty for designs that name no command; ``tunelab plan
+    --allow-design-commands`` prints these lines, and ``run`` refuses them without that flag.
+    """
+    from tunelab.targets import target_commands
+
+    return target_commands({"type": design.target.type, "options": _plain(design.target.options)})
+
+
+def check_design_commands(design: Design, allow_commands: bool) -> list[str]:
+    """The design's commands; :class:`~tunelab.errors.SafetyError` if it names any and ``allow_commands`` is false.
+
+    The error is the one :func:`tunelab.targets.build_target` gives, so plan and run refuse alike.
+    """
+    from tunelab.targets import check_target_spec
+
+    check_target_spec({"type": design.target.type, "options": _plain(design.target.options)},
+                      allow_commands=allow_commands)
+    return design_commands(design)
+
+
 def load_design_text(text: str, source: str = "<string>", knob_lookup: Callable[[str], Any] | None = None) -> Design:
     """Parse and validate design YAML given as text."""
+    if len(text) > MAX_FILE_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        raise DesignError(f"{source}: the design is larger than the limit MAX_FILE_BYTES={MAX_FILE_BYTES} bytes; "
+                          "a design file is a few kilobytes")
     data, lines = _compose(text, source)
     return parse_design(data, source=source, lines=lines, knob_lookup=knob_lookup)
 
@@ -605,9 +808,17 @@ def load_design(path: str | Path, knob_lookup: Callable[[str], Any] | None = Non
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as fh:               # read at most the limit: /dev/zero ends here too
+            raw = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise DesignError(f"{path}: no such design file; see designs/ for examples") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DesignError(f"{path}: cannot read design file: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise DesignError(f"{path}: cannot read design file: {' '.join(str(exc).split())}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise DesignError(f"{path}: the design file is larger than the limit MAX_FILE_BYTES={MAX_FILE_BYTES} bytes; "
+                          "a design file is a few kilobytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DesignError(f"{path}: the design file is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return load_design_text(text, source=str(path), knob_lookup=knob_lookup)

@@ -41,8 +41,8 @@ lat_p999_us            us      minimize  fio             99.9th percentile clat 
 Every load's ``series`` has a ``t_s`` column (end of each one-second interval, seconds since the
 start) plus per-second metric columns; wrk prints no per-second figures, so its series is empty.
 """
-from tunelab.loads.base import LOADS, Load, LoadResult, MetricInfo, get_load
+from tunelab.loads.base import LOADS, Load, LoadResult, MetricInfo, SettingError, get_load
 from tunelab.loads import dnsperf, fio, iperf3, wrk  # noqa: F401,E402 - registers the loads
 from tunelab.loads.metrics import METRICS
 
-__all__ = ["LOADS", "METRICS", "Load", "LoadResult", "MetricInfo", "get_load"]
+__all__ = ["LOADS", "METRICS", "Load", "LoadResult", "MetricInfo", "SettingError", "get_load"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.errors import LoadError
-from tunelab.loads.base import LoadResult, Status
+from tunelab.loads.base import LoadResult, SettingError, Status
 from tunelab.targets.base import CommandResult
 
 
@@ -23,16 +24,26 @@ class Setting:
     optional: bool = False  # None is allowed
 
 
-def positive_int(optional: bool = False) -> Setting:
-    return Setting((int,), "a positive integer", lambda v: not isinstance(v, bool) and v > 0, optional)
+def positive_int(optional: bool = False, maximum: int = 1_000_000) -> Setting:
+    return Setting((int,), f"an integer from 1 to {maximum}",
+                   lambda v: not isinstance(v, bool) and 0 < v <= maximum, optional)
 
 
-def non_negative_number(optional: bool = False) -> Setting:
-    return Setting((int, float), "a number >= 0", lambda v: not isinstance(v, bool) and v >= 0, optional)
+def non_negative_number(optional: bool = False, maximum: float = 1e9) -> Setting:
+    return Setting((int, float), f"a number from 0 to {maximum:g}",
+                   lambda v: not isinstance(v, bool) and 0 <= v <= maximum, optional)
 
 
-def positive_number(optional: bool = False) -> Setting:
-    return Setting((int, float), "a number > 0", lambda v: not isinstance(v, bool) and v > 0, optional)
+def positive_number(optional: bool = False, maximum: float = 1e9) -> Setting:
+    return Setting((int, float), f"a number > 0 and <= {maximum:g}",
+                   lambda v: not isinstance(v, bool) and 0 < v <= maximum, optional)
+
+
+def pattern(regex: str, rule: str, optional: bool = False, types: tuple[type, ...] = (str,)) -> Setting:
+    """A string (or int, when ``types`` allows it) whose text fully matches ``regex``."""
+    compiled = re.compile(regex)
+    return Setting(types, rule, lambda v: not isinstance(v, bool) and compiled.fullmatch(str(v)) is not None,
+                   optional)
 
 
 def one_of(*choices: str) -> Setting:
@@ -53,13 +64,20 @@ def check_settings(load: str, settings: Mapping[str, Any], spec: Mapping[str, Se
         if key in internal:
             continue
         if key not in spec:
-            raise LoadError(f"{load}: unknown load setting {key!r}; known settings: {', '.join(sorted(spec))}")
+            raise SettingError(f"{load}: unknown load setting {short(key)}; known settings: {', '.join(sorted(spec))}",
+                               str(key))
         rule = spec[key]
         if value is None and rule.optional:
             continue
         if not isinstance(value, rule.types) or not rule.check(value):
-            raise LoadError(f"{load}: setting {key}={value!r} must be {rule.rule}"
-                            f"{' or null' if rule.optional else ''}; fix the design's load.settings")
+            raise SettingError(f"{load}: setting {key}={short(value)} must be {rule.rule}"
+                               f"{' or null' if rule.optional else ''}; fix the design's load.settings", key)
+
+
+def short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters (errors quote untrusted values)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def last_line(*texts: str) -> str:

@@ -7,10 +7,19 @@ from typing import Any, Literal, Mapping
 
 import pandas as pd
 
+from tunelab.errors import LoadError
 from tunelab.registry import Registry
 from tunelab.targets.base import CommandResult
 
 Status = Literal["ok", "flagged", "failed"]
+
+
+class SettingError(LoadError):
+    """A load setting is unknown or breaks its rule; ``setting`` names it (None: a combination)."""
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 #: the words a metric's better direction may be written with (``qps:max``, ``latency_mean_ms:minimize``)
@@ -65,9 +74,20 @@ class Load(abc.ABC):
         base.update(overrides or {})
         return base
 
+    def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Check settings a design gives (profile merged with overrides) as ``command`` would.
+
+        Pure: no target is touched. Keys that only :meth:`prepare` may add are refused here.
+        Returns the settings with defaults filled in; :class:`SettingError` otherwise.
+        """
+        return dict(settings)
+
     def prepare(self, target: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Write helper files on the host the load runs on; return settings to add (default none)."""
         return {}
+
+    def cleanup(self, target: Any) -> None:  # noqa: B027 - optional hook
+        """Remove what :meth:`prepare` left on the target (private temporary files); no-op by default."""
 
     @abc.abstractmethod
     def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:

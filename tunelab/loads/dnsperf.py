@@ -40,16 +40,18 @@ from tunelab.targets.base import CommandResult
 STATS_INTERVAL_S = 1
 FLAG_BELOW_REQUESTED = 0.5
 
+#: most zone records a query file may name (the file is written on the client for every trial)
+MAX_RECORDS = 1_000_000
 SETTINGS = {
     "mode": c.one_of("udp", "tcp"),
-    "clients": c.positive_int(),
-    "threads": c.positive_int(),
-    "max_outstanding": c.positive_int(),
-    "rate": c.positive_number(optional=True),
-    "queries_per_conn": c.positive_int(optional=True),
-    "timeout": c.positive_number(),
+    "clients": c.positive_int(maximum=65_536),
+    "threads": c.positive_int(maximum=1024),
+    "max_outstanding": c.positive_int(maximum=1_000_000),
+    "rate": c.positive_number(optional=True, maximum=1e9),
+    "queries_per_conn": c.positive_int(optional=True, maximum=1_000_000_000),
+    "timeout": c.positive_number(maximum=3600),
     "port": c.port(),
-    "records": c.positive_int(),
+    "records": c.positive_int(maximum=MAX_RECORDS),
     "per_query_latency": c.Setting((bool,), "true or false"),
 }
 DEFAULTS: dict[str, Any] = {"mode": "udp", "clients": 1, "threads": 1, "max_outstanding": 100, "rate": None,
@@ -130,16 +132,51 @@ class DnsperfLoad(Load):
                    "latency_max_ms", "latency_p50_ms", "latency_p99_ms", "conn_latency_mean_ms", "reconnections",
                    "lost", "lost_pct")
 
+    def __init__(self) -> None:
+        self._private: tuple[Any, str] | None = None  # (target, private directory on its client host)
+
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         c.check_settings(self.name, settings, SETTINGS, internal=("query_file",))
         return {**DEFAULTS, **settings}
 
+    def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        c.check_settings(self.name, settings, SETTINGS)
+        return {**DEFAULTS, **settings}
+
+    def _private_dir(self, target: Any) -> str:
+        """A fresh 0700 directory on the client (``mktemp -d``), made once per target and reused."""
+        if self._private is not None and self._private[0] is target:
+            return self._private[1]
+        result = target.run(self.runs_on, ["mktemp", "-d", "-t", "tunelab-dnsperf.XXXXXXXXXX"], timeout_s=10)
+        if not result.ok:
+            raise LoadError(f"dnsperf: could not create a private directory for the query file: "
+                            f"{c.exit_reason('mktemp', result)}")
+        path = result.stdout.strip()
+        if not path.startswith("/") or "\n" in path:
+            # a dry run records the command and prints nothing: name a directory that is never created
+            path = "/nonexistent/tunelab-dnsperf.dry-run"
+        self._private = (target, path)
+        return path
+
     def prepare(self, target: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """Write the query file (``records`` zone names, type A) on the client; return its path."""
+        """Write the query file (``records`` zone names, type A) in a private directory on the client.
+
+        The directory comes from ``mktemp -d`` on the client host (mode 0700, unpredictable name),
+        so a symlink planted in /tmp is never followed; :meth:`cleanup` removes it.
+        """
         s = self._settings(settings)
-        path = f"/tmp/tunelab-dnsperf-{s['records']}.queries"
+        path = f"{self._private_dir(target)}/queries-{int(s['records'])}"
         target.write_text(self.runs_on, path, query_file_text(s["records"]))
         return {"query_file": path}
+
+    def cleanup(self, target: Any) -> None:
+        """Remove the private directory :meth:`prepare` made on ``target`` (if any)."""
+        if self._private is None or self._private[0] is not target:
+            return
+        directory = self._private[1]
+        self._private = None
+        if "/tunelab-dnsperf." in directory and not directory.startswith("/nonexistent/"):   # ours, from mktemp
+            target.run(self.runs_on, ["rm", "-rf", "--", directory], timeout_s=30)
 
     def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
         s = self._settings(settings)

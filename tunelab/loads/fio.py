@@ -7,20 +7,26 @@ final counters minus the counters of the last status at the end of the warm-up, 
 percentiles are those of the post-warm-up I/Os only (same nearest-rank rule as fio's own). The
 per-second series comes from consecutive status objects.
 
-Writing workloads (``write``, ``randwrite``, ``randrw``) to a ``/dev/`` path are refused unless
-the path came from the target's ``@disk`` (the lab's scratch loop device): a design cannot overwrite
-a real disk by mistake.
+Files are confined, for reads and writes alike: ``filename`` is either ``"@disk"`` (the target's
+scratch loop device, e.g. the lab's) or a file under tunelab's scratch directory
+:data:`~tunelab.targets.base.SCRATCH_DIR` (default ``/var/tmp/tunelab/scratch``). Paths are
+canonicalised; ``..``, ``:`` (fio's list separator) and symlinks that leave the directory are
+refused when the design is read, again on the target in :meth:`FioLoad.prepare`, and again in
+:meth:`FioLoad.command`. A design cannot read or overwrite a real disk or a system file.
 
 Example
 -------
->>> argv = FioLoad().command({"filename": "/tmp/f", "size": "64M", "ioengine": "psync"}, 10, "unused")
->>> argv[:3]
-['fio', '--name=tunelab', '--filename=/tmp/f']
+>>> f = f"{SCRATCH_DIR}/f"
+>>> argv = FioLoad().command({"filename": f, "size": "64M", "ioengine": "psync"}, 10, "unused")
+>>> argv[:3] == ['fio', '--name=tunelab', f'--filename={f}']
+True
 """
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -30,18 +36,78 @@ from tunelab.errors import LoadError
 from tunelab.loads import _common as c
 from tunelab.loads.base import LOADS, Load, LoadResult
 from tunelab.loads.metrics import pick
-from tunelab.targets.base import CommandResult
+from tunelab.targets.base import SCRATCH_DIR, CommandResult
 
 RW = ("randread", "randwrite", "read", "write", "randrw")
+#: fio engines a design may choose (``exec``, ``external:`` and friends would run other programs)
+ENGINES = ("auto", "libaio", "io_uring", "psync", "sync", "pvsync", "pvsync2", "posixaio", "mmap")
+#: largest file fio may lay out in the scratch directory (``size``) and largest block size (``bs``)
+MAX_SIZE_BYTES = 16 * 2**30
+MAX_BS_BYTES = 64 * 2**20
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+_SIZE_RE = re.compile(r"([0-9]{1,15})([kmgt]?)(i?b)?", re.I)
+#: the only device fio may touch: the target's own loop device, as resolved from ``@disk``
+_LOOP_RE = re.compile(r"/dev/loop[0-9]{1,4}")
+
+
+def size_bytes(value: Any) -> int | None:
+    """``"4k"`` -> 4096 (fio's units: k = 1024); None when ``value`` is not a plain size.
+
+    >>> size_bytes("256M"), size_bytes(4096), size_bytes("4k,8k")
+    (268435456, 4096, None)
+    """
+    if isinstance(value, bool):
+        return None
+    match = _SIZE_RE.fullmatch(str(value))
+    return int(match.group(1)) * _UNITS[match.group(2).lower()] if match else None
+
+
+def _size_rule(maximum: int) -> Any:
+    return lambda v: (n := size_bytes(v)) is not None and 0 < n <= maximum
+
+
+def check_filename(value: str, setting: str = "filename", resolve: bool = True) -> str:
+    """Confine an fio ``filename`` to ``@disk`` or a file under :data:`SCRATCH_DIR`; return it canonical.
+
+    Refused: ``:`` anywhere (fio reads it as a list of files), control characters, relative paths,
+    ``..`` components, anything outside the scratch directory after normalisation (``//dev/sda``
+    is ``/dev/sda``), and, with ``resolve``, a path whose symlinks lead elsewhere on this machine.
+    """
+    if value == "@disk":
+        return value
+    allowed = f"allowed: \"@disk\" (the target's scratch loop device) or a file under {SCRATCH_DIR}/"
+
+    def refuse(why: str) -> LoadError:
+        return c.SettingError(f"fio: setting {setting}={c.short(value)} {why}; {allowed}", setting)
+
+    if ":" in value:
+        raise refuse("contains ':', which fio reads as a list of several files")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise refuse("contains control characters")
+    if not value.startswith("/"):
+        raise refuse("is not an absolute path")
+    if ".." in value.split("/"):
+        raise refuse("contains '..'")
+    canonical = os.path.normpath("/" + value.lstrip("/"))
+    scratch = os.path.normpath(str(SCRATCH_DIR))
+    if os.path.commonpath([canonical, scratch]) != scratch or canonical == scratch:
+        raise refuse("is outside tunelab's scratch directory")
+    if resolve and os.path.realpath(canonical) != canonical:
+        raise refuse(f"resolves through a symlink to {os.path.realpath(canonical)}")
+    return canonical
+
+
 SETTINGS = {
     "rw": c.one_of(*RW),
-    "bs": c.Setting((str, int), "a block size such as 4k or 1M"),
-    "iodepth": c.positive_int(),
-    "numjobs": c.positive_int(),
-    "ioengine": c.Setting((str,), "an fio engine name (libaio, psync, io_uring) or auto", str.isidentifier),
+    "bs": c.Setting((str, int), f"a block size such as 4k or 1M (at most {MAX_BS_BYTES // 2**20}M)",
+                    _size_rule(MAX_BS_BYTES)),
+    "iodepth": c.positive_int(maximum=4096),
+    "numjobs": c.positive_int(maximum=64),
+    "ioengine": c.one_of(*ENGINES),
     "direct": c.Setting((bool,), "true or false"),
-    "size": c.Setting((str, int), "a size such as 256M", optional=True),
-    "filename": c.Setting((str,), "@disk or an absolute path", lambda v: v == "@disk" or v.startswith("/")),
+    "size": c.Setting((str, int), f"a size such as 256M (at most {MAX_SIZE_BYTES // 2**30}G)",
+                      _size_rule(MAX_SIZE_BYTES), optional=True),
+    "filename": c.Setting((str,), f"\"@disk\" or a file under {SCRATCH_DIR}/", lambda v: len(v) <= 4096),
 }
 INTERNAL = ("device_from_target",)
 DEFAULTS: dict[str, Any] = {"rw": "randread", "bs": "4k", "iodepth": 16, "numjobs": 1, "ioengine": "auto",
@@ -69,28 +135,54 @@ class FioLoad(Load):
         c.check_settings(self.name, settings, SETTINGS, internal=INTERNAL)
         return {**DEFAULTS, **settings}
 
+    def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Settings check plus the file rule (:func:`check_filename`); ``device_from_target`` is refused."""
+        c.check_settings(self.name, settings, SETTINGS)
+        s = {**DEFAULTS, **settings}
+        check_filename(s["filename"])
+        return s
+
     def prepare(self, target: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """Resolve ``@disk`` to the target's device and ``ioengine: auto`` to libaio (else psync)."""
+        """Resolve ``@disk`` to the target's loop device, check a scratch file on the target itself,
+        and resolve ``ioengine: auto`` to libaio (else psync)."""
         s = self._settings(settings)
         extra: dict[str, Any] = {}
-        if s["filename"].startswith("@"):
-            device = target.resolve_device(s["filename"])
-            extra["filename"] = device if device.startswith("/") else f"/dev/{device}"
-            extra["device_from_target"] = True
+        if s["filename"] == "@disk":
+            device = target.resolve_device("@disk")
+            device = device if device.startswith("/") else f"/dev/{device}"
+            if not _LOOP_RE.fullmatch(device):
+                raise LoadError(f"fio: filename \"@disk\" resolved to {c.short(device)} on this target, which is not "
+                                "a loop device; use a target with a scratch disk (lab with disk_mb) or a file "
+                                f"under {SCRATCH_DIR}/")
+            extra["filename"] = extra["device_from_target"] = device
+        else:
+            extra["filename"] = self._scratch_file(target, s["filename"])
         if s["ioengine"] == "auto":
             engines = target.run(self.runs_on, ["fio", "--enghelp"], timeout_s=10)
             extra["ioengine"] = "libaio" if "libaio" in engines.stdout.split() else "psync"
         return extra
+
+    def _scratch_file(self, target: Any, filename: str) -> str:
+        """Create the scratch directory on the target (0700) and check the file does not leave it there."""
+        path = check_filename(filename, resolve=False)
+        made = target.run(self.runs_on, ["mkdir", "-p", "-m", "0700", "--", str(SCRATCH_DIR)], timeout_s=10)
+        if not made.ok:
+            raise LoadError(f"fio: could not create the scratch directory {SCRATCH_DIR}: {c.exit_reason('mkdir', made)}")
+        real = target.run(self.runs_on, ["realpath", "-m", "--", path], timeout_s=10)
+        seen = real.stdout.strip()
+        if not real.ok or (seen and seen != path):   # a dry run prints nothing
+            raise LoadError(f"fio: filename {path} resolves to {c.short(seen)} on the target (a symlink); "
+                            f"only files under {SCRATCH_DIR}/ are allowed")
+        return path
 
     def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
         s = self._settings(settings)
         if s["filename"].startswith("@") or s["ioengine"] == "auto":
             raise LoadError(f"fio: filename {s['filename']!r} / ioengine {s['ioengine']!r} are unresolved; call "
                             "prepare(target, settings) and merge its result first")
-        if "write" in s["rw"] or s["rw"] == "randrw":
-            if s["filename"].startswith("/dev/") and not s.get("device_from_target"):
-                raise LoadError(f"fio: refusing to write to {s['filename']} (rw={s['rw']}): it is a device that did "
-                                "not come from the target's scratch disk; use filename: \"@disk\" or a file path")
+        from_target = s.get("device_from_target") == s["filename"] and _LOOP_RE.fullmatch(s["filename"])
+        if not from_target:
+            check_filename(s["filename"], resolve=False)   # defence in depth: the rule holds here too
         runtime = int(round(duration_s))
         if runtime < 1:
             raise LoadError(f"fio: duration must be at least 1 s, got {duration_s!r}")

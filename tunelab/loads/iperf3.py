@@ -27,16 +27,20 @@ from tunelab.loads.base import LOADS, Load, LoadResult
 from tunelab.loads.metrics import pick
 from tunelab.targets.base import CommandResult
 
+#: iperf3 sizes and rates: digits with an optional K/M/G/T suffix (bitrate may add /burst)
+_SIZE = r"[0-9]{1,12}(\.[0-9]{1,6})?[KMGTkmgt]?"
 SETTINGS = {
-    "parallel": c.positive_int(),
-    "congestion": c.Setting((str,), "a congestion control name such as cubic or bbr", lambda v: v.isidentifier(),
-                            optional=True),
+    "parallel": c.positive_int(maximum=128),  # iperf3's own limit
+    "congestion": c.Setting((str,), "a congestion control name such as cubic or bbr",
+                            lambda v: v.isidentifier() and v.isascii() and len(v) <= 16, optional=True),
     "reverse": c.Setting((bool,), "true or false"),
     "udp": c.Setting((bool,), "true or false"),
-    "bitrate": c.Setting((str, int), "an iperf3 bitrate such as 100M or 1G", optional=True),
+    "bitrate": c.pattern(_SIZE + r"(/[0-9]{1,9})?", "an iperf3 bitrate such as 100M or 1G", optional=True,
+                         types=(str, int)),
     "port": c.port(),
-    "omit": c.Setting((int,), "a whole number of seconds >= 0", lambda v: not isinstance(v, bool) and v >= 0),
-    "window": c.Setting((str, int), "a socket buffer size such as 256K", optional=True),
+    "omit": c.Setting((int,), "a whole number of seconds from 0 to 3600",
+                      lambda v: not isinstance(v, bool) and 0 <= v <= 3600),
+    "window": c.pattern(_SIZE, "a socket buffer size such as 256K", optional=True, types=(str, int)),
 }
 DEFAULTS: dict[str, Any] = {"parallel": 1, "congestion": None, "reverse": False, "udp": False, "bitrate": None,
                             "port": 5201, "omit": 0, "window": None}
@@ -61,6 +65,9 @@ class Iperf3Load(Load):
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         c.check_settings(self.name, settings, SETTINGS)
         return {**DEFAULTS, **settings}
+
+    def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        return self._settings(settings)
 
     def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
         s = self._settings(settings)

@@ -28,12 +28,14 @@ from tunelab.loads.base import LOADS, Load, LoadResult
 from tunelab.loads.metrics import pick
 from tunelab.targets.base import CommandResult
 
+# No ``script`` setting on purpose: ``wrk -s script.lua`` runs arbitrary Lua (os.execute) as root.
 SETTINGS = {
-    "path": c.Setting((str,), "a URL path starting with /", lambda v: v.startswith("/") and " " not in v),
+    "path": c.pattern(r"/[\x21-\x7e]{0,2047}", "a URL path starting with / (printable ASCII, no spaces)"),
     "port": c.port(),
-    "threads": c.positive_int(),
-    "connections": c.positive_int(),
-    "timeout": c.Setting((int,), "a whole number of seconds >= 1", lambda v: not isinstance(v, bool) and v >= 1),
+    "threads": c.positive_int(maximum=1024),
+    "connections": c.positive_int(maximum=100_000),
+    "timeout": c.Setting((int,), "a whole number of seconds from 1 to 3600",
+                         lambda v: not isinstance(v, bool) and 1 <= v <= 3600),
 }
 DEFAULTS: dict[str, Any] = {"path": "/", "port": 80, "threads": 2, "connections": 16, "timeout": 2}
 
@@ -98,9 +100,13 @@ class WrkLoad(Load):
         c.check_settings(self.name, settings, SETTINGS)
         s = {**DEFAULTS, **settings}
         if s["connections"] < s["threads"]:
-            raise LoadError(f"wrk: connections ({s['connections']}) must be >= threads ({s['threads']}); "
-                            "wrk gives every thread at least one connection")
+            raise c.SettingError(f"wrk: connections ({s['connections']}) must be >= threads ({s['threads']}); "
+                                 "wrk gives every thread at least one connection",
+                                 "connections" if "connections" in settings else "threads")
         return s
+
+    def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        return self._settings(settings)
 
     def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
         s = self._settings(settings)

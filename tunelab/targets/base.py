@@ -10,10 +10,23 @@ Commands are always argument lists, never shell strings.
 from __future__ import annotations
 
 import abc
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
+from tunelab.errors import TargetError
+from tunelab.paths import SCRATCH_DIR  # noqa: F401 - re-exported: fio's confinement reads it from here
 from tunelab.registry import Registry
+
+
+
+class TargetOptionError(TargetError):
+    """A target option is unknown, missing or of the wrong type; ``option`` names it (or None)."""
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 @dataclass(frozen=True)
@@ -37,6 +50,19 @@ class Target(abc.ABC):
 
     name: str = "abstract"
     hosts: tuple[str, ...] = ("server", "client")
+    #: constructor options whose values are commands run on a host (as root); a design may only
+    #: set them with ``--allow-design-commands`` (see :func:`tunelab.targets.build_target`)
+    command_options: tuple[str, ...] = ()
+    #: constructor options only Python callers may pass (callables, sockets); never from a design
+    python_only_options: tuple[str, ...] = ()
+
+    @classmethod
+    def validate_options(cls, options: dict[str, Any]) -> None:
+        """Check option values without building anything (no connection, no file); TargetOptionError if bad.
+
+        Called by :func:`tunelab.targets.check_target_spec` after the names and types were checked,
+        so ``tunelab plan`` refuses what the constructor would refuse. Default: nothing more to check.
+        """
 
     def up(self) -> None:  # noqa: B027 - optional hook
         """Create whatever the target needs (namespaces, servers, connections)."""

@@ -94,6 +94,7 @@ class LocalTarget(ServiceCommandsMixin, Target):
 
     name = "local"
     hosts = ("server", "client")
+    command_options = ("service_commands",)
 
     def __init__(self, service_commands: Mapping[str, Sequence[str]] | None = None,
                  server_cpu: int | None = None, client_cpu: int | None = None) -> None:

@@ -25,12 +25,16 @@ from fabric import Connection
 from invoke.exceptions import CommandTimedOut
 
 from tunelab.errors import TargetError
-from tunelab.targets.base import TARGETS, CommandResult, Target
+from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
 from tunelab.targets.local import LocalTarget, ServiceCommandsMixin, taskset_argv
 from tunelab.targets.process import check_argv
 
 #: extra seconds the remote ``timeout`` allows before SIGKILL, and the local wait beyond that
 KILL_AFTER_S = 2
+#: the only paramiko ``connect()`` keywords a target option may set: credentials and plain
+#: switches. Everything that could open a ProxyCommand, socket, transport or GSS hook is refused.
+CONNECT_KWARGS = ("key_filename", "password", "passphrase", "allow_agent", "look_for_keys", "compress",
+                  "timeout", "disabled_algorithms")
 
 
 def parse_spec(spec: str) -> tuple[str | None, str, int]:
@@ -77,19 +81,18 @@ class SshTarget(ServiceCommandsMixin, Target):
 
     name = "ssh"
     hosts = ("server", "client")
+    command_options = ("service_commands",)
+    python_only_options = ("connect_socket",)
 
     def __init__(self, server: str, client: str | None = None, connect_kwargs: Mapping[str, Any] | None = None,
                  known_hosts: str | None = None, service_commands: Mapping[str, Sequence[str]] | None = None,
                  connect_socket: Callable[[str, int], socket.socket] | None = None,
                  connect_timeout_s: float = 10.0) -> None:
+        self.validate_options({"server": server, "client": client, "connect_kwargs": connect_kwargs})
         self.specs = {"server": parse_spec(server)}
         if client is not None:
             self.specs["client"] = parse_spec(client)
         self.connect_kwargs = dict(connect_kwargs or {})
-        for key in ("hostname", "port", "username", "sock"):
-            if key in self.connect_kwargs:
-                raise TargetError(f"connect_kwargs may not set {key!r}; put it in the host spec user@host:port "
-                                  "(or pass connect_socket for a custom socket)")
         self.known_hosts = os.path.expanduser(known_hosts) if known_hosts else None
         if self.known_hosts and not os.path.isfile(self.known_hosts):
             raise TargetError(f"known_hosts file {self.known_hosts!r} does not exist; create it with "
@@ -99,6 +102,24 @@ class SshTarget(ServiceCommandsMixin, Target):
         self.connect_timeout_s = connect_timeout_s
         self._connections: dict[str, Connection] = {}
         self._local = LocalTarget() if client is None else None
+
+    @classmethod
+    def validate_options(cls, options: dict[str, Any]) -> None:
+        """Host specs parse and ``connect_kwargs`` holds only :data:`CONNECT_KWARGS` (no ProxyCommand, no socket)."""
+        for host in ("server", "client"):
+            if options.get(host) is not None:
+                try:
+                    parse_spec(options[host])
+                except TargetError as exc:
+                    raise TargetOptionError(str(exc), host) from None
+        for key in options.get("connect_kwargs") or {}:
+            if key in ("hostname", "port", "username", "sock"):
+                raise TargetOptionError(f"connect_kwargs may not set {key!r}; put it in the host spec "
+                                        "user@host:port (or pass connect_socket for a custom socket)", "connect_kwargs")
+            if key not in CONNECT_KWARGS:
+                raise TargetOptionError(f"connect_kwargs: {str(key)[:40]!r} is not allowed; allowed keys: "
+                                        f"{', '.join(CONNECT_KWARGS)} (nothing that opens a proxy command, socket, "
+                                        "transport or GSS hook)", "connect_kwargs")
 
     # ---- connections ------------------------------------------------------------------------
 
