@@ -48,7 +48,7 @@ def parse_metric(text: str) -> dict[str, Any]:
 
 def match_level(data: pd.DataFrame, column: str, text: str) -> Any:
     """The level of ``column`` whose text is ``text`` (``'4096'`` -> 4096, ``'True'`` -> True)."""
-    from tunelab.stats._validate import sorted_levels
+    from tunelab.stats import sorted_levels
 
     levels = sorted_levels(data[column].dropna())
     for level in levels:
@@ -68,7 +68,7 @@ def match_level(data: pd.DataFrame, column: str, text: str) -> Any:
 
 def default_baseline(data: pd.DataFrame, knob: str) -> Any:
     """The level of ``knob`` in the ``is_baseline`` rows if they agree, else the first sorted level."""
-    from tunelab.stats._validate import sorted_levels
+    from tunelab.stats import sorted_levels
 
     if "is_baseline" in data.columns:
         flags = data["is_baseline"].map(lambda v: str(v).strip().lower() in ("true", "1"))
@@ -97,10 +97,7 @@ ScreenInputs = tuple[pd.DataFrame, list[dict[str, Any]], list[str], dict[str, An
 def _from_csv(source: str, metric: Sequence[str], knob: Sequence[str], baseline_items: Sequence[str],
               alpha: float | None, correction: str | None) -> ScreenInputs:
     path = Path(source)
-    try:
-        data = pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise DataError(f"cannot read CSV {str(path)!r}: {exc}") from exc
+    data = read_csv(path)
     if not metric:
         numeric = [c for c in data.columns if c not in BOOKKEEPING and pd.api.types.is_numeric_dtype(data[c])]
         raise DataError(f"name the metric(s) to analyse with --metric NAME[:max|:min][:SESOI]; numeric columns in "
@@ -113,12 +110,68 @@ def _from_csv(source: str, metric: Sequence[str], knob: Sequence[str], baseline_
     if not knobs:
         raise DataError(f"{path.name} has no knob columns besides the metrics and bookkeeping columns; "
                         "name them with --knob COL")
-    baseline = _parse_baselines(data, baseline_items)
     for column in knobs:
         if column not in data.columns:
             raise DataError(f"--knob {column!r} is not a column of {path.name}; columns: {', '.join(data.columns)}")
+        check_level_column(data, column, path)
+    for name in names & set(data.columns):
+        data[name] = numeric_column(data, name, path)
+    baseline = _parse_baselines(data, baseline_items)
+    for column in knobs:
         baseline.setdefault(column, default_baseline(data, column))
     return data, metrics, knobs, baseline, 0.05 if alpha is None else alpha, correction or "holm"
+
+
+#: longest CSV cell text and column name accepted (a knob level or a metric name is short)
+CSV_TEXT_MAX = 256
+
+
+def read_csv(path: Path) -> pd.DataFrame:
+    """Read a tidy CSV; DataError naming the file when it cannot be parsed, has no data rows or
+    has a column name that is empty, overlong or holds control characters."""
+    try:
+        data = pd.read_csv(path)
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise DataError(f"cannot read CSV {str(path)!r}: {' '.join(str(exc).split())[:200]}; give a comma-separated "
+                        "file with a header row (e.g. from `tunelab export`)") from None
+    for position, column in enumerate(data.columns, start=1):
+        text = str(column)
+        if len(text) > CSV_TEXT_MAX or not text.isprintable() or text.startswith("Unnamed: "):
+            raise DataError(f"{path.name}: column {position} of the header has the name {text[:60]!r}; every column "
+                            f"needs a name of at most {CSV_TEXT_MAX} printable characters")
+    if data.empty:
+        raise DataError(f"{path.name} has a header but no data rows; it holds no trials to screen")
+    return data
+
+
+def _row(index: Any) -> str:
+    """How a reader finds a data row: its number and its line in the file (line 1 is the header)."""
+    return f"row {int(index) + 1} (line {int(index) + 2})"
+
+
+def numeric_column(data: pd.DataFrame, column: str, path: Path) -> pd.Series:
+    """``data[column]`` as floats; DataError naming the first row and the column when a cell is not a
+    finite number (empty cells are missing values and stay NaN)."""
+    values = pd.to_numeric(data[column], errors="coerce")
+    bad = (data[column].notna() & values.isna()) | values.isin([math.inf, -math.inf])
+    if bad.any():
+        index = bad.idxmax()
+        raise DataError(f"{path.name}: {_row(index)}, column {column!r} holds {str(data.at[index, column])[:40]!r}, "
+                        f"which is not a finite number ({int(bad.sum())} such cells); fix or remove those rows")
+    return values.astype("float64")
+
+
+def check_level_column(data: pd.DataFrame, column: str, path: Path) -> None:
+    """DataError unless the knob column ``column`` has at least one value and every text level is
+    at most :data:`CSV_TEXT_MAX` printable characters (they are printed and reported)."""
+    values = data[column]
+    if values.isna().all():
+        raise DataError(f"{path.name}: knob column {column!r} is empty in every row; give its levels or leave the "
+                        "column out (--knob names the knob columns)")
+    for index, value in values.items():
+        if isinstance(value, str) and (len(value) > CSV_TEXT_MAX or not value.isprintable()):
+            raise DataError(f"{path.name}: {_row(index)}, column {column!r} holds a level that is not at most "
+                            f"{CSV_TEXT_MAX} printable characters: {value[:40]!r}")
 
 
 def _from_study(source: str, metric: Sequence[str], knob: Sequence[str], baseline_items: Sequence[str],

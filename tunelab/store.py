@@ -37,6 +37,7 @@ import functools
 import json
 import math
 import os
+import re
 import sqlite3
 import subprocess
 from contextlib import contextmanager
@@ -61,6 +62,38 @@ TIDY_COLUMNS = [
     "varied_knob", "status", "reason", "started_at", "duration_s", "foreign_cpu_s",
 ]
 _PLAN_COLUMNS = ["run_id", "config_id", "block", "replicate", "run_order", "is_baseline", "varied_knob"]
+
+#: ``PRAGMA user_version`` of stores this tunelab writes; 0 is an older store, accepted when its tables match
+SCHEMA_VERSION = 1
+#: the first 16 bytes of every SQLite 3 database file
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: tables every tunelab store has, with the columns tunelab reads from them
+REQUIRED_COLUMNS = {
+    "study": ("name", "design_hash", "design_text", "created", "tunelab_version", "git_sha", "target_spec"),
+    "trials": ("trial_id", "run_key", "phase", "config", "plan", "status", "reason", "knobs_read", "metrics", "series",
+               "timings", "foreign_cpu_s", "provenance", "started_at", "ended_at"),
+    "journal": ("entry_id", "trial_id", "host", "knob_id", "device", "old_text", "new_text", "state", "ts"),
+    "runs": ("run_id", "started_at", "pid", "target"),
+}
+#: seconds to wait for another process's SQLite lock before giving up (``TUNELAB_LOCK_TIMEOUT_S`` overrides)
+LOCK_TIMEOUT_S = 10.0
+LOCK_TIMEOUT_ENV = "TUNELAB_LOCK_TIMEOUT_S"
+#: study names: what a design's ``name:`` may be, since it names ``data/<name>.sqlite`` and the report directory
+STUDY_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]*")
+STUDY_NAME_MAX = 64
+#: knob names: catalogue-style dotted lowercase names (``net.core.somaxconn``, ``block.queue.scheduler``)
+KNOB_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*")
+KNOB_NAME_MAX = 128
+#: devices of block and link knobs (``loop0``, ``veth0``, ``@link``); never ``/`` and never only dots
+DEVICE_PATTERN = re.compile(r"[a-z0-9@][a-z0-9@._-]*")
+DEVICE_MAX = 64
+#: hosts a knob id may name after ``@``
+KNOB_HOSTS = ("server", "client")
+#: metric names (the load metric schema: ``qps``, ``latency_mean_ms``, ...)
+METRIC_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+METRIC_NAME_MAX = 64
+#: longest text level a knob may have (enum choices are short words)
+LEVEL_TEXT_MAX = 256
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS study (
@@ -100,7 +133,9 @@ CREATE TABLE IF NOT EXISTS journal (
     new_text TEXT NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('applied', 'restored')),
     ts TEXT NOT NULL,
-    note TEXT
+    note TEXT,
+    machine_id TEXT,
+    boot_id TEXT
 );
 CREATE INDEX IF NOT EXISTS journal_by_state ON journal (state);
 CREATE TABLE IF NOT EXISTS runs (
@@ -125,6 +160,10 @@ class JournalEntry:
     new_text: str
     state: str
     ts: str
+    #: ``/etc/machine-id`` and ``/proc/sys/kernel/random/boot_id`` of the host the change was made
+    #: on (``None`` when that host could not tell, e.g. the simulator, or an older store)
+    machine_id: str | None = None
+    boot_id: str | None = None
 
     @property
     def knob_name(self) -> str:
@@ -143,6 +182,22 @@ class StudyInfo:
     tunelab_version: str
     git_sha: str | None
     target_spec: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class HostIdentity:
+    """Which machine, and which boot of it, a host is: ``/etc/machine-id`` and the kernel's boot id.
+
+    A journal entry carries the identity of the host it changed, so a store copied to another
+    machine (or a journal older than the last reboot) is never replayed blindly.
+    """
+
+    machine_id: str | None
+    boot_id: str | None
+
+    @property
+    def known(self) -> bool:
+        return bool(self.machine_id)
 
 
 def knob_id(name: str, host: str = "server", device: str | None = None) -> str:
@@ -178,6 +233,97 @@ def parse_knob_id(text: str) -> tuple[str, str, str | None]:
     if not base:
         raise StoreError(f"knob id {text!r} has no knob name; expected e.g. 'net.core.somaxconn' or 'link.mtu[veth0]@client'")
     return base, host, device
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """``repr`` of a value cut to ``limit`` characters, for error messages about untrusted input."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+def check_study_name(name: Any, where: str = "study name") -> str:
+    """Return ``name`` if it is a valid study name, else raise :class:`StoreError`.
+
+    A study name is 1 to :data:`STUDY_NAME_MAX` characters of ``[a-z0-9_-]``, starting with a letter or
+    digit: it becomes the file name ``data/<name>.sqlite`` and the report directory, so it can never
+    hold ``/``, ``..`` or start with ``-``. When the design schema's ``NAME_PATTERN`` is stricter,
+    it applies too.
+
+    >>> check_study_name("dns-overload_2")
+    'dns-overload_2'
+    """
+    if (not isinstance(name, str) or len(name) > STUDY_NAME_MAX or not STUDY_NAME_PATTERN.fullmatch(name)
+            or not _design_name_ok(name)):
+        raise StoreError(f"{where} {_shown(name)} is not a valid study name: use 1 to {STUDY_NAME_MAX} characters "
+                         "a-z, 0-9, '_' or '-', starting with a letter or digit")
+    return name
+
+
+def _design_name_ok(name: str) -> bool:
+    """The design schema's own name rule (imported late: the designs package imports this module's users)."""
+    from tunelab.designs import schema
+
+    return bool(schema.NAME_PATTERN.fullmatch(name)) and len(name) <= getattr(schema, "MAX_NAME_LENGTH", len(name))
+
+
+def check_knob_id(text: Any, where: str = "knob id") -> str:
+    """Return ``text`` if it is a well-formed knob id (Contract 1), else raise :class:`StoreError`.
+
+    The name must be a catalogue-style dotted lowercase name (:data:`KNOB_NAME_PATTERN`, at most
+    :data:`KNOB_NAME_MAX` characters), the host one of :data:`KNOB_HOSTS`, the device
+    :data:`DEVICE_PATTERN` (at most :data:`DEVICE_MAX` characters).
+
+    >>> check_knob_id("link.mtu[@link]@client")
+    'link.mtu[@link]@client'
+    """
+    if not isinstance(text, str) or len(text) > KNOB_NAME_MAX + DEVICE_MAX + 10:
+        raise StoreError(f"{where} {_shown(text)} is not a knob id; expected e.g. 'net.core.somaxconn'")
+    name, host, device = parse_knob_id(text)
+    problem = None
+    if len(name) > KNOB_NAME_MAX or not KNOB_NAME_PATTERN.fullmatch(name):
+        problem = f"its name {_shown(name)} is not a dotted lowercase knob name like net.core.somaxconn"
+    elif host not in KNOB_HOSTS:
+        problem = f"its host {_shown(host)} is not one of {', '.join(KNOB_HOSTS)}"
+    elif device is not None and (len(device) > DEVICE_MAX or not DEVICE_PATTERN.fullmatch(device)):
+        problem = f"its device {_shown(device)} is not 1 to {DEVICE_MAX} characters a-z, 0-9, '@', '.', '_', '-'"
+    if problem:
+        raise StoreError(f"{where} {_shown(text)} is not a valid knob id: {problem}")
+    return text
+
+
+def check_metric_name(name: Any, where: str = "metric name") -> str:
+    """Return ``name`` if it is a valid metric name (:data:`METRIC_NAME_PATTERN`), else raise :class:`StoreError`."""
+    if not isinstance(name, str) or len(name) > METRIC_NAME_MAX or not METRIC_NAME_PATTERN.fullmatch(name):
+        raise StoreError(f"{where} {_shown(name)} is not a valid metric name: use 1 to {METRIC_NAME_MAX} characters "
+                         "a-z, 0-9 or '_', starting with a letter (e.g. latency_mean_ms)")
+    return name
+
+
+def _check_number(value: Any, where: str) -> float | None:
+    """``None`` or a finite int/float (not bool); StoreError otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise StoreError(f"{where} holds {_shown(value)} where a finite number is expected")
+    return value
+
+
+def _check_level(value: Any, where: str) -> Any:
+    """A knob level as stored: a number, a bool, a short text or a list of numbers (triplets)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if len(value) > LEVEL_TEXT_MAX or not value.isprintable():
+            raise StoreError(f"{where} holds the level {_shown(value)}: text levels are at most {LEVEL_TEXT_MAX} "
+                             "printable characters")
+        return value
+    if isinstance(value, list):
+        if len(value) > 16:
+            raise StoreError(f"{where} holds a list of {len(value)} values; a level has at most 16")
+        for item in value:
+            _check_number(item, where)
+        return value
+    return _check_number(value, where)
 
 
 def utc_now() -> str:
@@ -218,13 +364,170 @@ def _dumps(value: Any) -> str | None:
     return json.dumps(_to_jsonable(value), allow_nan=False)
 
 
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+def _loads(text: str | None, where: str = "a JSON column") -> Any:
+    """Decode a stored JSON column; StoreError naming ``where`` when it is not JSON text."""
+    if text is None:
+        return None
+    try:
+        if not isinstance(text, str):
+            raise TypeError(f"a {type(text).__name__}, not text")
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise StoreError(f"{where} does not hold valid JSON ({str(exc)[:100]}); the store is damaged or was edited "
+                         "by hand: use the original file (or rerun the study)") from None
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    """``value`` (decoded JSON) as a dict, ``{}`` for None; StoreError when it is not an object."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise StoreError(f"{where} holds {_shown(value)} where a JSON object is expected; the store is damaged or "
+                         "was edited by hand: use the original file (or rerun the study)")
+    return value
+
+
+#: types of the plan bookkeeping a trial may carry (Contract 2)
+_PLAN_TYPES = {"run_id": int, "config_id": int, "block": int, "replicate": int, "run_order": int, "is_baseline": bool}
+
+
+def _check_plan(plan: dict[str, Any], where: str) -> dict[str, Any]:
+    for key, kind in _PLAN_TYPES.items():
+        value = plan.get(key)
+        if value is not None and (type(value) is not kind or (kind is int and abs(value) > 2**53)):
+            raise StoreError(f"{where} holds {key} = {_shown(value)}; expected a {kind.__name__}")
+    if plan.get("varied_knob") is not None:
+        check_knob_id(plan["varied_knob"], f"{where} varied_knob")
+    return plan
+
+
+def _check_levels(levels: dict[str, Any], where: str) -> dict[str, Any]:
+    for kid, value in levels.items():
+        check_knob_id(kid, f"{where}: knob id")
+        _check_level(value, f"{where} {kid}")
+    return levels
+
+
+def _check_metrics(metrics: dict[str, Any], where: str) -> dict[str, Any]:
+    for name, value in metrics.items():
+        check_metric_name(name, f"{where}: metric name")
+        _check_number(value, f"{where} {name}")
+    return metrics
+
+
+def _check_timestamp(text: Any, where: str) -> pd.Timestamp | None:
+    if text is None:
+        return None
+    try:
+        if not isinstance(text, str) or len(text) > 64:
+            raise ValueError("not a short text")
+        return pd.Timestamp(text)
+    except (ValueError, TypeError, OverflowError):
+        raise StoreError(f"{where} holds {_shown(text)} where an ISO 8601 time is expected; the store is damaged "
+                         "or was edited by hand") from None
 
 
 def _as_level(value: Any) -> Any:
     """JSON turns tuples (triplet knobs) into lists; turn them back so levels stay hashable."""
     return tuple(value) if isinstance(value, list) else value
+
+
+def lock_timeout(seconds: float | None = None) -> float:
+    """Seconds to wait for another process's SQLite lock: ``seconds``, else ``$TUNELAB_LOCK_TIMEOUT_S``,
+    else :data:`LOCK_TIMEOUT_S`; StoreError unless it is a number from 0 to 3600."""
+    text = os.environ.get(LOCK_TIMEOUT_ENV) if seconds is None else seconds
+    if text is None or text == "":
+        return LOCK_TIMEOUT_S
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not 0 <= value <= 3600:
+        raise StoreError(f"lock timeout {text!r} (argument or ${LOCK_TIMEOUT_ENV}) must be a number of seconds "
+                         "from 0 to 3600")
+    return value
+
+
+def check_store_file(path: Path, empty_ok: bool = False) -> bool:
+    """Check that ``path`` can be a tunelab store before SQLite touches it; True when it is a zero-byte file.
+
+    A store is a regular file that starts with the SQLite header. A zero-byte file is accepted only
+    when ``empty_ok`` (:meth:`Store.open` creating the study's store); anything else is refused
+    with a StoreError naming the path, and is never modified.
+    """
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise StoreError(f"no trial store at {path}; run `tunelab run DESIGN` first or pass the right store "
+                         "path") from None
+    except OSError as exc:
+        raise StoreError(f"cannot use the store path {path} ({exc.strerror}); check the path") from None
+    if not os.path.isfile(path):
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise StoreError(f"{path} is {kind}, not a trial store; pass a .sqlite file written by `tunelab run`")
+    if info.st_size == 0:
+        if empty_ok:
+            return True
+        raise StoreError(f"{path} is empty (0 bytes), not a tunelab store: a run killed before it recorded anything, "
+                         "or a truncated copy. Delete it and run `tunelab run DESIGN` again, or get the original file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise StoreError(f"cannot read the store {path} ({exc.strerror}); check its permissions") from None
+    if head != SQLITE_MAGIC or info.st_size < 512:
+        raise StoreError(f"{path} is not a tunelab store: it is not an SQLite database (it starts with {head[:8]!r}, "
+                         f"{info.st_size} bytes); tunelab left it unchanged. Check the path, or get the original file")
+    return False
+
+
+def _is_locked(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def lock_holders(path: Path, include_self: bool = False) -> list[str]:
+    """Other processes that hold the store open or its writer lock: ``'pid N (command line)'``.
+
+    Looks at the pid recorded in ``<store>.lock`` and, with psutil, at every process with the store
+    (or its ``-wal``/``-shm``) open; the caller's own process only with ``include_self`` (when another
+    ``Store`` of this process holds the writer lock).
+    """
+    import psutil
+
+    me = os.getpid()
+    pids: list[int] = []
+    try:
+        text = path.with_name(path.name + ".lock").read_text(errors="replace").strip()
+        if text.isdigit() and ((include_self and int(text) == me) or (int(text) != me and psutil.pid_exists(int(text)))):
+            pids.append(int(text))
+    except OSError:
+        pass
+    names = {str(Path(f"{path}{suffix}").resolve()) for suffix in ("", "-wal", "-shm")}
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me or proc.pid in pids:
+            continue
+        try:
+            if any(f.path in names for f in proc.open_files()):
+                pids.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    out = []
+    for pid in pids:
+        try:
+            command = "this process" if pid == me else " ".join(psutil.Process(pid).cmdline())
+        except (psutil.Error, OSError):
+            command = "?"
+        out.append(f"pid {pid} ({command[:200]})")
+    return out
+
+
+def locked_message(path: Path, waited_s: float) -> str:
+    """The StoreError text for a store another process kept locked for ``waited_s`` seconds."""
+    holders = lock_holders(path)
+    who = "; ".join(holders) if holders else "the holder could not be identified"
+    return (f"the store {path} is locked by another process ({who}); waited {waited_s:g} s. Wait for it to "
+            f"finish or stop it, then retry (${LOCK_TIMEOUT_ENV} sets how long to wait)")
 
 
 class Store:
@@ -235,22 +538,34 @@ class Store:
     a dead process are marked ``interrupted``.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, create: bool = False,
+                 lock_timeout_s: float | None = None) -> None:
         self.path = Path(path)
         self.readonly = readonly
-        if not self.path.exists():
-            raise StoreError(f"no trial store at {self.path}; run `tunelab run DESIGN` first or pass the right --store")
+        self.lock_timeout_s = lock_timeout(lock_timeout_s)
+        # only a zero-byte file that Store.open is about to make a store may lack the schema
+        self._fresh = check_store_file(self.path, empty_ok=create and not readonly)
         self._lock_fd: int | None = None
+        self._db: sqlite3.Connection | None = None
+        self.study: StudyInfo | None = None
         if not readonly:
             self._take_lock()
         try:
             self._db = self._connect(readonly)
-            if not readonly:
-                self._db.executescript(_SCHEMA)
-                self._mark_interrupted()
-            self.study = self._read_study()
+            with self._sql_errors():
+                # read and check the study row BEFORE anything is written (a crafted store stays unchanged)
+                self.study = None if self._fresh else self._read_study()
+                if self.study is None and not create:
+                    raise StoreError(f"{self.path} is a tunelab store without its study row (its run was killed before "
+                                     "it recorded anything, or the file was edited): nothing to read. Delete it and "
+                                     "run `tunelab run DESIGN` again")
+                if not readonly:
+                    self._initialise()
+                    self._add_identity_columns()
+                    self._mark_interrupted()
+                    self.study = self._read_study()
         except BaseException:
-            self._release_lock()
+            self.close()
             raise
 
     # ---- opening -------------------------------------------------------------------------------
@@ -275,7 +590,7 @@ class Store:
         if not path.exists():
             # create the file under the lock so two first runs cannot race
             path.touch()
-        store = cls(path)
+        store = cls(path, create=True)
         try:
             with store._transaction() as db:
                 row = db.execute("SELECT name, design_hash FROM study").fetchone()
@@ -285,6 +600,13 @@ class Store:
                         " VALUES (?, ?, ?, ?, ?, ?, ?)",
                         (study, design_hash, design_text, utc_now(), _tunelab_version(), git_sha(), _dumps(target_spec)),
                     )
+                elif (row[0] != study or row[1] != design_hash) and _holds_nothing(db):
+                    # a design that was refused before its first trial left an empty store: the
+                    # corrected design takes it over (nothing was recorded, so nothing can mix)
+                    db.execute("UPDATE study SET name = ?, design_hash = ?, design_text = ?, created = ?",
+                               (study, design_hash, design_text, utc_now()))
+                    if target_spec is not None:
+                        db.execute("UPDATE study SET target_spec = ?", (_dumps(target_spec),))
                 else:
                     if row[0] != study or row[1] != design_hash:
                         raise StoreError(
@@ -302,31 +624,81 @@ class Store:
         return store
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
+        """Open the database and check it is a tunelab store BEFORE anything is written to it."""
+        uri = f"{self.path.resolve().as_uri()}?mode={'ro' if readonly else 'rw'}"
         try:
-            if readonly:
-                db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None, timeout=10)
-            else:
-                db = sqlite3.connect(self.path, isolation_level=None, timeout=10)
-                mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-                if mode.lower() != "wal":
-                    raise StoreError(f"{self.path}: SQLite refused WAL mode (got {mode!r}); put the store on a local filesystem")
-                db.execute("PRAGMA synchronous=FULL")
+            db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=self.lock_timeout_s)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store {self.path} ({exc}); check the path and its permissions") from None
+        self._db = db
+        with self._sql_errors():
+            self._check_schema(db)
             db.execute("PRAGMA foreign_keys=ON")
-            return db
+        return db
+
+    def _check_schema(self, db: sqlite3.Connection) -> None:
+        """StoreError unless the database has every table and column of :data:`REQUIRED_COLUMNS`
+        (a fresh zero-byte file, about to become a store, has none and passes)."""
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} was written by a newer tunelab (store schema {version}, this tunelab reads "
+                             f"up to {SCHEMA_VERSION}); upgrade tunelab to read it")
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables and self._fresh:
+            return
+        problems = []
+        for table, columns in REQUIRED_COLUMNS.items():
+            if table not in tables:
+                problems.append(f"no {table!r} table")
+                continue
+            have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+            missing = [c for c in columns if c not in have]
+            if missing:
+                problems.append(f"table {table!r} lacks {', '.join(missing)}")
+        if problems:
+            raise StoreError(f"{self.path} is an SQLite database but not a tunelab trial store ({'; '.join(problems[:3])}); "
+                             "tunelab left it unchanged. Pass the .sqlite file `tunelab run` wrote (data/STUDY.sqlite)")
+
+    def _initialise(self) -> None:
+        """Create what is missing of the schema and stamp :data:`SCHEMA_VERSION` (writable opens only,
+        after :meth:`_check_schema` and :meth:`_read_study` accepted the file)."""
+        mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode.lower() != "wal":
+            raise StoreError(f"{self.path}: SQLite refused WAL mode (got {mode!r}); put the store on a local filesystem")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript("BEGIN IMMEDIATE;\n" + _SCHEMA + f"\nPRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;")
+
+    @contextmanager
+    def _sql_errors(self) -> Iterator[None]:
+        """Turn SQLite errors into one StoreError: a lock held too long names its holder, any other
+        database error says the file is damaged."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if _is_locked(exc):
+                raise StoreError(locked_message(self.path, self.lock_timeout_s)) from None
+            raise StoreError(f"{self.path} cannot be read as a tunelab store ({exc}); it is damaged or not a "
+                             "store: use the original file (or rerun the study)") from None
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path} is not a readable tunelab store ({exc}); move it away or pass another --store") from None
+            raise StoreError(f"{self.path} is damaged or not a tunelab store ({exc}); use the original file "
+                             "(or rerun the study)") from None
 
     def _take_lock(self) -> None:
         lock_path = self.path.with_name(self.path.name + ".lock")
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open the lock file {lock_path} ({exc.strerror}); the store's directory must be "
+                             "writable to record trials or restore knobs") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            holders = lock_holders(self.path, include_self=True)
             os.close(fd)
             raise StoreError(
-                f"the store {self.path} is in use by another tunelab process (pid {holder}); wait for it to finish "
-                "or stop it, then retry"
+                f"the store {self.path} is in use by another tunelab process "
+                f"({'; '.join(holders) or 'holder unknown'}); "
+                "wait for it to finish or stop it, then retry"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
@@ -356,7 +728,12 @@ class Store:
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         if self.readonly:
             raise StoreError(f"{self.path} was opened read-only; open it with Store(path) to record trials")
-        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if _is_locked(exc):
+                raise StoreError(locked_message(self.path, self.lock_timeout_s)) from None
+            raise
         try:
             yield self._db
         except BaseException:
@@ -374,15 +751,24 @@ class Store:
             )
 
     def _read_study(self) -> StudyInfo | None:
-        try:
-            row = self._db.execute(
-                "SELECT name, design_hash, design_text, created, tunelab_version, git_sha, target_spec FROM study"
-            ).fetchone()
-        except sqlite3.OperationalError:
-            return None
+        """The study row, every field checked as if it came from a design; ``None`` when there is none."""
+        row = self._db.execute(
+            "SELECT name, design_hash, design_text, created, tunelab_version, git_sha, target_spec FROM study"
+        ).fetchone()
         if row is None:
             return None
-        return StudyInfo(*row[:6], target_spec=_loads(row[6]))
+        where = f"{self.path}: the study row"
+        name = check_study_name(row[0], f"{where}: the study name")
+        for label, value, limit, required in (("design_hash", row[1], 128, True), ("design_text", row[2], 1 << 20, True),
+                                              ("created", row[3], 64, True), ("tunelab_version", row[4], 64, True),
+                                              ("git_sha", row[5], 64, False)):
+            if not (isinstance(value, str) or (value is None and not required)) or len(value or "") > limit:
+                raise StoreError(f"{where} holds {label} = {_shown(value)}; expected text of at most {limit} "
+                                 "characters. The store is damaged or was edited by hand: use the original file")
+        target_spec = _loads(row[6], f"{where} target_spec")
+        if target_spec is not None:
+            target_spec = _mapping(target_spec, f"{where} target_spec")
+        return StudyInfo(name, *row[1:6], target_spec=target_spec)
 
     # ---- trials --------------------------------------------------------------------------------
 
@@ -441,6 +827,10 @@ class Store:
 
     def completed_run_keys(self, phase: str) -> set[str]:
         """Run keys of ``phase`` that have a recorded outcome (ok, flagged or failed): skip them on resume."""
+        with self._sql_errors():
+            return self._run_keys(phase)
+
+    def _run_keys(self, phase: str) -> set[str]:
         rows = self._db.execute(
             f"SELECT DISTINCT run_key FROM trials WHERE phase = ? AND status IN ({','.join('?' * len(DONE_STATUSES))})",
             (phase, *DONE_STATUSES),
@@ -448,21 +838,82 @@ class Store:
         return {r[0] for r in rows}
 
     def trials(self, phase: str | None = None) -> pd.DataFrame:
-        """Every trial row as stored (JSON columns decoded), in trial order."""
+        """Every trial row as stored (JSON columns decoded and checked), in trial order."""
         query = "SELECT * FROM trials" + (" WHERE phase = ?" if phase else "") + " ORDER BY trial_id"
-        cur = self._db.execute(query, (phase,) if phase else ())
-        names = [d[0] for d in cur.description]
-        frame = pd.DataFrame(cur.fetchall(), columns=names, dtype=object)
+        with self._sql_errors():
+            cur = self._db.execute(query, (phase,) if phase else ())
+            names = [d[0] for d in cur.description]
+            frame = pd.DataFrame(cur.fetchall(), columns=names, dtype=object)
+        for row in frame.itertuples(index=False):
+            self._check_row(row.trial_id, row.phase, row.status, row.reason, row.foreign_cpu_s, row.started_at,
+                            row.ended_at)
         for col in ("config", "plan", "knobs_read", "metrics", "series", "timings", "provenance"):
-            frame[col] = [_loads(v) for v in frame[col]]
+            frame[col] = [self._decoded(tid, col, v) for tid, v in zip(frame["trial_id"], frame[col])]
         return frame
+
+    #: what each JSON column of ``trials`` must hold once decoded
+    _COLUMN_CHECKS = {"config": _check_levels, "knobs_read": _check_levels, "plan": _check_plan,
+                      "metrics": _check_metrics}
+
+    def _decoded(self, trial_id: Any, column: str, text: Any) -> Any:
+        """A trial's JSON column decoded and checked (knob ids, metric names, numbers, plan types)."""
+        where = f"{self.path}: trial {trial_id} column {column}"
+        value = _loads(text, where)
+        if value is None:
+            return None
+        if column == "series":
+            return self._check_series(_mapping(value, where), where)
+        checked = _mapping(value, where)
+        check = self._COLUMN_CHECKS.get(column)
+        return check(checked, where) if check else checked
+
+    @staticmethod
+    def _check_series(series: dict[str, Any], where: str) -> dict[str, Any]:
+        for name, values in series.items():
+            check_metric_name(name, f"{where}: series column")
+            if not isinstance(values, list):
+                raise StoreError(f"{where} {name} holds {_shown(values)} where a list of numbers is expected")
+            for value in values:
+                _check_number(value, f"{where} {name}")
+        return series
+
+    def _check_labels(self) -> None:
+        """StoreError naming the first trial whose phase or status is not one tunelab writes."""
+        statuses = ("running", *FINAL_STATUSES)
+        with self._sql_errors():
+            row = self._db.execute(
+                f"SELECT trial_id, phase, status FROM trials WHERE phase NOT IN ({','.join('?' * len(PHASES))})"
+                f" OR status NOT IN ({','.join('?' * len(statuses))}) OR phase IS NULL OR status IS NULL LIMIT 1",
+                (*PHASES, *statuses)).fetchone()
+        if row is not None:
+            self._check_row(row[0], row[1], row[2], None, None, None, None)
+
+    def _check_row(self, trial_id: Any, phase: Any, status: Any, reason: Any, foreign: Any, started: Any,
+                   ended: Any) -> None:
+        """The plain columns of a trial row: id, phase, status, reason text, numbers and times."""
+        where = f"{self.path}: trial {_shown(trial_id)}"
+        if isinstance(trial_id, bool) or not isinstance(trial_id, int):
+            raise StoreError(f"{where} has a trial_id that is not an integer; the store is damaged or was edited")
+        if phase not in PHASES:
+            raise StoreError(f"{where} has phase {_shown(phase)}; expected one of {', '.join(PHASES)}")
+        if status not in ("running", *FINAL_STATUSES):
+            raise StoreError(f"{where} has status {_shown(status)}; expected one of running, {', '.join(FINAL_STATUSES)}")
+        if reason is not None and not isinstance(reason, str):
+            raise StoreError(f"{where} has a reason that is not text: {_shown(reason)}")
+        _check_number(foreign, f"{where} foreign_cpu_s")
+        _check_timestamp(started, f"{where} started_at")
+        _check_timestamp(ended, f"{where} ended_at")
 
     def series(self, trial_id: int) -> pd.DataFrame:
         """The per-second series of one trial (column ``t_s`` plus metric columns)."""
-        row = self._db.execute("SELECT series FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
+        with self._sql_errors():
+            row = self._db.execute("SELECT series FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
         if row is None:
             raise StoreError(f"no trial {trial_id} in {self.path}")
-        return pd.DataFrame(_loads(row[0]) or {})
+        series = self._decoded(trial_id, "series", row[0]) or {}
+        if len({len(v) for v in series.values()}) > 1:
+            raise StoreError(f"{self.path}: trial {trial_id} column series has columns of different lengths")
+        return pd.DataFrame(series)
 
     def begin_run(self, target_description: Mapping[str, Any]) -> int:
         """Record that a process starts running trials on a target (``target.describe()``)."""
@@ -473,39 +924,56 @@ class Store:
 
     def run_targets(self) -> list[dict[str, Any]]:
         """The target descriptions of every run so far, oldest first (restore uses them to find labs)."""
-        return [_loads(row[0]) or {} for row in self._db.execute("SELECT target FROM runs ORDER BY run_id")]
+        with self._sql_errors():
+            rows = self._db.execute("SELECT run_id, target FROM runs ORDER BY run_id").fetchall()
+        return [_mapping(_loads(target, f"{self.path}: run {run_id} target"), f"{self.path}: run {run_id} target")
+                for run_id, target in rows]
 
     # ---- journal -------------------------------------------------------------------------------
 
     def journal_apply(self, trial_id: int | None, host: str, knob_id: str, device: str | None,
-                      old_text: str, new_text: str) -> int:
+                      old_text: str, new_text: str, identity: "HostIdentity | None" = None) -> int:
         """Journal a change BEFORE it is written (durable on return); returns the entry id."""
-        with self._transaction() as db:
-            cur = db.execute(
-                "INSERT INTO journal (trial_id, host, knob_id, device, old_text, new_text, state, ts)"
-                " VALUES (?, ?, ?, ?, ?, ?, 'applied', ?)",
-                (trial_id, host, knob_id, device, old_text, new_text, utc_now()),
-            )
-            return int(cur.lastrowid)
+        return self.journal_apply_many(trial_id, [(host, knob_id, device, old_text, new_text)],
+                                       identities={host: identity} if identity else None)[0]
 
     def journal_apply_many(self, trial_id: int | None,
-                           changes: Sequence[tuple[str, str, str | None, str, str]]) -> list[int]:
+                           changes: Sequence[tuple[str, str, str | None, str, str]],
+                           identities: Mapping[str, "HostIdentity"] | None = None) -> list[int]:
         """Journal several changes ``(host, knob_id, device, old_text, new_text)`` in ONE durable
         transaction, before any of them is written; returns their entry ids in order.
 
+        ``identities`` maps a host role to the machine and boot it is (:class:`HostIdentity`), so
+        ``tunelab restore`` replays an entry only on the machine, and in the boot, it was made in.
         Journalling an intent that a crash then leaves unwritten is harmless: restoring writes the
         old value, which the knob still holds.
         """
+        identities = identities or {}
         with self._transaction() as db:
             ids = []
             for host, knob_id, device, old_text, new_text in changes:
+                identity = identities.get(host) or HostIdentity(None, None)
                 cur = db.execute(
-                    "INSERT INTO journal (trial_id, host, knob_id, device, old_text, new_text, state, ts)"
-                    " VALUES (?, ?, ?, ?, ?, ?, 'applied', ?)",
-                    (trial_id, host, knob_id, device, old_text, new_text, utc_now()),
+                    "INSERT INTO journal (trial_id, host, knob_id, device, old_text, new_text, state, ts,"
+                    " machine_id, boot_id) VALUES (?, ?, ?, ?, ?, ?, 'applied', ?, ?, ?)",
+                    (trial_id, host, knob_id, device, old_text, new_text, utc_now(),
+                     identity.machine_id, identity.boot_id),
                 )
                 ids.append(int(cur.lastrowid))
             return ids
+
+    def _has_identity_columns(self) -> bool:
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(journal)")}
+        return {"machine_id", "boot_id"} <= columns
+
+    def _add_identity_columns(self) -> None:
+        """Stores written before journal entries carried a host identity gain the two columns (NULL)."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(journal)")}
+        missing = [column for column in ("machine_id", "boot_id") if column not in have]
+        if missing:
+            with self._transaction() as db:
+                for column in missing:
+                    db.execute(f"ALTER TABLE journal ADD COLUMN {column} TEXT")
 
     def journal_restored_many(self, entry_ids: Sequence[int]) -> None:
         """Mark several entries restored in one transaction (after all were written back and verified)."""
@@ -527,9 +995,10 @@ class Store:
 
     def unrestored(self) -> list[JournalEntry]:
         """Journal entries still ``applied``, newest first (the order to roll them back in)."""
+        identity = "machine_id, boot_id" if self._has_identity_columns() else "NULL, NULL"
         rows = self._db.execute(
-            "SELECT entry_id, trial_id, host, knob_id, device, old_text, new_text, state, ts FROM journal"
-            " WHERE state = 'applied' ORDER BY entry_id DESC"
+            f"SELECT entry_id, trial_id, host, knob_id, device, old_text, new_text, state, ts, {identity}"
+            " FROM journal WHERE state = 'applied' ORDER BY entry_id DESC"
         )
         return [JournalEntry(*row) for row in rows]
 
@@ -560,19 +1029,26 @@ class Store:
         ...     s.tidy()[["run_id", "k", "qps"]].to_dict("records")
         [{'run_id': 0, 'k': 1, 'qps': 5.0}]
         """
+        if phase not in PHASES:
+            raise StoreError(f"unknown phase {phase!r}; use one of {', '.join(PHASES)}")
+        self._check_labels()
         statuses = ("ok",) + (("flagged",) if include_flagged else ()) + (("failed",) if include_failed else ())
-        rows = self._db.execute(
-            "SELECT trial_id, config, plan, status, reason, knobs_read, metrics, foreign_cpu_s, started_at, ended_at"
-            f" FROM trials WHERE phase = ? AND status IN ({','.join('?' * len(statuses))}) ORDER BY trial_id",
-            (phase, *statuses),
-        ).fetchall()
+        with self._sql_errors():
+            rows = self._db.execute(
+                "SELECT trial_id, config, plan, status, reason, knobs_read, metrics, foreign_cpu_s, started_at, ended_at"
+                f" FROM trials WHERE phase = ? AND status IN ({','.join('?' * len(statuses))}) ORDER BY trial_id",
+                (phase, *statuses),
+            ).fetchall()
         study = self.study.name if self.study else self.path.stem
         knob_cols: dict[str, None] = {}
         metric_cols: dict[str, None] = {}
         records = []
         for trial_id, config, plan, status, reason, knobs_read, metrics, foreign, started, ended in rows:
-            config, plan = _loads(config) or {}, _loads(plan) or {}
-            knobs_read, metrics = _loads(knobs_read) or {}, _loads(metrics) or {}
+            self._check_row(trial_id, phase, status, reason, foreign, started, ended)
+            config = self._decoded(trial_id, "config", config) or {}
+            plan = self._decoded(trial_id, "plan", plan) or {}
+            knobs_read = self._decoded(trial_id, "knobs_read", knobs_read) or {}
+            metrics = self._decoded(trial_id, "metrics", metrics) or {}
             knob_cols.update(dict.fromkeys(config))
             knob_cols.update(dict.fromkeys(knobs_read))
             metric_cols.update(dict.fromkeys(metrics))
@@ -589,7 +1065,8 @@ class Store:
             records.append(record)
         clash = set(knob_cols) & (set(metric_cols) | set(TIDY_COLUMNS))
         if clash:
-            raise StoreError(f"knob ids {sorted(clash)} clash with metric or bookkeeping column names; rename them")
+            raise StoreError(f"{self.path}: knob ids {sorted(clash)[:5]} clash with metric or bookkeeping column names; "
+                             "rename them")
         columns = TIDY_COLUMNS + list(knob_cols) + list(metric_cols)
         frame = pd.DataFrame.from_records(
             [{**{c: r.get(c) for c in TIDY_COLUMNS},
@@ -608,6 +1085,11 @@ class Store:
         return frame
 
 
+def _holds_nothing(db: sqlite3.Connection) -> bool:
+    """True when no trial, run or journal entry was ever recorded in the store."""
+    return all(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0 for table in ("trials", "journal"))
+
+
 def _tunelab_version() -> str:
     from tunelab import __version__
 
@@ -615,14 +1097,22 @@ def _tunelab_version() -> str:
 
 
 def default_store_path(study: str, data_dir: str | os.PathLike[str] = "data") -> Path:
-    """``data/<study>.sqlite`` (relative to the working directory unless ``data_dir`` is absolute)."""
-    return Path(data_dir) / f"{study}.sqlite"
+    """``data/<study>.sqlite`` (relative to the working directory unless ``data_dir`` is absolute);
+    StoreError unless ``study`` is a valid study name (:func:`check_study_name`), so the path never
+    leaves ``data_dir``."""
+    return Path(data_dir) / f"{check_study_name(study, 'study')}.sqlite"
 
 
 def store_path_for(study: str | os.PathLike[str], data_dir: str | os.PathLike[str] = "data") -> Path:
     """What a user means by STUDY: an existing path or any ``*.sqlite`` path as is, else
     ``data_dir/<study>.sqlite`` (:func:`default_store_path`)."""
-    candidate = Path(study)
-    if candidate.suffix == ".sqlite" or candidate.exists():
+    text = os.fspath(study)
+    candidate = Path(text)
+    if candidate.suffix == ".sqlite" or os.sep in text:
         return candidate
-    return default_store_path(str(study), data_dir)
+    try:
+        if candidate.exists():
+            return candidate
+    except OSError:   # e.g. a name too long for the filesystem: then it must be a valid study name
+        pass
+    return default_store_path(text, data_dir)

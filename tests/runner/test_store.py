@@ -86,10 +86,19 @@ def test_completed_run_keys_counts_outcomes_not_interruptions(store: Store) -> N
 
 def test_other_design_hash_is_refused_with_the_fix(store: Store, tmp_path: Path) -> None:
     path = store.path
+    _record(store, "screen:0")
     store.close()
     with pytest.raises(StoreError, match="Rename the study.*delete"):
         Store.open(path, study="fake-study", design_hash="hash-2", design_text="")
     Store.open(path, study="fake-study", design_hash="hash-1", design_text="").close()
+
+
+def test_a_store_with_nothing_recorded_is_taken_over_by_the_corrected_design(store: Store) -> None:
+    # a design that `run` refused before its first trial must not block the corrected design
+    path = store.path
+    store.close()
+    with Store.open(path, study="fake-study", design_hash="hash-2", design_text="fixed") as reopened:
+        assert reopened.study.design_hash == "hash-2" and reopened.study.design_text == "fixed"
 
 
 def test_second_writer_is_locked_out_but_readers_are_not(store: Store) -> None:
@@ -107,8 +116,9 @@ def test_missing_or_corrupt_store_is_a_store_error(tmp_path: Path) -> None:
         Store(tmp_path / "nope.sqlite")
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError, match="not a readable tunelab store"):
+    with pytest.raises(StoreError, match="not a tunelab store"):
         Store(bad)
+    assert bad.read_bytes() == b"this is not sqlite" * 100   # never turned into a store
 
 
 def test_journal_lists_unrestored_newest_first(store: Store) -> None:

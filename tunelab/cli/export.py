@@ -14,8 +14,9 @@ from typing import Any
 
 import pandas as pd
 
+from tunelab.cli.paths import check_output_file, confined, write_failed
 from tunelab.errors import StoreError
-from tunelab.store import PHASES, Store, store_path_for
+from tunelab.store import PHASES, Store, check_study_name, store_path_for
 
 
 def register(subparsers: Any) -> None:
@@ -40,6 +41,14 @@ def to_csv_ready(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def output_path(args: argparse.Namespace, study: str) -> Path:
+    """``--out`` after :func:`~tunelab.cli.paths.check_output_file`, else ``<data-dir>/<study>-<phase>.<format>``
+    confined to the data directory (the study name comes from the store, which may be hostile)."""
+    if args.out:
+        return check_output_file(args.out, "--out")
+    return confined(args.data_dir, f"{check_study_name(study, 'the study name in the store')}-{args.phase}.{args.format}")
+
+
 def run(args: argparse.Namespace) -> int:
     path = store_path_for(args.study, args.data_dir)
     with Store(path, readonly=True) as store:
@@ -50,11 +59,15 @@ def run(args: argparse.Namespace) -> int:
             raise StoreError("--out - (stdout) works only with --format csv; give a file name for parquet")
         to_csv_ready(tidy).to_csv(sys.stdout, index=False)
         return 0
-    out = Path(args.out) if args.out else args.data_dir / f"{study}-{args.phase}.{args.format}"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if args.format == "csv":
-        to_csv_ready(tidy).to_csv(out, index=False)
-    else:
-        tidy.to_parquet(out, index=False)
+    out = output_path(args, study)
+    flag = "--out" if args.out else "the export file"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if args.format == "csv":
+            to_csv_ready(tidy).to_csv(out, index=False)
+        else:
+            tidy.to_parquet(out, index=False)
+    except OSError as exc:
+        raise write_failed(exc, out, flag) from None
     print(f"wrote {len(tidy)} {args.phase} trials of {study} to {out}")
     return 0

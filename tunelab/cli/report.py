@@ -73,8 +73,11 @@ def parse_parameters(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tunelab.cli.paths import check_output_dir
     from tunelab.report import build_report
 
+    if args.out is not None:
+        check_output_dir(args.out, "--out")
     index = build_report(args.study, args.out, metric=args.metric, alpha=args.alpha, correction=args.correction,
                          sesoi_pct=args.sesoi, n_boot=args.n_boot, include_flagged=args.include_flagged,
                          notebooks=args.notebooks, parameters=parse_parameters(args.parameter),

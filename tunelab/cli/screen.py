@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab.errors import DataError
+from tunelab.cli.paths import check_output_file, write_failed
 from tunelab.sources import screen_inputs
 
 TABLE_COLUMNS = ["knob", "metric", "verdict", "test", "p_adj", "best_level", "effect_pct", "effect_ci_low",
@@ -69,28 +69,39 @@ def verdict_table(verdicts: pd.DataFrame) -> str:
     return table.to_string(index=False)
 
 
+def printable(text: Any) -> str:
+    """``text`` with control characters (terminal escapes from a hostile CSV or store) shown as ``\\xNN``.
+
+    >>> printable("ok\\x1b[2J")
+    'ok\\\\x1b[2J'
+    """
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in str(text))
+
+
 def run(args: argparse.Namespace) -> int:
     from tunelab.stats import screen
 
+    if args.json is not None:
+        check_output_file(args.json, "--json")
     data, metrics, knobs, baseline, alpha, correction = screen_inputs(
         args.source, metrics=args.metric, knobs=args.knob, baselines=args.baseline, alpha=args.alpha,
         correction=args.correction, include_flagged=args.include_flagged, data_dir=args.data_dir)
     result = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=args.n_boot,
                     seed=args.seed)
     settings = result.settings
-    print(f"screen: {settings['n_runs']} runs, {result.design} design, alpha={alpha}, correction={correction}, "
-          f"baselines: {', '.join(f'{k}={v}' for k, v in baseline.items())}")
-    print(verdict_table(result.verdicts))
+    print(printable(f"screen: {settings['n_runs']} runs, {result.design} design, alpha={alpha}, "
+                    f"correction={correction}, baselines: {', '.join(f'{k}={v}' for k, v in baseline.items())}"))
+    print(printable(verdict_table(result.verdicts)))
     print()
     for row in result.verdicts.itertuples(index=False):
-        print(f"{row.knob} × {row.metric}: {row.reason}")
+        print(printable(f"{row.knob} × {row.metric}: {row.reason}"))
     for note in settings["notes"]:
-        print(f"note: {note}")
+        print(printable(f"note: {note}"))
     if args.json is not None:
         text = json.dumps(result.to_json(), indent=2, allow_nan=False, ensure_ascii=False)
         try:
             args.json.write_text(text + "\n", encoding="utf-8")
         except OSError as exc:
-            raise DataError(f"cannot write --json {str(args.json)!r}: {exc}") from exc
+            raise write_failed(exc, args.json, "--json") from None
         print(f"wrote {args.json}")
     return 0

@@ -19,13 +19,22 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from tunelab.store import parse_knob_id
+from tunelab.errors import TunelabError
+from tunelab.store import check_knob_id, parse_knob_id
 
 
 def _knob(name: str, lookup: Callable[[str], Any] | None) -> Any:
     if lookup is None:
         from tunelab.knobs import get_knob as lookup  # type: ignore[no-redef]
     return lookup(name)
+
+
+def _one_line(text: str | None, what: str) -> str | None:
+    """``text`` if it cannot break out of a ``#`` comment line (no line breaks or control characters)."""
+    if text is not None and (not isinstance(text, str) or not text.isprintable() or len(text) > 200):
+        raise TunelabError(f"the {what} {str(text)[:60]!r} cannot go into a sysctl.d comment: it must be one line of "
+                           "at most 200 printable characters")
+    return text
 
 
 def _plain(value: Any) -> Any:
@@ -44,7 +53,8 @@ def sysctl_conf(config: Mapping[str, Any], *, gain: Mapping[str, float] | None =
     """
     from tunelab import __version__
 
-    when = generated_at or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = _one_line(generated_at, "time") or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _one_line(study, "study name"), _one_line(verdict, "verdict"), _one_line(metric, "metric name")
     if gain is not None:
         claim = (f"confirmed gain {metric} {gain['pct_change']:+.1f}% "
                  f"[95% CI {gain['ci_low']:+.1f}% .. {gain['ci_high']:+.1f}%]")
@@ -56,7 +66,7 @@ def sysctl_conf(config: Mapping[str, Any], *, gain: Mapping[str, float] | None =
     lines.append("# apply with: sysctl --system   (review first; values were measured on the study's target)")
     body, comments = [], []
     for kid, value in config.items():
-        name, host, device = parse_knob_id(kid)
+        name, host, device = parse_knob_id(check_knob_id(kid))
         knob = _knob(name, knob_lookup)
         text = " ".join(knob.to_text(value).split())
         if host != "server":
@@ -93,7 +103,7 @@ def design_fragment(config: Mapping[str, Any], levels: Mapping[str, Any] | None 
     """
     entries = []
     for kid, value in config.items():
-        name, host, device = parse_knob_id(kid)
+        name, host, device = parse_knob_id(check_knob_id(kid))
         _knob(name, knob_lookup)  # unknown names fail here, not in the next study
         entry: dict[str, Any] = {"name": name}
         if host != "server":

@@ -28,6 +28,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from tunelab.errors import TunelabError
 from tunelab.report.study import ReportError, Study, UnknownParameterError
 
 #: the kernel name papermill starts (our temporary kernelspec shadows the installed one)
@@ -49,6 +50,7 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_js -%}{%- endblock html_head_js -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block extra_css -%}<style>{{ resources.tunelab_table_css | e }}</style>{%- endblock extra_css -%}
 {%- block body_header -%}
 {{ super() }}
 <p class="tunelab-nav" style="margin:1em 2em"><a href="index.html">&larr; report index</a></p>
@@ -154,6 +156,8 @@ def render_html(notebook: str | os.PathLike[str], html: str | os.PathLike[str], 
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
+    from tunelab.report.methods import TABLE_CSS
+
     nb = nbformat.read(str(notebook), as_version=4)
     exporter = HTMLExporter(template_name="lab", template_file=_TEMPLATE_NAME,
                             extra_loaders=[DictLoader({_TEMPLATE_NAME: _TEMPLATE})])
@@ -161,10 +165,34 @@ def render_html(notebook: str | os.PathLike[str], html: str | os.PathLike[str], 
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
     exporter.embed_images = True
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title or Path(notebook).stem}})
+    # second layer behind the escaping in tunelab.report.methods: bleach every HTML and Markdown output
+    # against an allow-list (no script, style, iframe, event attributes or javascript: links) and drop
+    # outputs of other rich types (JavaScript, SVG, widgets)
+    exporter.register_preprocessor(output_sanitizer(), enabled=True)
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title or Path(notebook).stem},
+                                                         "tunelab_table_css": TABLE_CSS})
     html = Path(html)
     html.write_text(body, encoding="utf-8")
     return html
+
+
+#: tags a notebook output may hold once sanitised (what tunelab's tables and Markdown produce)
+SAFE_TAGS = ("a", "abbr", "b", "blockquote", "br", "caption", "code", "dd", "del", "div", "dl", "dt", "em", "h1",
+             "h2", "h3", "h4", "h5", "h6", "hr", "i", "li", "ol", "p", "pre", "span", "strong", "sub", "sup",
+             "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul")
+#: attributes kept on those tags (links keep only http, https and mailto targets)
+SAFE_ATTRIBUTES = {"*": ["class", "title"], "a": ["href", "title"], "td": ["class", "colspan", "rowspan"],
+                   "th": ["class", "colspan", "rowspan"]}
+
+
+def output_sanitizer() -> Any:
+    """nbconvert's ``SanitizeHTML`` preprocessor with :data:`SAFE_TAGS` and :data:`SAFE_ATTRIBUTES`:
+    disallowed markup is escaped (shown as text, never run); only PNG/JPEG, plain text, JSON and
+    LaTeX outputs pass unchanged. (``HTMLExporter.sanitize_html`` uses a fixed, smaller allow-list
+    that would show tunelab's tables and headings as escaped text.)"""
+    from nbconvert.preprocessors.sanitize import SanitizeHTML
+
+    return SanitizeHTML(tags=list(SAFE_TAGS), attributes=SAFE_ATTRIBUTES, strip=False, strip_comments=True)
 
 
 @dataclass(frozen=True)
@@ -254,7 +282,7 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
     study = load_study(store_path, data_dir, include_flagged=include_flagged)
     inputs, result = screen_study(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct,
                                   n_boot=n_boot)
-    out = (Path(out_dir) if out_dir is not None else Path("reports") / study.path.stem).resolve()
+    out = (Path(out_dir) if out_dir is not None else default_report_dir(study.path)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     common = {"study": str(study.path.resolve()), "data_dir": str(Path(data_dir).resolve()), "metric": metric,
               "alpha": alpha, "correction": correction, "sesoi_pct": sesoi_pct,
@@ -276,6 +304,17 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
     index = out / "index.html"
     index.write_text(index_html(study, inputs, result, runs, n_boot=n_boot), encoding="utf-8")
     return index
+
+
+def default_report_dir(store: Path, reports: str | os.PathLike[str] = "reports") -> Path:
+    """``reports/<store file name without .sqlite>``; ReportError when that name is not a valid study
+    name (it must not leave ``reports/``): then pass ``--out``."""
+    from tunelab.store import check_study_name
+
+    try:
+        return Path(reports) / check_study_name(store.stem, f"the store file name {store.name!r} gives")
+    except TunelabError as exc:
+        raise ReportError(f"{exc}; pass --out DIR for the report") from None
 
 
 def _check_extra(declared: Mapping[str, Mapping[str, Any]], extra: Mapping[str, Any]) -> None:
@@ -307,6 +346,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; ma
        padding: 0 1.5em; color: #222; line-height: 1.45; }
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 1.6em; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.92em; }
+/* TABLE_CSS */
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
 th { background: #f3f3f3; }
 tr.verdict-matters td:nth-child(3) { color: #8b1a00; font-weight: bold; }
@@ -328,7 +368,7 @@ def _figure_html(fig: Any, alt: str, caption: str) -> str:
 def index_html(study: Study, inputs: Any, result: Any, runs: Sequence[NotebookRun], n_boot: int | None = None) -> str:
     """The report's index page: summary, verdict table, key figures, notebooks, methods (self-contained)."""
     from tunelab.report import figures
-    from tunelab.report.methods import markdown_to_html, methods_markdown, summary_markdown, verdicts_html
+    from tunelab.report.methods import TABLE_CSS, markdown_to_html, methods_markdown, summary_markdown, verdicts_html
 
     focus = inputs.metric
     forest = figures.effects_forest(result.effects, focus["name"], focus["sesoi_pct"])
@@ -345,7 +385,7 @@ def index_html(study: Study, inputs: Any, result: Any, runs: Sequence[NotebookRu
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/>
-<title>tunelab report: {escape(study.name)}</title><style>{_CSS}</style></head>
+<title>tunelab report: {escape(study.name)}</title><style>{_CSS.replace("/* TABLE_CSS */", TABLE_CSS)}</style></head>
 <body>
 <h1>tunelab report: {escape(study.name)}</h1>
 <p class="meta">Store <code>{escape(str(study.path))}</code>; report written {now}.</p>

@@ -1,11 +1,14 @@
 """The automatically written methods section, the plain-words results summary and the verdict table.
 
-All text is Markdown (notebooks show it with ``IPython.display.Markdown``; the index page
-converts it with :func:`markdown_to_html`). Everything is derived from the study's store (design,
-trials, provenance) and the :class:`~tunelab.stats.ScreenResult`, never typed in by hand.
+All text is Markdown, rendered with :func:`markdown_to_html` (notebooks show it with
+:func:`markdown_html`, the index page embeds it). Everything is derived from the study's store (design,
+trials, provenance) and the :class:`~tunelab.stats.ScreenResult`, never typed in by hand; since a
+store may come from anyone, the renderer escapes raw HTML in the text (``<script>`` shows as text)
+and neutralises ``javascript:`` links, and every table cell goes through :func:`html.escape`.
 """
 from __future__ import annotations
 
+import functools
 import math
 import platform
 from html import escape
@@ -195,12 +198,14 @@ def verdicts_html(verdicts: pd.DataFrame) -> str:
         cells = "".join(f"<td>{escape(str(v))}</td>" for v in record.values())
         rows.append(f'<tr class="verdict-{css}">{cells}</tr>')
     head = "".join(f"<th>{escape(c)}</th>" for c in frame.columns)
-    return (f'{_TABLE_STYLE}<table class="tunelab-verdicts"><thead><tr>{head}</tr></thead>'
+    return (f'<table class="tunelab-verdicts"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-_TABLE_STYLE = ("<style>table.tunelab-verdicts th, table.tunelab-verdicts td, table.tunelab-table th, "
-                "table.tunelab-table td {text-align: left !important; vertical-align: top; padding: 0.25em 0.6em;}</style>")
+#: CSS of the tables above; the report pages carry it in their head (outputs hold no ``<style>``, so the
+#: HTML sanitiser of the notebook pages leaves them intact)
+TABLE_CSS = ("table.tunelab-verdicts th, table.tunelab-verdicts td, table.tunelab-table th, "
+             "table.tunelab-table td {text-align: left !important; vertical-align: top; padding: 0.25em 0.6em;}")
 
 
 def html_table(frame: pd.DataFrame, digits: int = 4) -> str:
@@ -220,7 +225,7 @@ def html_table(frame: pd.DataFrame, digits: int = 4) -> str:
     head = "".join(f"<th>{escape(str(c))}</th>" for c in frame.columns)
     body = "".join("<tr>" + "".join(f"<td>{escape(cell(str(c), v))}</td>" for c, v in zip(frame.columns, row))
                    + "</tr>" for row in frame.itertuples(index=False))
-    return f'{_TABLE_STYLE}<table class="tunelab-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<table class="tunelab-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def _knob_lines(study: Study, inputs: ScreenInputs) -> list[str]:
@@ -361,10 +366,29 @@ def methods_markdown(study: Study, inputs: ScreenInputs, result: Any, n_boot: in
 
 
 def markdown_to_html(text: str) -> str:
-    """Markdown -> HTML with mistune (the Markdown renderer nbconvert itself uses)."""
+    """Markdown -> HTML with mistune (the renderer nbconvert uses), raw HTML escaped: text from a store
+    (a failure reason, a study description) can never add markup or script to a report.
+
+    >>> markdown_to_html("**x** <script>alert(1)</script> [a](javascript:alert(1))")
+    '<p><strong>x</strong> &lt;script&gt;alert(1)&lt;/script&gt; <a href="#harmful-link">a</a></p>\\n'
+    """
+    return str(_markdown()(text))
+
+
+@functools.lru_cache(maxsize=1)
+def _markdown() -> Any:
     import mistune
 
-    return str(mistune.html(text))
+    return mistune.create_markdown(escape=True, plugins=["strikethrough", "table"])
+
+
+def markdown_html(text: str) -> Any:
+    """Markdown built from store text, for ``display()`` in a notebook: an ``IPython.display.HTML``
+    of :func:`markdown_to_html` (raw HTML escaped). Use it instead of ``IPython.display.Markdown``,
+    whose renderer lets raw HTML through."""
+    from IPython.display import HTML
+
+    return HTML(markdown_to_html(text))
 
 
 def phase_table(study: Study) -> pd.DataFrame:

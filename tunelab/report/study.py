@@ -119,7 +119,7 @@ def resolve_store(study: str | os.PathLike[str], data_dir: str | os.PathLike[str
         When no store exists there; the message lists the stores found in ``data_dir``.
     """
     path = store_path_for(study, data_dir)
-    if not path.is_file():
+    if not path.exists():   # anything else there (a directory, a damaged file) is Store's to explain
         found = sorted(p.stem for p in Path(data_dir).glob("*.sqlite")) if Path(data_dir).is_dir() else []
         hint = f"; studies in {data_dir}: {', '.join(found)}" if found else ""
         raise ReportError(f"no trial store for study {str(study)!r} at {path}{hint}. Give a study name in "

@@ -12,9 +12,9 @@ Examples
 >>> anova_oneway(df, "y", "k").columns.tolist()
 ['source', 'ss', 'df', 'ms', 'F', 'p', 'eta2', 'omega2']
 """
-from tunelab.stats._validate import check_input
+from tunelab.stats._validate import check_input, sorted_levels
 from tunelab.stats.assumptions import group_summary, homoscedasticity, normality, sd_ratio
-from tunelab.stats.effects import cohens_d, pct_change
+from tunelab.stats.effects import MAX_N_BOOT, MIN_N_BOOT, check_bootstrap, cohens_d, pct_change
 from tunelab.stats.equivalence import tost
 from tunelab.stats.multiplicity import adjust
 from tunelab.stats.omnibus import anova_factorial, anova_oneway, kruskal, lenth_effects, welch_anova
@@ -23,7 +23,7 @@ from tunelab.stats.power import achieved_power, replicates_needed
 from tunelab.stats.screen import ScreenResult, design_kind, recommend, schema, screen
 
 __all__ = [
-    "check_input",
+    "check_input", "sorted_levels", "check_bootstrap", "MIN_N_BOOT", "MAX_N_BOOT",
     "normality", "homoscedasticity", "group_summary", "sd_ratio",
     "anova_oneway", "welch_anova", "kruskal", "anova_factorial", "lenth_effects",
     "tukey_hsd", "games_howell", "dunn", "to_matrix", "compact_letters",

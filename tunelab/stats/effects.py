@@ -77,11 +77,28 @@ def _bootstrap_means(y: np.ndarray, n_boot: int, rng: np.random.Generator) -> np
     return out
 
 
+#: bootstrap resamples allowed (``--n-boot``): at least enough for a percentile interval, at most what
+#: fits in memory and time (each resample of each level is a float; 100,000 gives CI ends to ~0.1 %)
+MIN_N_BOOT = 100
+MAX_N_BOOT = 100_000
+#: largest bootstrap seed (numpy's SeedSequence takes non-negative integers)
+MAX_SEED = 2**63 - 1
+
+
+def check_bootstrap(n_boot: int, seed: int = 0) -> None:
+    """DataError unless ``n_boot`` is an integer from :data:`MIN_N_BOOT` to :data:`MAX_N_BOOT` and
+    ``seed`` one from 0 to :data:`MAX_SEED`; called before anything is allocated."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or not MIN_N_BOOT <= n_boot <= MAX_N_BOOT:
+        raise DataError(f"n_boot (--n-boot) must be a whole number from {MIN_N_BOOT} to {MAX_N_BOOT:,} bootstrap "
+                        f"resamples, got {n_boot!r}; 1000 (the default) is plenty for a 95 % interval")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+        raise DataError(f"seed (--seed) must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
+
+
 def _check_boot(n_boot: int, ci: float) -> None:
     if not 0 < ci < 1:
         raise DataError(f"ci must be between 0 and 1, got {ci!r}; 0.95 is the usual choice")
-    if int(n_boot) < 100:
-        raise DataError(f"n_boot must be at least 100 for a percentile interval, got {n_boot!r}")
+    check_bootstrap(n_boot)
 
 
 def _streams(seed: int, count: int) -> list[np.random.Generator]:

@@ -20,7 +20,7 @@ import pandas as pd
 from tunelab.errors import DataError
 from tunelab.stats._validate import Groups, check_input, sorted_levels
 from tunelab.stats.assumptions import _homoscedasticity_rows, _normality_row, _sd_ratio
-from tunelab.stats.effects import _pct_change_table, _sample
+from tunelab.stats.effects import _pct_change_table, _sample, check_bootstrap
 from tunelab.stats.equivalence import _tost_row
 from tunelab.stats.multiplicity import METHODS, adjust
 from tunelab.stats.omnibus import _anova_values, _kruskal_values, _welch_values, anova_factorial
@@ -466,6 +466,7 @@ def screen(
     """
     if not 0 < alpha < 1:
         raise DataError(f"alpha must be between 0 and 1, got {alpha!r}; 0.05 is the usual choice")
+    check_bootstrap(n_boot, seed)
     if correction not in METHODS:
         raise DataError(f"unknown correction {correction!r}; choose one of {', '.join(METHODS)}")
     if not isinstance(data, pd.DataFrame):
