@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 from contextlib import contextmanager
@@ -71,28 +73,54 @@ def sigterm_interrupts() -> Iterator[None]:
 
 
 def run(design_path: PathLike, *, target: str | None = None, store: PathLike | None = None,
-        allow_host_global: bool = False, progress: bool = True, retry_failed: bool = False) -> Any:
+        allow_host_global: bool = False, progress: bool = True, retry_failed: bool = False,
+        allow_design_commands: bool = False) -> Any:
     """Run a design's plan on its target (or ``target``) and record every trial in the store.
 
-    Resumes: trials already recorded are skipped. Returns the runner's ``RunSummary`` (counts,
+    Resumes: trials already recorded are skipped. Target options that run commands (e.g.
+    ``service_commands``) are refused unless ``allow_design_commands`` (``--allow-design-commands``).
+    Returns the runner's ``RunSummary`` (counts,
     wall time, store path, failures). See ``tunelab run --help`` for the safety rules.
     """
     from tunelab.designs import load_design
     from tunelab.runner import run_design
+    from tunelab.leases import check_crashed_runs, lease
+    from tunelab.safety import remove_orphan_labs
     from tunelab.store import Store, default_store_path
-    from tunelab.targets import get_target
+    from tunelab.targets import build_target, check_target_spec
 
     design = load_design(design_path)
     spec = target_spec_for(design, target)
-    target_cls = get_target(spec["type"])
+    target_cls = check_target_spec(spec, allow_commands=allow_design_commands)   # refuses before the store opens
     path = Path(store) if store is not None else default_store_path(design.name)
-    with sigterm_interrupts():
+    dry = bool(getattr(target_cls, "writes_nothing", False))
+    with sigterm_interrupts(), _run_store(path, dry) as path, lease(path):
+        for name in remove_orphan_labs():
+            print(f"removed orphaned lab {name} (its run had died)", file=sys.stderr)
+        if not dry:
+            check_crashed_runs(own_store=path)
         with Store.open(path, study=design.name, design_hash=design.design_hash,
                         design_text=Path(design_path).read_text(),
                         target_spec={"type": spec["type"], "options": spec["options"]}) as opened:
-            with target_cls(**spec["options"]) as live:
-                return run_design(design, live, opened, allow_host_global=allow_host_global,
-                                  progress=progress, retry_failed=retry_failed)
+            with build_target(spec, allow_commands=allow_design_commands) as live:
+                summary = run_design(design, live, opened, allow_host_global=allow_host_global,
+                                     progress=progress, retry_failed=retry_failed)
+    summary.recorded = not dry
+    return summary
+
+
+@contextmanager
+def _run_store(path: Path, dry: bool) -> Iterator[Path]:
+    """The store a run records into: ``path``, or for a dry run a throw-away one in a private temp dir.
+
+    A dry run must never write the real store: its (unmeasured) trials would count as done and
+    the later real run would skip them.
+    """
+    if not dry:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="tunelab-dry-run-") as private:   # mode 0700
+        yield Path(private) / path.name
 
 
 def screen(source: PathLike, *, metrics: Sequence[str] = (), knobs: Sequence[str] = (),

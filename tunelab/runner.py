@@ -35,6 +35,7 @@ import os
 import statistics
 import sys
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +43,10 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pandas as pd
 
-from tunelab.errors import DesignError, KnobError, TargetError, TunelabError
-from tunelab.safety import KnobSpec, check_host_global, check_trial, deferred_interrupts, validate_config
-from tunelab.store import Store, git_sha, knob_id
+from tunelab.errors import DesignError, KnobError, SafetyError, TargetError, TunelabError
+from tunelab.safety import (KnobSpec, check_host_global, check_trial, deferred_interrupts, host_identity,
+                            restore_journal, validate_config)
+from tunelab.store import HostIdentity, Store, git_sha, knob_id
 
 Checkpoint = Callable[[str], None]
 
@@ -91,6 +93,8 @@ class RunSummary:
     failures: list[str] = field(default_factory=list)
     #: per trial run now: share of the machine (0..1) other processes used while the load ran
     foreign_load: list[float] = field(default_factory=list)
+    #: False for a dry run: its trials went to a throw-away store, the study's store was not touched
+    recorded: bool = True
 
     def count(self, outcome: TrialOutcome, machine_cpu_s: float | None = None) -> None:
         """Count a trial; ``machine_cpu_s`` (CPUs x trial seconds) turns its foreign CPU into a share."""
@@ -105,7 +109,8 @@ class RunSummary:
             f"study {self.study}: {self.planned} planned, {self.skipped} already done (skipped), "
             f"{self.ok} ok, {self.flagged} flagged, {self.failed} failed"
             + (f", {self.interrupted} interrupted" if self.interrupted else ""),
-            f"wall time {self.wall_s:.1f} s; store {self.store_path}",
+            f"wall time {self.wall_s:.1f} s; "
+            + (f"store {self.store_path}" if self.recorded else "dry run: nothing was recorded, the store was not touched"),
         ]
         if self.foreign_load:
             median = statistics.median(self.foreign_load)
@@ -215,7 +220,8 @@ def run_trial(
                 # every intended change is journalled (one durable commit) before the first write
                 entries = store.journal_apply_many(trial_id, [
                     (spec.host, spec.id, devices[spec.id], snapshot[spec.id], spec.knob.to_text(levels[spec.id]))
-                    for spec in changing]) if changing else []
+                    for spec in changing], identities=_identities(target, {spec.host for spec in changing})
+                ) if changing else []
                 for entry, spec in zip(entries, changing):
                     applied.append((entry, spec, devices[spec.id], old_values[spec.id]))
                     spec.knob.write(target, spec.host, levels[spec.id], device=devices[spec.id])
@@ -284,6 +290,21 @@ def run_trial(
         raise interrupted
     return TrialOutcome(trial_id, run_key, status, reason, knobs_read, metrics, dict(clock.timings), True,
                         foreign_cpu)
+
+
+#: host identities per live target object (machine and boot ids do not change while it is up)
+_IDENTITIES: "weakref.WeakKeyDictionary[Any, dict[str, HostIdentity]]" = weakref.WeakKeyDictionary()
+
+
+def _identities(target: Any, hosts: set[str]) -> dict[str, HostIdentity]:
+    """The machine/boot identity of each host, read once per target (journalled with each change)."""
+    try:
+        known = _IDENTITIES.setdefault(target, {})
+    except TypeError:                      # a target that cannot be weakly referenced: no cache
+        known = {}
+    for host in hosts - known.keys():
+        known[host] = host_identity(target, host)
+    return {host: known[host] for host in hosts}
 
 
 def _restore(store: Store, target: Any, applied: list[tuple[int, KnobSpec, str | None, Any]],
@@ -440,6 +461,7 @@ def run_design(
         except KnobError as exc:
             raise KnobError(f"planned run {run_key}: {exc}") from None
 
+    recover_journal(store, target, allow_host_global=allow, knob_lookup=knob_lookup)
     done = store.completed_run_keys(phase)
     if retry_failed:
         done -= set(store.trials(phase).query("status == 'failed'")["run_key"])
@@ -475,8 +497,34 @@ def run_design(
             bar.set_postfix(ok=summary.ok, flagged=summary.flagged, failed=summary.failed, refresh=False)
     finally:
         bar.close()
+        with deferred_interrupts():
+            try:
+                load.cleanup(target)        # the load's private temporary files on the target
+            except TunelabError as exc:     # never hide the run's own outcome behind a cleanup problem
+                print(f"warning: {getattr(load, 'name', 'load')} could not remove its temporary files: {exc}",
+                      file=sys.stderr)
         summary.wall_s = time.perf_counter() - started
     return summary
+
+
+def recover_journal(store: Store, target: Any, *, allow_host_global: bool = False,
+                    knob_lookup: Callable[[str], Any] | None = None) -> None:
+    """Before the first trial, put back whatever a crashed run of this study left changed.
+
+    Otherwise the next snapshot would read the crashed trial's value and take it for the
+    machine's original. Entries that cannot be put back stop the run with the command to run.
+    """
+    if not store.unrestored():
+        return
+    report = restore_journal(store, target, knob_lookup=knob_lookup, allow_host_global=allow_host_global,
+                             remove_orphans=False)
+    for line in report.lines():
+        print(f"recovered from a crashed run: {line}", file=sys.stderr)
+    if not report.ok:
+        study = store.study.name if store.study else store.path
+        raise SafetyError(f"a crashed run of this study left knob changes that could not be put back "
+                          f"({len(report.failed) + len(report.refused)} entries, listed above); nothing was applied. "
+                          f"Fix the cause, then run `tunelab restore {study}` and run again")
 
 
 def preflight(target: Any, load: Any, specs: Sequence[KnobSpec]) -> None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 from tunelab.errors import KnobError, SafetyError, TargetError, TunelabError
 
 if TYPE_CHECKING:
-    from tunelab.store import JournalEntry, Store
+    from tunelab.store import HostIdentity, JournalEntry, Store
     from tunelab.targets.base import Target
 
 
@@ -110,19 +110,67 @@ def deferred_interrupts() -> Iterator[None]:
 
 @dataclass
 class RestoreReport:
-    """What :func:`restore_journal` did with each unrestored entry."""
+    """What :func:`restore_journal` did with each unrestored entry.
+
+    ``refused`` entries were not replayed on purpose (written on another machine, or a
+    host-global knob without permission); like ``failed`` ones they stay in the journal.
+    """
 
     restored: list[str] = field(default_factory=list)
     moot: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    labs_removed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.refused
 
     def lines(self) -> list[str]:
-        return ([f"restored: {line}" for line in self.restored] + [f"nothing to restore: {line}" for line in self.moot]
-                + [f"FAILED: {line}" for line in self.failed])
+        return ([f"removed orphaned lab {name} (its run had died)" for name in self.labs_removed]
+                + [f"restored: {line}" for line in self.restored] + [f"nothing to restore: {line}" for line in self.moot]
+                + [f"REFUSED: {line}" for line in self.refused] + [f"FAILED: {line}" for line in self.failed])
+
+
+# ---- which machine a journal entry belongs to ----------------------------------------------------
+
+MACHINE_ID_PATH = "/etc/machine-id"
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+
+
+def host_identity(target: "Target", host: str) -> "HostIdentity":
+    """The machine id and boot id of ``host`` as the target sees it (``None`` parts if unreadable).
+
+    Lab namespaces share this machine's files, so the lab reports this machine; an SSH target
+    reports the remote machine; the simulator and test fakes report nothing.
+    """
+    from tunelab.store import HostIdentity
+
+    values = []
+    for path in (MACHINE_ID_PATH, BOOT_ID_PATH):
+        try:
+            values.append(target.read_text(host, path).strip() or None)
+        except (TunelabError, OSError):
+            values.append(None)
+    return HostIdentity(*values)
+
+
+def _foreign_reason(entry: "JournalEntry", here: "HostIdentity") -> str | None:
+    """Why ``entry`` must not be replayed on ``here`` (another machine, or unknown), else None."""
+    if not here.known:
+        return None if entry.machine_id is None else (
+            f"it was written on machine {entry.machine_id[:12]}, and this target cannot say which machine it is")
+    if entry.machine_id is None:
+        return ("the journal does not say which machine it was written on (an older tunelab, or an edited store); "
+                f"if this is that machine, put {entry.knob_id} back to {entry.old_text!r} by hand")
+    if entry.machine_id != here.machine_id:
+        return (f"it was written on machine {entry.machine_id[:12]}, this is {here.machine_id[:12]}: a store copied "
+                "from elsewhere is never replayed; run `tunelab restore` on the machine that made the change")
+    return None
+
+
+def _rebooted(entry: "JournalEntry", here: "HostIdentity") -> bool:
+    return bool(entry.boot_id and here.boot_id and entry.boot_id != here.boot_id)
 
 
 #: target types whose per-netns state vanishes with the target (the lab's namespaces are
@@ -135,27 +183,46 @@ def _namespaces_are_gone(target_type: str | None, target_cls: Any) -> bool:
     return bool(flag) if flag is not None else target_type in EPHEMERAL_NETNS_TARGETS
 
 
-def _lab_names(store: "Store") -> set[str]:
-    """Names of the labs this study's runs used (from ``target.describe()`` recorded per run)."""
-    names = set()
-    for description in store.run_targets():
-        lab = description.get("lab") if isinstance(description, dict) else None
-        if isinstance(lab, dict) and lab.get("name"):
-            names.add(str(lab["name"]))
-    return names
+def pending_changes(store: "Store", knob_lookup: Callable[[str], Any] | None = None) -> list["JournalEntry"]:
+    """Unrestored entries that may still hold a changed value on this machine.
+
+    Entries of per-namespace knobs on a target whose namespaces vanish with it (the lab) are
+    left out: nothing of them survives the run. Entries of unknown knobs are kept (to be safe).
+    """
+    if knob_lookup is None:
+        from tunelab.knobs import get_knob as knob_lookup  # type: ignore[no-redef]
+    spec = (store.study.target_spec if store.study else None) or {}
+    target_cls = None
+    if spec.get("type"):
+        from tunelab.targets import get_target
+
+        try:
+            target_cls = get_target(spec["type"])
+        except TargetError:
+            target_cls = None
+    gone = _namespaces_are_gone(spec.get("type"), target_cls)
+    pending = []
+    for entry in store.unrestored():
+        try:
+            scope = getattr(knob_lookup(entry.knob_name), "scope", "host")
+        except TunelabError:
+            scope = "host"
+        if not (gone and scope == "netns"):
+            pending.append(entry)
+    return pending
 
 
-def _remove_orphan_labs(names: set[str]) -> list[str]:
-    """Delete this study's labs whose owning process died (a crashed run's namespaces).
+def remove_orphan_labs() -> list[str]:
+    """Remove every lab whose owning run died (a lease: the owner's pid and start time).
 
-    A live lab (its owner still running, or detached with ``tunelab lab up``) and labs of other
-    studies are never touched. Returns the names removed.
+    A live lab (its owner still running) and a detached one (``tunelab lab up``) are never
+    touched. Returns the names removed; raises TargetError naming a lab that could not be removed.
     """
     from tunelab.targets import lab as lab_module
 
     removed = []
     for state in lab_module.list_states():
-        if state.name in names and state.is_orphan():
+        if state.is_orphan():
             problems = lab_module.destroy(state)
             if problems:
                 raise TargetError(f"could not remove the orphaned lab {state.name!r}: {'; '.join(problems)}; "
@@ -166,12 +233,18 @@ def _remove_orphan_labs(names: set[str]) -> list[str]:
 
 def build_target(spec: Mapping[str, Any] | None) -> "Target":
     """Instantiate a target from a stored spec ``{"type": ..., "options": {...}}``."""
-    from tunelab.targets import get_target
+    from tunelab.targets import build_target as build_checked
 
     if not spec or "type" not in spec:
         raise TargetError("the store records no target spec, so it cannot rebuild the target for restore; "
                           "pass a target explicitly (restore_journal(store, target=...))")
-    return get_target(spec["type"])(**dict(spec.get("options") or {}))
+    from tunelab.targets import get_target
+
+    # restore only writes knobs back and never starts a service, so a stored spec's command options
+    # (e.g. service_commands of a run with --allow-design-commands) are dropped, never run
+    commands = set(getattr(get_target(spec["type"]), "command_options", ()))
+    options = {k: v for k, v in dict(spec.get("options") or {}).items() if k not in commands}
+    return build_checked({**spec, "options": options}, allow_commands=False)
 
 
 def restore_journal(
@@ -180,19 +253,26 @@ def restore_journal(
     *,
     knob_lookup: Callable[[str], Any] | None = None,
     target_spec: Mapping[str, Any] | None = None,
+    allow_host_global: bool = False,
+    remove_orphans: bool = True,
 ) -> RestoreReport:
     """Roll back every unrestored journal entry of ``store``, newest first.
 
-    Each entry's old text is written back through the target, read back and compared; a match
-    marks the entry restored. On a target whose namespaces are gone (the lab after a crash), a
-    per-netns knob has nothing left to restore: its entry is resolved with that note. Entries
-    that could not be restored stay ``applied`` and are listed in ``failed``.
+    Each entry's old text is validated by the knob catalogue, written back through the target,
+    read back and compared; a match marks the entry restored. An entry is replayed only on the
+    machine it was written on (machine id in the journal); one made before the machine last
+    rebooted is moot (the kernel reset the runtime value), and a host-global knob is replayed
+    only with ``allow_host_global``. On a target whose namespaces are gone (the lab after a
+    crash), a per-netns knob has nothing left to restore. Refused and failed entries stay
+    ``applied`` and are listed. With ``remove_orphans``, labs of dead runs are removed first.
 
     ``target`` (already up) is used when given; otherwise one is built from ``target_spec`` or
-    the study's stored spec, brought up only if some entry actually needs it, and taken down.
+    the study's stored spec (never with commands), brought up only if some entry needs it.
     """
-    entries = store.unrestored()
     report = RestoreReport()
+    if remove_orphans:
+        report.labs_removed = remove_orphan_labs()
+    entries = store.unrestored()
     if not entries:
         return report
     if knob_lookup is None:
@@ -208,23 +288,23 @@ def restore_journal(
         except TargetError:
             target_cls = None
     netns_gone = _namespaces_are_gone(target_type, target_cls)
-
     gone_note = (f"per-namespace knob of the {target_type} target: the host was never changed, nothing to restore"
-                 + (" (`tunelab lab down` removes orphaned labs)" if target_type == "lab" else ""))
-    if netns_gone and target is None:
-        removed = _remove_orphan_labs(_lab_names(store)) if target_type == "lab" else []
-        if removed:
-            gone_note = f"namespace gone (orphaned lab {', '.join(removed)} removed) — nothing to restore"
+                 + (f" (orphaned lab {', '.join(report.labs_removed)} removed)" if report.labs_removed else ""))
+
     live: list[tuple[JournalEntry, Any]] = []
     for entry in entries:
         try:
             knob = knob_lookup(entry.knob_name)
+            knob.validate(knob.from_text(entry.old_text))    # a value the catalogue accepts, or a KnobError
         except TunelabError as exc:
             report.failed.append(f"{_describe(entry)}: {exc}")
             continue
         if netns_gone and getattr(knob, "scope", "host") == "netns":
             store.journal_restored(entry.entry_id, note=gone_note)
             report.moot.append(f"{_describe(entry)}: {gone_note}")
+        elif getattr(knob, "scope", "host") == "host" and not allow_host_global:
+            report.refused.append(f"{_describe(entry)}: a host-global knob (it changes the whole machine); to put it "
+                                  f"back to {entry.old_text.strip()!r}, run restore again with --allow-host-global")
         else:
             live.append((entry, knob))
     if not live:
@@ -235,13 +315,24 @@ def restore_journal(
         target = build_target(spec)
         target.up()
     try:
+        identities = {host: host_identity(target, host) for host in {entry.host for entry, _ in live}}
         with deferred_interrupts():
             for entry, knob in live:
-                try:
-                    restore_entry(store, target, knob, entry)
-                    report.restored.append(f"{_describe(entry)} back to {entry.old_text!r}")
-                except TunelabError as exc:
-                    report.failed.append(f"{_describe(entry)}: {exc}")
+                here = identities[entry.host]
+                foreign = _foreign_reason(entry, here)
+                if foreign:
+                    report.refused.append(f"{_describe(entry)}: {foreign}")
+                elif _rebooted(entry, here):
+                    note = ("the machine rebooted since this change, so the kernel's runtime value went back to "
+                            "its boot default; nothing to restore")
+                    store.journal_restored(entry.entry_id, note=note)
+                    report.moot.append(f"{_describe(entry)}: {note}")
+                else:
+                    try:
+                        restore_entry(store, target, knob, entry)
+                        report.restored.append(f"{_describe(entry)} back to {entry.old_text!r}")
+                    except TunelabError as exc:
+                        report.failed.append(f"{_describe(entry)}: {exc}")
     finally:
         if owned:
             target.down()

@@ -107,7 +107,7 @@ def test_sigkill_in_the_lab_then_restore_and_resume(tmp_path: Path, capsys, cras
 
     assert main(["restore", str(store_path)]) == 0
     out = capsys.readouterr().out
-    assert f"orphaned lab {crash_lab_name} removed" in out, out
+    assert f"removed orphaned lab {crash_lab_name}" in out, out
     assert not [s for s in lab_module.list_states() if s.name == crash_lab_name]
     with Store(store_path, readonly=True) as store:
         assert store.unrestored() == []

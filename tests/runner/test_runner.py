@@ -161,12 +161,12 @@ def test_failed_restore_keeps_the_trial_and_the_journal_entry(target: FileTarget
 def test_restore_on_a_lab_target_resolves_netns_entries_as_gone(store: Store, monkeypatch) -> None:
     import tunelab.safety
 
-    removed: list[str] = []
-    monkeypatch.setattr(tunelab.safety, "_remove_orphan_labs", lambda names: removed or ["abc123"])  # no real labs touched
+    monkeypatch.setattr(tunelab.safety, "remove_orphan_labs", lambda: ["abc123"])  # no real labs touched
     tid = store.begin_trial("screen:0", "screen", {})
     store.journal_apply(tid, "server", "net.fake.alpha", None, "128", "16")
     report = restore_journal(store, knob_lookup=make_knobs(), target_spec={"type": "lab", "options": {}})
-    assert report.ok and report.restored == [] and "namespace gone (orphaned lab abc123 removed)" in report.moot[0]
+    assert report.ok and report.restored == [] and "(orphaned lab abc123 removed)" in report.moot[0]
+    assert report.labs_removed == ["abc123"]
     assert store.unrestored() == [] and "nothing to restore" in store.journal()["note"].iloc[0]
 
 

@@ -104,8 +104,8 @@ def cmd_down(args: argparse.Namespace) -> int:
 
     problems: list[str] = []
     removed: list[str] = []
-    if args.name:
-        state = load_state(args.name)
+    if args.name is not None:
+        state = load_state(args.name)          # validates the name before it becomes a path
         problems += destroy(state)
         removed.append(state.name)
     targets = list_states() if args.all else [s for s in list_states() if s.is_orphan()]

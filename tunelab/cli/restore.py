@@ -1,9 +1,22 @@
 """``tunelab restore [STUDY ...|--all]``: put back every knob a crashed or interrupted run left changed.
 
-Each unrestored journal entry's old value is written back through the study's target, read back
-and compared, then marked restored. On the lab target, whose namespaces are gone after a crash,
-per-namespace knobs have nothing left to restore and are resolved with that note. Entries that
-cannot be restored stay in the journal and are listed; the exit status is then 1.
+First, labs whose run died (kill -9, power cut) are removed: their namespaces, servers, loop
+device and files. Then each unrestored journal entry's old value is validated by the knob
+catalogue, written back through the study's target, read back and compared, and marked restored.
+
+What is never replayed:
+
+- an entry written on another machine (the journal records each host's machine id): a store
+  copied from elsewhere is data, not instructions for this machine;
+- a host-global knob (vm.*, fs.*, kernel.*, most net.core.*) unless ``--allow-host-global``;
+- commands: the target is rebuilt from the store without any design commands.
+
+An entry made before the machine last rebooted is moot (the kernel reset the runtime value). On
+the lab target, whose namespaces are gone after a crash, per-namespace knobs have nothing left to
+restore and are resolved with that note.
+
+Exit status: 0 when everything is back, 1 when some entry was refused or failed (listed, and
+left in the journal), 2 on errors.
 """
 from __future__ import annotations
 
@@ -11,8 +24,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tunelab.errors import StoreError
-from tunelab.safety import restore_journal
+from tunelab.errors import StoreError, TunelabError
+from tunelab.safety import remove_orphan_labs, restore_journal
 from tunelab.store import Store, store_path_for
 
 
@@ -22,23 +35,37 @@ def register(subparsers: Any) -> None:
     parser.add_argument("studies", metavar="STUDY", nargs="*", help="study names (data/STUDY.sqlite) or store paths")
     parser.add_argument("--all", action="store_true", help="every store in --data-dir")
     parser.add_argument("--data-dir", default="data", type=Path, help="where stores live (default: data)")
+    parser.add_argument("--allow-host-global", action="store_true",
+                        help="also put back host-global knobs (vm.*, fs.*, kernel.*, most net.core.*)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.all == bool(args.studies):
         raise StoreError("name the studies to restore, or pass --all (not both)")
+    for name in remove_orphan_labs():
+        print(f"removed orphaned lab {name} (its run had died)")
     paths = sorted(args.data_dir.glob("*.sqlite")) if args.all else [store_path_for(s, args.data_dir) for s in args.studies]
     if not paths:
         print(f"no stores in {args.data_dir}; nothing to restore")
         return 0
     status = 0
     for path in paths:
-        with Store(path) as store:
-            report = restore_journal(store)
-        if not report.lines():
-            print(f"{path}: nothing to restore")
-        for line in report.lines():
-            print(f"{path}: {line}")
-        status |= 0 if report.ok else 1
+        try:
+            status |= _restore_one(path, args.allow_host_global)
+        except TunelabError as exc:
+            if not args.all:
+                raise
+            print(f"{path}: error: {exc}")         # one bad store must not stop the others
+            status = 1
     return status
+
+
+def _restore_one(path: Path, allow_host_global: bool) -> int:
+    with Store(path) as store:
+        report = restore_journal(store, allow_host_global=allow_host_global, remove_orphans=False)
+    if not report.lines():
+        print(f"{path}: nothing to restore")
+    for line in report.lines():
+        print(f"{path}: {line}")
+    return 0 if report.ok else 1

@@ -5,9 +5,13 @@ again resumes: trials already recorded (ok, flagged or failed) are skipped, tria
 a crash or Ctrl-C are run again. Host-global knobs (vm.*, fs.*, kernel.*, most net.core.*) are
 refused unless the design sets ``target: {allow_host_global: true}`` or ``--allow-host-global``
 is given. Ctrl-C (or SIGTERM) puts the current trial's knobs back before exiting; after a hard
-crash, ``tunelab restore STUDY`` does it.
+crash (kill -9, power cut), the next ``tunelab run`` of the study puts back what the crashed run
+left changed before its first snapshot (or stops, naming ``tunelab restore STUDY``), and removes
+labs whose run died. ``--target dry-run`` records nothing: the study's store is not touched.
 
-Exit status: 0 when no trial failed, 1 when some did (the summary names them), 2 on errors.
+Exit status: 0 when no trial failed, 1 when some did (the summary names them), 2 on errors,
+130 when interrupted by Ctrl-C or SIGTERM (the trial in flight is recorded ``interrupted``, its
+knobs are put back and the lab is removed; running the design again resumes).
 """
 from __future__ import annotations
 
@@ -26,6 +30,9 @@ def register(subparsers: Any) -> None:
                              "options are used only when the type is the same")
     parser.add_argument("--allow-host-global", action="store_true",
                         help="permit host-global knobs (they change the whole machine; all changes are journalled)")
+    parser.add_argument("--allow-design-commands", action="store_true",
+                        help="let the design's target options run commands as root (e.g. service_commands); "
+                             "review them first with `tunelab plan DESIGN --allow-design-commands`")
     parser.add_argument("--store", metavar="PATH", type=Path, help="trial store (default: data/<study>.sqlite)")
     parser.add_argument("--retry-failed", action="store_true", help="run failed trials again on resume")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -36,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     from tunelab import api
 
     summary = api.run(args.design, target=args.target, store=args.store, allow_host_global=args.allow_host_global,
-                      progress=not args.no_progress, retry_failed=args.retry_failed)
+                      progress=not args.no_progress, retry_failed=args.retry_failed,
+                      allow_design_commands=args.allow_design_commands)
     if summary.skipped:
         print(f"resumed: {summary.skipped} of {summary.planned} trials were already done and were skipped")
     print(summary)

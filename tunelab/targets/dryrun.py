@@ -44,6 +44,8 @@ class DryRunTarget(Target):
 
     name = "dry-run"
     hosts = ("server", "client")
+    #: the runner records a dry run's trials in a throw-away store, never in the study's own
+    writes_nothing = True
 
     def __init__(self, quiet: bool = False) -> None:
         self.quiet = quiet

@@ -47,6 +47,7 @@ from typing import Any, Callable, Sequence
 import psutil
 
 from tunelab.errors import TargetError, ToolMissingError
+from tunelab.paths import DISK_DIR, RUN_DIR, is_inside, private_dir
 from tunelab.registry import Registry
 from tunelab.targets import netns
 from tunelab.targets import services as svc
@@ -54,12 +55,14 @@ from tunelab.targets.base import TARGETS, CommandResult, Target
 from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local
 from tunelab.targets.process import check_argv, run_argv
 
-RUN_DIR = Path(os.environ.get("TUNELAB_RUN_DIR", "/run/tunelab"))
 STATE_DIR = RUN_DIR / "labs"
-DISK_DIR = Path(os.environ.get("TUNELAB_DISK_DIR", "/var/tmp/tunelab"))
 NS_PREFIX = "tl-"
 ROLES = {"server": "srv", "client": "cli", "router": "rtr"}
 LINK = "tl0"
+#: largest lab disk (a sparse file, but fio may fill it): 64 GiB
+MAX_DISK_MB = 65536
+#: most A records in the lab's DNS zone
+MAX_RECORDS = 1_000_000
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
 _NS_RE = re.compile(r"^tl-(?P<name>[a-z0-9][a-z0-9-]*)-(?:srv|cli|rtr)$")
 
@@ -90,7 +93,8 @@ class LabState:
         return state_path(self.name)
 
     def save(self, exclusive: bool = False) -> None:
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        private_dir(RUN_DIR)
+        private_dir(STATE_DIR)
         text = json.dumps(asdict(self), indent=2, sort_keys=True)
         if exclusive:
             try:
@@ -116,8 +120,42 @@ class LabState:
         return not self.detached and not self.owner_alive()
 
 
+def check_lab_name(name: Any) -> str:
+    """Return ``name`` if it is a valid lab name (``[a-z0-9][a-z0-9-]{0,23}``), else raise TargetError.
+
+    Every verb checks a lab name before using it in a path, so ``--name ../../..`` never leaves
+    the lab state directory.
+    """
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise TargetError(f"lab name {name!r} is invalid; use 1-24 characters of a-z, 0-9 and '-', "
+                          "starting with a letter or digit (`tunelab lab status` lists the labs)")
+    return name
+
+
 def state_path(name: str) -> Path:
-    return STATE_DIR / f"{name}.json"
+    return STATE_DIR / f"{check_lab_name(name)}.json"
+
+
+def state_problems(state: LabState) -> list[str]:
+    """Why a state file must not be acted on: it names things that are not this lab's own.
+
+    A lab only ever owns ``tl-NAME-{srv,cli,rtr}`` namespaces, the work directory
+    ``STATE_DIR/NAME``, the backing file ``DISK_DIR/NAME.img`` and a ``/dev/loopN`` device, so a
+    state file naming anything else (edited, or planted) is refused instead of followed.
+    """
+    name = state.name
+    problems = []
+    for role, ns in state.namespaces.items():
+        if role not in ROLES or ns != f"{NS_PREFIX}{name}-{ROLES[role]}":
+            problems.append(f"namespace {ns!r} for role {role!r} is not this lab's")
+    if Path(state.workdir) != STATE_DIR / name:
+        problems.append(f"work directory {state.workdir!r} is not {STATE_DIR / name}")
+    if state.disk_file is not None and (Path(state.disk_file) != DISK_DIR / f"{name}.img"
+                                        or not is_inside(state.disk_file, DISK_DIR)):
+        problems.append(f"disk file {state.disk_file!r} is not {DISK_DIR / (name + '.img')}")
+    if state.disk_device is not None and not re.fullmatch(r"/dev/loop[0-9]+", state.disk_device):
+        problems.append(f"disk device {state.disk_device!r} is not a loop device")
+    return problems
 
 
 def load_state(name: str) -> LabState:
@@ -127,9 +165,22 @@ def load_state(name: str) -> LabState:
     except FileNotFoundError:
         known = ", ".join(s.name for s in list_states()) or "(none)"
         raise TargetError(f"no lab named {name!r} ({path} does not exist); known labs: {known}") from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TargetError(f"lab state file {path} is corrupt ({exc}); remove it and run `tunelab lab down --all`")
-    return LabState(**data)
+    state = _state_from(data)
+    if state is None or state.name != name:
+        raise TargetError(f"lab state file {path} does not describe lab {name!r}; remove it by hand")
+    return state
+
+
+def _state_from(data: Any) -> LabState | None:
+    """A LabState from a state file's JSON, or None when it has the wrong shape or a bad name."""
+    try:
+        state = LabState(**data)
+        check_lab_name(state.name)
+    except (TypeError, TargetError):
+        return None
+    return state
 
 
 def list_states() -> list[LabState]:
@@ -137,9 +188,11 @@ def list_states() -> list[LabState]:
     states = []
     for path in sorted(STATE_DIR.glob("*.json")) if STATE_DIR.exists() else []:
         try:
-            states.append(LabState(**json.loads(path.read_text())))
-        except (json.JSONDecodeError, TypeError, FileNotFoundError):
+            state = _state_from(json.loads(path.read_text()))
+        except (json.JSONDecodeError, UnicodeDecodeError, FileNotFoundError):
             continue
+        if state is not None and path.stem == state.name:
+            states.append(state)
     return sorted(states, key=lambda s: s.created_at)
 
 
@@ -180,7 +233,14 @@ def detach_disk(device: str | None, backing_file: str | None) -> None:
 
 
 def destroy(state: LabState) -> list[str]:
-    """Remove a lab completely: its processes, namespaces, loop device, files. Returns problems."""
+    """Remove a lab completely: its processes, namespaces, loop device, files. Returns problems.
+
+    A state file that names anything but the lab's own namespaces, directory and disk is refused
+    (nothing is removed), so an edited or planted state file cannot make root delete other files.
+    """
+    refused = state_problems(state)
+    if refused:
+        return [f"lab state {state.path} refused, nothing removed: " + "; ".join(refused)]
     problems: list[str] = []
     netns.kill_pids([pid for pid in state.services.values() if _pid_in_lab(pid, state)])
     for ns in state.namespaces.values():
@@ -346,14 +406,17 @@ class LabTarget(Target):
         if not _NAME_RE.match(self.lab_name):
             raise TargetError(f"lab name {self.lab_name!r} is invalid; use 1-24 characters of a-z, 0-9 and '-', "
                               "starting with a letter or digit")
-        if bottleneck_mbit is not None and not bottleneck_mbit > 0:
-            raise TargetError(f"bottleneck_mbit must be a positive rate in Mbit/s, got {bottleneck_mbit!r}")
+        if bottleneck_mbit is not None and not 0 < bottleneck_mbit <= 100_000:
+            raise TargetError(f"bottleneck_mbit must be a rate in Mbit/s above 0 and at most 100000, "
+                              f"got {bottleneck_mbit!r}")
         if queue_limit_bytes is not None and (bottleneck_mbit is None or queue_limit_bytes < 1500):
             raise TargetError(f"queue_limit_bytes={queue_limit_bytes!r} needs bottleneck_mbit and at least 1500 bytes")
-        if not isinstance(records, int) or records < 2:
-            raise TargetError(f"records must be an integer >= 2 (r1.tunelab.test must exist), got {records!r}")
-        if disk_mb is not None and (not isinstance(disk_mb, int) or disk_mb < 16):
-            raise TargetError(f"disk_mb must be an integer of at least 16 MiB, got {disk_mb!r}")
+        if isinstance(records, bool) or not isinstance(records, int) or not 2 <= records <= MAX_RECORDS:
+            raise TargetError(f"records must be an integer from 2 (r1.tunelab.test must exist) to {MAX_RECORDS}, "
+                              f"got {records!r}")
+        if disk_mb is not None and (isinstance(disk_mb, bool) or not isinstance(disk_mb, int)
+                                    or not 16 <= disk_mb <= MAX_DISK_MB):
+            raise TargetError(f"disk_mb must be an integer from 16 to {MAX_DISK_MB} MiB, got {disk_mb!r}")
         available = os.sched_getaffinity(0)
         for label, cpu in (("server_cpu", server_cpu), ("client_cpu", client_cpu)):
             if cpu is not None and cpu not in available:
@@ -522,9 +585,10 @@ class LabTarget(Target):
 
     def _make_disk(self) -> None:
         assert self.state is not None
-        DISK_DIR.mkdir(parents=True, exist_ok=True)
-        backing = DISK_DIR / f"{self.lab_name}.img"
-        with open(backing, "wb") as fh:
+        backing = private_dir(DISK_DIR) / f"{self.lab_name}.img"
+        # O_EXCL | O_NOFOLLOW: never write through a file or symlink someone else put there
+        fd = os.open(backing, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as fh:
             fh.truncate(self.disk_mb * 1024 * 1024)
         self.state.disk_file = str(backing)
         self.state.save()

@@ -1,0 +1,111 @@
+"""Run leases: which study stores a run on this machine holds, so a crashed run is never missed.
+
+A run takes a lease (``RUN_DIR/leases/<pid>.json``: pid, process start time, store path) before
+it opens its store and gives it back when it ends, however it ends short of kill -9 or a power
+cut. The next run on this machine, of ANY study, looks for leases of dead processes: if such a
+run's store still journals unrestored changes, a knob may still hold that crashed trial's value,
+and a new snapshot would take it for the machine's original. The new run then stops and names
+the store to restore. A dead lease whose store is clean is simply dropped.
+"""
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator
+
+import psutil
+
+from tunelab.errors import SafetyError, StoreError
+from tunelab.paths import RUN_DIR, private_dir
+
+LEASE_DIR = RUN_DIR / "leases"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One run's claim: the process and the store it records into."""
+
+    pid: int
+    started: float
+    store: str
+
+    def alive(self) -> bool:
+        try:
+            return abs(psutil.Process(self.pid).create_time() - self.started) < 1.0
+        except psutil.NoSuchProcess:
+            return False
+
+
+def _read(path: Path) -> Lease | None:
+    try:
+        data = json.loads(path.read_text())
+        return Lease(int(data["pid"]), float(data["started"]), str(data["store"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def dead_leases() -> list[tuple[Path, Lease]]:
+    """Leases whose process is gone (unreadable lease files are ignored)."""
+    if not LEASE_DIR.is_dir():
+        return []
+    found = []
+    for path in sorted(LEASE_DIR.glob("*.json")):
+        lease = _read(path)
+        if lease is not None and not lease.alive():
+            found.append((path, lease))
+    return found
+
+
+def check_crashed_runs(own_store: str | os.PathLike[str] | None = None) -> None:
+    """Stop when a dead run's store still holds changes that may be live; drop dead leases that are clean.
+
+    The run's own store (``own_store``) is skipped: the runner itself puts back what a crashed
+    run of the same study left (:func:`tunelab.runner.recover_journal`).
+
+    Raises
+    ------
+    SafetyError
+        naming each such store and the ``tunelab restore`` command that puts its knobs back.
+    """
+    from tunelab.safety import pending_changes
+    from tunelab.store import Store
+
+    own = Path(own_store).resolve() if own_store is not None else None
+    pending = []
+    for path, lease in dead_leases():
+        if own is not None and Path(lease.store) == own:
+            continue
+        try:
+            with Store(lease.store, readonly=True) as store:
+                changes = len(pending_changes(store))
+        except StoreError:
+            changes = 0               # the store is gone or unreadable: nothing we could restore
+        if changes:
+            pending.append(f"{lease.store} ({changes} change(s), run pid {lease.pid})")
+        else:
+            path.unlink(missing_ok=True)
+    if pending:
+        raise SafetyError("a crashed tunelab run left knobs changed on this machine: " + "; ".join(pending)
+                          + ". A new snapshot would take those values for the machine's own, so nothing was "
+                          "applied. Run `tunelab restore STORE` for each, then run again")
+
+
+@contextmanager
+def lease(store: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold a lease on ``store`` for the duration of a run (skipped when RUN_DIR is not ours to write)."""
+    try:
+        private_dir(RUN_DIR)
+        private_dir(LEASE_DIR)
+    except (OSError, SafetyError):
+        yield                          # not root: no lab, no host knobs; nothing to protect across runs
+        return
+    me = psutil.Process()
+    path = LEASE_DIR / f"{me.pid}.json"
+    path.write_text(json.dumps(asdict(Lease(me.pid, me.create_time(), str(Path(store).resolve())))))
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
