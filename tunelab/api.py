@@ -84,7 +84,7 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
     """
     from tunelab.designs import load_design
     from tunelab.runner import run_design
-    from tunelab.leases import check_crashed_runs, lease
+    from tunelab.leases import check_crashed_runs, lease, sweep
     from tunelab.safety import remove_orphan_labs
     from tunelab.store import Store, default_store_path
     from tunelab.targets import build_target, check_target_spec
@@ -105,6 +105,7 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
             with build_target(spec, allow_commands=allow_design_commands) as live:
                 summary = run_design(design, live, opened, allow_host_global=allow_host_global,
                                      progress=progress, retry_failed=retry_failed)
+        sweep()                       # a crashed run of this study, now recovered, leaves no lease
     summary.recorded = not dry
     return summary
 

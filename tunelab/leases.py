@@ -59,16 +59,12 @@ def dead_leases() -> list[tuple[Path, Lease]]:
     return found
 
 
-def check_crashed_runs(own_store: str | os.PathLike[str] | None = None) -> None:
-    """Stop when a dead run's store still holds changes that may be live; drop dead leases that are clean.
+def sweep(own_store: str | os.PathLike[str] | None = None) -> list[str]:
+    """Drop dead leases whose store holds no live change; describe the others (those left in place).
 
-    The run's own store (``own_store``) is skipped: the runner itself puts back what a crashed
-    run of the same study left (:func:`tunelab.runner.recover_journal`).
-
-    Raises
-    ------
-    SafetyError
-        naming each such store and the ``tunelab restore`` command that puts its knobs back.
+    The run's own store (``own_store``) is not reported: the runner itself puts back what a crashed
+    run of the same study left (:func:`tunelab.runner.recover_journal`); its dead lease is dropped
+    once that store is clean, like any other.
     """
     from tunelab.safety import pending_changes
     from tunelab.store import Store
@@ -76,17 +72,27 @@ def check_crashed_runs(own_store: str | os.PathLike[str] | None = None) -> None:
     own = Path(own_store).resolve() if own_store is not None else None
     pending = []
     for path, lease in dead_leases():
-        if own is not None and Path(lease.store) == own:
-            continue
         try:
             with Store(lease.store, readonly=True) as store:
                 changes = len(pending_changes(store))
         except StoreError:
             changes = 0               # the store is gone or unreadable: nothing we could restore
-        if changes:
-            pending.append(f"{lease.store} ({changes} change(s), run pid {lease.pid})")
-        else:
+        if not changes:
             path.unlink(missing_ok=True)
+        elif own is None or Path(lease.store) != own:
+            pending.append(f"{lease.store} ({changes} change(s), run pid {lease.pid})")
+    return pending
+
+
+def check_crashed_runs(own_store: str | os.PathLike[str] | None = None) -> None:
+    """Stop when a dead run's store still holds changes that may be live (see :func:`sweep`).
+
+    Raises
+    ------
+    SafetyError
+        naming each such store and the ``tunelab restore`` command that puts its knobs back.
+    """
+    pending = sweep(own_store)
     if pending:
         raise SafetyError("a crashed tunelab run left knobs changed on this machine: " + "; ".join(pending)
                           + ". A new snapshot would take those values for the machine's own, so nothing was "

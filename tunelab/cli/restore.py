@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tunelab.errors import StoreError, TunelabError
+from tunelab.leases import sweep
 from tunelab.safety import remove_orphan_labs, restore_journal
 from tunelab.store import Store, store_path_for
 
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
                 raise
             print(f"{path}: error: {exc}")         # one bad store must not stop the others
             status = 1
+    sweep()                                        # leases of dead runs whose stores are now clean
     return status
 
 

@@ -1,11 +1,20 @@
-"""Run one argv with a time limit, killing its whole process group on timeout."""
+"""Run one argv with a time limit; on timeout or interrupt, kill everything it started.
+
+A load may start processes that leave its process group (fio's job workers call ``setsid()``),
+so the kill walks the process tree (psutil) as well as the group. Each child also gets a parent
+death signal (``PR_SET_PDEATHSIG``, SIGTERM): when the runner itself is killed with -9, its loads
+are told to stop instead of running on unseen.
+"""
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import time
 from typing import Sequence
+
+import psutil
 
 from tunelab.errors import TargetError
 from tunelab.targets.base import CommandResult
@@ -36,7 +45,7 @@ def run_argv(argv: Sequence[str], timeout_s: float, shown_argv: Sequence[str] | 
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                text=True, errors="replace")
+                                text=True, errors="replace", preexec_fn=_die_with_parent)
     except FileNotFoundError as exc:
         return CommandResult(shown, 127, "", f"{argv[0]}: command not found ({exc})", time.monotonic() - start)
     timed_out = False
@@ -44,16 +53,39 @@ def run_argv(argv: Sequence[str], timeout_s: float, shown_argv: Sequence[str] | 
         stdout, stderr = proc.communicate(input=stdin_text, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_tree(proc.pid)
         stdout, stderr = proc.communicate()
     except BaseException:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_tree(proc.pid)
         proc.wait()
         raise
     return CommandResult(shown, proc.returncode, stdout, stderr, time.monotonic() - start, timed_out)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the parent dies (Linux prctl; best effort)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid``'s process group and every descendant, also those that left the group (setsid)."""
+    try:
+        descendants = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        descendants = []
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for child in descendants:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(descendants, timeout=2.0)
