@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from tunelab.loads.base import Load, LoadResult, MetricInfo
 from tunelab.runner import run_trial
-from tunelab.safety import KnobSpec
+from tunelab.journal import KnobSpec
 from tunelab.store import Store
 from tunelab.targets.base import CommandResult
 

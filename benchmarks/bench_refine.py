@@ -31,7 +31,7 @@ import numpy as np
 
 from tunelab.optimize.confirm import confirm
 from tunelab.optimize.search import random_search, refine
-from tunelab.targets.simulator import SimulatorEvaluator, get_surface
+from tunelab.simulator import SimulatorEvaluator, get_surface
 
 BUDGETS = (30, 60, 100)
 SCREEN_REPLICATES = 2

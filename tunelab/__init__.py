@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from tunelab.version import __version__
 
 _API = ("plan", "run", "screen", "report")
 

@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 from contextlib import contextmanager
 
+import tunelab.simulator  # noqa: F401 - registers the SYNTHETIC "simulator" target
+from tunelab.signals import sigterm_interrupts
+
 import pandas as pd
 
 PathLike = str | os.PathLike[str]
@@ -54,24 +57,6 @@ def target_spec_for(design: Any, override: str | None = None) -> dict[str, Any]:
     return spec
 
 
-def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt, so the runner restores the current trial's knobs."""
-    try:
-        previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    except ValueError:            # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run(design_path: PathLike, *, target: str | None = None, store: PathLike | None = None,
         allow_host_global: bool = False, progress: bool = True, retry_failed: bool = False,
         allow_design_commands: bool = False) -> Any:
@@ -85,7 +70,7 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
     from tunelab.designs import load_design
     from tunelab.runner import run_design
     from tunelab.leases import check_crashed_runs, lease, sweep
-    from tunelab.safety import remove_orphan_labs
+    from tunelab.journal import remove_orphan_labs
     from tunelab.store import Store, default_store_path
     from tunelab.targets import build_target, check_target_spec
 
@@ -133,7 +118,7 @@ def screen(source: PathLike, *, metrics: Sequence[str] = (), knobs: Sequence[str
     ``metrics`` are ``NAME[:max|:min][:SESOI]`` strings, ``baselines`` ``COL=VALUE`` strings, as
     on the command line; for a study they default to the stored design's.
     """
-    from tunelab.sources import screen_inputs
+    from tunelab.tidy import screen_inputs
     from tunelab.stats import screen as run_screen
 
     data, metric_specs, knob_ids, baseline, alpha_used, correction_used = screen_inputs(

@@ -66,7 +66,7 @@ def sweep(own_store: str | os.PathLike[str] | None = None) -> list[str]:
     run of the same study left (:func:`tunelab.runner.recover_journal`); its dead lease is dropped
     once that store is clean, like any other.
     """
-    from tunelab.safety import pending_changes
+    from tunelab.journal import pending_changes
     from tunelab.store import Store
 
     own = Path(own_store).resolve() if own_store is not None else None

@@ -44,8 +44,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import pandas as pd
 
 from tunelab.errors import DesignError, KnobError, SafetyError, TargetError, TunelabError
-from tunelab.safety import (KnobSpec, check_host_global, check_trial, deferred_interrupts, host_identity,
-                            restore_journal, validate_config)
+from tunelab.journal import (KnobSpec, check_host_global, check_trial, host_identity, restore_journal,
+                             validate_config)
+from tunelab.signals import deferred_interrupts
 from tunelab.store import HostIdentity, Store, git_sha, knob_id
 
 Checkpoint = Callable[[str], None]
@@ -559,7 +560,7 @@ def describe_target(target: Any) -> dict[str, Any]:
 
 
 def _version() -> str:
-    from tunelab import __version__
+    from tunelab.version import __version__
 
     return __version__
 

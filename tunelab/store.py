@@ -1091,7 +1091,7 @@ def _holds_nothing(db: sqlite3.Connection) -> bool:
 
 
 def _tunelab_version() -> str:
-    from tunelab import __version__
+    from tunelab.version import __version__
 
     return __version__
 

@@ -61,7 +61,7 @@ import tunelab.designs  # noqa: E402,F401
 import tunelab.knobs  # noqa: E402,F401
 import tunelab.loads  # noqa: E402,F401
 import tunelab.runner  # noqa: E402
-import tunelab.safety  # noqa: E402,F401
+import tunelab.journal  # noqa: E402,F401
 import tunelab.store  # noqa: E402,F401
 import tunelab.targets.base  # noqa: E402
 import tunelab.targets.lab  # noqa: E402

@@ -123,7 +123,7 @@ def test_plan_with_the_flag_prints_every_command_and_runs_none(cli, tmp_path):
 
 def test_restore_factory_never_builds_a_target_with_commands(tmp_path):
     from tunelab.errors import SafetyError
-    from tunelab.safety import build_target as restore_build
+    from tunelab.journal import build_target as restore_build
 
     marker = tmp_path / "MARKER"
     spec = {"type": "local", "options": {"service_commands": {"dns": marker_argv(marker)}}}

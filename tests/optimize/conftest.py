@@ -7,7 +7,7 @@ from typing import Iterator
 import pytest
 
 from tunelab.store import Store
-from tunelab.targets.simulator import get_surface
+from tunelab.simulator import get_surface
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from scipy import stats as ss
 
 from tunelab.optimize.confirm import (ValidationError, abba_order, analyse_blocks, blocks_needed, confirm,
                                       overall_verdict, validate, MetricGoal)
-from tunelab.targets.simulator import SimulatorEvaluator, SimulatorTarget, get_surface
+from tunelab.simulator import SimulatorEvaluator, SimulatorTarget, get_surface
 
 
 def test_abba_order_interleaves_and_balances_the_arms() -> None:

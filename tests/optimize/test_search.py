@@ -9,7 +9,7 @@ from tunelab.optimize.evaluators import StoreEvaluator
 from tunelab.optimize.search import (Objective, RefineError, adaptive_rates, get_preset, non_dominated,
                                      pessimistic_bounds, population_diversity, random_search, refine)
 from tunelab.store import Store
-from tunelab.targets.simulator import SimulatorEvaluator, get_surface
+from tunelab.simulator import SimulatorEvaluator, get_surface
 
 
 def test_ga_finds_the_known_optimum_of_the_simple_surface_within_budget(simple_surface) -> None:

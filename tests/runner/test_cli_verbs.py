@@ -58,9 +58,9 @@ def test_restore_with_nothing_to_do_and_argument_errors(tmp_path: Path, capsys) 
 
 
 def test_restore_resolves_lab_namespace_knobs_as_gone(tmp_path: Path, capsys, monkeypatch) -> None:
-    import tunelab.safety
+    import tunelab.journal
 
-    monkeypatch.setattr(tunelab.safety, "remove_orphan_labs", lambda: [])  # leave other people's labs alone
+    monkeypatch.setattr(tunelab.journal, "remove_orphan_labs", lambda: [])  # leave other people's labs alone
     pytest.importorskip("tunelab.knobs.catalogue", reason="needs the knob catalogue (tunelab.knobs)")
     path = _study(tmp_path)
     with Store(path) as store:

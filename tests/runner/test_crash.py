@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from runner_fakes import INITIAL, FileTarget, make_knobs, oat_plan
 
-from tunelab.safety import restore_journal
+from tunelab.journal import restore_journal
 from tunelab.store import Store
 
 DRIVER = Path(__file__).resolve().parent / "crash_driver.py"

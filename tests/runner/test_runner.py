@@ -8,7 +8,7 @@ from runner_fakes import BASELINE, INITIAL, FakeKnob, FakeLoad, FileTarget, expe
 
 from tunelab.errors import KnobError, SafetyError
 from tunelab.runner import run_design, run_trial
-from tunelab.safety import KnobSpec, restore_journal
+from tunelab.journal import KnobSpec, restore_journal
 from tunelab.store import Store
 
 
@@ -159,9 +159,9 @@ def test_failed_restore_keeps_the_trial_and_the_journal_entry(target: FileTarget
 
 
 def test_restore_on_a_lab_target_resolves_netns_entries_as_gone(store: Store, monkeypatch) -> None:
-    import tunelab.safety
+    import tunelab.journal
 
-    monkeypatch.setattr(tunelab.safety, "remove_orphan_labs", lambda: ["abc123"])  # no real labs touched
+    monkeypatch.setattr(tunelab.journal, "remove_orphan_labs", lambda: ["abc123"])  # no real labs touched
     tid = store.begin_trial("screen:0", "screen", {})
     store.journal_apply(tid, "server", "net.fake.alpha", None, "128", "16")
     report = restore_journal(store, knob_lookup=make_knobs(), target_spec={"type": "lab", "options": {}})

@@ -18,7 +18,7 @@ import sqlite3
 import sys
 from typing import NoReturn, Sequence
 
-from tunelab import __version__
+from tunelab.version import __version__
 from tunelab.cli.paths import describe_os_error
 from tunelab.errors import TunelabError
 

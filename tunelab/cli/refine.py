@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from tunelab.optimize.workflow import run_refinement, setup_from_design, setup_from_surface
     from tunelab.store import Store, default_store_path
     from tunelab.targets import build_target, check_target_spec
-    from tunelab.api import sigterm_interrupts
+    from tunelab.signals import sigterm_interrupts
 
     objectives = [Objective.parse(o) for o in args.objective]
     if args.design:

@@ -26,7 +26,7 @@ from typing import Any
 
 from tunelab.errors import StoreError, TunelabError
 from tunelab.leases import sweep
-from tunelab.safety import remove_orphan_labs, restore_journal
+from tunelab.journal import remove_orphan_labs, restore_journal
 from tunelab.store import Store, store_path_for
 
 

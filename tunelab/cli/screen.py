@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from tunelab.cli.paths import check_output_file, write_failed
-from tunelab.sources import screen_inputs
+from tunelab.tidy import screen_inputs
 
 TABLE_COLUMNS = ["knob", "metric", "verdict", "test", "p_adj", "best_level", "effect_pct", "effect_ci_low",
                  "effect_ci_high", "direction", "equivalent"]

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     from tunelab.store import Store, default_store_path
     from tunelab.targets import build_target, check_target_spec
 
-    import tunelab.optimize  # noqa: F401  (registers the simulator target)
+    import tunelab.simulator  # noqa: F401  (registers the simulator target)
 
     options = _options(args.target_option)
     if args.surface:

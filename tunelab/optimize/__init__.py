@@ -5,8 +5,8 @@ the winner against the baseline in interleaved ABBA blocks, ``validate``, and ex
 >>> surface = get_surface("hard512")                                     # doctest: +SKIP
 >>> result = refine(surface.search_space(), SimulatorEvaluator(surface), ["qps:max"], budget=60)  # doctest: +SKIP
 """
-from tunelab.targets import simulator as _simulator  # noqa: F401  (registers the "simulator" target)
-from tunelab.targets.simulator import SURFACES, SimulatorEvaluator, SimulatorLoad, SimulatorTarget, get_surface
+import tunelab.simulator as _simulator  # noqa: F401  (registers the "simulator" target)
+from tunelab.simulator import SURFACES, SimulatorEvaluator, SimulatorLoad, SimulatorTarget, get_surface
 from tunelab.optimize.space import (ChoiceDimension, IntDimension, SearchSpace, TripletDimension,
                                     dimension_from_design_knob, space_from_spec)
 from tunelab.optimize.evaluators import Evaluator, RunnerEvaluator, StoreEvaluator

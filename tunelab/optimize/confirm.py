@@ -256,7 +256,7 @@ def confirm(evaluator: Any, baseline: Mapping[str, Any], candidate: Mapping[str,
 
     Examples
     --------
-    >>> from tunelab.targets.simulator import SimulatorEvaluator, get_surface
+    >>> from tunelab.simulator import SimulatorEvaluator, get_surface
     >>> s = get_surface("simple")
     >>> confirm(SimulatorEvaluator(s, seed=3), s.baseline, s.optimum(), ["qps:max:5"], blocks=4).verdict
     'improve'

@@ -6,7 +6,7 @@ the evaluation index, e.g. ``"17:r0"``), which is what makes a crashed search re
 store keeps every finished evaluation under ``"<phase>:<key>"``, and replaying the search with
 the same seed asks for the same keys, so finished ones are read back instead of re-measured.
 
-``SimulatorEvaluator`` (SYNTHETIC surfaces) lives in :mod:`tunelab.targets.simulator`;
+``SimulatorEvaluator`` (SYNTHETIC surfaces) lives in :mod:`tunelab.simulator`;
 :class:`StoreEvaluator` records any evaluator's results in a store (resume for pure functions);
 :class:`RunnerEvaluator` runs real trials through :func:`tunelab.runner.run_trial`.
 
@@ -113,7 +113,7 @@ class RunnerEvaluator(_Resumable):
     ----------
     target : an up Target; ``reset()`` is called before each trial (fresh lab namespaces)
     load, load_settings : the Load instance and its merged profile settings
-    knob_specs : :class:`tunelab.safety.KnobSpec` of the searched knobs
+    knob_specs : :class:`tunelab.journal.KnobSpec` of the searched knobs
     store : the study's :class:`tunelab.store.Store`
     fixed : knob id -> value for knobs the trial sets but the search does not vary
     """

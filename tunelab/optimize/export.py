@@ -51,7 +51,7 @@ def sysctl_conf(config: Mapping[str, Any], *, gain: Mapping[str, float] | None =
     The header names the tool, time, study and the confirmed gain with its 95 % CI (or says the
     gain was not confirmed when ``gain`` is None).
     """
-    from tunelab import __version__
+    from tunelab.version import __version__
 
     when = _one_line(generated_at, "time") or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     _one_line(study, "study name"), _one_line(verdict, "verdict"), _one_line(metric, "metric name")

@@ -346,7 +346,7 @@ def refine(
 
     Examples
     --------
-    >>> from tunelab.targets.simulator import SimulatorEvaluator, get_surface
+    >>> from tunelab.simulator import SimulatorEvaluator, get_surface
     >>> surface = get_surface("simple")
     >>> result = refine(surface.search_space(), SimulatorEvaluator(surface, seed=1), ["qps:max"],
     ...                 budget=40, seed=1, baseline=surface.baseline)

@@ -100,7 +100,7 @@ def setup_from_design(design_path: str | Path, *, knobs: str | None = None, targ
         spec = {"type": target_type, "options": {}, "allow_host_global": spec["allow_host_global"]}
     all_specs = {s.id: s for s in knob_specs_from_design(design)}
     if spec["type"] == "simulator":
-        from tunelab.targets.simulator import SimulatorLoad, get_surface
+        from tunelab.simulator import SimulatorLoad, get_surface
 
         load: Any = SimulatorLoad(get_surface(spec["options"].get("surface", "simple"), spec["options"].get("cv", 0.03)))
         settings = load.settings(design.load.profile if design.load.profile in load.profiles else "overload")
@@ -123,7 +123,7 @@ def setup_from_surface(surface_name: str, *, cv: float = 0.03, seed: int = 0,
     """A :class:`RefineSetup` on a SYNTHETIC simulator surface (no design file needed)."""
     from tunelab.runner import knob_specs_from_design
     from tunelab.store import parse_knob_id
-    from tunelab.targets.simulator import SimulatorLoad, get_surface
+    from tunelab.simulator import SimulatorLoad, get_surface
 
     surface = get_surface(surface_name, cv)
     objs = list(objectives) or [Objective(m, d) for m, d in list(surface.metrics.items())[:1]]

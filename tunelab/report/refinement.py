@@ -61,7 +61,7 @@ def _surface(study: Study) -> Any:
         return None
     if "surface" not in spec:
         return None
-    from tunelab.targets.simulator import get_surface
+    from tunelab.simulator import get_surface
 
     return get_surface(spec["surface"], float(spec.get("cv", 0.03)))
 

@@ -2,7 +2,7 @@
 
 The screen's arguments (metrics, knobs, baselines, alpha, correction) come from the design stored
 with the study, through the same code path as ``tunelab screen STUDY``
-(:func:`tunelab.sources.screen_inputs`), so a report and the CLI always analyse the same thing.
+(:func:`tunelab.tidy.screen_inputs`), so a report and the CLI always analyse the same thing.
 
 Examples
 --------
@@ -193,8 +193,8 @@ def screen_inputs(study: Study, metric: str | None = None, alpha: float | None =
     sesoi_pct : float, optional
         Override the smallest effect of interest (%) of the metric in focus.
     """
-    from tunelab.sources import parse_metric
-    from tunelab.sources import screen_inputs as read_screen_inputs
+    from tunelab.tidy import parse_metric
+    from tunelab.tidy import screen_inputs as read_screen_inputs
 
     require_screen(study)
     data, metrics, knobs, baseline, alpha_, correction_ = read_screen_inputs(

@@ -1,4 +1,5 @@
-"""Targets: where knobs change and commands run (lab, local, ssh, dry-run, simulator).
+"""Targets: where knobs change and commands run (lab, local, ssh, dry-run; the SYNTHETIC simulator
+registers itself from :mod:`tunelab.simulator`, a layer above).
 
 Importing this package registers the target modules in :data:`TARGETS`.
 
@@ -33,7 +34,6 @@ from tunelab.targets import dryrun as _dryrun  # noqa: F401  (registers "dry-run
 from tunelab.targets import lab as _lab  # noqa: F401  (registers "lab")
 from tunelab.targets import local as _local  # noqa: F401  (registers "local")
 from tunelab.targets import ssh as _ssh  # noqa: F401  (registers "ssh")
-from tunelab.targets import simulator as _simulator  # noqa: F401  (registers "simulator", SYNTHETIC)
 
 __all__ = ["SCRATCH_DIR", "TARGETS", "CommandResult", "Target", "TargetOptionError", "build_target",
            "check_target_spec", "get_target", "target_commands", "target_options"]

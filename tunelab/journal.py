@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from tunelab.errors import KnobError, SafetyError, TargetError, TunelabError
+from tunelab.signals import deferred_interrupts
 
 if TYPE_CHECKING:
     from tunelab.store import HostIdentity, JournalEntry, Store
@@ -75,37 +76,6 @@ def check_trial(specs: Sequence[KnobSpec], config: Mapping[str, Any], allow_host
     """Both pre-write checks: host-global policy, then catalogue validation."""
     check_host_global(specs, allow_host_global)
     return validate_config(specs, config)
-
-
-# ---- deferring Ctrl-C while the machine is being put back -------------------------------------
-
-
-@contextmanager
-def deferred_interrupts() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM until the block ends (so a restore is never cut half-way).
-
-    Outside the main thread this is a no-op. A signal that arrived inside the block is
-    re-raised as :class:`KeyboardInterrupt` when it ends.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-
-    def hold(signum: int, frame: Any) -> None:
-        pending.append(signum)
-
-    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if pending:
-        raise KeyboardInterrupt
-
-
-# ---- rolling back the journal -----------------------------------------------------------------
 
 
 @dataclass

@@ -1,0 +1,296 @@
+"""The vocabulary every layer shares: knob ids, levels, metrics, and the states of trials and verdicts.
+
+This module is the ground floor: it imports nothing from tunelab except :mod:`tunelab.errors`,
+so every other module may use it. Each idea has exactly one type and one text form here:
+
+=====================  ==========================================  ==================================
+type                   text form                                   used for
+=====================  ==========================================  ==================================
+:class:`KnobId`        ``name``, ``name[device]``, ``...@client``  plan columns, journal, store
+:func:`level_to_json`  JSON (tuples -> lists)                       store, reports, exports
+:class:`Metric`        ``name[:max|:min][:SESOI]``                  designs, screen, refine, validate
+:class:`TrialStatus`   ``ok``, ``flagged``, ...                     store, runner, stats
+:class:`Phase`         ``screen``, ``refine``, ...                  store, runner, optimize
+:class:`Verdict`       ``matters``, ``no effect (equivalent)``...   stats, reports
+=====================  ==========================================  ==================================
+
+The enums are ``str`` enums: ``TrialStatus.OK == "ok"``, so stored text and JSON stay plain strings.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Literal, Mapping
+
+from tunelab.errors import TunelabError
+
+
+class ParseError(TunelabError):
+    """A compact text form (a knob id, a metric such as ``qps:max:5``) could not be read."""
+
+
+# ---- knob ids -------------------------------------------------------------------------------------
+
+HOSTS = ("server", "client")
+
+
+@dataclass(frozen=True, order=True)
+class KnobId:
+    """Which knob, on which host, on which device: the plan column ``name[device]@host``.
+
+    >>> KnobId.parse("link.mtu[veth0]@client")
+    KnobId(name='link.mtu', host='client', device='veth0')
+    >>> str(KnobId("net.core.somaxconn"))
+    'net.core.somaxconn'
+    >>> str(KnobId("link.mtu", "client", "veth0"))
+    'link.mtu[veth0]@client'
+    """
+
+    name: str
+    host: str = "server"
+    device: str | None = None
+
+    def __str__(self) -> str:
+        text = self.name if self.device is None else f"{self.name}[{self.device}]"
+        return text if self.host == "server" else f"{text}@{self.host}"
+
+    @classmethod
+    def parse(cls, text: str) -> "KnobId":
+        """Read ``name``, ``name[device]``, with an optional ``@host`` suffix (the inverse of ``str``)."""
+        if not isinstance(text, str):
+            raise ParseError(f"a knob id must be text such as 'net.core.somaxconn', got {text!r}")
+        base, host = text, "server"
+        if "@" in text and not text.endswith("]"):
+            head, _, tail = text.rpartition("@")
+            if head and "]" not in tail:
+                base, host = head, tail
+        device = None
+        if base.endswith("]") and "[" in base:
+            base, _, rest = base.partition("[")
+            device = rest[:-1]
+        if not base:
+            raise ParseError(f"knob id {text!r} has no knob name; expected e.g. 'net.core.somaxconn' or "
+                             "'link.mtu[veth0]@client'")
+        return cls(base, host, device)
+
+
+def knob_id(name: str, host: str = "server", device: str | None = None) -> str:
+    """The text form of a knob id (see :class:`KnobId`).
+
+    >>> knob_id("link.mtu", "client", "veth0")
+    'link.mtu[veth0]@client'
+    """
+    return str(KnobId(name, host, device))
+
+
+# ---- levels ---------------------------------------------------------------------------------------
+
+
+def level_to_json(value: Any) -> Any:
+    """The JSON form of a level or of any structure of levels: tuples -> lists, numpy scalars ->
+    Python numbers, NaN -> ``None``, mappings -> dicts with text keys.
+
+    >>> import numpy as np
+    >>> level_to_json({"k": (4096, np.int64(87380)), "x": float("nan"), "b": np.bool_(True)})
+    {'k': [4096, 87380], 'x': None, 'b': True}
+    """
+    if isinstance(value, Mapping):
+        return {str(k): level_to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [level_to_json(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (str, bytes)):
+        value = value.item()                    # numpy scalar
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def level_from_json(value: Any) -> Any:
+    """A level as Python uses it: JSON lists (multi-value knobs) back to hashable tuples.
+
+    >>> level_from_json([4096, 87380, 6291456])
+    (4096, 87380, 6291456)
+    """
+    if isinstance(value, list):
+        return tuple(level_from_json(v) for v in value)
+    return value
+
+
+def level_text(value: Any) -> str:
+    """How a level is shown to people: tuples as space-separated values.
+
+    >>> level_text((4096, 87380)), level_text(True)
+    ('4096 87380', 'True')
+    """
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(str, value))
+    return str(value)
+
+
+# ---- metrics --------------------------------------------------------------------------------------
+
+DirectionName = Literal["maximize", "minimize"]
+
+
+class Direction(str, Enum):
+    """Which way a metric is better."""
+
+    MAXIMIZE = "maximize"
+    MINIMIZE = "minimize"
+
+    @classmethod
+    def parse(cls, word: str) -> "Direction":
+        """``max``/``maximize``/``min``/``minimize`` (any case).
+
+        >>> Direction.parse("MIN").value
+        'minimize'
+        """
+        try:
+            return cls(DIRECTION_WORDS[str(word).lower()])
+        except KeyError:
+            raise ParseError(f"direction {word!r} must be max, min, maximize or minimize") from None
+
+
+#: the words a metric's better direction may be written with (``qps:max``, ``latency_mean_ms:minimize``)
+DIRECTION_WORDS: dict[str, DirectionName] = {
+    "max": "maximize", "maximize": "maximize", "min": "minimize", "minimize": "minimize"}
+#: smallest effect of interest when none is given, % of the baseline mean
+DEFAULT_SESOI_PCT = 5.0
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A response to analyse or optimise: its name, better direction and smallest effect of interest (%).
+
+    >>> Metric.parse("latency_mean_ms:min:10")
+    Metric(name='latency_mean_ms', direction='minimize', sesoi_pct=10.0)
+    >>> Metric.parse("qps"), Metric.parse("qps:5:max").sesoi_pct
+    (Metric(name='qps', direction='maximize', sesoi_pct=5.0), 5.0)
+    >>> Metric("qps").sign, Metric("lat", "minimize").sign
+    (-1.0, 1.0)
+    """
+
+    name: str
+    direction: DirectionName = "maximize"
+    sesoi_pct: float = DEFAULT_SESOI_PCT
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ParseError(f"a metric needs a name, got {self.name!r}")
+        direction = self.direction.value if isinstance(self.direction, Direction) else self.direction
+        if direction not in ("maximize", "minimize"):
+            raise ParseError(f"metric {self.name}: direction {self.direction!r} must be maximize or minimize")
+        object.__setattr__(self, "direction", direction)
+        try:
+            sesoi = float(self.sesoi_pct)
+        except (TypeError, ValueError):
+            raise ParseError(f"metric {self.name}: sesoi_pct must be a number, got {self.sesoi_pct!r}") from None
+        if not (math.isfinite(sesoi) and 0 < sesoi < 100):
+            raise ParseError(f"metric {self.name}: sesoi_pct must be a percentage between 0 and 100, "
+                             f"got {self.sesoi_pct!r}")
+        object.__setattr__(self, "sesoi_pct", sesoi)
+
+    @property
+    def sign(self) -> float:
+        """Multiply the metric by this to get a value to minimise."""
+        return -1.0 if self.direction == "maximize" else 1.0
+
+    @property
+    def maximize(self) -> bool:
+        return self.direction == "maximize"
+
+    @classmethod
+    def parse(cls, text: str, default_sesoi_pct: float = DEFAULT_SESOI_PCT,
+              default_direction: DirectionName = "maximize") -> "Metric":
+        """Read ``NAME[:max|:min][:SESOI]``; direction and SESOI may come in either order."""
+        name, *options = str(text).split(":")
+        if not name:
+            raise ParseError(f"metric {text!r} has no name; write NAME[:max|:min][:SESOI], e.g. qps:max:5")
+        if len(options) > 2:
+            raise ParseError(f"metric {text!r} has too many parts; write NAME[:max|:min][:SESOI], e.g. qps:max:5")
+        direction, sesoi = default_direction, default_sesoi_pct
+        for option in options:
+            if option.lower() in DIRECTION_WORDS:
+                direction = DIRECTION_WORDS[option.lower()]
+                continue
+            try:
+                sesoi = float(option)
+            except ValueError:
+                raise ParseError(f"metric {text!r}: {option!r} is neither max/min nor a SESOI percentage; "
+                                 "write NAME[:max|:min][:SESOI], e.g. latency_mean_ms:min:10") from None
+        return cls(name, direction, sesoi)
+
+    @classmethod
+    def coerce(cls, value: "Metric | Mapping[str, Any] | str", default_sesoi_pct: float = DEFAULT_SESOI_PCT) -> "Metric":
+        """A Metric from a Metric, a mapping ``{name, direction, sesoi_pct}`` or the text form."""
+        if isinstance(value, Metric):
+            return value
+        if isinstance(value, Mapping):
+            return cls(value["name"], value.get("direction", "maximize"),
+                       value.get("sesoi_pct", default_sesoi_pct))
+        return cls.parse(value, default_sesoi_pct)
+
+    def __str__(self) -> str:
+        return f"{self.name}:{'max' if self.maximize else 'min'}:{self.sesoi_pct:g}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "direction": self.direction, "sesoi_pct": self.sesoi_pct}
+
+
+# ---- states ---------------------------------------------------------------------------------------
+
+
+class TrialStatus(str, Enum):
+    """What became of a trial. ``running`` is transient; the others are final."""
+
+    RUNNING = "running"
+    OK = "ok"
+    FLAGGED = "flagged"          # usable but suspicious (e.g. far below the requested rate)
+    FAILED = "failed"            # no usable measurement; the reason says why
+    INTERRUPTED = "interrupted"  # cut short (Ctrl-C, SIGTERM, a crash); run again on resume
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: statuses a trial can end with
+FINAL_STATUSES = (TrialStatus.OK, TrialStatus.FLAGGED, TrialStatus.FAILED, TrialStatus.INTERRUPTED)
+#: statuses that count as done on resume (interrupted trials are run again)
+DONE_STATUSES = (TrialStatus.OK, TrialStatus.FLAGGED, TrialStatus.FAILED)
+#: statuses whose measurements the statistics may use
+USABLE_STATUSES = (TrialStatus.OK, TrialStatus.FLAGGED)
+
+
+class Phase(str, Enum):
+    """Which step of a study a trial belongs to."""
+
+    SCREEN = "screen"
+    REFINE = "refine"
+    CONFIRM = "confirm"
+    VALIDATE = "validate"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PHASES = tuple(Phase)
+
+
+class Verdict(str, Enum):
+    """The screen's answer for one knob and metric."""
+
+    MATTERS = "matters"
+    EQUIVALENT = "no effect (equivalent)"
+    INCONCLUSIVE = "inconclusive"      # more replicates needed
+    UNTESTABLE = "untestable"          # e.g. the load failed at a level; the reason names the failures
+
+    def __str__(self) -> str:
+        return self.value
+
+
+VERDICTS = tuple(Verdict)
+
+__all__ = ["DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES", "Direction", "FINAL_STATUSES", "HOSTS",
+           "KnobId", "Metric", "PHASES", "ParseError", "Phase", "TrialStatus", "USABLE_STATUSES", "VERDICTS",
+           "Verdict", "knob_id", "level_from_json", "level_text", "level_to_json"]
