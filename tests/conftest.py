@@ -34,8 +34,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def _live_foreign_lab_namespaces() -> set[str]:
+    """Namespaces of labs another live process owns (a concurrent session's): not ours to judge."""
+    try:
+        from tunelab.targets.lab import list_states
+    except ImportError:
+        return set()
+    return {ns for state in list_states() if state.owner_pid != os.getpid() and not state.is_orphan()
+            for ns in state.namespaces.values()}
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    leftover = _tunelab_namespaces() - _BEFORE
+    leftover = _tunelab_namespaces() - _BEFORE - _live_foreign_lab_namespaces()
     if leftover:
         print(f"\nERROR: tests left network namespaces behind: {', '.join(sorted(leftover))}")
         for name in leftover:

@@ -2,7 +2,9 @@
 
 A run takes a lease (``RUN_DIR/leases/<pid>.json``: pid, process start time, store path) before
 it opens its store and gives it back when it ends, however it ends short of kill -9 or a power
-cut. The next run on this machine, of ANY study, looks for leases of dead processes: if such a
+cut. Every process a run starts carries the run's id in its environment, so the loads a killed
+run left running are found and stopped. The next run on this machine, of ANY study, looks for
+leases of dead processes: if such a
 run's store still journals unrestored changes, a knob may still hold that crashed trial's value,
 and a new snapshot would take it for the machine's original. The new run then stops and names
 the store to restore. A dead lease whose store is clean is simply dropped.
@@ -19,7 +21,10 @@ from typing import Iterator
 import psutil
 
 from tunelab.errors import SafetyError, StoreError
+from tunelab.journal import pending_changes
 from tunelab.paths import RUN_DIR, private_dir
+from tunelab.targets.process import kill_marked
+from tunelab.store import Store
 
 LEASE_DIR = RUN_DIR / "leases"
 
@@ -31,6 +36,11 @@ class Lease:
     pid: int
     started: float
     store: str
+
+    @property
+    def run_id(self) -> str:
+        """The marker the run put into the environment of the processes it started."""
+        return f"{self.pid}-{int(self.started * 100)}"
 
     def alive(self) -> bool:
         try:
@@ -66,12 +76,10 @@ def sweep(own_store: str | os.PathLike[str] | None = None) -> list[str]:
     run of the same study left (:func:`tunelab.runner.recover_journal`); its dead lease is dropped
     once that store is clean, like any other.
     """
-    from tunelab.journal import pending_changes
-    from tunelab.store import Store
-
     own = Path(own_store).resolve() if own_store is not None else None
     pending = []
     for path, lease in dead_leases():
+        kill_marked(lease.run_id)     # loads a kill -9 left running (fio workers leave the group)
         try:
             with Store(lease.store, readonly=True) as store:
                 changes = len(pending_changes(store))

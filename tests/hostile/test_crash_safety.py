@@ -296,3 +296,32 @@ def test_a_live_run_lease_is_left_alone(tmp_path: Path, lease_dir: Path) -> None
     lease = _lease(lease_dir, crashed, (me.pid, me.create_time()))
     check_crashed_runs()
     assert lease.exists()
+
+
+def test_a_dead_runs_loads_are_stopped_by_the_next_sweep(tmp_path: Path, lease_dir: Path) -> None:
+    """fio's workers leave the process group and outlive a kill -9 of the run: the marker finds them."""
+    import subprocess
+
+    from tunelab.leases import Lease, sweep
+    from tunelab.targets.process import RUN_ID_ENV
+
+    dead = _dead_pid()
+    marker = Lease(dead[0], dead[1], "").run_id
+    load = subprocess.Popen(["sleep", "60"], env={**os.environ, RUN_ID_ENV: marker}, start_new_session=True)
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        _lease(lease_dir, tmp_path / "gone.sqlite", dead)
+        sweep()
+        assert load.wait(timeout=5) == -9                 # the dead run's load is gone
+        assert bystander.poll() is None                   # nobody else's process is touched
+    finally:
+        for proc in (load, bystander):
+            proc.kill()
+            proc.wait()
+
+
+def test_every_command_carries_its_runs_marker(tmp_path: Path) -> None:
+    from tunelab.targets.process import RUN_ID_ENV, run_argv, run_id
+
+    result = run_argv(["sh", "-c", f"echo ${RUN_ID_ENV}"], timeout_s=10)
+    assert result.stdout.strip() == run_id()

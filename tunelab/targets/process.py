@@ -45,7 +45,8 @@ def run_argv(argv: Sequence[str], timeout_s: float, shown_argv: Sequence[str] | 
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                text=True, errors="replace", preexec_fn=_die_with_parent)
+                                text=True, errors="replace", preexec_fn=_die_with_parent,
+                                env={**os.environ, RUN_ID_ENV: run_id()})
     except FileNotFoundError as exc:
         return CommandResult(shown, 127, "", f"{argv[0]}: command not found ({exc})", time.monotonic() - start)
     timed_out = False
@@ -63,6 +64,30 @@ def run_argv(argv: Sequence[str], timeout_s: float, shown_argv: Sequence[str] | 
 
 
 _PR_SET_PDEATHSIG = 1
+#: environment variable marking every process a tunelab run starts (inherited by their children)
+RUN_ID_ENV = "TUNELAB_RUN_ID"
+
+
+def run_id(pid: int | None = None) -> str:
+    """The id of a tunelab process (``PID-STARTTIME``), put into the environment of what it starts.
+
+    A run killed with -9 cannot stop its loads; their marker lets :func:`kill_marked` find them.
+    """
+    process = psutil.Process(pid)
+    return f"{process.pid}-{int(process.create_time() * 100)}"
+
+
+def kill_marked(marker: str) -> list[int]:
+    """SIGKILL every process whose environment carries ``RUN_ID_ENV=marker``; returns their pids."""
+    killed = []
+    for process in psutil.process_iter(["pid"]):
+        try:
+            if process.environ().get(RUN_ID_ENV) == marker and process.pid != os.getpid():
+                process.kill()
+                killed.append(process.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return killed
 
 
 def _die_with_parent() -> None:
