@@ -1,81 +1,27 @@
-"""Protecting the machine: host-global policy, value validation, and rolling back the journal.
+"""Rolling back the journal: what a crash (or a failed restore) left changed is put back.
 
-Three rules, applied before any knob is written:
-
-1. every planned value is validated against the catalogue (``knob.validate``) so no command is
-   ever built from an out-of-range or ill-typed value;
-2. a host-global knob (``knob.scope == "host"``: ``vm.*``, ``fs.*``, ``kernel.*``, most of
-   ``net.core.*``) is refused with :class:`~tunelab.errors.SafetyError` unless the user allowed
-   it (design ``target.allow_host_global: true`` or ``--allow-host-global``);
-3. every change is journalled before it is written, so :func:`restore_journal` (``tunelab
-   restore``) can roll back whatever a crash left behind.
+Every knob change is journalled in the study's store before it is written
+(:meth:`tunelab.store.Store.journal_apply_many`), with the identity of the machine and boot it was
+made on. :func:`restore_journal` (``tunelab restore``, and the runner before a resumed run) writes
+each unrestored entry's old value back, verifies it and marks the entry restored; an entry from
+another machine, or a host-global knob without permission, is refused and stays in the journal.
+:func:`pending_changes` tells which entries may still be live; :func:`remove_orphan_labs` removes
+the labs of dead runs. The rules checked before anything is written live with the runner
+(:func:`tunelab.runner.check_trial`).
 """
 from __future__ import annotations
 
-import signal
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
-from tunelab.errors import KnobError, SafetyError, TargetError, TunelabError
+from tunelab.errors import KnobError, TargetError, TunelabError
+from tunelab.knobs import Knob, get_knob
 from tunelab.signals import deferred_interrupts
+from tunelab.store import HostIdentity, JournalEntry, Store
+from tunelab.targets import Target, build_target, get_target
+from tunelab.targets import lab as lab_module
 
-if TYPE_CHECKING:
-    from tunelab.store import HostIdentity, JournalEntry, Store
-    from tunelab.targets.base import Target
-
-
-@dataclass(frozen=True)
-class KnobSpec:
-    """One knob of a study as the runner handles it: plan column id, catalogue knob, host, device."""
-
-    id: str
-    knob: Any  # tunelab.knobs Knob (Contract 3)
-    host: str = "server"
-    device: str | None = None
-
-    @property
-    def name(self) -> str:
-        return self.knob.name
-
-
-def check_host_global(specs: Sequence[KnobSpec], allow_host_global: bool) -> None:
-    """Refuse host-global knobs unless allowed; raises before anything is written.
-
-    Raises
-    ------
-    SafetyError
-        naming every host-global knob and the two ways to allow them.
-    """
-    host_global = [spec.id for spec in specs if getattr(spec.knob, "scope", "host") == "host"]
-    if host_global and not allow_host_global:
-        raise SafetyError(
-            f"refusing to change host-global knob(s) {', '.join(host_global)}: they affect the whole machine, "
-            "not just the lab's namespaces. If this machine is yours to tune, set `target: {allow_host_global: true}` "
-            "in the design or pass --allow-host-global; every change is journalled and `tunelab restore` rolls it back"
-        )
-
-
-def validate_config(specs: Sequence[KnobSpec], config: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate ``config`` (knob id -> level) against the catalogue; return canonical values.
-
-    Raises
-    ------
-    KnobError
-        for a missing knob id or an invalid value (the knob's own message names the range).
-    """
-    missing = [spec.id for spec in specs if spec.id not in config]
-    if missing:
-        raise KnobError(f"the trial config has no value for knob(s) {', '.join(missing)}; "
-                        f"it has {', '.join(map(str, config)) or 'nothing'}")
-    return {spec.id: spec.knob.validate(config[spec.id]) for spec in specs}
-
-
-def check_trial(specs: Sequence[KnobSpec], config: Mapping[str, Any], allow_host_global: bool) -> dict[str, Any]:
-    """Both pre-write checks: host-global policy, then catalogue validation."""
-    check_host_global(specs, allow_host_global)
-    return validate_config(specs, config)
+KnobLookup = Callable[[str], Knob]
 
 
 @dataclass
@@ -108,14 +54,12 @@ MACHINE_ID_PATH = "/etc/machine-id"
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
 
-def host_identity(target: "Target", host: str) -> "HostIdentity":
+def host_identity(target: Target, host: str) -> HostIdentity:
     """The machine id and boot id of ``host`` as the target sees it (``None`` parts if unreadable).
 
     Lab namespaces share this machine's files, so the lab reports this machine; an SSH target
     reports the remote machine; the simulator and test fakes report nothing.
     """
-    from tunelab.store import HostIdentity
-
     values = []
     for path in (MACHINE_ID_PATH, BOOT_ID_PATH):
         try:
@@ -125,7 +69,7 @@ def host_identity(target: "Target", host: str) -> "HostIdentity":
     return HostIdentity(*values)
 
 
-def _foreign_reason(entry: "JournalEntry", here: "HostIdentity") -> str | None:
+def _foreign_reason(entry: JournalEntry, here: HostIdentity) -> str | None:
     """Why ``entry`` must not be replayed on ``here`` (another machine, or unknown), else None."""
     if not here.known:
         return None if entry.machine_id is None else (
@@ -139,7 +83,7 @@ def _foreign_reason(entry: "JournalEntry", here: "HostIdentity") -> str | None:
     return None
 
 
-def _rebooted(entry: "JournalEntry", here: "HostIdentity") -> bool:
+def _rebooted(entry: JournalEntry, here: HostIdentity) -> bool:
     return bool(entry.boot_id and here.boot_id and entry.boot_id != here.boot_id)
 
 
@@ -148,29 +92,20 @@ def _rebooted(entry: "JournalEntry", here: "HostIdentity") -> bool:
 EPHEMERAL_NETNS_TARGETS = frozenset({"lab", "simulator", "dry-run"})
 
 
-def _namespaces_are_gone(target_type: str | None, target_cls: Any) -> bool:
+def _namespaces_are_gone(target_type: str | None, target_cls: type[Target] | None) -> bool:
     flag = getattr(target_cls, "ephemeral_netns", None)
     return bool(flag) if flag is not None else target_type in EPHEMERAL_NETNS_TARGETS
 
 
-def pending_changes(store: "Store", knob_lookup: Callable[[str], Any] | None = None) -> list["JournalEntry"]:
+def pending_changes(store: Store, knob_lookup: KnobLookup | None = None) -> list[JournalEntry]:
     """Unrestored entries that may still hold a changed value on this machine.
 
     Entries of per-namespace knobs on a target whose namespaces vanish with it (the lab) are
     left out: nothing of them survives the run. Entries of unknown knobs are kept (to be safe).
     """
-    if knob_lookup is None:
-        from tunelab.knobs import get_knob as knob_lookup  # type: ignore[no-redef]
+    knob_lookup = knob_lookup or get_knob
     spec = (store.study.target_spec if store.study else None) or {}
-    target_cls = None
-    if spec.get("type"):
-        from tunelab.targets import get_target
-
-        try:
-            target_cls = get_target(spec["type"])
-        except TargetError:
-            target_cls = None
-    gone = _namespaces_are_gone(spec.get("type"), target_cls)
+    gone = _namespaces_are_gone(spec.get("type"), _target_class(spec.get("type")))
     pending = []
     for entry in store.unrestored():
         try:
@@ -182,14 +117,22 @@ def pending_changes(store: "Store", knob_lookup: Callable[[str], Any] | None = N
     return pending
 
 
+def _target_class(target_type: str | None) -> type[Target] | None:
+    """The registered target class of ``target_type``, or None when there is none (or no type)."""
+    if not target_type:
+        return None
+    try:
+        return get_target(target_type)
+    except TargetError:
+        return None
+
+
 def remove_orphan_labs() -> list[str]:
     """Remove every lab whose owning run died (a lease: the owner's pid and start time).
 
     A live lab (its owner still running) and a detached one (``tunelab lab up``) are never
     touched. Returns the names removed; raises TargetError naming a lab that could not be removed.
     """
-    from tunelab.targets import lab as lab_module
-
     removed = []
     for state in lab_module.list_states():
         if state.is_orphan():
@@ -201,27 +144,24 @@ def remove_orphan_labs() -> list[str]:
     return removed
 
 
-def build_target(spec: Mapping[str, Any] | None) -> "Target":
-    """Instantiate a target from a stored spec ``{"type": ..., "options": {...}}``."""
-    from tunelab.targets import build_target as build_checked
-
+def restore_target(spec: Mapping[str, Any] | None) -> Target:
+    """Instantiate the target to restore on from a stored spec ``{"type": ..., "options": {...}}``, never
+    with the options that carry commands."""
     if not spec or "type" not in spec:
         raise TargetError("the store records no target spec, so it cannot rebuild the target for restore; "
                           "pass a target explicitly (restore_journal(store, target=...))")
-    from tunelab.targets import get_target
-
     # restore only writes knobs back and never starts a service, so a stored spec's command options
     # (e.g. service_commands of a run with --allow-design-commands) are dropped, never run
     commands = set(getattr(get_target(spec["type"]), "command_options", ()))
     options = {k: v for k, v in dict(spec.get("options") or {}).items() if k not in commands}
-    return build_checked({**spec, "options": options}, allow_commands=False)
+    return build_target({**spec, "options": options}, allow_commands=False)
 
 
 def restore_journal(
-    store: "Store",
-    target: "Target | None" = None,
+    store: Store,
+    target: Target | None = None,
     *,
-    knob_lookup: Callable[[str], Any] | None = None,
+    knob_lookup: KnobLookup | None = None,
     target_spec: Mapping[str, Any] | None = None,
     allow_host_global: bool = False,
     remove_orphans: bool = True,
@@ -245,23 +185,33 @@ def restore_journal(
     entries = store.unrestored()
     if not entries:
         return report
-    if knob_lookup is None:
-        from tunelab.knobs import get_knob as knob_lookup  # type: ignore[no-redef]
     spec = dict(target_spec or (store.study.target_spec if store.study else None) or {})
-    target_type = spec.get("type") if target is None else getattr(target, "name", None)
-    target_cls = type(target) if target is not None else None
-    if target_cls is None and spec.get("type"):
-        from tunelab.targets import get_target
+    live = _triage(store, entries, report, knob_lookup or get_knob, target, spec, allow_host_global)
+    if not live:
+        return report
+    owned = target is None
+    if owned:
+        target = restore_target(spec)
+        target.up()
+    try:
+        _replay(store, target, live, report)
+    finally:
+        if owned:
+            target.down()
+    return report
 
-        try:
-            target_cls = get_target(spec["type"])
-        except TargetError:
-            target_cls = None
+
+def _triage(store: Store, entries: list[JournalEntry], report: RestoreReport, knob_lookup: KnobLookup,
+            target: Target | None, spec: Mapping[str, Any], allow_host_global: bool) -> list[tuple[JournalEntry, Knob]]:
+    """Sort the entries before any target is touched: an unknown knob or old value fails, a per-netns
+    knob of a target whose namespaces are gone is moot (marked restored), a host-global knob without
+    permission is refused; the rest are returned with their knob, to be replayed."""
+    target_type = spec.get("type") if target is None else getattr(target, "name", None)
+    target_cls = type(target) if target is not None else _target_class(spec.get("type"))
     netns_gone = _namespaces_are_gone(target_type, target_cls)
     gone_note = (f"per-namespace knob of the {target_type} target: the host was never changed, nothing to restore"
                  + (f" (orphaned lab {', '.join(report.labs_removed)} removed)" if report.labs_removed else ""))
-
-    live: list[tuple[JournalEntry, Any]] = []
+    live: list[tuple[JournalEntry, Knob]] = []
     for entry in entries:
         try:
             knob = knob_lookup(entry.knob_name)
@@ -277,39 +227,33 @@ def restore_journal(
                                   f"back to {entry.old_text.strip()!r}, run restore again with --allow-host-global")
         else:
             live.append((entry, knob))
-    if not live:
-        return report
-
-    owned = target is None
-    if owned:
-        target = build_target(spec)
-        target.up()
-    try:
-        identities = {host: host_identity(target, host) for host in {entry.host for entry, _ in live}}
-        with deferred_interrupts():
-            for entry, knob in live:
-                here = identities[entry.host]
-                foreign = _foreign_reason(entry, here)
-                if foreign:
-                    report.refused.append(f"{_describe(entry)}: {foreign}")
-                elif _rebooted(entry, here):
-                    note = ("the machine rebooted since this change, so the kernel's runtime value went back to "
-                            "its boot default; nothing to restore")
-                    store.journal_restored(entry.entry_id, note=note)
-                    report.moot.append(f"{_describe(entry)}: {note}")
-                else:
-                    try:
-                        restore_entry(store, target, knob, entry)
-                        report.restored.append(f"{_describe(entry)} back to {entry.old_text!r}")
-                    except TunelabError as exc:
-                        report.failed.append(f"{_describe(entry)}: {exc}")
-    finally:
-        if owned:
-            target.down()
-    return report
+    return live
 
 
-def restore_entry(store: "Store", target: "Target", knob: Any, entry: "JournalEntry") -> None:
+def _replay(store: Store, target: Target, live: list[tuple[JournalEntry, Knob]], report: RestoreReport) -> None:
+    """Put each entry back on the machine it was made on: another machine's entry is refused, one from
+    before the last reboot is moot, the others are written back and verified (Ctrl-C held meanwhile)."""
+    identities = {host: host_identity(target, host) for host in {entry.host for entry, _ in live}}
+    with deferred_interrupts():
+        for entry, knob in live:
+            here = identities[entry.host]
+            foreign = _foreign_reason(entry, here)
+            if foreign:
+                report.refused.append(f"{_describe(entry)}: {foreign}")
+            elif _rebooted(entry, here):
+                note = ("the machine rebooted since this change, so the kernel's runtime value went back to "
+                        "its boot default; nothing to restore")
+                store.journal_restored(entry.entry_id, note=note)
+                report.moot.append(f"{_describe(entry)}: {note}")
+            else:
+                try:
+                    restore_entry(store, target, knob, entry)
+                    report.restored.append(f"{_describe(entry)} back to {entry.old_text!r}")
+                except TunelabError as exc:
+                    report.failed.append(f"{_describe(entry)}: {exc}")
+
+
+def restore_entry(store: Store, target: Target, knob: Knob, entry: JournalEntry) -> None:
     """Write one entry's old value back, verify it, and mark the entry restored."""
     wanted = knob.from_text(entry.old_text)
     knob.write(target, entry.host, wanted, device=entry.device)
@@ -320,7 +264,7 @@ def restore_entry(store: "Store", target: "Target", knob: Any, entry: "JournalEn
     store.journal_restored(entry.entry_id)
 
 
-def _describe(entry: "JournalEntry") -> str:
+def _describe(entry: JournalEntry) -> str:
     where = f" on {entry.host}" if entry.host != "server" else ""
     device = f" ({entry.device})" if entry.device else ""
     return f"{entry.knob_id}{device}{where} [trial {entry.trial_id}, entry {entry.entry_id}]"

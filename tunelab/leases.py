@@ -23,8 +23,8 @@ import psutil
 from tunelab.errors import SafetyError, StoreError
 from tunelab.journal import pending_changes
 from tunelab.paths import RUN_DIR, private_dir
-from tunelab.targets.process import kill_marked
 from tunelab.store import Store
+from tunelab.targets.process import kill_marked, process_alive
 
 LEASE_DIR = RUN_DIR / "leases"
 
@@ -43,10 +43,7 @@ class Lease:
         return f"{self.pid}-{int(self.started * 100)}"
 
     def alive(self) -> bool:
-        try:
-            return abs(psutil.Process(self.pid).create_time() - self.started) < 1.0
-        except psutil.NoSuchProcess:
-            return False
+        return process_alive(self.pid, self.started)
 
 
 def _read(path: Path) -> Lease | None:

@@ -27,6 +27,17 @@ whole plan in ``run_order``, skipping run keys already done (resume).
 ``after_apply``, ``before_measure``, ``after_measure``, ``after_record``, ``restore`` after each
 restored knob, ``end``); tests use them to kill the process at an exact moment. In production
 they are no-ops.
+
+Before anything is written (:func:`check_trial`, and for a whole plan in :func:`run_design`):
+
+1. every planned value is validated against the catalogue (``knob.validate``) so no command is
+   ever built from an out-of-range or ill-typed value;
+2. a host-global knob (``knob.scope == "host"``: ``vm.*``, ``fs.*``, ``kernel.*``, most of
+   ``net.core.*``) is refused with :class:`~tunelab.errors.SafetyError` unless the user allowed
+   it (design ``target.allow_host_global: true`` or ``--allow-host-global``).
+
+The runner handles a study's knobs as :class:`BoundKnob`: a plan column id bound to its
+catalogue :class:`~tunelab.knobs.Knob`, host and device (:func:`bind_knobs`).
 """
 from __future__ import annotations
 
@@ -39,24 +50,136 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
+from tqdm import tqdm
 
+from tunelab.designs import Design, make_plan
+from tunelab.designs.plan import PLAN_COLUMNS
 from tunelab.errors import DesignError, KnobError, SafetyError, TargetError, TunelabError
-from tunelab.journal import (KnobSpec, check_host_global, check_trial, host_identity, restore_journal,
-                             validate_config)
+from tunelab.journal import host_identity, restore_journal
+from tunelab.knobs import Knob, get_knob
+from tunelab.loads import Load, LoadResult, get_load
+from tunelab.model import KnobId, TrialStatus, knob_id, level_from_json, level_to_json
 from tunelab.signals import deferred_interrupts
-from tunelab.store import HostIdentity, Store, git_sha, knob_id
+from tunelab.store import HostIdentity, Store, git_sha
+from tunelab.targets import CommandResult, Target
+from tunelab.version import __version__
 
 Checkpoint = Callable[[str], None]
+KnobLookup = Callable[[str], Knob]
 
-#: bookkeeping columns of a plan (Contract 2) that travel with each trial into the store
-PLAN_BOOKKEEPING = ("run_id", "config_id", "block", "replicate", "run_order", "is_baseline", "varied_knob")
+#: warn when other processes used more than this share of the machine during the median trial
+FOREIGN_LOAD_WARN = 0.10
 
 
 def _no_checkpoint(name: str) -> None:
     return None
+
+
+# ---- the knobs of a study, bound, and the rules checked before any write ------------------------
+
+
+@dataclass(frozen=True)
+class BoundKnob:
+    """One knob of a study as the runner handles it: plan column id, catalogue knob, host, device."""
+
+    id: str
+    knob: Knob
+    host: str = "server"
+    device: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.knob.name
+
+
+def _field(obj: Any, name: str, default: Any = None) -> Any:
+    """Read ``name`` from a dataclass-like object (a :class:`~tunelab.designs.Design`) or a mapping."""
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def bind_knobs(design: Design | Mapping[str, Any], knob_lookup: KnobLookup | None = None) -> list[BoundKnob]:
+    """The :class:`BoundKnob` of each knob in the design (ids per Contract 1).
+
+    ``design`` is a :class:`~tunelab.designs.Design` or a mapping with a ``knobs`` list of
+    ``{name, host, device[, id]}``; ``knob_lookup`` defaults to :func:`tunelab.knobs.get_knob`.
+
+    Examples
+    --------
+    >>> bind_knobs({"knobs": [{"name": "net.core.somaxconn", "host": "client"}]})[0].id
+    'net.core.somaxconn@client'
+    """
+    lookup = knob_lookup or get_knob
+    bound = []
+    for entry in _field(design, "knobs", []) or []:
+        name = _field(entry, "name")
+        host = _field(entry, "host", "server") or "server"
+        device = _field(entry, "device")
+        bound.append(BoundKnob(id=_field(entry, "id") or knob_id(name, host, device), knob=lookup(name),
+                               host=host, device=device))
+    if not bound:
+        raise DesignError("the design has no knobs to run; list at least one under `knobs:`")
+    return bound
+
+
+def bind_knob_ids(ids: Iterable[str], knob_lookup: KnobLookup | None = None) -> list[BoundKnob]:
+    """The :class:`BoundKnob` of each knob id (``name[device]@host``, :class:`tunelab.model.KnobId`).
+
+    Examples
+    --------
+    >>> [(k.name, k.host, k.device) for k in bind_knob_ids(["link.mtu[veth0]@client"])]
+    [('link.mtu', 'client', 'veth0')]
+    """
+    knobs = []
+    for text in ids:
+        parsed = KnobId.parse(str(text))
+        knobs.append({"id": str(text), "name": parsed.name, "host": parsed.host, "device": parsed.device})
+    return bind_knobs({"knobs": knobs}, knob_lookup)
+
+
+def check_host_global(specs: Sequence[BoundKnob], allow_host_global: bool) -> None:
+    """Refuse host-global knobs unless allowed; raises before anything is written.
+
+    Raises
+    ------
+    SafetyError
+        naming every host-global knob and the two ways to allow them.
+    """
+    host_global = [spec.id for spec in specs if getattr(spec.knob, "scope", "host") == "host"]
+    if host_global and not allow_host_global:
+        raise SafetyError(
+            f"refusing to change host-global knob(s) {', '.join(host_global)}: they affect the whole machine, "
+            "not just the lab's namespaces. If this machine is yours to tune, set `target: {allow_host_global: true}` "
+            "in the design or pass --allow-host-global; every change is journalled and `tunelab restore` rolls it back"
+        )
+
+
+def validate_config(specs: Sequence[BoundKnob], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``config`` (knob id -> level) against the catalogue; return canonical values.
+
+    Raises
+    ------
+    KnobError
+        for a missing knob id or an invalid value (the knob's own message names the range).
+    """
+    missing = [spec.id for spec in specs if spec.id not in config]
+    if missing:
+        raise KnobError(f"the trial config has no value for knob(s) {', '.join(missing)}; "
+                        f"it has {', '.join(map(str, config)) or 'nothing'}")
+    return {spec.id: spec.knob.validate(config[spec.id]) for spec in specs}
+
+
+def check_trial(specs: Sequence[BoundKnob], config: Mapping[str, Any], allow_host_global: bool) -> dict[str, Any]:
+    """Both pre-write checks: host-global policy, then catalogue validation."""
+    check_host_global(specs, allow_host_global)
+    return validate_config(specs, config)
+
+
+# ---- one trial ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -72,10 +195,6 @@ class TrialOutcome:
     timings: dict[str, float]
     restored: bool
     foreign_cpu_s: float | None = None
-
-
-#: warn when other processes used more than this share of the machine during the median trial
-FOREIGN_LOAD_WARN = 0.10
 
 
 @dataclass
@@ -101,8 +220,9 @@ class RunSummary:
         """Count a trial; ``machine_cpu_s`` (CPUs x trial seconds) turns its foreign CPU into a share."""
         if outcome.foreign_cpu_s is not None and machine_cpu_s:
             self.foreign_load.append(outcome.foreign_cpu_s / machine_cpu_s)
-        setattr(self, outcome.status, getattr(self, outcome.status) + 1)
-        if outcome.status in ("failed", "flagged"):
+        status = str(outcome.status)            # the counter's name: ok, flagged, failed, interrupted
+        setattr(self, status, getattr(self, status) + 1)
+        if outcome.status in (TrialStatus.FAILED, TrialStatus.FLAGGED):
             self.failures.append(f"{outcome.run_key} {outcome.status}: {outcome.reason}")
 
     def __str__(self) -> str:
@@ -144,17 +264,160 @@ class _TrialFailed(Exception):
     """Internal: stop the trial early with a reason (not an error of the harness)."""
 
 
-def _fmt(knob: Any, value: Any) -> str:
+@dataclass
+class _LiveTrial:
+    """What a trial in flight has done so far: all that recording and restoring need, whatever
+    step it stopped at."""
+
+    trial_id: int
+    #: knob id -> validated planned level
+    levels: dict[str, Any]
+    #: the load's settings (profile merged; ``load.prepare`` adds its own)
+    settings: dict[str, Any]
+    clock: _Clock = field(default_factory=_Clock)
+    #: knob id -> value before the trial, and as text (the journal's old text)
+    old_values: dict[str, Any] = field(default_factory=dict)
+    snapshot: dict[str, str] = field(default_factory=dict)
+    #: knob id -> the device as the target names it (``@disk`` -> ``loop3``)
+    devices: dict[str, str | None] = field(default_factory=dict)
+    #: (journal entry id, knob, device, old value) of every knob written, in write order
+    applied: list[tuple[int, BoundKnob, str | None, Any]] = field(default_factory=list)
+    knobs_read: dict[str, Any] = field(default_factory=dict)
+    argv: list[str] | None = None
+    status: str = TrialStatus.FAILED
+    reason: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    series: pd.DataFrame | None = None
+    foreign_cpu_s: float | None = None
+
+
+def _fmt(knob: Knob, value: Any) -> str:
     try:
         return knob.to_text(value)
     except Exception:  # noqa: BLE001 - only for the message
         return repr(value)
 
 
+def _snapshot(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob]) -> None:
+    """Step 2: read the current value of every knob the trial touches (and resolve its device)."""
+    with trial.clock.phase("snapshot"):
+        for spec in specs:
+            device = target.resolve_device(spec.device) if spec.device else None
+            trial.devices[spec.id] = device
+            trial.old_values[spec.id] = spec.knob.read(target, spec.host, device=device)
+            trial.snapshot[spec.id] = spec.knob.to_text(trial.old_values[spec.id])
+
+
+def _apply(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob], store: Store) -> None:
+    """Step 3: journal every intended change in one durable commit, then write the changed knobs."""
+    with trial.clock.phase("apply"):
+        changing = [spec for spec in specs if trial.levels[spec.id] != trial.old_values[spec.id]]
+        if not changing:
+            return
+        entries = store.journal_apply_many(trial.trial_id, [
+            (spec.host, spec.id, trial.devices[spec.id], trial.snapshot[spec.id],
+             spec.knob.to_text(trial.levels[spec.id])) for spec in changing],
+            identities=_identities(target, {spec.host for spec in changing}))
+        for entry, spec in zip(entries, changing):
+            trial.applied.append((entry, spec, trial.devices[spec.id], trial.old_values[spec.id]))
+            spec.knob.write(target, spec.host, trial.levels[spec.id], device=trial.devices[spec.id])
+
+
+def _verify(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob]) -> None:
+    """Step 4: read every knob back; a mismatch fails the trial naming the knob, wanted and got."""
+    with trial.clock.phase("verify"):
+        mismatches = []
+        for spec in specs:
+            got = spec.knob.read(target, spec.host, device=trial.devices[spec.id])
+            trial.knobs_read[spec.id] = got
+            if got != trial.levels[spec.id]:
+                mismatches.append(f"{spec.id}: wanted {_fmt(spec.knob, trial.levels[spec.id])!r}, "
+                                  f"read back {_fmt(spec.knob, got)!r}")
+        if mismatches:
+            raise _TrialFailed("verify failed (the kernel did not take the value): " + "; ".join(mismatches))
+
+
+def _restart_service(trial: _LiveTrial, target: Target, load: Load, specs: Sequence[BoundKnob]) -> None:
+    """Step 5: restart the load's service when a knob only takes effect then (``requires_restart``)."""
+    if load.service and any(getattr(spec.knob, "requires_restart", False) for spec in specs):
+        with trial.clock.phase("restart"):
+            target.restart_service(load.service)
+
+
+def _measure(trial: _LiveTrial, target: Target, load: Load, warmup_s: float, measure_s: float,
+             checkpoint: Checkpoint) -> None:
+    """Step 6: ONE run of the load for ``warmup_s + measure_s``, its foreign CPU, and its verdict."""
+    with trial.clock.phase("prepare"):
+        trial.settings.update(load.prepare(target, trial.settings) or {})
+        trial.argv = list(load.command(trial.settings, warmup_s + measure_s, target.address("server")))
+    checkpoint("before_measure")
+    with trial.clock.phase("foreign_cpu"):
+        target.foreign_cpu_s()  # start the foreign-CPU window at the load
+    with trial.clock.phase("load"):
+        result = target.run(load.runs_on, trial.argv, timeout_s=_load_timeout(warmup_s, measure_s))
+    with trial.clock.phase("foreign_cpu"):
+        trial.foreign_cpu_s = float(target.foreign_cpu_s())
+    with trial.clock.phase("parse"):
+        parsed = load.parse(result, trial.settings, warmup_s)
+    checkpoint("after_measure")
+    _judge(trial, load, parsed, result)
+
+
+def _judge(trial: _LiveTrial, load: Load, parsed: LoadResult, result: CommandResult) -> None:
+    """The trial's status from the load's: a measurement without any metric fails, and a status
+    other than ok always carries a reason."""
+    trial.status, trial.reason = parsed.status, parsed.reason
+    trial.metrics = {k: float(v) for k, v in (parsed.metrics or {}).items()}
+    trial.series = parsed.series
+    if trial.status != TrialStatus.FAILED and (not trial.metrics or all(math.isnan(v) for v in trial.metrics.values())):
+        trial.status = TrialStatus.FAILED
+        trial.reason = (f"{load.name} reported no metrics (status {parsed.status!r}); raw output: "
+                        f"{_tail(parsed.raw or result.stdout + result.stderr)}")
+    if trial.status != TrialStatus.OK and not trial.reason:
+        trial.reason = f"{load.name} marked the measurement {trial.status} without saying why"
+
+
+def _execute(trial: _LiveTrial, target: Target, load: Load, specs: Sequence[BoundKnob], store: Store,
+             warmup_s: float, measure_s: float, checkpoint: Checkpoint) -> KeyboardInterrupt | None:
+    """Steps 2 to 6; any exception becomes the trial's failure and reason. Ctrl-C marks the trial
+    interrupted and is returned, to be raised again once the trial is recorded and restored."""
+    try:
+        _snapshot(trial, target, specs)
+        checkpoint("before_apply")
+        _apply(trial, target, specs, store)
+        checkpoint("after_apply")
+        _verify(trial, target, specs)
+        _restart_service(trial, target, load, specs)
+        _measure(trial, target, load, warmup_s, measure_s, checkpoint)
+    except _TrialFailed as exc:
+        trial.status, trial.reason = TrialStatus.FAILED, str(exc)
+    except KeyboardInterrupt as exc:
+        trial.status, trial.reason = TrialStatus.INTERRUPTED, "interrupted by the user (Ctrl-C / SIGTERM)"
+        return exc
+    except TunelabError as exc:
+        trial.status, trial.reason = TrialStatus.FAILED, f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a trial must never take the run down silently
+        trial.status, trial.reason = TrialStatus.FAILED, f"unexpected {type(exc).__name__}: {exc}"
+    return None
+
+
+def _record(trial: _LiveTrial, store: Store, load: Load, warmup_s: float, measure_s: float,
+            provenance: Mapping[str, Any] | None) -> None:
+    """Step 7: commit the outcome, knobs as read back, metrics, series, timings and provenance at once."""
+    with trial.clock.phase("record"):
+        trial_provenance = dict(provenance or {})
+        trial_provenance.update({
+            "snapshot": trial.snapshot, "devices": trial.devices, "load": getattr(load, "name", None),
+            "load_settings": trial.settings, "argv": trial.argv, "warmup_s": warmup_s, "measure_s": measure_s,
+        })
+        store.finish_trial(trial.trial_id, trial.status, trial.reason, trial.knobs_read, trial.metrics, trial.series,
+                           dict(trial.clock.timings), trial.foreign_cpu_s, trial_provenance)
+
+
 def run_trial(
-    target: Any,
-    load: Any,
-    knob_specs: Sequence[KnobSpec],
+    target: Target,
+    load: Load,
+    knob_specs: Sequence[BoundKnob],
     config: Mapping[str, Any],
     run_key: str,
     phase: str,
@@ -191,113 +454,32 @@ def run_trial(
     """
     checkpoint = checkpoint or _no_checkpoint
     levels = check_trial(knob_specs, config, allow_host_global)
-    settings = dict(load_settings or {})
-    clock = _Clock()
-    trial_id = store.begin_trial(run_key, phase, levels, plan=plan_info)
+    trial = _LiveTrial(store.begin_trial(run_key, phase, levels, plan=plan_info), levels, dict(load_settings or {}))
     checkpoint("begin")
-
-    applied: list[tuple[int, KnobSpec, str | None, Any]] = []  # (entry id, spec, device, old value)
-    snapshot: dict[str, str] = {}
-    devices: dict[str, str | None] = {}
-    knobs_read: dict[str, Any] = {}
-    status, reason = "failed", None
-    metrics: dict[str, float] = {}
-    series: pd.DataFrame | None = None
-    foreign_cpu: float | None = None
-    argv: list[str] | None = None
-    interrupted: BaseException | None = None
     try:
-        try:
-            with clock.phase("snapshot"):
-                old_values = {}
-                for spec in knob_specs:
-                    device = target.resolve_device(spec.device) if spec.device else None
-                    devices[spec.id] = device
-                    old_values[spec.id] = spec.knob.read(target, spec.host, device=device)
-                    snapshot[spec.id] = spec.knob.to_text(old_values[spec.id])
-            checkpoint("before_apply")
-            with clock.phase("apply"):
-                changing = [spec for spec in knob_specs if levels[spec.id] != old_values[spec.id]]
-                # every intended change is journalled (one durable commit) before the first write
-                entries = store.journal_apply_many(trial_id, [
-                    (spec.host, spec.id, devices[spec.id], snapshot[spec.id], spec.knob.to_text(levels[spec.id]))
-                    for spec in changing], identities=_identities(target, {spec.host for spec in changing})
-                ) if changing else []
-                for entry, spec in zip(entries, changing):
-                    applied.append((entry, spec, devices[spec.id], old_values[spec.id]))
-                    spec.knob.write(target, spec.host, levels[spec.id], device=devices[spec.id])
-            checkpoint("after_apply")
-            with clock.phase("verify"):
-                mismatches = []
-                for spec in knob_specs:
-                    got = spec.knob.read(target, spec.host, device=devices[spec.id])
-                    knobs_read[spec.id] = got
-                    if got != levels[spec.id]:
-                        mismatches.append(f"{spec.id}: wanted {_fmt(spec.knob, levels[spec.id])!r}, "
-                                          f"read back {_fmt(spec.knob, got)!r}")
-                if mismatches:
-                    raise _TrialFailed("verify failed (the kernel did not take the value): " + "; ".join(mismatches))
-            if load.service and any(getattr(spec.knob, "requires_restart", False) for spec in knob_specs):
-                with clock.phase("restart"):
-                    target.restart_service(load.service)
-            with clock.phase("prepare"):
-                settings.update(load.prepare(target, settings) or {})
-                argv = list(load.command(settings, warmup_s + measure_s, target.address("server")))
-            checkpoint("before_measure")
-            with clock.phase("foreign_cpu"):
-                target.foreign_cpu_s()  # start the foreign-CPU window at the load
-            with clock.phase("load"):
-                result = target.run(load.runs_on, argv, timeout_s=_load_timeout(warmup_s, measure_s))
-            with clock.phase("foreign_cpu"):
-                foreign_cpu = float(target.foreign_cpu_s())
-            with clock.phase("parse"):
-                parsed = load.parse(result, settings, warmup_s)
-            checkpoint("after_measure")
-            status, reason = parsed.status, parsed.reason
-            metrics = {k: float(v) for k, v in (parsed.metrics or {}).items()}
-            series = parsed.series
-            if status != "failed" and (not metrics or all(math.isnan(v) for v in metrics.values())):
-                status, reason = "failed", f"{load.name} reported no metrics (status {parsed.status!r}); raw output: " \
-                                           f"{_tail(parsed.raw or result.stdout + result.stderr)}"
-            if status != "ok" and not reason:
-                reason = f"{load.name} marked the measurement {status} without saying why"
-        except _TrialFailed as exc:
-            status, reason = "failed", str(exc)
-        except KeyboardInterrupt as exc:
-            status, reason, interrupted = "interrupted", "interrupted by the user (Ctrl-C / SIGTERM)", exc
-        except TunelabError as exc:
-            status, reason = "failed", f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # noqa: BLE001 - a trial must never take the run down silently
-            status, reason = "failed", f"unexpected {type(exc).__name__}: {exc}"
-
+        interrupted = _execute(trial, target, load, knob_specs, store, warmup_s, measure_s, checkpoint)
         with deferred_interrupts():
-            with clock.phase("record"):
-                trial_provenance = dict(provenance or {})
-                trial_provenance.update({
-                    "snapshot": snapshot, "devices": devices, "load": getattr(load, "name", None),
-                    "load_settings": settings, "argv": argv, "warmup_s": warmup_s, "measure_s": measure_s,
-                })
-                store.finish_trial(trial_id, status, reason, knobs_read, metrics, series, dict(clock.timings),
-                                   foreign_cpu, trial_provenance)
-            checkpoint("after_record")
+            _record(trial, store, load, warmup_s, measure_s, provenance)
+        checkpoint("after_record")
     finally:
-        # restore runs even when recording failed; Ctrl-C is held until the machine is back
+        # step 8 runs even when recording failed; Ctrl-C is held until the machine is back
         with deferred_interrupts():
-            with clock.phase("restore"):
-                _restore(store, target, applied, checkpoint)
-    store.add_timings(trial_id, {k: clock.timings[k] for k in ("record", "restore") if k in clock.timings})
+            with trial.clock.phase("restore"):
+                _restore(store, target, trial.applied, checkpoint)
+    timings = trial.clock.timings
+    store.add_timings(trial.trial_id, {k: timings[k] for k in ("record", "restore") if k in timings})
     checkpoint("end")
     if interrupted is not None:
         raise interrupted
-    return TrialOutcome(trial_id, run_key, status, reason, knobs_read, metrics, dict(clock.timings), True,
-                        foreign_cpu)
+    return TrialOutcome(trial.trial_id, run_key, trial.status, trial.reason, trial.knobs_read, trial.metrics,
+                        dict(timings), True, trial.foreign_cpu_s)
 
 
 #: host identities per live target object (machine and boot ids do not change while it is up)
-_IDENTITIES: "weakref.WeakKeyDictionary[Any, dict[str, HostIdentity]]" = weakref.WeakKeyDictionary()
+_IDENTITIES: "weakref.WeakKeyDictionary[Target, dict[str, HostIdentity]]" = weakref.WeakKeyDictionary()
 
 
-def _identities(target: Any, hosts: set[str]) -> dict[str, HostIdentity]:
+def _identities(target: Target, hosts: set[str]) -> dict[str, HostIdentity]:
     """The machine/boot identity of each host, read once per target (journalled with each change)."""
     try:
         known = _IDENTITIES.setdefault(target, {})
@@ -308,10 +490,10 @@ def _identities(target: Any, hosts: set[str]) -> dict[str, HostIdentity]:
     return {host: known[host] for host in hosts}
 
 
-def _restore(store: Store, target: Any, applied: list[tuple[int, KnobSpec, str | None, Any]],
+def _restore(store: Store, target: Target, applied: list[tuple[int, BoundKnob, str | None, Any]],
              checkpoint: Checkpoint) -> None:
-    """Write each changed knob back (newest first), verify, then mark the verified entries restored
-    in one commit (a crash before it leaves them ``applied``; restoring again is idempotent)."""
+    """Step 8: write each changed knob back (newest first), verify, then mark the verified entries
+    restored in one commit (a crash before it leaves them ``applied``; restoring again is idempotent)."""
     problems, restored = [], []
     for entry, spec, device, old in reversed(applied):
         try:
@@ -345,40 +527,7 @@ def _tail(text: str, limit: int = 300) -> str:
 # ---- the design-level loop ----------------------------------------------------------------------
 
 
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    """Read ``name`` from a dataclass-like object or a mapping."""
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def _native(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(_native(v) for v in value)
-    if hasattr(value, "item") and callable(value.item):
-        return value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
-def knob_specs_from_design(design: Any, knob_lookup: Callable[[str], Any] | None = None) -> list[KnobSpec]:
-    """The :class:`KnobSpec` of each knob in the design (ids per Contract 1)."""
-    if knob_lookup is None:
-        from tunelab.knobs import get_knob as knob_lookup  # type: ignore[no-redef]
-    specs = []
-    for entry in _field(design, "knobs", []) or []:
-        name = _field(entry, "name")
-        host = _field(entry, "host", "server") or "server"
-        device = _field(entry, "device")
-        kid = _field(entry, "id") or knob_id(name, host, device)
-        specs.append(KnobSpec(id=kid, knob=knob_lookup(name), host=host, device=device))
-    if not specs:
-        raise DesignError("the design has no knobs to run; list at least one under `knobs:`")
-    return specs
-
-
-def target_spec_of(design: Any) -> dict[str, Any]:
+def target_spec_of(design: Design | Mapping[str, Any]) -> dict[str, Any]:
     """``{"type", "options", "allow_host_global"}`` of the design's target section."""
     section = _field(design, "target", {}) or {}
     return {
@@ -388,27 +537,89 @@ def target_spec_of(design: Any) -> dict[str, Any]:
     }
 
 
-def load_of(design: Any) -> tuple[Any, dict[str, Any]]:
+def load_of(design: Design | Mapping[str, Any]) -> tuple[Load, dict[str, Any]]:
     """Instantiate the design's load generator and merge its profile settings."""
-    from tunelab.loads import get_load
-
     section = _field(design, "load", {}) or {}
     load = get_load(_field(section, "generator"))()
     return load, load.settings(_field(section, "profile"), _field(section, "settings", {}) or {})
 
 
+#: one planned trial: its run key, config (knob id -> level) and plan bookkeeping
+PlannedTrial = tuple[str, dict[str, Any], dict[str, Any]]
+
+
+def _planned_trials(plan: pd.DataFrame, specs: Sequence[BoundKnob], phase: str) -> list[PlannedTrial]:
+    """The plan's rows in ``run_order`` as trials: run key ``"<phase>:<run_id>"``, config, bookkeeping."""
+    missing = [spec.id for spec in specs if spec.id not in plan.columns]
+    if missing:
+        raise DesignError(f"the plan has no column for knob(s) {', '.join(missing)}; plan columns are {list(plan.columns)}")
+    plan = plan.sort_values("run_order") if "run_order" in plan.columns else plan
+    rows: list[PlannedTrial] = []
+    for record in plan.to_dict("records"):
+        config = {spec.id: level_from_json(level_to_json(record[spec.id])) for spec in specs}
+        info = {col: level_from_json(level_to_json(record[col])) for col in PLAN_COLUMNS if col in record}
+        rows.append((f"{phase}:{info.get('run_id', len(rows))}", config, info))
+    return rows
+
+
+def _check_plan(specs: Sequence[BoundKnob], rows: Sequence[PlannedTrial], allow_host_global: bool) -> None:
+    """Safety and validity of the WHOLE plan before the first write (see the module docstring)."""
+    check_host_global(specs, allow_host_global)
+    for run_key, config, _ in rows:
+        try:
+            validate_config(specs, config)
+        except KnobError as exc:
+            raise KnobError(f"planned run {run_key}: {exc}") from None
+
+
+def _durations(design: Design | Mapping[str, Any]) -> tuple[float, float]:
+    """``(warmup_s, measure_s)`` of the design; DesignError unless ``measure_s > 0``."""
+    warmup_s = float(_field(design, "warmup_s", 0) or 0)
+    measure_s = float(_field(design, "measure_s"))
+    if measure_s <= 0:
+        raise DesignError(f"measure_s must be > 0, got {measure_s}; set `measure_s:` in the design")
+    return warmup_s, measure_s
+
+
+def _still_to_run(store: Store, rows: Sequence[PlannedTrial], phase: str, retry_failed: bool) -> list[PlannedTrial]:
+    """The planned trials without a recorded outcome (resume); failed ones too with ``retry_failed``."""
+    done = store.completed_run_keys(phase)
+    if retry_failed:
+        done -= set(store.trials(phase).query("status == 'failed'")["run_key"])
+    return [row for row in rows if row[0] not in done]
+
+
+def _run_provenance(store: Store, load: Load, description: Mapping[str, Any]) -> dict[str, Any]:
+    """What every trial of this run records about where and with what it ran."""
+    return {
+        "target": description, "design_hash": store.study.design_hash if store.study else None,
+        "tunelab_version": __version__, "git_sha": git_sha(), "python": sys.version.split()[0],
+        "load_tools": list(getattr(load, "tools", ())),
+    }
+
+
+def _cleanup_load(load: Load, target: Target) -> None:
+    """Remove the load's private temporary files on the target; a problem is a warning, never the outcome."""
+    with deferred_interrupts():
+        try:
+            load.cleanup(target)
+        except TunelabError as exc:
+            print(f"warning: {getattr(load, 'name', 'load')} could not remove its temporary files: {exc}",
+                  file=sys.stderr)
+
+
 def run_design(
-    design: Any,
-    target: Any,
+    design: Design | Mapping[str, Any],
+    target: Target,
     store: Store,
     *,
     allow_host_global: bool = False,
     progress: bool = True,
     phase: str = "screen",
     plan: pd.DataFrame | None = None,
-    load: Any = None,
+    load: Load | None = None,
     load_settings: Mapping[str, Any] | None = None,
-    knob_lookup: Callable[[str], Any] | None = None,
+    knob_lookup: KnobLookup | None = None,
     retry_failed: bool = False,
     checkpoint: Checkpoint | None = None,
 ) -> RunSummary:
@@ -431,57 +642,26 @@ def run_design(
     ...     print(run_design(design, target, store))
     """
     started = time.perf_counter()
-    specs = knob_specs_from_design(design, knob_lookup)
-    if plan is None:
-        from tunelab.designs import make_plan
-
-        plan = make_plan(design)
-    missing = [spec.id for spec in specs if spec.id not in plan.columns]
-    if missing:
-        raise DesignError(f"the plan has no column for knob(s) {', '.join(missing)}; plan columns are {list(plan.columns)}")
+    specs = bind_knobs(design, knob_lookup)
+    rows = _planned_trials(make_plan(design) if plan is None else plan, specs, phase)
     if load is None:
         load, default_settings = load_of(design)
         load_settings = default_settings if load_settings is None else load_settings
     allow = allow_host_global or target_spec_of(design)["allow_host_global"]
-    warmup_s = float(_field(design, "warmup_s", 0) or 0)
-    measure_s = float(_field(design, "measure_s"))
-    if measure_s <= 0:
-        raise DesignError(f"measure_s must be > 0, got {measure_s}; set `measure_s:` in the design")
-
-    plan = plan.sort_values("run_order") if "run_order" in plan.columns else plan
-    rows = []
-    for record in plan.to_dict("records"):
-        config = {spec.id: _native(record[spec.id]) for spec in specs}
-        info = {col: _native(record[col]) for col in PLAN_BOOKKEEPING if col in record}
-        rows.append((f"{phase}:{info.get('run_id', len(rows))}", config, info))
-    # safety and validity of the WHOLE plan before the first write
-    check_host_global(specs, allow)
-    for run_key, config, _ in rows:
-        try:
-            validate_config(specs, config)
-        except KnobError as exc:
-            raise KnobError(f"planned run {run_key}: {exc}") from None
+    warmup_s, measure_s = _durations(design)
+    _check_plan(specs, rows, allow)
 
     recover_journal(store, target, allow_host_global=allow, knob_lookup=knob_lookup)
-    done = store.completed_run_keys(phase)
-    if retry_failed:
-        done -= set(store.trials(phase).query("status == 'failed'")["run_key"])
-    todo = [row for row in rows if row[0] not in done]
+    todo = _still_to_run(store, rows, phase, retry_failed)
     summary = RunSummary(study=_field(design, "name", store.study.name if store.study else "?"),
                          store_path=store.path, planned=len(rows), skipped=len(rows) - len(todo))
     if todo:
         preflight(target, load, specs)
     description = describe_target(target)
     store.begin_run(description)
-    run_provenance = {
-        "target": description, "design_hash": store.study.design_hash if store.study else None,
-        "tunelab_version": _version(), "git_sha": git_sha(), "python": sys.version.split()[0],
-        "load_tools": list(getattr(load, "tools", ())),
-    }
+    run_provenance = _run_provenance(store, load, description)
     if load.service and todo:
         target.start_service(load.service)
-
-    from tqdm import tqdm
 
     machine_cpu_s = (description.get("nproc") or os.cpu_count() or 1) * (warmup_s + measure_s)
     bar = tqdm(total=len(rows), initial=summary.skipped, unit="trial", file=sys.stderr, dynamic_ncols=True,
@@ -498,18 +678,13 @@ def run_design(
             bar.set_postfix(ok=summary.ok, flagged=summary.flagged, failed=summary.failed, refresh=False)
     finally:
         bar.close()
-        with deferred_interrupts():
-            try:
-                load.cleanup(target)        # the load's private temporary files on the target
-            except TunelabError as exc:     # never hide the run's own outcome behind a cleanup problem
-                print(f"warning: {getattr(load, 'name', 'load')} could not remove its temporary files: {exc}",
-                      file=sys.stderr)
+        _cleanup_load(load, target)
         summary.wall_s = time.perf_counter() - started
     return summary
 
 
-def recover_journal(store: Store, target: Any, *, allow_host_global: bool = False,
-                    knob_lookup: Callable[[str], Any] | None = None) -> None:
+def recover_journal(store: Store, target: Target, *, allow_host_global: bool = False,
+                    knob_lookup: KnobLookup | None = None) -> None:
     """Before the first trial, put back whatever a crashed run of this study left changed.
 
     Otherwise the next snapshot would read the crashed trial's value and take it for the
@@ -528,7 +703,7 @@ def recover_journal(store: Store, target: Any, *, allow_host_global: bool = Fals
                           f"Fix the cause, then run `tunelab restore {study}` and run again")
 
 
-def preflight(target: Any, load: Any, specs: Sequence[KnobSpec]) -> None:
+def preflight(target: Target, load: Load, specs: Sequence[BoundKnob]) -> None:
     """Before the first trial: every knob can be read on its host and the load's tools exist.
 
     Only reads, so nothing is applied when it fails; the error lists every problem at once
@@ -551,7 +726,7 @@ def preflight(target: Any, load: Any, specs: Sequence[KnobSpec]) -> None:
                           + "\n`tunelab knobs list --target ...` shows which knobs exist there")
 
 
-def describe_target(target: Any) -> dict[str, Any]:
+def describe_target(target: Target) -> dict[str, Any]:
     """``target.describe()`` for provenance; a failure becomes a ``describe_error`` entry, never an abort."""
     try:
         return dict(target.describe())
@@ -559,11 +734,5 @@ def describe_target(target: Any) -> dict[str, Any]:
         return {"target": getattr(target, "name", "?"), "describe_error": f"{type(exc).__name__}: {exc}"}
 
 
-def _version() -> str:
-    from tunelab.version import __version__
-
-    return __version__
-
-
-__all__ = ["KnobSpec", "RunSummary", "TrialOutcome", "run_design", "run_trial", "knob_specs_from_design",
-           "target_spec_of", "load_of"]
+__all__ = ["BoundKnob", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs", "check_host_global",
+           "check_trial", "load_of", "run_design", "run_trial", "target_spec_of", "validate_config"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator
+from types import FrameType
+from typing import Iterator
 
 
 # ---- deferring Ctrl-C while the machine is being put back -------------------------------------
@@ -27,7 +28,7 @@ def deferred_interrupts() -> Iterator[None]:
         return
     pending: list[int] = []
 
-    def hold(signum: int, frame: Any) -> None:
+    def hold(signum: int, frame: FrameType | None) -> None:
         pending.append(signum)
 
     previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -40,11 +41,10 @@ def deferred_interrupts() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-# ---- rolling back the journal -----------------------------------------------------------------
+# ---- SIGTERM as Ctrl-C ------------------------------------------------------------------------
 
 
-
-def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
+def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 

@@ -43,25 +43,20 @@ import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pandas as pd
+import psutil
 
+from tunelab.designs.plan import PLAN_COLUMNS
+from tunelab.designs.schema import MAX_NAME_LENGTH, NAME_PATTERN
 from tunelab.errors import StoreError
-
-#: statuses a trial can end with; ``running`` is only ever transient
-FINAL_STATUSES = ("ok", "flagged", "failed", "interrupted")
-#: statuses that count as done for resume (``interrupted`` trials are re-run)
-DONE_STATUSES = ("ok", "flagged", "failed")
-#: phases a trial belongs to
-PHASES = ("screen", "refine", "confirm", "validate")
+from tunelab.model import (DONE_STATUSES, FINAL_STATUSES, HOSTS, PHASES, KnobId, ParseError, TrialStatus,
+                           level_from_json, level_to_json)
+from tunelab.version import __version__
 
 #: bookkeeping columns of :meth:`Store.tidy`, in order (Contract 6)
-TIDY_COLUMNS = [
-    "study", "trial_id", "run_id", "config_id", "block", "replicate", "run_order", "is_baseline",
-    "varied_knob", "status", "reason", "started_at", "duration_s", "foreign_cpu_s",
-]
-_PLAN_COLUMNS = ["run_id", "config_id", "block", "replicate", "run_order", "is_baseline", "varied_knob"]
+TIDY_COLUMNS = ["study", "trial_id", *PLAN_COLUMNS, "status", "reason", "started_at", "duration_s", "foreign_cpu_s"]
 
 #: ``PRAGMA user_version`` of stores this tunelab writes; 0 is an older store, accepted when its tables match
 SCHEMA_VERSION = 1
@@ -78,17 +73,12 @@ REQUIRED_COLUMNS = {
 #: seconds to wait for another process's SQLite lock before giving up (``TUNELAB_LOCK_TIMEOUT_S`` overrides)
 LOCK_TIMEOUT_S = 10.0
 LOCK_TIMEOUT_ENV = "TUNELAB_LOCK_TIMEOUT_S"
-#: study names: what a design's ``name:`` may be, since it names ``data/<name>.sqlite`` and the report directory
-STUDY_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]*")
-STUDY_NAME_MAX = 64
 #: knob names: catalogue-style dotted lowercase names (``net.core.somaxconn``, ``block.queue.scheduler``)
 KNOB_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*")
 KNOB_NAME_MAX = 128
 #: devices of block and link knobs (``loop0``, ``veth0``, ``@link``); never ``/`` and never only dots
 DEVICE_PATTERN = re.compile(r"[a-z0-9@][a-z0-9@._-]*")
 DEVICE_MAX = 64
-#: hosts a knob id may name after ``@``
-KNOB_HOSTS = ("server", "client")
 #: metric names (the load metric schema: ``qps``, ``latency_mean_ms``, ...)
 METRIC_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 METRIC_NAME_MAX = 64
@@ -168,7 +158,7 @@ class JournalEntry:
     @property
     def knob_name(self) -> str:
         """The catalogue name inside the knob id (``link.mtu[veth0]@client`` -> ``link.mtu``)."""
-        return parse_knob_id(self.knob_id)[0]
+        return KnobId.parse(self.knob_id).name
 
 
 @dataclass(frozen=True)
@@ -200,41 +190,6 @@ class HostIdentity:
         return bool(self.machine_id)
 
 
-def knob_id(name: str, host: str = "server", device: str | None = None) -> str:
-    """The plan column name of a knob (Contract 1).
-
-    >>> knob_id("net.core.somaxconn")
-    'net.core.somaxconn'
-    >>> knob_id("link.mtu", "client", "veth0")
-    'link.mtu[veth0]@client'
-    """
-    text = name if device is None else f"{name}[{device}]"
-    return text if host == "server" else f"{text}@{host}"
-
-
-def parse_knob_id(text: str) -> tuple[str, str, str | None]:
-    """Split a knob id into ``(name, host, device)``; inverse of :func:`knob_id`.
-
-    >>> parse_knob_id("link.mtu[veth0]@client")
-    ('link.mtu', 'client', 'veth0')
-    >>> parse_knob_id("net.core.somaxconn")
-    ('net.core.somaxconn', 'server', None)
-    """
-    host = "server"
-    base = text
-    if "@" in text and not text.endswith("]"):
-        head, _, tail = text.rpartition("@")
-        if head and "]" not in tail:
-            base, host = head, tail
-    device = None
-    if base.endswith("]") and "[" in base:
-        base, _, rest = base.partition("[")
-        device = rest[:-1]
-    if not base:
-        raise StoreError(f"knob id {text!r} has no knob name; expected e.g. 'net.core.somaxconn' or 'link.mtu[veth0]@client'")
-    return base, host, device
-
-
 def _shown(value: Any, limit: int = 80) -> str:
     """``repr`` of a value cut to ``limit`` characters, for error messages about untrusted input."""
     text = repr(value)
@@ -244,46 +199,43 @@ def _shown(value: Any, limit: int = 80) -> str:
 def check_study_name(name: Any, where: str = "study name") -> str:
     """Return ``name`` if it is a valid study name, else raise :class:`StoreError`.
 
-    A study name is 1 to :data:`STUDY_NAME_MAX` characters of ``[a-z0-9_-]``, starting with a letter or
-    digit: it becomes the file name ``data/<name>.sqlite`` and the report directory, so it can never
-    hold ``/``, ``..`` or start with ``-``. When the design schema's ``NAME_PATTERN`` is stricter,
-    it applies too.
+    A study name is what a design's ``name:`` may be (:data:`tunelab.designs.schema.NAME_PATTERN`):
+    1 to :data:`~tunelab.designs.schema.MAX_NAME_LENGTH` characters of ``[a-z0-9_-]``, starting with
+    a letter or digit. It becomes the file name ``data/<name>.sqlite`` and the report directory, so
+    it can never hold ``/``, ``..`` or start with ``-``.
 
     >>> check_study_name("dns-overload_2")
     'dns-overload_2'
     """
-    if (not isinstance(name, str) or len(name) > STUDY_NAME_MAX or not STUDY_NAME_PATTERN.fullmatch(name)
-            or not _design_name_ok(name)):
-        raise StoreError(f"{where} {_shown(name)} is not a valid study name: use 1 to {STUDY_NAME_MAX} characters "
+    if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(name):
+        raise StoreError(f"{where} {_shown(name)} is not a valid study name: use 1 to {MAX_NAME_LENGTH} characters "
                          "a-z, 0-9, '_' or '-', starting with a letter or digit")
     return name
-
-
-def _design_name_ok(name: str) -> bool:
-    """The design schema's own name rule (imported late: the designs package imports this module's users)."""
-    from tunelab.designs import schema
-
-    return bool(schema.NAME_PATTERN.fullmatch(name)) and len(name) <= getattr(schema, "MAX_NAME_LENGTH", len(name))
 
 
 def check_knob_id(text: Any, where: str = "knob id") -> str:
     """Return ``text`` if it is a well-formed knob id (Contract 1), else raise :class:`StoreError`.
 
-    The name must be a catalogue-style dotted lowercase name (:data:`KNOB_NAME_PATTERN`, at most
-    :data:`KNOB_NAME_MAX` characters), the host one of :data:`KNOB_HOSTS`, the device
-    :data:`DEVICE_PATTERN` (at most :data:`DEVICE_MAX` characters).
+    The text is read by :meth:`tunelab.model.KnobId.parse`; the name must be a catalogue-style dotted
+    lowercase name (:data:`KNOB_NAME_PATTERN`, at most :data:`KNOB_NAME_MAX` characters), the host
+    one of :data:`tunelab.model.HOSTS`, the device :data:`DEVICE_PATTERN` (at most
+    :data:`DEVICE_MAX` characters).
 
     >>> check_knob_id("link.mtu[@link]@client")
     'link.mtu[@link]@client'
     """
     if not isinstance(text, str) or len(text) > KNOB_NAME_MAX + DEVICE_MAX + 10:
         raise StoreError(f"{where} {_shown(text)} is not a knob id; expected e.g. 'net.core.somaxconn'")
-    name, host, device = parse_knob_id(text)
+    try:
+        knob = KnobId.parse(text)
+    except ParseError as exc:
+        raise StoreError(f"{where}: {exc}") from None
+    name, host, device = knob.name, knob.host, knob.device
     problem = None
     if len(name) > KNOB_NAME_MAX or not KNOB_NAME_PATTERN.fullmatch(name):
         problem = f"its name {_shown(name)} is not a dotted lowercase knob name like net.core.somaxconn"
-    elif host not in KNOB_HOSTS:
-        problem = f"its host {_shown(host)} is not one of {', '.join(KNOB_HOSTS)}"
+    elif host not in HOSTS:
+        problem = f"its host {_shown(host)} is not one of {', '.join(HOSTS)}"
     elif device is not None and (len(device) > DEVICE_MAX or not DEVICE_PATTERN.fullmatch(device)):
         problem = f"its device {_shown(device)} is not 1 to {DEVICE_MAX} characters a-z, 0-9, '@', '.', '_', '-'"
     if problem:
@@ -343,25 +295,13 @@ def git_sha() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def _to_jsonable(value: Any) -> Any:
-    """Convert numpy scalars, tuples and DataFrames to plain JSON types."""
-    if isinstance(value, pd.DataFrame):
-        return {str(col): [_to_jsonable(v) for v in value[col].tolist()] for col in value.columns}
-    if isinstance(value, Mapping):
-        return {str(k): _to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_to_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalar
-        return value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
 def _dumps(value: Any) -> str | None:
+    """The JSON text of a column value (:func:`tunelab.model.level_to_json`; a DataFrame as column -> list)."""
     if value is None:
         return None
-    return json.dumps(_to_jsonable(value), allow_nan=False)
+    if isinstance(value, pd.DataFrame):
+        value = {str(column): value[column].tolist() for column in value.columns}
+    return json.dumps(level_to_json(value), allow_nan=False)
 
 
 def _loads(text: str | None, where: str = "a JSON column") -> Any:
@@ -401,18 +341,22 @@ def _check_plan(plan: dict[str, Any], where: str) -> dict[str, Any]:
     return plan
 
 
-def _check_levels(levels: dict[str, Any], where: str) -> dict[str, Any]:
-    for kid, value in levels.items():
-        check_knob_id(kid, f"{where}: knob id")
-        _check_level(value, f"{where} {kid}")
-    return levels
+def _entries_check(check_key: Callable[[Any, str], Any], what: str,
+                   check_value: Callable[[Any, str], Any]) -> Callable[[dict[str, Any], str], dict[str, Any]]:
+    """A check of a decoded JSON object: every key passes ``check_key`` (errors call it ``what``),
+    every value ``check_value``; the object is returned unchanged."""
+    def check(entries: dict[str, Any], where: str) -> dict[str, Any]:
+        for key, value in entries.items():
+            check_key(key, f"{where}: {what}")
+            check_value(value, f"{where} {key}")
+        return entries
+    return check
 
 
-def _check_metrics(metrics: dict[str, Any], where: str) -> dict[str, Any]:
-    for name, value in metrics.items():
-        check_metric_name(name, f"{where}: metric name")
-        _check_number(value, f"{where} {name}")
-    return metrics
+#: knob id -> level (``config``, ``knobs_read``)
+_check_levels = _entries_check(check_knob_id, "knob id", _check_level)
+#: metric name -> number (``metrics``)
+_check_metrics = _entries_check(check_metric_name, "metric name", _check_number)
 
 
 def _check_timestamp(text: Any, where: str) -> pd.Timestamp | None:
@@ -425,11 +369,6 @@ def _check_timestamp(text: Any, where: str) -> pd.Timestamp | None:
     except (ValueError, TypeError, OverflowError):
         raise StoreError(f"{where} holds {_shown(text)} where an ISO 8601 time is expected; the store is damaged "
                          "or was edited by hand") from None
-
-
-def _as_level(value: Any) -> Any:
-    """JSON turns tuples (triplet knobs) into lists; turn them back so levels stay hashable."""
-    return tuple(value) if isinstance(value, list) else value
 
 
 def lock_timeout(seconds: float | None = None) -> float:
@@ -493,8 +432,6 @@ def lock_holders(path: Path, include_self: bool = False) -> list[str]:
     (or its ``-wal``/``-shm``) open; the caller's own process only with ``include_self`` (when another
     ``Store`` of this process holds the writer lock).
     """
-    import psutil
-
     me = os.getpid()
     pids: list[int] = []
     try:
@@ -598,7 +535,7 @@ class Store:
                     db.execute(
                         "INSERT INTO study (name, design_hash, design_text, created, tunelab_version, git_sha, target_spec)"
                         " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (study, design_hash, design_text, utc_now(), _tunelab_version(), git_sha(), _dumps(target_spec)),
+                        (study, design_hash, design_text, utc_now(), __version__, git_sha(), _dumps(target_spec)),
                     )
                 elif (row[0] != study or row[1] != design_hash) and _holds_nothing(db):
                     # a design that was refused before its first trial left an empty store: the
@@ -803,7 +740,7 @@ class Store:
         """Record a trial's outcome in one transaction (all of it or nothing)."""
         if status not in FINAL_STATUSES:
             raise StoreError(f"trial {trial_id}: status {status!r} is not one of {', '.join(FINAL_STATUSES)}")
-        if status != "ok" and not reason:
+        if status != TrialStatus.OK and not reason:
             raise StoreError(f"trial {trial_id}: a {status!r} trial needs a reason saying why")
         with self._transaction() as db:
             cur = db.execute(
@@ -879,7 +816,7 @@ class Store:
 
     def _check_labels(self) -> None:
         """StoreError naming the first trial whose phase or status is not one tunelab writes."""
-        statuses = ("running", *FINAL_STATUSES)
+        statuses = (TrialStatus.RUNNING, *FINAL_STATUSES)
         with self._sql_errors():
             row = self._db.execute(
                 f"SELECT trial_id, phase, status FROM trials WHERE phase NOT IN ({','.join('?' * len(PHASES))})"
@@ -896,7 +833,7 @@ class Store:
             raise StoreError(f"{where} has a trial_id that is not an integer; the store is damaged or was edited")
         if phase not in PHASES:
             raise StoreError(f"{where} has phase {_shown(phase)}; expected one of {', '.join(PHASES)}")
-        if status not in ("running", *FINAL_STATUSES):
+        if status not in (TrialStatus.RUNNING, *FINAL_STATUSES):
             raise StoreError(f"{where} has status {_shown(status)}; expected one of running, {', '.join(FINAL_STATUSES)}")
         if reason is not None and not isinstance(reason, str):
             raise StoreError(f"{where} has a reason that is not text: {_shown(reason)}")
@@ -1032,7 +969,8 @@ class Store:
         if phase not in PHASES:
             raise StoreError(f"unknown phase {phase!r}; use one of {', '.join(PHASES)}")
         self._check_labels()
-        statuses = ("ok",) + (("flagged",) if include_flagged else ()) + (("failed",) if include_failed else ())
+        statuses = ((TrialStatus.OK,) + ((TrialStatus.FLAGGED,) if include_flagged else ())
+                    + ((TrialStatus.FAILED,) if include_failed else ()))
         with self._sql_errors():
             rows = self._db.execute(
                 "SELECT trial_id, config, plan, status, reason, knobs_read, metrics, foreign_cpu_s, started_at, ended_at"
@@ -1054,13 +992,13 @@ class Store:
             metric_cols.update(dict.fromkeys(metrics))
             start = pd.Timestamp(started)
             record = {"study": study, "trial_id": trial_id}
-            record.update({col: plan.get(col) for col in _PLAN_COLUMNS})
+            record.update({col: plan.get(col) for col in PLAN_COLUMNS})
             record.update({
                 "status": status, "reason": reason, "started_at": start,
                 "duration_s": (pd.Timestamp(ended) - start).total_seconds() if ended else None,
                 "foreign_cpu_s": foreign,
             })
-            record.update({f"knob:{k}": _as_level(v) for k, v in knobs_read.items()})
+            record.update({f"knob:{k}": level_from_json(v) for k, v in knobs_read.items()})
             record.update({f"metric:{k}": (math.nan if v is None else float(v)) for k, v in metrics.items()})
             records.append(record)
         clash = set(knob_cols) & (set(metric_cols) | set(TIDY_COLUMNS))
@@ -1088,12 +1026,6 @@ class Store:
 def _holds_nothing(db: sqlite3.Connection) -> bool:
     """True when no trial, run or journal entry was ever recorded in the store."""
     return all(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0 for table in ("trials", "journal"))
-
-
-def _tunelab_version() -> str:
-    from tunelab.version import __version__
-
-    return __version__
 
 
 def default_store_path(study: str, data_dir: str | os.PathLike[str] = "data") -> Path:

@@ -12,38 +12,30 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from tunelab.designs import load_design_text
 from tunelab.errors import DataError
-from tunelab.loads.base import DIRECTION_WORDS
 from tunelab.loads.metrics import METRICS
+from tunelab.model import Metric, ParseError, level_text
 from tunelab.store import TIDY_COLUMNS, Store, store_path_for
+
+# tunelab.stats (scipy, statsmodels: about two seconds) is imported inside the two functions that
+# sort levels, so importing this module (as tunelab.api does) stays cheap.
 
 #: columns of a tidy trial table that are neither knobs nor metrics (the store's own bookkeeping)
 BOOKKEEPING = tuple(TIDY_COLUMNS)
-DEFAULT_SESOI_PCT = 5.0
 
 
-def parse_metric(text: str) -> dict[str, Any]:
-    """``'qps:max:5'`` -> ``{'name': 'qps', 'direction': 'maximize', 'sesoi_pct': 5.0}``.
+def _metrics(texts: Sequence[str]) -> list[dict[str, Any]]:
+    """``--metric`` texts (:meth:`tunelab.model.Metric.parse`) as the dicts :func:`tunelab.stats.screen` takes.
 
-    Direction and SESOI are optional and may come in either order; defaults maximize and 5 %.
+    >>> _metrics(["qps:max:5", "latency_mean_ms:min"])[1]
+    {'name': 'latency_mean_ms', 'direction': 'minimize', 'sesoi_pct': 5.0}
     """
-    name, *options = text.split(":")
-    if not name:
-        raise DataError(f"--metric {text!r} has no name; write NAME[:max|:min][:SESOI], e.g. qps:max:5")
-    spec: dict[str, Any] = {"name": name, "direction": "maximize", "sesoi_pct": DEFAULT_SESOI_PCT}
-    for option in options:
-        if option.lower() in DIRECTION_WORDS:
-            spec["direction"] = DIRECTION_WORDS[option.lower()]
-            continue
-        try:
-            sesoi = float(option)
-        except ValueError:
-            raise DataError(f"--metric {text!r}: {option!r} is neither max/min nor a SESOI percentage; "
-                            "write NAME[:max|:min][:SESOI], e.g. latency_mean_ms:min:10") from None
-        if not (math.isfinite(sesoi) and sesoi > 0):
-            raise DataError(f"--metric {text!r}: SESOI must be a positive percentage, got {option!r}")
-        spec["sesoi_pct"] = sesoi
-    return spec
+    try:
+        return [Metric.parse(text).to_json() for text in texts]
+    except ParseError as exc:
+        # the model's message starts "metric 'TEXT'": on the command line that is the --metric flag
+        raise DataError(f"--{exc}") from None
 
 
 def match_level(data: pd.DataFrame, column: str, text: str) -> Any:
@@ -52,8 +44,7 @@ def match_level(data: pd.DataFrame, column: str, text: str) -> Any:
 
     levels = sorted_levels(data[column].dropna())
     for level in levels:
-        shown = " ".join(map(str, level)) if isinstance(level, tuple) else str(level)
-        if shown == text or str(level) == text:
+        if level_text(level) == text or str(level) == text:
             return level
     try:
         number = float(text)
@@ -102,7 +93,7 @@ def _from_csv(source: str, metric: Sequence[str], knob: Sequence[str], baseline_
         numeric = [c for c in data.columns if c not in BOOKKEEPING and pd.api.types.is_numeric_dtype(data[c])]
         raise DataError(f"name the metric(s) to analyse with --metric NAME[:max|:min][:SESOI]; numeric columns in "
                         f"{path.name}: {', '.join(numeric) or '(none)'}")
-    metrics = [parse_metric(m) for m in metric]
+    metrics = _metrics(metric)
     names = {m["name"] for m in metrics}
     # by default every column that is not bookkeeping or a metric; the metrics tunelab's loads report
     # (tunelab export writes all of them) are never guessed to be knobs
@@ -177,8 +168,6 @@ def check_level_column(data: pd.DataFrame, column: str, path: Path) -> None:
 def _from_study(source: str, metric: Sequence[str], knob: Sequence[str], baseline_items: Sequence[str],
                 alpha: float | None, correction: str | None, include_flagged: bool,
                 data_dir: str | Path) -> ScreenInputs:
-    from tunelab.designs import load_design_text
-
     path = store_path_for(source, data_dir)
     with Store(path, readonly=True) as store:
         data = store.tidy(phase="screen", include_flagged=include_flagged, include_failed=True)
@@ -186,10 +175,7 @@ def _from_study(source: str, metric: Sequence[str], knob: Sequence[str], baselin
     if not design_text:
         raise DataError(f"the store {str(path)!r} holds no design; screen an exported CSV with --metric instead")
     design = load_design_text(design_text, source=str(path))
-    if metric:
-        metrics = [parse_metric(m) for m in metric]
-    else:
-        metrics = [{"name": m.name, "direction": m.direction, "sesoi_pct": m.sesoi_pct} for m in design.metrics]
+    metrics = _metrics(metric) if metric else [m.to_json() for m in design.metrics]
     knobs = list(knob) or design.knob_ids
     baseline = {k: v for k, v in design.baseline.items() if k in knobs}
     baseline.update(_parse_baselines(data, baseline_items))

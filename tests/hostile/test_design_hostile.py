@@ -22,9 +22,10 @@ from tunelab.designs import load_design_text
 from tunelab.designs import schema
 from tunelab.errors import LoadError, TunelabError
 from tunelab.loads.fio import FioLoad
+from tunelab.paths import SCRATCH_DIR
 from tunelab.targets import build_target
 
-SCRATCH = Path(os.path.normpath(str(__import__("tunelab.targets.base", fromlist=["x"]).SCRATCH_DIR)))
+SCRATCH = Path(os.path.normpath(str(SCRATCH_DIR)))
 
 
 def base_design(**overrides: Any) -> dict[str, Any]:
@@ -123,7 +124,7 @@ def test_plan_with_the_flag_prints_every_command_and_runs_none(cli, tmp_path):
 
 def test_restore_factory_never_builds_a_target_with_commands(tmp_path):
     from tunelab.errors import SafetyError
-    from tunelab.journal import build_target as restore_build
+    from tunelab.journal import restore_target as restore_build
 
     marker = tmp_path / "MARKER"
     spec = {"type": "local", "options": {"service_commands": {"dns": marker_argv(marker)}}}
@@ -164,8 +165,8 @@ HIDDEN_COMMANDS = [
 
 
 @pytest.mark.parametrize(("target", "fragment"), HIDDEN_COMMANDS)
-def test_no_other_target_option_carries_a_command(cli, tmp_path, target, fragment):
-    os.chdir(tmp_path)
+def test_no_other_target_option_carries_a_command(cli, tmp_path, monkeypatch, target, fragment):
+    monkeypatch.chdir(tmp_path)
     result = cli("plan", write(tmp_path, base_design(target=target)), "--allow-design-commands")
     assert_one_error(result, fragment)
     assert not (tmp_path / "M").exists()
@@ -379,8 +380,8 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize(("text", "fragment"), MALFORMED)
-def test_malformed_yaml_is_one_error(cli, tmp_path, text, fragment):
-    os.chdir(tmp_path)
+def test_malformed_yaml_is_one_error(cli, tmp_path, monkeypatch, text, fragment):
+    monkeypatch.chdir(tmp_path)
     start = time.monotonic()
     result = cli("plan", write(tmp_path, text))
     assert_one_error(result, fragment)

@@ -27,6 +27,7 @@ class FileTarget(Target):
     """A target whose hosts' files live under ``root/<host>/``; records every write and command."""
 
     name = "file-fake"
+    cannot = {"run": "a fake: every command 'measures' the knob files (or returns load_stdout)"}
 
     def __init__(self, root: str | Path, on_run: Callable[[], None] | None = None,
                  load_rc: int = 0, load_stdout: str | None = None) -> None:
@@ -67,6 +68,7 @@ class FileTarget(Target):
         file.write_text(text)
 
     def run(self, host: str, argv: Sequence[str], timeout_s: float, cpu: int | None = None) -> CommandResult:
+        self.check_host(host)
         self.commands.append(tuple(argv))
         if self.on_run is not None:
             self.on_run()

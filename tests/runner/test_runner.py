@@ -7,8 +7,8 @@ import pytest
 from runner_fakes import BASELINE, INITIAL, FakeKnob, FakeLoad, FileTarget, expected_qps, fake_design, make_knobs, oat_plan
 
 from tunelab.errors import KnobError, SafetyError
-from tunelab.runner import run_design, run_trial
-from tunelab.journal import KnobSpec, restore_journal
+from tunelab.runner import BoundKnob, run_design, run_trial
+from tunelab.journal import restore_journal
 from tunelab.store import Store
 
 
@@ -91,7 +91,7 @@ def test_host_global_knob_is_refused_before_any_write(target: FileTarget, store:
 
 
 def test_run_trial_refuses_host_global_on_its_own(target: FileTarget, store: Store) -> None:
-    spec = KnobSpec("net.fake.beta", FakeKnob("net.fake.beta", scope="host"))
+    spec = BoundKnob("net.fake.beta", FakeKnob("net.fake.beta", scope="host"))
     with pytest.raises(SafetyError):
         run_trial(target, FakeLoad(), [spec], {"net.fake.beta": 5}, "refine:g0:i0", "refine", store, 0, 1)
     assert target.writes == [] and store.trials().empty

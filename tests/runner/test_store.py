@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from tunelab.errors import StoreError
-from tunelab.store import TIDY_COLUMNS, Store, knob_id, parse_knob_id
+from tunelab.model import KnobId, knob_id
+from tunelab.store import TIDY_COLUMNS, Store
 
 
 def _record(store: Store, run_key: str, status: str = "ok", planned: int = 128, read: int = 128,
@@ -162,7 +163,7 @@ def test_crash_between_begin_and_finish_leaves_interrupted_not_ok(tmp_path: Path
     ("block.queue.scheduler", "server", "@disk"), ("link.mtu", "client", "veth0"),
 ])
 def test_knob_id_round_trips(name: str, host: str, device: str | None) -> None:
-    assert parse_knob_id(knob_id(name, host, device)) == (name, host, device)
+    assert KnobId.parse(knob_id(name, host, device)) == KnobId(name, host, device)
 
 
 def test_unknown_phase_is_refused(store: Store) -> None:

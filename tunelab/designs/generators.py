@@ -21,14 +21,18 @@ import itertools
 import math
 import string
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
-import pyDOE3
-from scipy.stats import qmc
 
 from tunelab.errors import DesignError
 from tunelab.registry import Registry
+
+if TYPE_CHECKING:
+    from tunelab.designs.schema import Design, _Context
+
+# pyDOE3 and scipy.stats.qmc are imported inside the functions that use them: together they take
+# about a second to import, and `tunelab --help` (which imports this package) must not pay for it.
 
 #: factor letters of fractional factorials (I is skipped: it denotes the identity)
 LETTERS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"
@@ -96,6 +100,8 @@ def _hadamard_raw(n: int) -> np.ndarray | None:
     if n % 4:
         return None
     if _pydoe3_size(n):
+        import pyDOE3
+
         design = pyDOE3.pbdesign(n - 1).astype(int)
         return np.hstack([np.ones((n, 1), dtype=int), design])
     if _is_prime(n - 1) and (n - 1) % 4 == 3:
@@ -221,6 +227,8 @@ def _pydoe3_matrix(k: int, generators: Sequence[tuple[int, int, int]]) -> np.nda
     terms = [lower[i] for i in range(base)] + [""] * len(generators)
     for index, sign, mask in generators:
         terms[index] = ("-" if sign < 0 else "") + "".join(lower[i] for i in range(base) if mask >> i & 1)
+    import pyDOE3
+
     return pyDOE3.fracfact(" ".join(terms)).astype(int)
 
 
@@ -344,6 +352,8 @@ def fractional_factorial(k: int, generators: Sequence[str] | None = None, runs: 
 def latin_hypercube(samples: int, dimensions: int, rng: np.random.Generator) -> np.ndarray:
     """``samples`` × ``dimensions`` points in [0, 1): each of ``samples`` equal strata of every
     dimension holds exactly one point (scipy.stats.qmc.LatinHypercube)."""
+    from scipy.stats import qmc
+
     return qmc.LatinHypercube(d=dimensions, rng=rng).random(samples)
 
 
@@ -401,10 +411,10 @@ class Generator:
 
     name: str
     options: tuple[str, ...]
-    build: Callable[[Any, np.random.Generator], DesignRows]
-    validate: Callable[[Any], None] = lambda design: None
+    build: Callable[[Design, np.random.Generator], DesignRows]
+    validate: Callable[[Design], None] = lambda design: None
 
-    def check(self, design: Any, ctx: Any) -> None:
+    def check(self, design: Design, ctx: _Context) -> None:
         """Validate a parsed design; DesignErrors are re-raised naming the file and design.options."""
         try:
             self.validate(design)
@@ -416,7 +426,7 @@ class Generator:
 GENERATORS: Registry[Generator] = Registry("design type")
 
 
-def _two_level(design: Any) -> None:
+def _two_level(design: Design) -> None:
     for i, knob in enumerate(design.knobs):
         if len(knob.levels) != 2:
             raise DesignError(f"knobs[{i}] ({knob.id}) has {len(knob.levels)} levels {list(knob.levels)}, but "
@@ -426,12 +436,12 @@ def _two_level(design: Any) -> None:
                               f"{list(knob.levels)} in a {design.design_type} design")
 
 
-def _coded_rows(design: Any, matrix: np.ndarray) -> list[dict[str, Any]]:
+def _coded_rows(design: Design, matrix: np.ndarray) -> list[dict[str, Any]]:
     return [{knob.id: (knob.baseline if code < 0 else knob.alternative) for knob, code in zip(design.knobs, row)}
             for row in matrix]
 
 
-def _option_int(design: Any, key: str, minimum: int = 1, default: int | None = None) -> int | None:
+def _option_int(design: Design, key: str, minimum: int = 1, default: int | None = None) -> int | None:
     value = design.options.get(key, default)
     if value is None:
         return None
@@ -440,7 +450,7 @@ def _option_int(design: Any, key: str, minimum: int = 1, default: int | None = N
     return value
 
 
-def _oat(design: Any, rng: np.random.Generator) -> DesignRows:
+def _oat(design: Design, rng: np.random.Generator) -> DesignRows:
     baseline = design.baseline
     rows: list[dict[str, Any]] = [dict(baseline)]
     varied: list[str | None] = [None]
@@ -456,17 +466,19 @@ def _oat(design: Any, rng: np.random.Generator) -> DesignRows:
                       info={"baseline_every": every})
 
 
-def _full_factorial(design: Any, rng: np.random.Generator) -> DesignRows:
+def _full_factorial(design: Design, rng: np.random.Generator) -> DesignRows:
     counts = [len(k.levels) for k in design.knobs]
     if math.prod(counts) > 100_000:
         raise DesignError(f"a full factorial of levels {counts} has {math.prod(counts)} runs; use a fractional "
                           "or Plackett-Burman design")
+    import pyDOE3
+
     index = pyDOE3.fullfact(counts).astype(int)
     rows = [{knob.id: knob.levels[i] for knob, i in zip(design.knobs, row)} for row in index]
     return DesignRows(rows=rows, varied=[None] * len(rows))
 
 
-def _fractional(design: Any, rng: np.random.Generator) -> DesignRows:
+def _fractional(design: Design, rng: np.random.Generator) -> DesignRows:
     _two_level(design)
     generators = design.options.get("generators")
     if generators is not None and (isinstance(generators, str) or not all(isinstance(g, str) for g in generators)):
@@ -481,14 +493,14 @@ def _fractional(design: Any, rng: np.random.Generator) -> DesignRows:
     return DesignRows(rows=rows, varied=[None] * len(rows), info=info)
 
 
-def _plackett_burman(design: Any, rng: np.random.Generator) -> DesignRows:
+def _plackett_burman(design: Design, rng: np.random.Generator) -> DesignRows:
     _two_level(design)
     matrix = plackett_burman(len(design.knobs), runs=_option_int(design, "runs", minimum=4))
     rows = _coded_rows(design, matrix)
     return DesignRows(rows=rows, varied=[None] * len(rows), info={"coded": matrix})
 
 
-def _latin_hypercube(design: Any, rng: np.random.Generator) -> DesignRows:
+def _latin_hypercube(design: Design, rng: np.random.Generator) -> DesignRows:
     samples = _option_int(design, "samples", minimum=2)
     if samples is None:
         raise DesignError("latin_hypercube needs option `samples: N` (the number of configurations)")
@@ -514,7 +526,7 @@ GENERATORS.add("plackett_burman", Generator("plackett_burman", _COMMON + ("runs"
 GENERATORS.add("latin_hypercube", Generator("latin_hypercube", _COMMON + ("samples",), _latin_hypercube))
 
 
-def runs_per_replicate(design: Any) -> int:
+def runs_per_replicate(design: Design) -> int:
     """The runs one replicate will have, computed from the options alone (no matrix is built).
 
     An upper bound for ``fractional_factorial`` without explicit ``runs`` (then the default

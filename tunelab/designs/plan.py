@@ -14,19 +14,23 @@ does not depend on the seed; ``config_id`` numbers distinct knob settings in ord
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from tunelab.designs.generators import GENERATORS, DesignRows
-from tunelab.designs.schema import Design, _plain, design_commands
+from tunelab.designs.schema import Design, design_commands
+from tunelab.model import level_to_json
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: fixed per-run cost assumed by the wall-time estimate: lab reset, knob writes and reads, parsing
 RUN_OVERHEAD_S = 1.0
 #: extra cost of restarting the service when a ``requires_restart`` knob changes between runs
 RESTART_S = 1.0
 
+#: bookkeeping columns of a plan (Contract 2), before the knob columns; they travel with each trial into the store
 PLAN_COLUMNS = ["run_id", "config_id", "block", "replicate", "run_order", "is_baseline", "varied_knob"]
 
 
@@ -69,6 +73,9 @@ def _order(design: Design, rows: DesignRows, per_rep: int, varied: list[str | No
 
 
 def _column(values: list[Any], knob_type: str) -> pd.Series:
+    """One knob's plan column, typed as the knob is (int64, bool, else object: text, triplets)."""
+    import pandas as pd                      # deferred: `tunelab --help` does not need pandas
+
     if knob_type == "int" and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         return pd.Series(values, dtype="int64")
     if knob_type == "bool" and all(isinstance(v, bool) for v in values):
@@ -83,10 +90,13 @@ def make_plan(design: Design) -> pd.DataFrame:
 
     Examples
     --------
-    >>> plan = make_plan(load_design("designs/default.yaml"))         # doctest: +SKIP
-    >>> list(plan.columns[:7])                                        # doctest: +SKIP
+    >>> from tunelab.designs import load_design
+    >>> plan = make_plan(load_design("designs/default.yaml"))         # relative to the repository root
+    >>> list(plan.columns[:7])
     ['run_id', 'config_id', 'block', 'replicate', 'run_order', 'is_baseline', 'varied_knob']
     """
+    import pandas as pd                      # deferred: `tunelab --help` does not need pandas
+
     rng = np.random.default_rng(design.seed)
     rows = GENERATORS.get(design.design_type).build(design, rng)
     configs, varied = _replicate_template(design, rows)
@@ -145,7 +155,7 @@ def estimated_wall_s(design: Design, plan: pd.DataFrame) -> float:
 
 def plan_records(plan: pd.DataFrame) -> list[dict[str, Any]]:
     """The plan as JSON-able rows (tuples become lists, numpy scalars Python scalars)."""
-    return [{str(k): _plain(v) for k, v in row.items()} for row in plan.to_dict(orient="records")]
+    return [level_to_json(row) for row in plan.to_dict(orient="records")]
 
 
 def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
@@ -172,7 +182,7 @@ def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
         "design": {
             "name": design.name, "type": design.design_type, "source": design.source, "hash": design.design_hash,
             "seed": design.seed, "replicates": design.replicates, "blocks": design.blocks,
-            "options": _plain(design.options), "target": design.target.type,
+            "options": level_to_json(design.options), "target": design.target.type,
             "allow_host_global": design.target.allow_host_global,
             "load": {"generator": design.load.generator, "profile": design.load.profile},
         },

@@ -22,15 +22,19 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import yaml
 
-from tunelab.errors import DesignError, KnobError
+from tunelab.designs.generators import GENERATORS, runs_per_replicate
+from tunelab.errors import DesignError, KnobError, LoadError, TargetError
+from tunelab.knobs import Knob, get_knob
+from tunelab.loads import Load, get_load
+from tunelab.model import HOSTS, Direction, Metric, ParseError, knob_id, level_from_json, level_to_json
+from tunelab.targets import TARGETS, check_target_spec, target_commands
 
 #: target types of Contract 4 (the targets registry may add more)
 TARGET_TYPES = ("lab", "local", "ssh", "dry-run", "simulator")
 #: load generators of Contract 5 (the loads registry may add more)
 LOAD_GENERATORS = ("dnsperf", "iperf3", "fio", "wrk")
-DIRECTIONS = ("maximize", "minimize")
+DIRECTIONS = tuple(direction.value for direction in Direction)
 CORRECTIONS = ("holm", "bonferroni", "fdr_bh", "none")
-HOSTS = ("server", "client")
 SCALES = ("linear", "log")
 #: a study name: starts with a letter or digit (never an option such as ``--all``), then [a-z0-9_-]
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -69,6 +73,10 @@ TOP_KEYS = ("name", "description", "target", "load", "warmup_s", "measure_s", "m
 KNOB_KEYS = ("name", "host", "device", "levels", "low", "high", "step", "scale", "n", "baseline")
 
 Path_ = tuple[Any, ...]
+#: what PyYAML's scalar constructors raise for a malformed tagged scalar besides YAMLError:
+#: ``!!int abc`` and a 5000-digit integer (ValueError), ``!!bool maybe`` (KeyError), ``!!int ''``
+#: (IndexError), ``!!timestamp abc`` (AttributeError), an out-of-range date (ValueError, OverflowError)
+_SCALAR_ERRORS = (ValueError, LookupError, AttributeError, TypeError, OverflowError)
 
 
 def _freeze(value: Any) -> Any:
@@ -77,17 +85,6 @@ def _freeze(value: Any) -> Any:
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """The JSON-able form of a frozen value (tuples -> lists, mappings -> dicts)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
     return value
 
 
@@ -120,9 +117,8 @@ class KnobSpec:
 
     @property
     def id(self) -> str:
-        """The plan column name: ``name``, ``name[device]``, plus ``@client`` for client knobs."""
-        base = f"{self.name}[{self.device}]" if self.device else self.name
-        return f"{base}@client" if self.host == "client" else base
+        """The plan column name (:class:`tunelab.model.KnobId`): ``name``, ``name[device]``, plus ``@client``."""
+        return knob_id(self.name, self.host, self.device)
 
     @property
     def is_range(self) -> bool:
@@ -136,21 +132,12 @@ class KnobSpec:
 
     def to_dict(self) -> dict[str, Any]:
         out = {"id": self.id, "name": self.name, "host": self.host, "device": self.device,
-               "levels": _plain(self.levels), "baseline": _plain(self.baseline),
+               "levels": level_to_json(self.levels), "baseline": level_to_json(self.baseline),
                "family": self.family, "scope": self.scope, "type": self.type,
                "requires_restart": self.requires_restart}
         if self.is_range:
             out.update(low=self.low, high=self.high, step=self.step, scale=self.scale)
         return out
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """A response to analyse: its name in the load's metric schema, direction and SESOI (%)."""
-
-    name: str
-    direction: str
-    sesoi_pct: float
 
 
 @dataclass(frozen=True)
@@ -189,7 +176,7 @@ class Design:
     load: LoadSpec
     warmup_s: float
     measure_s: float
-    metrics: tuple[MetricSpec, ...]
+    metrics: tuple[Metric, ...]
     knobs: tuple[KnobSpec, ...]
     design_type: str
     replicates: int
@@ -217,16 +204,16 @@ class Design:
         return {
             "name": self.name,
             "description": self.description,
-            "target": {"type": self.target.type, "options": _plain(self.target.options),
+            "target": {"type": self.target.type, "options": level_to_json(self.target.options),
                        "allow_host_global": self.target.allow_host_global},
             "load": {"generator": self.load.generator, "profile": self.load.profile,
-                     "settings": _plain(self.load.settings)},
+                     "settings": level_to_json(self.load.settings)},
             "warmup_s": self.warmup_s,
             "measure_s": self.measure_s,
-            "metrics": [{"name": m.name, "direction": m.direction, "sesoi_pct": m.sesoi_pct} for m in self.metrics],
+            "metrics": [m.to_json() for m in self.metrics],
             "knobs": [k.to_dict() for k in self.knobs],
             "design": {"type": self.design_type, "replicates": self.replicates, "blocks": self.blocks,
-                       "seed": self.seed, "options": _plain(self.options)},
+                       "seed": self.seed, "options": level_to_json(self.options)},
             "analysis": {"alpha": self.analysis.alpha, "correction": self.analysis.correction},
         }
 
@@ -287,7 +274,7 @@ class _Composer:
             return self.loader.construct_object(node, deep=True)
         except yaml.YAMLError as exc:
             raise _yaml_error(exc, self.source) from None
-        except Exception as exc:  # noqa: BLE001 - e.g. `!!int abc`, a 5000-digit integer
+        except _SCALAR_ERRORS as exc:
             raise DesignError(f"{self._where(node)}: {_fmt(path) or '(top level)'}: cannot read the value "
                               f"{_short(node.value)} ({' '.join(str(exc).split())[:200]})") from None
 
@@ -433,21 +420,15 @@ class _Context:
 # parsing
 
 
-def _default_knob_lookup(name: str) -> Any:
-    from tunelab.knobs import get_knob
-
+def _default_knob_lookup(name: str) -> Knob:
+    """The catalogue knob called ``name`` (tests replace this to use fake knobs)."""
     return get_knob(name)
 
 
-def _hashable(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    return value
-
-
-def _validate_level(ctx: _Context, knob: Any, value: Any, path: Path_) -> Any:
+def _validate_level(ctx: _Context, knob: Knob, value: Any, path: Path_) -> Any:
+    """``value`` as the knob's canonical, hashable level; a DesignError at ``path`` when invalid."""
     try:
-        return _hashable(knob.validate(value))
+        return level_from_json(knob.validate(value))
     except KnobError as exc:
         text = str(exc)
         if knob.name not in text:
@@ -455,7 +436,7 @@ def _validate_level(ctx: _Context, knob: Any, value: Any, path: Path_) -> Any:
         raise ctx.error(path, text) from None
 
 
-def _range_levels(ctx: _Context, path: Path_, knob: Any, raw: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
+def _range_levels(ctx: _Context, path: Path_, knob: Knob, raw: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
     """Levels from low/high (+ step | + scale: log + n) for an integer knob."""
     if getattr(knob, "type", "int") != "int":
         raise ctx.error(path + ("low",), f"low/high/step ranges need an integer knob; {knob.name} is of type "
@@ -496,7 +477,8 @@ def _range_levels(ctx: _Context, path: Path_, knob: Any, raw: dict[str, Any]) ->
     return levels, {"low": low, "high": high, "step": step, "scale": scale}
 
 
-def _parse_knob(ctx: _Context, raw: Any, path: Path_, lookup: Callable[[str], Any]) -> KnobSpec:
+def _parse_knob(ctx: _Context, raw: Any, path: Path_, lookup: Callable[[str], Knob]) -> KnobSpec:
+    """One knob: a catalogue name, its host and device, its levels (a list or a range) and its baseline."""
     raw = ctx.mapping(raw, path, KNOB_KEYS)
     if "name" not in raw:
         raise ctx.error(path, "every knob needs a `name` (a catalogue name, see `tunelab knobs`)")
@@ -545,7 +527,7 @@ def _parse_knob(ctx: _Context, raw: Any, path: Path_, lookup: Callable[[str], An
         in_range = range_info and range_info["low"] <= baseline <= range_info["high"]
         if baseline not in levels and not in_range:
             raise ctx.error(path + ("baseline",), f"baseline {raw['baseline']!r} is not one of the levels "
-                            f"{[_plain(v) for v in levels]}; add it to the levels or pick one of them")
+                            f"{level_to_json(levels)}; add it to the levels or pick one of them")
     else:
         baseline = levels[0]
     return KnobSpec(
@@ -557,18 +539,16 @@ def _parse_knob(ctx: _Context, raw: Any, path: Path_, lookup: Callable[[str], An
     )
 
 
-def _load_class(generator: str) -> Any | None:
-    """The registered load class, or None when the loads area does not provide it (yet)."""
+def _load_class(generator: str) -> type[Load] | None:
+    """The registered load class, or None when no load is registered as ``generator``."""
     try:
-        from tunelab.loads import get_load
-        import tunelab.loads as loads_pkg  # noqa: F401 - importing registers the built-in loads
-
         return get_load(generator)
-    except Exception:  # noqa: BLE001 - optional cross-check only
+    except LoadError:
         return None
 
 
 def _parse_load(ctx: _Context, raw: Any) -> LoadSpec:
+    """``load``: a registered generator, one of its profiles, and settings its own schema accepts."""
     path: Path_ = ("load",)
     raw = ctx.mapping(raw, path, ("generator", "profile", "settings"))
     if "generator" not in raw:
@@ -593,10 +573,9 @@ def _parse_load(ctx: _Context, raw: Any) -> LoadSpec:
     return LoadSpec(generator=generator, profile=profile, settings=_freeze(settings))
 
 
-def _check_load_settings(ctx: _Context, load_cls: Any, profile: str | None, settings: Mapping[str, Any]) -> None:
+def _check_load_settings(ctx: _Context, load_cls: type[Load], profile: str | None,
+                         settings: Mapping[str, Any]) -> None:
     """Validate ``load.settings`` by the load's own schema, as the runner will use them (profile merged)."""
-    from tunelab.errors import LoadError
-
     load = load_cls()
     path: Path_ = ("load", "settings")
     try:
@@ -609,7 +588,8 @@ def _check_load_settings(ctx: _Context, load_cls: Any, profile: str | None, sett
         raise ctx.error(where, str(exc)) from None
 
 
-def _parse_metrics(ctx: _Context, raw: Any, load: LoadSpec) -> tuple[MetricSpec, ...]:
+def _parse_metrics(ctx: _Context, raw: Any, load: LoadSpec) -> tuple[Metric, ...]:
+    """``metrics``: each a name the load reports, its better direction and its SESOI (%)."""
     path: Path_ = ("metrics",)
     if not isinstance(raw, list) or not raw:
         raise ctx.error(path, f"must be a non-empty list of {{name, direction, sesoi_pct}}, got {_short(raw)}")
@@ -617,7 +597,7 @@ def _parse_metrics(ctx: _Context, raw: Any, load: LoadSpec) -> tuple[MetricSpec,
         raise ctx.error(path, f"{len(raw)} metrics exceed the limit MAX_METRICS={MAX_METRICS}")
     load_cls = _load_class(load.generator)
     known = dict(getattr(load_cls, "metrics", {}) or {}) if load_cls is not None else {}
-    metrics: list[MetricSpec] = []
+    metrics: list[Metric] = []
     for i, item in enumerate(raw):
         item = ctx.mapping(item, path + (i,), ("name", "direction", "sesoi_pct"))
         if "name" not in item:
@@ -635,21 +615,15 @@ def _parse_metrics(ctx: _Context, raw: Any, load: LoadSpec) -> tuple[MetricSpec,
         sesoi = ctx.number(item.get("sesoi_pct", 5), path + (i, "sesoi_pct"), 0.0, strict=True)
         if any(m.name == name for m in metrics):
             raise ctx.error(path + (i, "name"), f"metric {name!r} is listed twice")
-        metrics.append(MetricSpec(name=name, direction=direction, sesoi_pct=sesoi))
+        try:
+            metrics.append(Metric(name=name, direction=direction, sesoi_pct=sesoi))
+        except ParseError as exc:
+            raise ctx.error(path + (i, "sesoi_pct"), str(exc)) from None
     return tuple(metrics)
 
 
-def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int] | None = None,
-                 knob_lookup: Callable[[str], Any] | None = None) -> Design:
-    """Validate a design already loaded from YAML into plain Python (see :func:`load_design`)."""
-    from tunelab.designs.generators import GENERATORS
-
-    ctx = _Context(source, lines or {})
-    lookup = knob_lookup or _default_knob_lookup
-    data = ctx.mapping(data, (), TOP_KEYS)
-    for key in ("name", "load", "metrics", "knobs", "design"):
-        if key not in data:
-            raise ctx.error((), f"required key `{key}` is missing")
+def _parse_identity(ctx: _Context, data: Mapping[str, Any]) -> dict[str, str]:
+    """``name`` (it names data/<name>.sqlite, so it is checked strictly) and ``description``."""
     name = ctx.string(data["name"], ("name",))
     if len(name) > MAX_NAME_LENGTH:
         raise ctx.error(("name",), f"study name of {len(name)} characters exceeds the limit "
@@ -660,85 +634,119 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
     description = data.get("description") or ""
     if not isinstance(description, str):
         raise ctx.error(("description",), f"must be text, got {_short(description)}")
+    return {"name": name, "description": description}
 
-    target_raw = ctx.mapping(data.get("target", {"type": "lab"}), ("target",), ("type", "options", "allow_host_global"))
-    target_type = ctx.string(target_raw.get("type", "lab"), ("target", "type"))
-    try:
-        from tunelab.targets import TARGETS
 
-        known_targets = set(TARGET_TYPES) | set(TARGETS.names())
-    except Exception:  # noqa: BLE001
-        known_targets = set(TARGET_TYPES)
+def _parse_target(ctx: _Context, raw: Any) -> TargetSpec:
+    """``target``: a known type, options its class accepts, and the host-global permission."""
+    raw = ctx.mapping(raw, ("target",), ("type", "options", "allow_host_global"))
+    target_type = ctx.string(raw.get("type", "lab"), ("target", "type"))
+    known_targets = set(TARGET_TYPES) | set(TARGETS.names())
     if target_type not in known_targets:
         raise ctx.error(("target", "type"), f"unknown target type {target_type!r}; choose one of "
                         f"{', '.join(sorted(known_targets))}")
-    target_options = target_raw.get("options", {}) or {}
-    if not isinstance(target_options, dict):
-        raise ctx.error(("target", "options"), f"must be a mapping, got {_short(target_options)}")
-    _check_target_options(ctx, target_type, target_options)
-    target = TargetSpec(type=target_type, options=_freeze(target_options),
-                        allow_host_global=ctx.boolean(target_raw.get("allow_host_global", False),
-                                                      ("target", "allow_host_global")))
+    options = raw.get("options", {}) or {}
+    if not isinstance(options, dict):
+        raise ctx.error(("target", "options"), f"must be a mapping, got {_short(options)}")
+    _check_target_options(ctx, target_type, options)
+    allow_host_global = ctx.boolean(raw.get("allow_host_global", False), ("target", "allow_host_global"))
+    return TargetSpec(type=target_type, options=_freeze(options), allow_host_global=allow_host_global)
 
-    load = _parse_load(ctx, data["load"])
-    duration_limit = ("MAX_DURATION_S", MAX_DURATION_S)
-    warmup_s = ctx.number(data.get("warmup_s", 2), ("warmup_s",), 0.0, maximum=duration_limit)
-    measure_s = ctx.number(data.get("measure_s", 8), ("measure_s",), 0.0, strict=True, maximum=duration_limit)
-    metrics = _parse_metrics(ctx, data["metrics"], load)
 
-    raw_knobs = data["knobs"]
-    if not isinstance(raw_knobs, list) or not raw_knobs:
-        raise ctx.error(("knobs",), f"must be a non-empty list of knobs, got {_short(raw_knobs)}")
-    if len(raw_knobs) > MAX_KNOBS:
-        raise ctx.error(("knobs",), f"{len(raw_knobs)} knobs exceed the limit MAX_KNOBS={MAX_KNOBS}")
+def _parse_durations(ctx: _Context, data: Mapping[str, Any]) -> dict[str, float]:
+    """``warmup_s`` (>= 0) and ``measure_s`` (> 0), each at most MAX_DURATION_S."""
+    limit = ("MAX_DURATION_S", MAX_DURATION_S)
+    return {"warmup_s": ctx.number(data.get("warmup_s", 2), ("warmup_s",), 0.0, maximum=limit),
+            "measure_s": ctx.number(data.get("measure_s", 8), ("measure_s",), 0.0, strict=True, maximum=limit)}
+
+
+def _parse_knobs(ctx: _Context, raw: Any, lookup: Callable[[str], Knob]) -> tuple[KnobSpec, ...]:
+    """``knobs``: at most MAX_KNOBS, each parsed by :func:`_parse_knob`, their ids unique."""
+    if not isinstance(raw, list) or not raw:
+        raise ctx.error(("knobs",), f"must be a non-empty list of knobs, got {_short(raw)}")
+    if len(raw) > MAX_KNOBS:
+        raise ctx.error(("knobs",), f"{len(raw)} knobs exceed the limit MAX_KNOBS={MAX_KNOBS}")
     knobs: list[KnobSpec] = []
-    for i, raw in enumerate(raw_knobs):
-        spec = _parse_knob(ctx, raw, ("knobs", i), lookup)
+    for i, item in enumerate(raw):
+        spec = _parse_knob(ctx, item, ("knobs", i), lookup)
         for j, other in enumerate(knobs):
             if other.id == spec.id:
                 raise ctx.error(("knobs", i), f"duplicate knob {spec.id!r} (same as knobs[{j}]); each knob id "
                                 "(name, device, host) may appear once")
         knobs.append(spec)
+    return tuple(knobs)
 
-    d_raw = ctx.mapping(data["design"], ("design",), ("type", "replicates", "blocks", "seed", "options"))
-    if "type" not in d_raw:
+
+def _parse_design_section(ctx: _Context, raw: Any) -> dict[str, Any]:
+    """``design``: a registered type, replicates, blocks dividing them, the seed and the type's options."""
+    raw = ctx.mapping(raw, ("design",), ("type", "replicates", "blocks", "seed", "options"))
+    if "type" not in raw:
         raise ctx.error(("design",), f"`type` is required; one of {', '.join(GENERATORS.names())}")
-    design_type = ctx.string(d_raw["type"], ("design", "type"), GENERATORS.names())
-    replicates = ctx.integer(d_raw.get("replicates", 1), ("design", "replicates"), minimum=1,
+    design_type = ctx.string(raw["type"], ("design", "type"), GENERATORS.names())
+    replicates = ctx.integer(raw.get("replicates", 1), ("design", "replicates"), minimum=1,
                              maximum=("MAX_REPLICATES", MAX_REPLICATES))
-    blocks = ctx.integer(d_raw.get("blocks", 1), ("design", "blocks"), minimum=1,
+    blocks = ctx.integer(raw.get("blocks", 1), ("design", "blocks"), minimum=1,
                          maximum=("MAX_REPLICATES", MAX_REPLICATES))
     if replicates % blocks:
         raise ctx.error(("design", "blocks"), f"blocks={blocks} must divide replicates={replicates} "
                         "(each block holds whole replicates); change one of them")
-    seed = ctx.integer(d_raw.get("seed", 0), ("design", "seed"), minimum=0, maximum=("MAX_SEED", MAX_SEED))
-    generator = GENERATORS.get(design_type)
-    options = ctx.mapping(d_raw.get("options", {}), ("design", "options"), generator.options)
+    seed = ctx.integer(raw.get("seed", 0), ("design", "seed"), minimum=0, maximum=("MAX_SEED", MAX_SEED))
+    options = ctx.mapping(raw.get("options", {}), ("design", "options"), GENERATORS.get(design_type).options)
     for key, value in options.items():
         if isinstance(value, int) and not isinstance(value, bool) and value > MAX_OPTION_VALUE:
             raise ctx.limit(("design", "options", key), ("MAX_OPTION_VALUE", MAX_OPTION_VALUE), value)
+    return {"design_type": design_type, "replicates": replicates, "blocks": blocks, "seed": seed,
+            "options": _freeze(options)}
 
-    a_raw = ctx.mapping(data.get("analysis", {}), ("analysis",), ("alpha", "correction"))
-    alpha = ctx.number(a_raw.get("alpha", 0.05), ("analysis", "alpha"), 0.0, strict=True)
+
+def _parse_analysis(ctx: _Context, raw: Any) -> AnalysisSpec:
+    """``analysis``: alpha in (0, 1) and a multiplicity correction."""
+    raw = ctx.mapping(raw, ("analysis",), ("alpha", "correction"))
+    alpha = ctx.number(raw.get("alpha", 0.05), ("analysis", "alpha"), 0.0, strict=True)
     if alpha >= 1:
         raise ctx.error(("analysis", "alpha"), f"must be between 0 and 1, got {alpha}")
-    correction = ctx.string(a_raw.get("correction", "holm"), ("analysis", "correction"), CORRECTIONS)
+    return AnalysisSpec(alpha=alpha, correction=ctx.string(raw.get("correction", "holm"), ("analysis", "correction"),
+                                                           CORRECTIONS))
 
-    design = Design(
-        name=name, description=description, target=target, load=load, warmup_s=warmup_s, measure_s=measure_s,
-        metrics=metrics, knobs=tuple(knobs), design_type=design_type, replicates=replicates, blocks=blocks,
-        seed=seed, options=_freeze(options), analysis=AnalysisSpec(alpha=alpha, correction=correction),
-        source=source,
-    )
+
+def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int] | None = None,
+                 knob_lookup: Callable[[str], Knob] | None = None) -> Design:
+    """Validate a design already loaded from YAML into plain Python (see :func:`load_design`).
+
+    The sections are checked in file order, each by its own phase, so the first problem in the
+    file is the one reported; then the plan size and the design type's own rules.
+
+    Examples
+    --------
+    >>> design = parse_design({"name": "demo", "load": {"generator": "dnsperf", "profile": "low"},
+    ...                        "metrics": [{"name": "qps"}],
+    ...                        "knobs": [{"name": "net.core.somaxconn", "levels": [128, 4096]}],
+    ...                        "design": {"type": "oat"}})
+    >>> design.knob_ids, design.metrics[0]
+    (['net.core.somaxconn'], Metric(name='qps', direction='maximize', sesoi_pct=5.0))
+    """
+    ctx = _Context(source, lines or {})
+    data = ctx.mapping(data, (), TOP_KEYS)
+    for key in ("name", "load", "metrics", "knobs", "design"):
+        if key not in data:
+            raise ctx.error((), f"required key `{key}` is missing")
+    identity = _parse_identity(ctx, data)
+    target = _parse_target(ctx, data.get("target", {"type": "lab"}))
+    load = _parse_load(ctx, data["load"])
+    durations = _parse_durations(ctx, data)
+    metrics = _parse_metrics(ctx, data["metrics"], load)
+    knobs = _parse_knobs(ctx, data["knobs"], knob_lookup or _default_knob_lookup)
+    section = _parse_design_section(ctx, data["design"])
+    analysis = _parse_analysis(ctx, data.get("analysis", {}))
+    design = Design(**identity, target=target, load=load, **durations, metrics=metrics, knobs=knobs, **section,
+                    analysis=analysis, source=source)
     _check_plan_size(ctx, design)
-    generator.check(design, ctx)
+    GENERATORS.get(design.design_type).check(design, ctx)
     return design
 
 
 def _check_plan_size(ctx: _Context, design: Design) -> None:
     """Refuse a plan above MAX_PLAN_RUNS before any of it is generated."""
-    from tunelab.designs.generators import runs_per_replicate
-
     per_replicate = runs_per_replicate(design)
     runs = per_replicate * design.replicates
     if runs > MAX_PLAN_RUNS:
@@ -754,9 +762,6 @@ def _check_target_options(ctx: _Context, target_type: str, options: Mapping[str,
     Whether command-bearing options may run is decided by the caller (``--allow-design-commands``),
     see :func:`design_commands`; here they only have to be well-formed.
     """
-    from tunelab.errors import TargetError
-    from tunelab.targets import check_target_spec
-
     try:
         check_target_spec({"type": target_type, "options": options}, allow_commands=True)
     except TargetError as exc:
@@ -771,9 +776,7 @@ def design_commands(design: Design) -> list[str]:
     Pure: nothing runs. Empty for designs that name no command; ``tunelab plan
     --allow-design-commands`` prints these lines, and ``run`` refuses them without that flag.
     """
-    from tunelab.targets import target_commands
-
-    return target_commands({"type": design.target.type, "options": _plain(design.target.options)})
+    return target_commands({"type": design.target.type, "options": level_to_json(design.target.options)})
 
 
 def check_design_commands(design: Design, allow_commands: bool) -> list[str]:
@@ -781,14 +784,12 @@ def check_design_commands(design: Design, allow_commands: bool) -> list[str]:
 
     The error is the one :func:`tunelab.targets.build_target` gives, so plan and run refuse alike.
     """
-    from tunelab.targets import check_target_spec
-
-    check_target_spec({"type": design.target.type, "options": _plain(design.target.options)},
+    check_target_spec({"type": design.target.type, "options": level_to_json(design.target.options)},
                       allow_commands=allow_commands)
     return design_commands(design)
 
 
-def load_design_text(text: str, source: str = "<string>", knob_lookup: Callable[[str], Any] | None = None) -> Design:
+def load_design_text(text: str, source: str = "<string>", knob_lookup: Callable[[str], Knob] | None = None) -> Design:
     """Parse and validate design YAML given as text."""
     if len(text) > MAX_FILE_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise DesignError(f"{source}: the design is larger than the limit MAX_FILE_BYTES={MAX_FILE_BYTES} bytes; "
@@ -797,13 +798,13 @@ def load_design_text(text: str, source: str = "<string>", knob_lookup: Callable[
     return parse_design(data, source=source, lines=lines, knob_lookup=knob_lookup)
 
 
-def load_design(path: str | Path, knob_lookup: Callable[[str], Any] | None = None) -> Design:
+def load_design(path: str | Path, knob_lookup: Callable[[str], Knob] | None = None) -> Design:
     """Read, parse and validate a design file.
 
     Examples
     --------
-    >>> design = load_design("designs/default.yaml")      # doctest: +SKIP
-    >>> design.design_type, design.knob_ids[:1]           # doctest: +SKIP
+    >>> design = load_design("designs/default.yaml")      # relative to the repository root
+    >>> design.design_type, design.knob_ids[:1]
     ('oat', ['net.core.somaxconn'])
     """
     path = Path(path)

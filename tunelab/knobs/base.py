@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Union
 import numpy as np
 
 from tunelab.errors import KnobError, TargetError
+from tunelab.knobs.families import KnobFamily, get_family
 from tunelab.registry import Registry
 
 if TYPE_CHECKING:
@@ -264,9 +265,7 @@ class Knob:
         """Whether a device (block device, network interface) must be named."""
         return self._family().needs_device
 
-    def _family(self) -> Any:
-        from tunelab.knobs.families import get_family
-
+    def _family(self) -> KnobFamily:
         return get_family(self.family)
 
     def path(self, target: "Target", device: str | None = None) -> str:
