@@ -12,6 +12,14 @@ True
 Traceback (most recent call last):
 ...
 KeyError: "No load generator named 'nope'; known: echo"
+
+A registry made with ``error=`` raises that error class instead of :class:`KeyError`, so each
+package's ``get_x(name)`` is the registry's own ``get``:
+
+>>> Registry("target", error=LookupError).get("nope")
+Traceback (most recent call last):
+...
+LookupError: No target named 'nope'; known: (none)
 """
 from __future__ import annotations
 
@@ -21,10 +29,17 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Map names to implementations; ``get`` fails with the list of known names."""
+    """Map names to implementations; ``get`` fails with the list of known names.
 
-    def __init__(self, kind: str) -> None:
+    Parameters
+    ----------
+    kind : what is registered, in words (``"load generator"``), for the error message
+    error : the exception class ``get`` raises for an unknown name (default :class:`KeyError`)
+    """
+
+    def __init__(self, kind: str, error: type[Exception] = KeyError) -> None:
         self.kind = kind
+        self.error = error
         self._items: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -43,7 +58,7 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             known = ", ".join(sorted(self._items)) or "(none)"
-            raise KeyError(f"No {self.kind} named {name!r}; known: {known}") from None
+            raise self.error(f"No {self.kind} named {name!r}; known: {known}") from None
 
     def names(self) -> list[str]:
         return sorted(self._items)

@@ -266,8 +266,8 @@ def test_cli_lab_up_status_down(lab_tools, capsys):
         assert status == 0, err
         assert netns.namespace_exists(f"tl-{name}-srv") and netns.namespace_exists(f"tl-{name}-cli")
         # the lab outlives the object that created it: a new process sees it through the state file
-        listing = subprocess.run([sys.executable, "-c", "from tunelab.cli.lab import lab_status; import json; "
-                                  "print(json.dumps(lab_status()))"], capture_output=True, text=True, check=True)
+        listing = subprocess.run([sys.executable, "-c", "from tunelab.api import lab_status; import json; "
+                                  "print(json.dumps(lab_status().to_json()))"], capture_output=True, text=True, check=True)
         lab = next(entry for entry in json.loads(listing.stdout)["labs"] if entry["name"] == name)
         assert lab["detached"] and not lab["orphan"]
         assert all(ns["exists"] for ns in lab["namespaces"].values())

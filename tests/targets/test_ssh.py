@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Iterator
@@ -11,62 +9,23 @@ from typing import Iterator
 import pytest
 
 from tunelab.errors import TargetError
-from tunelab.targets import netns
 from tunelab.targets.ssh import SshTarget, parse_spec
 
 from .conftest import require_tools
+from .sshd_helper import PORT, running_sshd, ssh_target
 
 FIN = "/proc/sys/net/ipv4/tcp_fin_timeout"
-PORT = 2222
 
 
 @pytest.fixture
 def sshd(make_lab, tmp_path: Path) -> Iterator[dict]:
     require_tools("ssh-keygen", "sshd")
-    lab = make_lab(services=())
-    address = lab.address("server")
-    for key in ("host", "client"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / key)], check=True)
-    (tmp_path / "authorized_keys").write_text((tmp_path / "client.pub").read_text())
-    host_pub = (tmp_path / "host.pub").read_text().split()
-    (tmp_path / "known_hosts").write_text(f"[{address}]:{PORT} {host_pub[0]} {host_pub[1]}\n")
-    (tmp_path / "empty_known_hosts").write_text("")
-    conf = tmp_path / "sshd_config"
-    conf.write_text("\n".join([
-        f"ListenAddress {address}:{PORT}", f"HostKey {tmp_path / 'host'}",
-        f"AuthorizedKeysFile {tmp_path / 'authorized_keys'}", f"PidFile {tmp_path / 'sshd.pid'}",
-        "UsePAM no", "PermitRootLogin prohibit-password", "PasswordAuthentication no", "StrictModes no",
-        "Subsystem sftp internal-sftp", ""]))
-    Path("/run/sshd").mkdir(exist_ok=True)
-    sshd_bin = "/usr/sbin/sshd"
-    proc = subprocess.Popen(netns.exec_argv(lab.namespace("server"), [sshd_bin, "-D", "-e", "-f", str(conf)]),
-                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "sshd.log", "wb"),
-                            start_new_session=True)
-    try:
-        from tunelab.targets import services as svc
-
-        svc.wait_until(lambda: lab.in_namespace("server", svc.tcp_listening, PORT), 5, "sshd", proc=proc,
-                       log=tmp_path / "sshd.log")
-
-        def connect(host: str, port: int) -> socket.socket:
-            # the socket is created in the client namespace's thread, so it belongs to that netns
-            return lab.in_namespace("client", socket.create_connection, (host, port), 5)
-
-        yield {"lab": lab, "address": address, "dir": tmp_path, "connect": connect}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with running_sshd(make_lab(services=()), tmp_path, PORT) as info:
+        yield info
 
 
 def make_target(sshd: dict, known_hosts: str = "known_hosts") -> SshTarget:
-    return SshTarget(server=f"root@{sshd['address']}:{PORT}", client=None,
-                     connect_kwargs={"key_filename": str(sshd["dir"] / "client"), "look_for_keys": False,
-                                     "allow_agent": False},
-                     known_hosts=str(sshd["dir"] / known_hosts), connect_socket=sshd["connect"])
+    return ssh_target(sshd, known_hosts)
 
 
 @pytest.mark.lab

@@ -11,7 +11,7 @@ import pandas as pd
 
 from tunelab.errors import LoadError
 from tunelab.loads.base import LoadResult, SettingError, Status
-from tunelab.targets.base import CommandResult
+from tunelab.targets.base import CommandResult, short
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,6 @@ class Setting:
 def positive_int(optional: bool = False, maximum: int = 1_000_000) -> Setting:
     return Setting((int,), f"an integer from 1 to {maximum}",
                    lambda v: not isinstance(v, bool) and 0 < v <= maximum, optional)
-
-
-def non_negative_number(optional: bool = False, maximum: float = 1e9) -> Setting:
-    return Setting((int, float), f"a number from 0 to {maximum:g}",
-                   lambda v: not isinstance(v, bool) and 0 <= v <= maximum, optional)
 
 
 def positive_number(optional: bool = False, maximum: float = 1e9) -> Setting:
@@ -72,12 +67,6 @@ def check_settings(load: str, settings: Mapping[str, Any], spec: Mapping[str, Se
         if not isinstance(value, rule.types) or not rule.check(value):
             raise SettingError(f"{load}: setting {key}={short(value)} must be {rule.rule}"
                                f"{' or null' if rule.optional else ''}; fix the design's load.settings", key)
-
-
-def short(value: Any, limit: int = 80) -> str:
-    """``repr(value)``, cut to ``limit`` characters (errors quote untrusted values)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def last_line(*texts: str) -> str:

@@ -1,4 +1,17 @@
-"""The Load interface: build a load generator's command and parse its output into one schema."""
+"""The Load interface: build a load generator's command and parse its output into one schema.
+
+A load's metric schema is ``{name: MetricInfo(unit, direction, description)}``: the unit and the
+one-line meaning belong to the load, the better direction is the shared vocabulary of
+:mod:`tunelab.model` (``"maximize"``/``"minimize"``, also written ``max``/``min``), so a metric
+reads the same in a load, a design and a refinement.
+
+Examples
+--------
+>>> MetricInfo("1/s", "max").direction
+'maximize'
+>>> MetricInfo("ms", "minimize", "mean latency").metric("latency_mean_ms", sesoi_pct=10)
+Metric(name='latency_mean_ms', direction='minimize', sesoi_pct=10.0)
+"""
 from __future__ import annotations
 
 import abc
@@ -8,8 +21,9 @@ from typing import Any, Literal, Mapping
 import pandas as pd
 
 from tunelab.errors import LoadError
+from tunelab.model import DEFAULT_SESOI_PCT, Direction, DirectionName, Metric
 from tunelab.registry import Registry
-from tunelab.targets.base import CommandResult
+from tunelab.targets.base import CommandResult, Target
 
 Status = Literal["ok", "flagged", "failed"]
 
@@ -22,18 +36,24 @@ class SettingError(LoadError):
         self.setting = setting
 
 
-#: the words a metric's better direction may be written with (``qps:max``, ``latency_mean_ms:minimize``)
-DIRECTION_WORDS: dict[str, Literal["maximize", "minimize"]] = {
-    "max": "maximize", "maximize": "maximize", "min": "minimize", "minimize": "minimize"}
-
-
 @dataclass(frozen=True)
 class MetricInfo:
-    """One metric a load reports: unit, which direction is better, and a one-line description."""
+    """One metric a load reports: unit, which direction is better, and a one-line description.
+
+    ``direction`` is read with :meth:`tunelab.model.Direction.parse` (``max``, ``minimize``, ...)
+    and kept as its full word, ``"maximize"`` or ``"minimize"``.
+    """
 
     unit: str
-    direction: Literal["maximize", "minimize"]
+    direction: DirectionName
     description: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "direction", Direction.parse(self.direction).value)
+
+    def metric(self, name: str, sesoi_pct: float = DEFAULT_SESOI_PCT) -> Metric:
+        """This metric as the shared :class:`tunelab.model.Metric` (for a design, a screen or a search)."""
+        return Metric(name, self.direction, sesoi_pct)
 
 
 @dataclass
@@ -64,8 +84,6 @@ class Load(abc.ABC):
 
     def settings(self, profile: str | None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Merge a named profile with overrides (LoadError for an unknown profile)."""
-        from tunelab.errors import LoadError
-
         base: dict[str, Any] = {}
         if profile is not None:
             if profile not in self.profiles:
@@ -82,11 +100,11 @@ class Load(abc.ABC):
         """
         return dict(settings)
 
-    def prepare(self, target: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def prepare(self, target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Write helper files on the host the load runs on; return settings to add (default none)."""
         return {}
 
-    def cleanup(self, target: Any) -> None:  # noqa: B027 - optional hook
+    def cleanup(self, target: Target) -> None:  # noqa: B027 - optional hook
         """Remove what :meth:`prepare` left on the target (private temporary files); no-op by default."""
 
     @abc.abstractmethod
@@ -98,14 +116,10 @@ class Load(abc.ABC):
         """Turn the tool's output into a :class:`LoadResult`; never raise on bad output, fail the trial."""
 
 
-LOADS: Registry[type[Load]] = Registry("load generator")
+#: the registered load generators; ``LOADS.get(name)`` raises LoadError listing the known ones
+LOADS: Registry[type[Load]] = Registry("load generator", error=LoadError)
 
 
 def get_load(name: str) -> type[Load]:
     """Return the load class registered as ``name`` (LoadError listing known ones otherwise)."""
-    from tunelab.errors import LoadError
-
-    try:
-        return LOADS.get(name)
-    except KeyError as exc:
-        raise LoadError(str(exc.args[0])) from None
+    return LOADS.get(name)

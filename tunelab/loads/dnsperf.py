@@ -35,7 +35,7 @@ from tunelab.loads import _common as c
 from tunelab.loads.base import LOADS, Load, LoadResult
 from tunelab.loads.metrics import pick
 from tunelab.targets import dnszone
-from tunelab.targets.base import CommandResult
+from tunelab.targets.base import CommandResult, Target
 
 STATS_INTERVAL_S = 1
 FLAG_BELOW_REQUESTED = 0.5
@@ -133,7 +133,7 @@ class DnsperfLoad(Load):
                    "lost", "lost_pct")
 
     def __init__(self) -> None:
-        self._private: tuple[Any, str] | None = None  # (target, private directory on its client host)
+        self._private: tuple[Target, str] | None = None  # (target, private directory on its client host)
 
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         c.check_settings(self.name, settings, SETTINGS, internal=("query_file",))
@@ -143,7 +143,7 @@ class DnsperfLoad(Load):
         c.check_settings(self.name, settings, SETTINGS)
         return {**DEFAULTS, **settings}
 
-    def _private_dir(self, target: Any) -> str:
+    def _private_dir(self, target: Target) -> str:
         """A fresh 0700 directory on the client (``mktemp -d``), made once per target and reused."""
         if self._private is not None and self._private[0] is target:
             return self._private[1]
@@ -158,7 +158,7 @@ class DnsperfLoad(Load):
         self._private = (target, path)
         return path
 
-    def prepare(self, target: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def prepare(self, target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Write the query file (``records`` zone names, type A) in a private directory on the client.
 
         The directory comes from ``mktemp -d`` on the client host (mode 0700, unpredictable name),
@@ -169,7 +169,7 @@ class DnsperfLoad(Load):
         target.write_text(self.runs_on, path, query_file_text(s["records"]))
         return {"query_file": path}
 
-    def cleanup(self, target: Any) -> None:
+    def cleanup(self, target: Target) -> None:
         """Remove the private directory :meth:`prepare` made on ``target`` (if any)."""
         if self._private is None or self._private[0] is not target:
             return

@@ -27,7 +27,7 @@ import json
 import math
 import os
 import re
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,7 @@ from tunelab.errors import LoadError
 from tunelab.loads import _common as c
 from tunelab.loads.base import LOADS, Load, LoadResult
 from tunelab.loads.metrics import pick
-from tunelab.targets.base import SCRATCH_DIR, CommandResult
+from tunelab.targets.base import SCRATCH_DIR, CommandResult, Target
 
 RW = ("randread", "randwrite", "read", "write", "randrw")
 #: fio engines a design may choose (``exec``, ``external:`` and friends would run other programs)
@@ -62,7 +62,7 @@ def size_bytes(value: Any) -> int | None:
     return int(match.group(1)) * _UNITS[match.group(2).lower()] if match else None
 
 
-def _size_rule(maximum: int) -> Any:
+def _size_rule(maximum: int) -> Callable[[Any], bool]:
     return lambda v: (n := size_bytes(v)) is not None and 0 < n <= maximum
 
 
@@ -142,7 +142,7 @@ class FioLoad(Load):
         check_filename(s["filename"])
         return s
 
-    def prepare(self, target: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def prepare(self, target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Resolve ``@disk`` to the target's loop device, check a scratch file on the target itself,
         and resolve ``ioengine: auto`` to libaio (else psync)."""
         s = self._settings(settings)
@@ -162,7 +162,7 @@ class FioLoad(Load):
             extra["ioengine"] = "libaio" if "libaio" in engines.stdout.split() else "psync"
         return extra
 
-    def _scratch_file(self, target: Any, filename: str) -> str:
+    def _scratch_file(self, target: Target, filename: str) -> str:
         """Create the scratch directory on the target (0700) and check the file does not leave it there."""
         path = check_filename(filename, resolve=False)
         made = target.run(self.runs_on, ["mkdir", "-p", "-m", "0700", "--", str(SCRATCH_DIR)], timeout_s=10)

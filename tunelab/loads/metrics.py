@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Mapping
 
 from tunelab.loads.base import MetricInfo
+from tunelab.model import Direction
 
-_MAX, _MIN = "maximize", "minimize"
+_MAX, _MIN = Direction.MAXIMIZE.value, Direction.MINIMIZE.value
 
 METRICS: Mapping[str, MetricInfo] = {
     # request/response rates
@@ -56,9 +57,3 @@ def pick(*names: str) -> dict[str, MetricInfo]:
     '1/s'
     """
     return {name: METRICS[name] for name in names}
-
-
-def metrics_table() -> str:
-    """The schema as a plain-text table (name, unit, direction, description)."""
-    rows = [f"{name:<22} {info.unit:<7} {info.direction:<9} {info.description}" for name, info in METRICS.items()]
-    return "\n".join(rows)

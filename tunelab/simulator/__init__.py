@@ -1,8 +1,37 @@
 """SYNTHETIC response surfaces and the ``simulator`` target that measures them (for learning and benchmarks).
 
+Nothing here measures a real machine. A :class:`Surface` is a seeded, known function from a knob
+configuration to metric values (the *truth*) plus heteroscedastic multiplicative noise, so searches
+and statistical procedures can be scored against the truth. One module per concern:
+
+==================  ===========================================================================
+``surface.py``      :class:`Surface`: truth, noise, exhaustive table, optimum
+``surfaces.py``     the registered surfaces (``simple``, ``null``, ``hard512``, ``tradeoff``), :func:`get_surface`
+``evaluator.py``    :class:`SimulatorEvaluator`: the fast path for searches (no store, no runner)
+``load.py``         :class:`SimulatorLoad`: the load whose command the simulator target answers
+``target.py``       :class:`SimulatorTarget` (registered as ``"simulator"``): knob files in memory
+``setup.py``        :func:`refine_setup`: a refinement on a surface without a design file
+==================  ===========================================================================
+
 Importing this package registers the ``simulator`` target. It sits above :mod:`tunelab.targets`
 and :mod:`tunelab.optimize` (its surfaces are defined on a search space).
-"""
-from tunelab.simulator.target import SURFACES, SimulatorEvaluator, SimulatorLoad, SimulatorTarget, get_surface
 
-__all__ = ["SURFACES", "SimulatorEvaluator", "SimulatorLoad", "SimulatorTarget", "get_surface"]
+Examples
+--------
+>>> surface = get_surface("simple")
+>>> best = surface.optimum()
+>>> round(surface.truth(best)["qps"])
+10600
+>>> draw = SimulatorEvaluator(surface, seed=1).evaluate(best, 0, key="x")
+>>> draw == SimulatorEvaluator(surface, seed=1).evaluate(best, 0, key="x")
+True
+"""
+from tunelab.simulator.surface import Surface
+from tunelab.simulator.surfaces import SURFACES, get_surface
+from tunelab.simulator.evaluator import SimulatorEvaluator
+from tunelab.simulator.load import SIMULATE_COMMAND, SimulatorLoad
+from tunelab.simulator.target import SimulatorTarget
+from tunelab.simulator.setup import refine_setup
+
+__all__ = ["SIMULATE_COMMAND", "SURFACES", "SimulatorEvaluator", "SimulatorLoad", "SimulatorTarget", "Surface",
+           "get_surface", "refine_setup"]

@@ -29,7 +29,7 @@ import typing
 from typing import Any, Mapping
 
 from tunelab.errors import SafetyError, TargetError
-from tunelab.targets.base import SCRATCH_DIR, TARGETS, CommandResult, Target, TargetOptionError, get_target
+from tunelab.targets.base import SCRATCH_DIR, TARGETS, CommandResult, Target, TargetOptionError, get_target, short
 from tunelab.targets import dryrun as _dryrun  # noqa: F401  (registers "dry-run")
 from tunelab.targets import lab as _lab  # noqa: F401  (registers "lab")
 from tunelab.targets import local as _local  # noqa: F401  (registers "local")
@@ -106,21 +106,16 @@ def _check_options(type_name: str, cls: type[Target], options: Mapping[str, Any]
     hints = _hints(cls)
     for key, value in options.items():
         if key in hints and not _matches(value, hints[key]):
-            raise TargetOptionError(f"target {type_name}: option {key}={_short(value)} must be of type "
+            raise TargetOptionError(f"target {type_name}: option {key}={short(value)} must be of type "
                                     f"{_type_text(hints[key])}", key)
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _spec_parts(spec: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
     if not isinstance(spec, Mapping) or not isinstance(spec.get("type"), str):
-        raise TargetError(f"a target spec needs a `type` (one of {', '.join(TARGETS.names())}), got {_short(spec)}")
+        raise TargetError(f"a target spec needs a `type` (one of {', '.join(TARGETS.names())}), got {short(spec)}")
     options = spec.get("options") or {}
     if not isinstance(options, Mapping):
-        raise TargetOptionError(f"target {spec['type']}: options must be a mapping, got {_short(options)}")
+        raise TargetOptionError(f"target {spec['type']}: options must be a mapping, got {short(options)}")
     return spec["type"], options
 
 

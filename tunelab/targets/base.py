@@ -6,19 +6,39 @@ layer (knob backends, loads, the runner) talks to a target only through these pr
 new target (a cloud VM, a container) is one class registered in :data:`TARGETS`.
 
 Commands are always argument lists, never shell strings.
+
+What a target cannot do by design it declares in :attr:`Target.cannot` (item -> reason), so
+callers and the contract tests (``tests/contracts``) know instead of finding out.
+
+Examples
+--------
+>>> short("x" * 100, limit=10)
+"'xxxxxxxxx..."
+>>> get_target("nope")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+tunelab.errors.TargetError: No target named 'nope'; known: ...
 """
 from __future__ import annotations
 
 import abc
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Sequence
+import shutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tunelab.errors import TargetError
 from tunelab.paths import SCRATCH_DIR  # noqa: F401 - re-exported: fio's confinement reads it from here
 from tunelab.registry import Registry
 
+if TYPE_CHECKING:
+    from tunelab.loads.base import Load
+
+
+def short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters (errors quote untrusted values)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class TargetOptionError(TargetError):
@@ -55,6 +75,9 @@ class Target(abc.ABC):
     command_options: tuple[str, ...] = ()
     #: constructor options only Python callers may pass (callables, sockets); never from a design
     python_only_options: tuple[str, ...] = ()
+    #: what this target cannot do by design, item -> reason (items of the contract: ``"write"``,
+    #: ``"run"``, ``"client_files"``, ``"up_twice"``, ...); empty: it does everything
+    cannot: Mapping[str, str] = {}
 
     @classmethod
     def validate_options(cls, options: dict[str, Any]) -> None:
@@ -63,6 +86,15 @@ class Target(abc.ABC):
         Called by :func:`tunelab.targets.check_target_spec` after the names and types were checked,
         so ``tunelab plan`` refuses what the constructor would refuse. Default: nothing more to check.
         """
+
+    @classmethod
+    def paired_load(cls, options: Mapping[str, Any], profile: str | None) -> "tuple[Load, dict[str, Any]] | None":
+        """The load this kind of target always measures with, and its settings for ``profile``.
+
+        ``None`` (the default): the design's own load generator runs. A target that answers its
+        load itself (the simulator) returns its load, so callers never need to know its type.
+        """
+        return None
 
     def up(self) -> None:  # noqa: B027 - optional hook
         """Create whatever the target needs (namespaces, servers, connections)."""
@@ -78,8 +110,7 @@ class Target(abc.ABC):
         self.down()
 
     def check_host(self, host: str) -> None:
-        from tunelab.errors import TargetError
-
+        """Raise TargetError unless ``host`` is one of :attr:`hosts`."""
         if host not in self.hosts:
             raise TargetError(f"target {self.name!r} has no host {host!r}; hosts are {', '.join(self.hosts)}")
 
@@ -107,8 +138,7 @@ class Target(abc.ABC):
         self.start_service(name)
 
     def has_tool(self, host: str, tool: str) -> bool:
-        import shutil
-
+        """Whether ``tool`` is on the PATH of ``host`` (default: of this machine)."""
         return shutil.which(tool) is not None
 
     def reset(self) -> None:  # noqa: B027
@@ -120,8 +150,6 @@ class Target(abc.ABC):
 
     def is_writable(self, host: str, path: str) -> bool:
         """Whether ``path`` on ``host`` could be written, checked without writing."""
-        import os
-
         return os.access(path, os.W_OK)
 
     def describe(self) -> dict[str, Any]:
@@ -133,14 +161,10 @@ class Target(abc.ABC):
         return 0.0
 
 
-TARGETS: Registry[type[Target]] = Registry("target")
+#: the registered targets; ``TARGETS.get(name)`` raises TargetError listing the known ones
+TARGETS: Registry[type[Target]] = Registry("target", error=TargetError)
 
 
 def get_target(name: str) -> type[Target]:
     """Return the target class registered as ``name`` (TargetError listing known ones otherwise)."""
-    from tunelab.errors import TargetError
-
-    try:
-        return TARGETS.get(name)
-    except KeyError as exc:
-        raise TargetError(str(exc.args[0])) from None
+    return TARGETS.get(name)

@@ -11,10 +11,12 @@ def record_names(n: int = DEFAULT_RECORDS) -> list[str]:
 
 
 def zone_text(n: int = DEFAULT_RECORDS, ttl: int = 3600) -> str:
-    """The zone file: SOA, NS and ``n`` A records in 192.0.2.0/24-style documentation space.
+    """The zone file: SOA, NS and ``n`` A records (relative names, addresses in 198.51.x.y).
 
-    >>> "r1.tunelab.test." in zone_text(2)
-    True
+    >>> zone_text(2).splitlines()[-2:]
+    ['r0 IN A 198.51.100.0', 'r1 IN A 198.51.100.1']
+    >>> record_names(2)
+    ['r0.tunelab.test.', 'r1.tunelab.test.']
     """
     lines = [
         f"$ORIGIN {ZONE}",

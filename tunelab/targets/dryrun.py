@@ -46,6 +46,10 @@ class DryRunTarget(Target):
     hosts = ("server", "client")
     #: the runner records a dry run's trials in a throw-away store, never in the study's own
     writes_nothing = True
+    cannot = {
+        "write": "a dry run records writes and changes nothing: reads keep showing this machine's values",
+        "run": "commands are recorded, not run: every command 'succeeds' with no output",
+    }
 
     def __init__(self, quiet: bool = False) -> None:
         self.quiet = quiet

@@ -53,7 +53,8 @@ from tunelab.targets import netns
 from tunelab.targets import services as svc
 from tunelab.targets.base import TARGETS, CommandResult, Target
 from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local
-from tunelab.targets.process import check_argv, run_argv
+from tunelab.targets.local import read_file, write_file
+from tunelab.targets.process import check_argv, process_alive, run_argv
 
 STATE_DIR = RUN_DIR / "labs"
 NS_PREFIX = "tl-"
@@ -110,10 +111,7 @@ class LabState:
         os.replace(tmp, self.path)
 
     def owner_alive(self) -> bool:
-        try:
-            return abs(psutil.Process(self.owner_pid).create_time() - self.owner_start) < 1.0
-        except psutil.NoSuchProcess:
-            return False
+        return process_alive(self.owner_pid, self.owner_start)
 
     def is_orphan(self) -> bool:
         """A lab whose creating process died without removing it (detached labs are never orphans)."""
@@ -242,7 +240,7 @@ def destroy(state: LabState) -> list[str]:
     if refused:
         return [f"lab state {state.path} refused, nothing removed: " + "; ".join(refused)]
     problems: list[str] = []
-    netns.kill_pids([pid for pid in state.services.values() if _pid_in_lab(pid, state)])
+    netns.kill_pids([pid for pid in state.services.values() if pid_in_lab(pid, state)])
     for ns in state.namespaces.values():
         try:
             netns.delete_namespace(ns)
@@ -257,7 +255,7 @@ def destroy(state: LabState) -> list[str]:
     return problems
 
 
-def _pid_in_lab(pid: int, state: LabState) -> bool:
+def pid_in_lab(pid: int, state: LabState) -> bool:
     """Whether ``pid`` still lives in one of the lab's namespaces (guards against PID reuse)."""
     try:
         link = os.readlink(f"/proc/{pid}/ns/net")
@@ -287,7 +285,8 @@ class LabService:
     timeout_s: float = 5.0
 
 
-LAB_SERVICES: Registry[LabService] = Registry("lab service")
+#: the services a lab can run; ``LAB_SERVICES.get(name)`` raises TargetError listing the known ones
+LAB_SERVICES: Registry[LabService] = Registry("lab service", error=TargetError)
 
 
 def _nsd_argv(lab: "LabTarget") -> list[str]:
@@ -349,18 +348,6 @@ def _install_hooks() -> None:
 # the target
 
 
-def _read_file(path: str) -> str:
-    with open(path) as fh:
-        return fh.read()
-
-
-def _write_file(path: str, text: str) -> None:
-    if not path.startswith(("/proc/", "/sys/", "/dev/")):
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write(text)
-
-
 def _os_error(action: str, host: str, path: str, exc: OSError, text: str | None = None) -> TargetError:
     what = f" {text.strip()!r} to" if text is not None else ""
     hint = {errno.EINVAL: "the kernel rejected the value; check the knob's valid range",
@@ -397,6 +384,7 @@ class LabTarget(Target):
 
     name = "lab"
     hosts = ("server", "client")
+    cannot = {"up_twice": "a lab claims its name once: up() on a live lab raises TargetError (use reset())"}
 
     def __init__(self, name: str | None = None, bottleneck_mbit: float | None = None,
                  queue_limit_bytes: int | None = None, records: int = 1000, disk_mb: int | None = None,
@@ -423,7 +411,7 @@ class LabTarget(Target):
                 raise TargetError(f"{label}={cpu} is not a CPU this process may use ({sorted(available)}); "
                                   f"pick one of those or pass {label}=None for no pinning")
         for service in services:
-            LAB_SERVICES_get(service)
+            LAB_SERVICES.get(service)
         self.bottleneck_mbit = bottleneck_mbit
         self.queue_limit_bytes = queue_limit_bytes
         self.records = records
@@ -536,7 +524,7 @@ class LabTarget(Target):
                 "client_cpu": self.cpus["client"]}
 
     def _check_tools(self) -> None:
-        needed = ["ip"] + [LAB_SERVICES_get(s).tool for s in self.initial_services]
+        needed = ["ip"] + [LAB_SERVICES.get(s).tool for s in self.initial_services]
         if self.bottleneck_mbit is not None:
             needed.append("tc")
         if self.disk_mb:
@@ -580,7 +568,7 @@ class LabTarget(Target):
         for role, namespace in ns.items():
             self._workers[role] = netns.NetnsWorker(namespace)
         if "router" in ns:
-            self.in_namespace("router", _write_file, "/proc/sys/net/ipv4/ip_forward", "1")
+            self.in_namespace("router", write_file, "/proc/sys/net/ipv4/ip_forward", "1")
         self.timings["network_s"] = time.monotonic() - start
 
     def _make_disk(self) -> None:
@@ -632,7 +620,7 @@ class LabTarget(Target):
         if netns.needs_namespace_sysfs(path):
             return self._sysfs_via_exec(host, ["cat", path], path)
         try:
-            return self.in_namespace(host, _read_file, netns.thread_path(path))
+            return self.in_namespace(host, read_file, netns.thread_path(path))
         except OSError as exc:
             raise _os_error("read", host, path, exc) from None
 
@@ -642,7 +630,7 @@ class LabTarget(Target):
             self._sysfs_via_exec(host, ["tee", path], path, stdin_text=text)
             return
         try:
-            self.in_namespace(host, _write_file, netns.thread_path(path), text)
+            self.in_namespace(host, write_file, netns.thread_path(path), text)
         except OSError as exc:
             raise _os_error("write", host, path, exc, text) from None
 
@@ -683,7 +671,7 @@ class LabTarget(Target):
         with self._lock:
             self._require_up()
             assert self.state is not None
-            service = LAB_SERVICES_get(name)
+            service = LAB_SERVICES.get(name)
             proc = self._procs.get(name)
             if proc is not None and proc.poll() is None:
                 return
@@ -702,16 +690,12 @@ class LabTarget(Target):
         with self._lock:
             self._require_up()
             assert self.state is not None
-            LAB_SERVICES_get(name)
+            LAB_SERVICES.get(name)
             proc = self._procs.pop(name, None)
             if proc is not None:
                 svc.stop(proc, grace_s=0.5)
             self.state.services.pop(name, None)
             self.start_service(name)
-
-    def service_alive(self, name: str) -> bool:
-        proc = self._procs.get(name)
-        return proc is not None and proc.poll() is None
 
     def describe(self) -> dict[str, Any]:
         info = describe_local()
@@ -724,13 +708,6 @@ class LabTarget(Target):
         if self._meter is None:
             return 0.0
         return self._meter()
-
-
-def LAB_SERVICES_get(name: str) -> LabService:  # noqa: N802 - reads like the registry it wraps
-    try:
-        return LAB_SERVICES.get(name)
-    except KeyError as exc:
-        raise TargetError(str(exc.args[0])) from None
 
 
 def tbf_args(rate_mbit: float, limit_bytes: int | None = None) -> list[str]:

@@ -56,7 +56,14 @@ class ServiceCommandsMixin:
                               f"{', timed out' if result.timed_out else ''}): {result.stderr.strip()}")
 
 
-def _write_local(path: str, text: str) -> None:
+def read_file(path: str) -> str:
+    """The text of ``path`` (OSError as raised); the lab calls it from a thread inside a namespace."""
+    with open(path) as fh:
+        return fh.read()
+
+
+def write_file(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` in one write, creating the folder of a file outside /proc, /sys, /dev."""
     if not path.startswith(("/proc/", "/sys/", "/dev/")):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as fh:
@@ -66,13 +73,13 @@ def _write_local(path: str, text: str) -> None:
 def read_local_text(target: str, host: str, path: str) -> str:
     """Read a file of this machine for ``target`` (``'local'``, ``'dry-run'``); errors name the target."""
     try:
-        with open(path) as fh:
-            return fh.read()
+        return read_file(path)
     except OSError as exc:
         raise local_os_error(target, "read", host, path, exc) from None
 
 
 def local_os_error(target: str, action: str, host: str, path: str, exc: OSError) -> TargetError:
+    """A TargetError naming the target, host, action and path, with the fix for common errnos."""
     hint = {errno.EINVAL: " (the kernel rejected the value; check the knob's valid range)",
             errno.ENOENT: " (no such file on this kernel)",
             errno.EACCES: " (permission denied; run as root)",
@@ -109,7 +116,7 @@ class LocalTarget(ServiceCommandsMixin, Target):
     def write_text(self, host: str, path: str, text: str) -> None:
         self.check_host(host)
         try:
-            _write_local(path, text)
+            write_file(path, text)
         except OSError as exc:
             raise local_os_error("local", f"write {text.strip()!r} to", host, path, exc) from None
 

@@ -68,6 +68,14 @@ _PR_SET_PDEATHSIG = 1
 RUN_ID_ENV = "TUNELAB_RUN_ID"
 
 
+def process_alive(pid: int, started: float) -> bool:
+    """Whether the process ``pid`` that started at ``started`` (epoch s) still runs (not a reused pid)."""
+    try:
+        return abs(psutil.Process(pid).create_time() - started) < 1.0
+    except psutil.NoSuchProcess:
+        return False
+
+
 def run_id(pid: int | None = None) -> str:
     """The id of a tunelab process (``PID-STARTTIME``), put into the environment of what it starts.
 

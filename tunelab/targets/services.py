@@ -19,6 +19,7 @@ from typing import Callable
 
 from tunelab.errors import TargetError
 from tunelab.targets import dnszone
+from tunelab.targets.netns import kill_pids
 
 DNS_PORT = 53
 IPERF3_PORT = 5201
@@ -160,8 +161,6 @@ def spawn(argv: list[str], log: Path) -> subprocess.Popen:
 
 def stop(proc: subprocess.Popen | None, pid: int | None = None, grace_s: float = 1.0) -> None:
     """Terminate a service (SIGTERM, then SIGKILL) and reap it when it is our child."""
-    from tunelab.targets.netns import kill_pids
-
     if proc is not None:
         if proc.poll() is None:
             proc.terminate()

@@ -205,16 +205,6 @@ class SshTarget(ServiceCommandsMixin, Target):
         timed_out = res.exited == 124 or res.exited == 137
         return CommandResult(argv, res.exited, res.stdout, res.stderr, time.monotonic() - start, timed_out)
 
-    def run_all(self, argv: Sequence[str], timeout_s: float) -> dict[str, CommandResult | TargetError]:
-        """Run ``argv`` on every host; a failure is a value in the result, not an abort (fabric Group style)."""
-        results: dict[str, CommandResult | TargetError] = {}
-        for host in self.hosts:
-            try:
-                results[host] = self.run(host, argv, timeout_s)
-            except TargetError as exc:
-                results[host] = exc
-        return results
-
     def _checked(self, host: str, argv: list[str], what: str) -> str:
         result = self.run(host, argv, timeout_s=30)
         if not result.ok:
