@@ -10,7 +10,8 @@ import pytest
 from scipy import stats as ss
 
 from tunelab.optimize.confirm import (ValidationError, abba_order, analyse_blocks, blocks_needed, confirm,
-                                      overall_verdict, validate, MetricGoal)
+                                      overall_verdict, validate)
+from tunelab.model import Metric
 from tunelab.simulator import SimulatorEvaluator, SimulatorTarget, get_surface
 
 
@@ -25,7 +26,7 @@ def test_abba_order_interleaves_and_balances_the_arms() -> None:
 def test_abba_cancels_a_linear_drift() -> None:
     # the machine slows 1 % per measurement; candidate truly equal to the baseline
     rows = [{"block": b, "arm": arm, "qps": 1000.0 * (1 - 0.01 * i)} for i, (b, _, arm) in enumerate(abba_order(4))]
-    result = analyse_blocks(pd.DataFrame(rows), MetricGoal("qps", "maximize", 5.0), bootstrap=False)
+    result = analyse_blocks(pd.DataFrame(rows), Metric("qps", "maximize", 5.0), bootstrap=False)
     assert abs(result["pct_change"]) < 0.02
     assert result["verdict"] == "equivalent"
 
@@ -35,7 +36,7 @@ def test_ci_matches_a_paired_t_interval_of_log_ratios() -> None:
     rows = [{"block": b, "arm": arm, "qps": (1100.0 if arm == "B" else 1000.0) * (1 + 0.03 * rng.standard_normal())}
             for b, _, arm in abba_order(5)]
     frame = pd.DataFrame(rows)
-    result = analyse_blocks(frame, MetricGoal("qps", "maximize", 5.0), bootstrap=False)
+    result = analyse_blocks(frame, Metric("qps", "maximize", 5.0), bootstrap=False)
     means = frame.groupby(["block", "arm"])["qps"].mean().unstack()
     d = np.log(means["B"] / means["A"])
     low, high = ss.ttest_1samp(d, 0).confidence_interval(0.95)   # independent reference: scipy's one-sample t

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from tunelab.optimize.evaluators import StoreEvaluator
-from tunelab.optimize.search import (Objective, RefineError, adaptive_rates, get_preset, non_dominated,
+from tunelab.optimize.search import (RefineError, adaptive_rates, get_preset, non_dominated,
                                      pessimistic_bounds, population_diversity, random_search, refine)
 from tunelab.store import Store
 from tunelab.simulator import SimulatorEvaluator, get_surface

@@ -24,7 +24,7 @@ def test_search_is_replayed_from_the_store(store: Path, tmp_path: Path) -> None:
     if not replay.generations.empty:  # empty when the budget ended inside the initial population
         assert replay.generations["evaluations"].max() <= len(history)
     knobs = refinement.search_knobs(study)
-    means = refinement.config_means(history, knobs, [replay.objectives[0].metric])
+    means = refinement.config_means(history, knobs, [replay.objectives[0].name])
     assert means["n"].sum() == len(history)
 
 

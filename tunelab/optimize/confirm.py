@@ -26,16 +26,25 @@ Overall verdict: ``regress`` if any metric regresses, else ``inconclusive`` if a
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as ss
 
 from tunelab.errors import TunelabError
-from tunelab.loads.base import DIRECTION_WORDS
+from tunelab.loads import Load
+from tunelab.model import Metric, ParseError
+from tunelab.optimize.evaluators import Evaluator, RunnerEvaluator
+from tunelab.runner import bind_knob_ids
+from tunelab.store import Store
+from tunelab.targets import Target
+
+# scipy.stats and tunelab.stats (scipy, statsmodels, pingouin: about 2 s) are imported inside the
+# functions that compute, so importing this package (as tunelab.simulator and tunelab.api do) stays cheap.
 
 VERDICTS = ("improve", "regress", "equivalent", "inconclusive")
 #: CLI exit status per verdict (documented in ``tunelab validate --help``)
@@ -48,31 +57,17 @@ class ValidationError(TunelabError):
     """A validation or confirmation cannot run as asked (too few blocks, unknown metric, ...)."""
 
 
-@dataclass(frozen=True)
-class MetricGoal:
-    """A metric to confirm: name, better direction and smallest effect size of interest (%)."""
+def goals_of(metrics: Sequence[Metric | Mapping[str, Any] | str]) -> list[Metric]:
+    """Each metric to judge as a :class:`~tunelab.model.Metric` (from a Metric, a mapping
+    ``{name, direction, sesoi_pct}`` or ``"qps:max[:5]"``); :class:`ValidationError` if one cannot be read.
 
-    name: str
-    direction: str = "maximize"
-    sesoi_pct: float = 5.0
-
-    def __post_init__(self) -> None:
-        if self.direction not in ("maximize", "minimize"):
-            raise ValidationError(f"metric {self.name}: direction {self.direction!r} must be maximize or minimize")
-        if not 0 < self.sesoi_pct < 100:
-            raise ValidationError(f"metric {self.name}: sesoi_pct must be between 0 and 100, got {self.sesoi_pct!r}")
-
-    @classmethod
-    def coerce(cls, value: Any, sesoi_pct: float = 5.0) -> "MetricGoal":
-        """From a MetricGoal, a mapping ``{name, direction, sesoi_pct}`` or ``"qps:max[:5]"``."""
-        if isinstance(value, MetricGoal):
-            return value
-        if isinstance(value, Mapping):
-            return cls(value["name"], value.get("direction", "maximize"), float(value.get("sesoi_pct", sesoi_pct)))
-        parts = str(value).split(":")
-        if len(parts) not in (2, 3) or parts[1] not in DIRECTION_WORDS:
-            raise ValidationError(f"metric {value!r} must look like NAME:max, NAME:min or NAME:max:SESOI_PCT")
-        return cls(parts[0], DIRECTION_WORDS[parts[1]], float(parts[2]) if len(parts) == 3 else sesoi_pct)
+    >>> [str(g) for g in goals_of(["qps:max", {"name": "latency_mean_ms", "direction": "minimize", "sesoi_pct": 10}])]
+    ['qps:max:5', 'latency_mean_ms:min:10']
+    """
+    try:
+        return [Metric.coerce(m) for m in metrics]
+    except ParseError as exc:
+        raise ValidationError(f"{exc}; a metric must look like NAME:max, NAME:min or NAME:max:SESOI_PCT") from None
 
 
 def config_digest(*configs: Mapping[str, Any]) -> str:
@@ -81,9 +76,6 @@ def config_digest(*configs: Mapping[str, Any]) -> str:
     >>> config_digest({"a": 1}) == config_digest({"a": 1}), config_digest({"a": 1}) == config_digest({"a": 2})
     (True, False)
     """
-    import hashlib
-    import json
-
     text = json.dumps([sorted((str(k), repr(v)) for k, v in c.items()) for c in configs])
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
@@ -100,6 +92,9 @@ def abba_order(blocks: int) -> list[tuple[int, int, str]]:
 
 
 def _half_width(sd: float, n: int, q: float) -> float:
+    """Half width of the ``q`` one-sided Student-t interval of a mean of ``n`` values with SD ``sd``."""
+    from scipy import stats as ss
+
     return float(ss.t.ppf(q, n - 1) * sd / math.sqrt(n))
 
 
@@ -121,7 +116,7 @@ def blocks_needed(mean_log: float, sd_log: float, bound_log: float, alpha: float
     return None
 
 
-def analyse_blocks(measurements: pd.DataFrame, goal: MetricGoal, alpha: float = 0.05,
+def analyse_blocks(measurements: pd.DataFrame, goal: Metric, alpha: float = 0.05,
                    bootstrap: bool = True) -> dict[str, Any]:
     """Gain, CI, TOST and verdict of one metric from ABBA measurements.
 
@@ -129,6 +124,8 @@ def analyse_blocks(measurements: pd.DataFrame, goal: MetricGoal, alpha: float = 
     Returns a dict with ``metric, direction, sesoi_pct, blocks, baseline_mean, candidate_mean,
     pct_change, ci_low, ci_high, tost_p, verdict, blocks_needed`` (+ ``boot_ci_low/high``).
     """
+    from scipy import stats as ss
+
     if goal.name not in measurements.columns:
         raise ValidationError(f"metric {goal.name!r} was not measured; measured columns: "
                               f"{', '.join(c for c in measurements.columns if c not in ('block', 'arm', 'position'))}")
@@ -180,13 +177,13 @@ def analyse_blocks(measurements: pd.DataFrame, goal: MetricGoal, alpha: float = 
 
 def _bootstrap_ci(data: pd.DataFrame, metric: str) -> dict[str, float]:
     """Cross-check: tunelab.stats.pct_change percentile bootstrap (unpaired) of B vs A."""
-    try:
-        from tunelab.stats import pct_change
+    from tunelab.stats import pct_change
 
+    try:
         table = pct_change(data, metric, "arm", baseline="A", n_boot=1000, seed=0)
         row = table[table["level"] == "B"].iloc[0]
         return {"boot_ci_low": float(row["ci_low"]), "boot_ci_high": float(row["ci_high"])}
-    except (ImportError, TunelabError, IndexError):
+    except (TunelabError, IndexError):
         return {"boot_ci_low": math.nan, "boot_ci_high": math.nan}
 
 
@@ -218,10 +215,6 @@ class ConfirmResult:
     baseline: dict[str, Any]
     candidate: dict[str, Any]
 
-    @property
-    def exit_status(self) -> int:
-        return EXIT_STATUS[self.verdict]
-
     def gain(self, metric: str | None = None) -> dict[str, float]:
         """``{"pct_change", "ci_low", "ci_high"}`` of ``metric`` (default: the first) in the first profile."""
         row = self.table.iloc[0] if metric is None else self.table[self.table["metric"] == metric].iloc[0]
@@ -241,10 +234,10 @@ class ConfirmResult:
         return "\n".join(lines)
 
 
-def confirm(evaluator: Any, baseline: Mapping[str, Any], candidate: Mapping[str, Any],
-            metrics: Sequence[MetricGoal | Mapping[str, Any] | str], *, blocks: int = 6, alpha: float = 0.05,
+def confirm(evaluator: Evaluator, baseline: Mapping[str, Any], candidate: Mapping[str, Any],
+            metrics: Sequence[Metric | Mapping[str, Any] | str], *, blocks: int = 6, alpha: float = 0.05,
             key_prefix: str = "", profile: str = "default",
-            side_metrics: Sequence[MetricGoal | Mapping[str, Any] | str] = ()) -> ConfirmResult:
+            side_metrics: Sequence[Metric | Mapping[str, Any] | str] = ()) -> ConfirmResult:
     """Measure ``baseline`` (A) and ``candidate`` (B) in ``blocks`` ABBA blocks and judge the change.
 
     ``metrics`` decide the verdict; ``side_metrics`` (e.g. the design's other metrics) are
@@ -261,7 +254,7 @@ def confirm(evaluator: Any, baseline: Mapping[str, Any], candidate: Mapping[str,
     >>> confirm(SimulatorEvaluator(s, seed=3), s.baseline, s.optimum(), ["qps:max:5"], blocks=4).verdict
     'improve'
     """
-    goals = [MetricGoal.coerce(m) for m in metrics]
+    goals = goals_of(metrics)
     if not goals:
         raise ValidationError("name at least one metric to confirm, e.g. qps:max:5")
     rows = []
@@ -272,7 +265,7 @@ def confirm(evaluator: Any, baseline: Mapping[str, Any], candidate: Mapping[str,
         rows.append({"profile": profile, "block": block, "position": position, "arm": arm, "key": key,
                      **{k: float(v) for k, v in values.items()}})
     measurements = pd.DataFrame(rows)
-    sides = [g for g in (MetricGoal.coerce(m) for m in side_metrics) if g.name in measurements.columns
+    sides = [g for g in goals_of(side_metrics) if g.name in measurements.columns
              and g.name not in {goal.name for goal in goals}]
     table = pd.DataFrame([{"profile": profile, "role": role, **analyse_blocks(measurements, g, alpha)}
                           for role, group in (("objective", goals), ("side effect", sides)) for g in group])
@@ -281,8 +274,8 @@ def confirm(evaluator: Any, baseline: Mapping[str, Any], candidate: Mapping[str,
     return ConfirmResult(verdict, table, measurements, dict(baseline), dict(candidate))
 
 
-def validate(target: Any, load: Any, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],
-             metrics: Sequence[MetricGoal | Mapping[str, Any] | str], store: Any, *, blocks: int = 6,
+def validate(target: Target, load: Load, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],
+             metrics: Sequence[Metric | Mapping[str, Any] | str], store: Store, *, blocks: int = 6,
              sesoi_pct: float | None = None, profiles: Sequence[str] = ("overload",), warmup_s: float = 2.0,
              measure_s: float = 8.0, allow_host_global: bool = False, alpha: float = 0.05,
              knob_lookup: Any = None, phase: str = "validate") -> ConfirmResult:
@@ -305,14 +298,9 @@ def validate(target: Any, load: Any, baseline: Mapping[str, Any] | str, candidat
     -------
     ConfirmResult with one table row per (profile, metric) and the overall verdict.
     """
-    from tunelab.optimize.evaluators import RunnerEvaluator
-    from tunelab.runner import knob_specs_from_design
-    from tunelab.store import parse_knob_id
-
     if not candidate:
         raise ValidationError("the candidate sets no knob; give at least one KNOB=VALUE")
-    specs = knob_specs_from_design({"knobs": [
-        dict(zip(("name", "host", "device"), parse_knob_id(kid)), id=kid) for kid in candidate]}, knob_lookup)
+    specs = bind_knob_ids(candidate, knob_lookup)
     if isinstance(baseline, str):
         if baseline != "current":
             raise ValidationError(f"baseline {baseline!r} must be a config mapping or 'current'")
@@ -325,9 +313,9 @@ def validate(target: Any, load: Any, baseline: Mapping[str, Any] | str, candidat
     by_id = {spec.id: spec for spec in specs}
     baseline = {kid: by_id[kid].knob.validate(baseline[kid]) for kid in candidate}
     candidate = {kid: by_id[kid].knob.validate(value) for kid, value in candidate.items()}
-    goals = [MetricGoal.coerce(m) for m in metrics]
+    goals = goals_of(metrics)
     if sesoi_pct is not None:
-        goals = [MetricGoal(g.name, g.direction, float(sesoi_pct)) for g in goals]
+        goals = [replace(g, sesoi_pct=float(sesoi_pct)) for g in goals]
     digest = config_digest(baseline, candidate)
     parts = []
     for profile in profiles:

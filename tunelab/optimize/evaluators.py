@@ -8,7 +8,8 @@ the same seed asks for the same keys, so finished ones are read back instead of 
 
 ``SimulatorEvaluator`` (SYNTHETIC surfaces) lives in :mod:`tunelab.simulator`;
 :class:`StoreEvaluator` records any evaluator's results in a store (resume for pure functions);
-:class:`RunnerEvaluator` runs real trials through :func:`tunelab.runner.run_trial`.
+:class:`RunnerEvaluator` runs real trials through :func:`tunelab.runner.run_trial`;
+:class:`ReplayEvaluator` answers from recorded trials only (a report replays a search with it).
 
 A failed measurement returns NaN for every metric; the search treats it as the worst value.
 """
@@ -17,7 +18,14 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+import pandas as pd
+
 from tunelab.errors import StoreError
+from tunelab.loads import Load
+from tunelab.model import USABLE_STATUSES, TrialStatus, level_value
+from tunelab.runner import BoundKnob, describe_target, run_trial
+from tunelab.store import Store
+from tunelab.targets import Target
 
 
 @runtime_checkable
@@ -28,34 +36,36 @@ class Evaluator(Protocol):
         ...
 
 
-def _done_trials(store: Any, phase: str) -> dict[str, tuple[dict[str, Any], dict[str, float]]]:
-    """Run key -> (config, metrics) of the finished (ok/flagged/failed) trials of ``phase`` (failed: no metrics)."""
-    trials = store.trials(phase)
-    out: dict[str, tuple[dict[str, Any], dict[str, float]]] = {}
-    for row in trials.itertuples():
-        if row.status in ("ok", "flagged"):
-            metrics = {k: (math.nan if v is None else float(v)) for k, v in (row.metrics or {}).items()}
-        elif row.status == "failed":
-            metrics = {}
-        else:
-            continue
-        out[row.run_key] = (dict(row.config or {}), metrics)
-    return out
+def trial_metrics(row: Any) -> dict[str, float]:
+    """The metrics of one stored trial (a row of :meth:`tunelab.store.Store.trials`) as floats
+    (``None`` -> NaN); ``{}`` unless the trial is usable (ok or flagged)."""
+    if row.status not in USABLE_STATUSES:
+        return {}
+    return {k: (math.nan if v is None else float(v)) for k, v in (row.metrics or {}).items()}
 
 
-def _same_config(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    from tunelab.optimize.space import _canonical
+def finished_trials(trials: pd.DataFrame) -> dict[str, tuple[dict[str, Any], dict[str, float]]]:
+    """Run key -> (config, metrics) of the finished (ok/flagged/failed) trials in ``trials`` (failed: no metrics)."""
+    return {row.run_key: (dict(row.config or {}), trial_metrics(row)) for row in trials.itertuples()
+            if row.status in (*USABLE_STATUSES, TrialStatus.FAILED)}
 
-    return all(k in stored and _canonical(stored[k]) == _canonical(v) for k, v in wanted.items())
+
+def same_config(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """True when ``stored`` holds every knob of ``wanted`` at the same level (numpy, list and tuple
+    forms of a level compare equal)."""
+    return all(k in stored and level_value(stored[k]) == level_value(v) for k, v in wanted.items())
 
 
 class _Resumable:
-    """Shared bookkeeping: read finished run keys once, count reused and new measurements."""
+    """Shared bookkeeping: read finished run keys once, count reused and new measurements.
 
-    def __init__(self, store: Any, phase: str) -> None:
-        self.store = store
+    ``trials`` are the phase's recorded trials; ``source`` names where they come from in errors.
+    """
+
+    def __init__(self, phase: str, trials: pd.DataFrame, source: Any) -> None:
         self.phase = phase
-        self.done = _done_trials(store, phase)
+        self.source = source
+        self.done = finished_trials(trials)
         self.reused = 0
         self.measured = 0
 
@@ -69,9 +79,9 @@ class _Resumable:
         if run_key not in self.done:
             return None
         stored_config, stored_metrics = self.done[run_key]
-        if not _same_config(stored_config, config):
+        if not same_config(stored_config, config):
             raise StoreError(
-                f"{self.store.path}: {run_key} was recorded for config {stored_config}, but this run asks it for "
+                f"{self.source}: {run_key} was recorded for config {stored_config}, but this run asks it for "
                 f"{dict(config)}; the search settings (knobs, budget, preset, seed, objectives) changed since. "
                 "Rerun with the original settings to resume, or pass a new --store to start a fresh search")
         self.reused += 1
@@ -88,8 +98,9 @@ class StoreEvaluator(_Resumable):
     the metrics, with run key ``"<phase>:<key>"``.
     """
 
-    def __init__(self, inner: Evaluator, store: Any, phase: str = "refine") -> None:
-        super().__init__(store, phase)
+    def __init__(self, inner: Evaluator, store: Store, phase: str = "refine") -> None:
+        super().__init__(phase, store.trials(phase), store.path)
+        self.store = store
         self.inner = inner
 
     def evaluate(self, config: Mapping[str, Any], replicate: int, key: str | None = None) -> dict[str, float]:
@@ -113,16 +124,17 @@ class RunnerEvaluator(_Resumable):
     ----------
     target : an up Target; ``reset()`` is called before each trial (fresh lab namespaces)
     load, load_settings : the Load instance and its merged profile settings
-    knob_specs : :class:`tunelab.journal.KnobSpec` of the searched knobs
+    knob_specs : :class:`tunelab.runner.BoundKnob` of the searched knobs
     store : the study's :class:`tunelab.store.Store`
     fixed : knob id -> value for knobs the trial sets but the search does not vary
     """
 
-    def __init__(self, target: Any, load: Any, knob_specs: Sequence[Any], store: Any, *, phase: str = "refine",
-                 warmup_s: float = 2.0, measure_s: float = 8.0, load_settings: Mapping[str, Any] | None = None,
+    def __init__(self, target: Target, load: Load, knob_specs: Sequence[BoundKnob], store: Store, *,
+                 phase: str = "refine", warmup_s: float = 2.0, measure_s: float = 8.0, load_settings: Mapping[str, Any] | None = None,
                  allow_host_global: bool = False, fixed: Mapping[str, Any] | None = None,
                  provenance: Mapping[str, Any] | None = None) -> None:
-        super().__init__(store, phase)
+        super().__init__(phase, store.trials(phase), store.path)
+        self.store = store
         self.target, self.load, self.knob_specs = target, load, list(knob_specs)
         self.warmup_s, self.measure_s = float(warmup_s), float(measure_s)
         self.load_settings = dict(load_settings or {})
@@ -134,8 +146,6 @@ class RunnerEvaluator(_Resumable):
         self._run_recorded = False
 
     def evaluate(self, config: Mapping[str, Any], replicate: int, key: str | None = None) -> dict[str, float]:
-        from tunelab.runner import describe_target, run_trial
-
         run_key = self.run_key(key, config, replicate)
         found = self.cached(run_key, config, self.metric_names)
         if found is not None:
@@ -152,10 +162,43 @@ class RunnerEvaluator(_Resumable):
                             plan_info={"replicate": replicate}, allow_host_global=self.allow_host_global,
                             provenance=self.provenance)
         self.measured += 1
-        if outcome.status == "failed":
+        if outcome.status == TrialStatus.FAILED:
             self.failures.append(f"{run_key}: {outcome.reason}")
             metrics = {name: math.nan for name in self.metric_names}
         else:
             metrics = dict(outcome.metrics)
         self.done[run_key] = (dict(config), metrics)
         return metrics
+
+
+class ReplayMismatch(StoreError):
+    """A replay asked for an evaluation the recorded trials do not hold (other settings, or an interrupted search)."""
+
+
+class ReplayEvaluator(_Resumable):
+    """Answer every evaluation from recorded trials of ``phase``; never measures.
+
+    Replaying a deterministic search (same space, objectives, preset, seed) against the trials it
+    recorded asks for exactly the recorded keys, so the replay rebuilds the original result.
+
+    Parameters
+    ----------
+    trials : the recorded trials (:meth:`tunelab.store.Store.trials`; other phases are ignored)
+    phase : the phase whose run keys ``"<phase>:<key>"`` are read
+    source : where the trials come from (a store path), named in errors
+
+    Raises
+    ------
+    ReplayMismatch
+        From :meth:`evaluate`, for a key the trials do not hold.
+    """
+
+    def __init__(self, trials: pd.DataFrame, phase: str = "refine", source: Any = "the recorded trials") -> None:
+        super().__init__(phase, trials[trials["phase"] == phase], source)
+
+    def evaluate(self, config: Mapping[str, Any], replicate: int, key: str | None = None) -> dict[str, float]:
+        found = self.cached(self.run_key(key, config, replicate), config)
+        if found is None:
+            raise ReplayMismatch(f"{self.source}: {self.phase}:{key} was not recorded, so the search cannot be "
+                                 "replayed")
+        return found

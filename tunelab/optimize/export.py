@@ -20,13 +20,14 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from tunelab.errors import TunelabError
-from tunelab.store import check_knob_id, parse_knob_id
+from tunelab.knobs import get_knob
+from tunelab.model import KnobId, level_to_json
+from tunelab.store import check_knob_id
+from tunelab.version import __version__
 
 
 def _knob(name: str, lookup: Callable[[str], Any] | None) -> Any:
-    if lookup is None:
-        from tunelab.knobs import get_knob as lookup  # type: ignore[no-redef]
-    return lookup(name)
+    return (lookup or get_knob)(name)
 
 
 def _one_line(text: str | None, what: str) -> str | None:
@@ -37,12 +38,6 @@ def _one_line(text: str | None, what: str) -> str | None:
     return text
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value.item() if hasattr(value, "item") else value
-
-
 def sysctl_conf(config: Mapping[str, Any], *, gain: Mapping[str, float] | None = None, metric: str = "",
                 verdict: str | None = None, study: str | None = None, generated_at: str | None = None,
                 knob_lookup: Callable[[str], Any] | None = None) -> str:
@@ -51,8 +46,6 @@ def sysctl_conf(config: Mapping[str, Any], *, gain: Mapping[str, float] | None =
     The header names the tool, time, study and the confirmed gain with its 95 % CI (or says the
     gain was not confirmed when ``gain`` is None).
     """
-    from tunelab.version import __version__
-
     when = _one_line(generated_at, "time") or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     _one_line(study, "study name"), _one_line(verdict, "verdict"), _one_line(metric, "metric name")
     if gain is not None:
@@ -66,7 +59,8 @@ def sysctl_conf(config: Mapping[str, Any], *, gain: Mapping[str, float] | None =
     lines.append("# apply with: sysctl --system   (review first; values were measured on the study's target)")
     body, comments = [], []
     for kid, value in config.items():
-        name, host, device = parse_knob_id(check_knob_id(kid))
+        kid_ = KnobId.parse(check_knob_id(kid))
+        name, host, device = kid_.name, kid_.host, kid_.device
         knob = _knob(name, knob_lookup)
         text = " ".join(knob.to_text(value).split())
         if host != "server":
@@ -103,18 +97,19 @@ def design_fragment(config: Mapping[str, Any], levels: Mapping[str, Any] | None 
     """
     entries = []
     for kid, value in config.items():
-        name, host, device = parse_knob_id(check_knob_id(kid))
+        kid_ = KnobId.parse(check_knob_id(kid))
+        name, host, device = kid_.name, kid_.host, kid_.device
         _knob(name, knob_lookup)  # unknown names fail here, not in the next study
         entry: dict[str, Any] = {"name": name}
         if host != "server":
             entry["host"] = host
         if device:
             entry["device"] = device
-        kid_levels = [_plain(v) for v in (levels or {}).get(kid, [value])]
-        if _plain(value) not in kid_levels:
-            kid_levels.append(_plain(value))
+        kid_levels = [level_to_json(v) for v in (levels or {}).get(kid, [value])]
+        if level_to_json(value) not in kid_levels:
+            kid_levels.append(level_to_json(value))
         entry["levels"] = kid_levels
-        entry["baseline"] = _plain(value)
+        entry["baseline"] = level_to_json(value)
         entries.append(entry)
 
     lines = ["knobs:"]

@@ -31,11 +31,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as ss
 
 from tunelab.errors import TunelabError
-from tunelab.loads.base import DIRECTION_WORDS
-from tunelab.optimize.space import SearchSpace, _canonical
+from tunelab.model import Metric, ParseError, level_value
+from tunelab.optimize.evaluators import Evaluator
+from tunelab.optimize.space import SearchSpace
 from tunelab.registry import Registry
 
 #: objective value given to a failed measurement (pymoo minimises; finite so crowding stays defined)
@@ -49,33 +49,17 @@ class RefineError(TunelabError):
 # ---- objectives ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Objective:
-    """A metric and its direction: ``Objective("qps", "maximize")``; parse ``"qps:max"`` with :meth:`parse`."""
+def objectives_of(objectives: Sequence[Metric | str]) -> list[Metric]:
+    """Each objective as a :class:`~tunelab.model.Metric` (``"qps:max"``, ``"latency_p99_ms:min"``);
+    :class:`RefineError` if one cannot be read.
 
-    metric: str
-    direction: str = "maximize"
-
-    def __post_init__(self) -> None:
-        if self.direction not in ("maximize", "minimize"):
-            raise RefineError(f"objective {self.metric}: direction {self.direction!r} must be 'maximize' or 'minimize'")
-
-    @property
-    def sign(self) -> float:
-        """Multiply a metric by this to get a value pymoo minimises."""
-        return -1.0 if self.direction == "maximize" else 1.0
-
-    @classmethod
-    def parse(cls, text: str) -> "Objective":
-        """``"qps:max"``, ``"latency_p99_ms:min"`` (also ``maximize``/``minimize``).
-
-        >>> Objective.parse("qps:max")
-        Objective(metric='qps', direction='maximize')
-        """
-        name, _, direction = str(text).partition(":")
-        if not name or direction not in DIRECTION_WORDS:
-            raise RefineError(f"objective {text!r} must look like METRIC:max or METRIC:min, e.g. qps:max")
-        return cls(name, DIRECTION_WORDS[direction])
+    >>> objectives_of(["qps:max"])
+    [Metric(name='qps', direction='maximize', sesoi_pct=5.0)]
+    """
+    try:
+        return [Metric.coerce(o) for o in objectives]
+    except ParseError as exc:
+        raise RefineError(f"{exc}; an objective must look like METRIC:max or METRIC:min, e.g. qps:max") from None
 
 
 # ---- presets ------------------------------------------------------------------------------------
@@ -217,6 +201,8 @@ def pessimistic_bounds(values: Mapping[Any, Sequence[float]], direction: str = "
     >>> t["bound"].idxmax()
     'stable'
     """
+    from scipy import stats as ss   # deferred: scipy.stats costs about 1 s of CLI start-up
+
     rel_ss, rel_df = 0.0, 0
     for vals in values.values():
         v = np.asarray([x for x in vals if np.isfinite(x)], dtype=float)
@@ -268,9 +254,10 @@ def non_dominated(points: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Record:
+    """The measurements of one configuration so far (one dict of objective values per measurement)."""
+
     config: dict[str, Any]
     values: list[dict[str, float]] = field(default_factory=list)
-    first_event: int = 0
 
 
 @dataclass
@@ -290,7 +277,7 @@ class RefineResult:
     """
 
     winner: dict[str, Any]
-    objectives: list[Objective]
+    objectives: list[Metric]
     estimates: pd.DataFrame
     history: pd.DataFrame
     generations: pd.DataFrame
@@ -300,69 +287,28 @@ class RefineResult:
     seed: int
     baseline: dict[str, Any] | None = None
 
-    def winner_estimate(self) -> dict[str, Any]:
-        return self.estimates.iloc[0].to_dict()
-
-
-def _matches(config: Mapping[str, Any], ids: Sequence[str]) -> tuple[Any, ...]:
-    return tuple(config[i] for i in ids)
-
 
 class _StopSearch(Exception):
     """Internal: the budget is used up."""
 
 
-def refine(
-    space: SearchSpace,
-    evaluator: Any,
-    objectives: Sequence[Objective | str],
-    *,
-    budget: int | None = None,
-    preset: Preset | str = "lab",
-    seed: int = 0,
-    baseline: Mapping[str, Any] | None = None,
-    initial: Sequence[Mapping[str, Any]] = (),
-    replicates: int | None = None,
-    callback: Callable[[dict[str, Any]], None] | None = None,
-    on_measure: Callable[[int, str], None] | None = None,
-) -> RefineResult:
-    """Search ``space`` for the configuration that best meets ``objectives`` within ``budget`` measurements.
+@dataclass(frozen=True)
+class _Plan:
+    """A checked refine request: objectives, preset and how the budget is split."""
 
-    Parameters
-    ----------
-    space : the search space (knob ids and candidate values)
-    evaluator : :class:`~tunelab.optimize.evaluators.Evaluator`
-    objectives : one (GA) or more (NSGA-II) :class:`Objective` or ``"metric:max|min"`` strings
-    budget : total measurements (default: the preset's)
-    preset : a :class:`Preset` or its name in :data:`PRESETS`
-    seed : seeds pymoo and the initial population (same seed + same measurements -> same search)
-    baseline, initial : configurations put in the initial population (the baseline first, then
-        e.g. the screen's best levels); the rest is random
-    replicates : measurements per new configuration (default: the preset's)
-    callback : called after each generation with a dict (``generation``, ``algorithm``,
-        ``evaluations``, ``estimates``); may change ``algorithm.mating`` rates
-    on_measure : called after each measurement with (number of measurements so far, key);
-        tests use it to simulate a crash
+    objectives: list[Metric]
+    preset: Preset
+    budget: int
+    replicates: int
+    pop_size: int
+    search_budget: int
 
-    Examples
-    --------
-    >>> from tunelab.simulator import SimulatorEvaluator, get_surface
-    >>> surface = get_surface("simple")
-    >>> result = refine(surface.search_space(), SimulatorEvaluator(surface, seed=1), ["qps:max"],
-    ...                 budget=40, seed=1, baseline=surface.baseline)
-    >>> result.evaluations
-    40
-    """
-    from pymoo.algorithms.moo.nsga2 import NSGA2
-    from pymoo.algorithms.soo.nonconvex.ga import GA
-    from pymoo.core.evaluator import Evaluator as PymooEvaluator
-    from pymoo.core.problem import Problem
-    from pymoo.operators.crossover.ux import UniformCrossover
-    from pymoo.problems.static import StaticProblem
-    from pymoo.termination import get_termination
 
+def _plan(objectives: Sequence[Metric | str], preset: Preset | str, budget: int | None,
+          replicates: int | None) -> _Plan:
+    """Check the request and split the budget: the search gets all but the preset's final reserve."""
     preset = get_preset(preset) if isinstance(preset, str) else preset
-    objs = [o if isinstance(o, Objective) else Objective.parse(o) for o in objectives]
+    objs = objectives_of(objectives)
     if not objs:
         raise RefineError("give at least one objective, e.g. --objective qps:max")
     budget = int(budget if budget is not None else preset.budget)
@@ -374,41 +320,61 @@ def refine(
                           f"{replicates} replicate(s); raise --budget")
     pop_size = max(2, min(preset.pop_size, budget // replicates))
     reserve = int(math.floor(preset.final_share * budget))
-    search_budget = budget - reserve
+    return _Plan(objs, preset, budget, replicates, pop_size, budget - reserve)
 
-    ids = space.ids
-    records: dict[tuple[Any, ...], _Record] = {}
-    history: list[dict[str, Any]] = []
-    state = {"measurements": 0, "event": 0, "generation": 0}
 
-    def measure(config: Mapping[str, Any], count: int, kind: str, limit: int) -> None:
-        key = _matches(config, ids)
-        record = records.setdefault(key, _Record(dict(config), first_event=state["event"]))
-        event = state["event"]
-        state["event"] += 1
+class _Measurements:
+    """Every measurement of a search: per-configuration records, the history, and the counters
+    that make evaluation keys (``"<event>:r<replicate>"``) deterministic."""
+
+    def __init__(self, space: SearchSpace, evaluator: Evaluator, objectives: Sequence[Metric],
+                 on_measure: Callable[[int, str], None] | None) -> None:
+        self.ids = space.ids
+        self.evaluator, self.objectives, self.on_measure = evaluator, list(objectives), on_measure
+        self.records: dict[tuple[Any, ...], _Record] = {}
+        self.history: list[dict[str, Any]] = []
+        self.count = 0        # measurements so far
+        self.event = 0        # measurement requests so far (one per configuration asked for)
+        self.generation = 0
+
+    def key(self, config: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(config[i] for i in self.ids)
+
+    def measured(self, key: tuple[Any, ...]) -> bool:
+        return key in self.records and bool(self.records[key].values)
+
+    def measure(self, config: Mapping[str, Any], count: int, kind: str, limit: int) -> None:
+        """Measure ``config`` ``count`` times; :class:`_StopSearch` once ``limit`` measurements are spent."""
+        record = self.records.setdefault(self.key(config), _Record(dict(config)))
+        event = self.event
+        self.event += 1
         for _ in range(count):
-            if state["measurements"] >= limit:
+            if self.count >= limit:
                 raise _StopSearch
             rep = len(record.values)
             eval_key = f"{event}:r{rep}"
-            metrics = evaluator.evaluate(dict(config), rep, key=eval_key)
-            record.values.append({o.metric: float(metrics.get(o.metric, math.nan)) for o in objs})
-            state["measurements"] += 1
-            history.append({"key": eval_key, "event": event, "generation": state["generation"], "kind": kind,
-                            "replicate": rep, **dict(config), **{m: float(v) for m, v in metrics.items()}})
-            if on_measure is not None:
-                on_measure(state["measurements"], eval_key)
+            metrics = self.evaluator.evaluate(dict(config), rep, key=eval_key)
+            record.values.append({o.name: float(metrics.get(o.name, math.nan)) for o in self.objectives})
+            self.count += 1
+            self.history.append({"key": eval_key, "event": event, "generation": self.generation, "kind": kind,
+                                 "replicate": rep, **dict(config), **{m: float(v) for m, v in metrics.items()}})
+            if self.on_measure is not None:
+                self.on_measure(self.count, eval_key)
 
-    def objective_vector(key: tuple[Any, ...]) -> np.ndarray:
-        vals = records[key].values
+    def vector(self, key: tuple[Any, ...]) -> np.ndarray:
+        """The objective vector pymoo minimises: ``sign * mean`` per objective (failed: :data:`FAILED_PENALTY`)."""
         out = []
-        for o in objs:
-            v = np.array([x[o.metric] for x in vals], dtype=float)
+        for o in self.objectives:
+            v = np.array([x[o.name] for x in self.records[key].values], dtype=float)
             v = v[np.isfinite(v)]
             out.append(o.sign * float(v.mean()) if v.size else FAILED_PENALTY)
         return np.array(out)
 
-    # initial population: baseline, given configs, then unique random ones (seeded)
+
+def _initial_population(space: SearchSpace, pop_size: int, seed: int, baseline: Mapping[str, Any] | None,
+                        initial: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """Gene rows of the first population: the baseline, the given configurations, then unique random
+    ones (seeded) up to ``pop_size`` (fewer when the space is smaller)."""
     rng = np.random.default_rng(seed)
     seeds = ([dict(baseline)] if baseline else []) + [dict(c) for c in initial]
     rows: list[np.ndarray] = []
@@ -425,16 +391,25 @@ def refine(
         if tuple(genes) not in seen:
             seen.add(tuple(genes))
             rows.append(genes)
-    pop_size = len(rows[:pop_size])
-    X0 = np.array(rows[:pop_size], dtype=float)
+    return np.array(rows[:pop_size], dtype=float)
 
+
+def _algorithm(space: SearchSpace, plan: _Plan, X0: np.ndarray, seed: int) -> tuple[Any, Any]:
+    """The pymoo problem and the set-up GA (one objective) or NSGA-II (several), seeded with ``X0``."""
+    from pymoo.algorithms.moo.nsga2 import NSGA2
+    from pymoo.algorithms.soo.nonconvex.ga import GA
+    from pymoo.core.problem import Problem
+    from pymoo.operators.crossover.ux import UniformCrossover
+    from pymoo.termination import get_termination
+
+    preset, pop_size = plan.preset, len(X0)
     ResetMutation, TruncationSelection = _operators()
     crossover = UniformCrossover(prob=preset.crossover[0])
     mutation = ResetMutation(prob=preset.mutation[0])
     n_offsprings = preset.offspring or (max(2, round(preset.selection * pop_size)) if preset.selection else None)
-    problem = Problem(n_var=space.n_var, n_obj=len(objs), xl=space.lower.astype(float),
+    problem = Problem(n_var=space.n_var, n_obj=len(plan.objectives), xl=space.lower.astype(float),
                       xu=space.upper.astype(float), vtype=int)
-    if len(objs) == 1:
+    if len(plan.objectives) == 1:
         kwargs: dict[str, Any] = {}
         if preset.selection:
             kwargs["selection"] = TruncationSelection(preset.selection)
@@ -444,124 +419,216 @@ def refine(
         algorithm = NSGA2(pop_size=pop_size, sampling=X0, crossover=crossover, mutation=mutation,
                           n_offsprings=n_offsprings, eliminate_duplicates=True)
     algorithm.setup(problem, termination=get_termination("n_gen", 10**9), seed=seed, verbose=False)
+    return problem, algorithm
 
+
+def _evaluate_offspring(algorithm: Any, problem: Any, space: SearchSpace, m: _Measurements, plan: _Plan) -> bool:
+    """Ask pymoo for a population, measure its new configurations (``plan.replicates`` each; known
+    ones keep their estimates) and tell pymoo the estimates. False when pymoo has nothing left to ask."""
+    from pymoo.core.evaluator import Evaluator as PymooEvaluator
+    from pymoo.problems.static import StaticProblem
+
+    pop = algorithm.ask()
+    if pop is None or len(pop) == 0:
+        return False  # the space is exhausted (pymoo returns None): the final reserve spends the rest
+    X = np.asarray(pop.get("X"), dtype=float)
+    if len(X) == 0:
+        return False
+    F = []
+    kind = "initial" if m.generation == 0 else "offspring"
+    for x in X:
+        config = space.decode(x)
+        key = m.key(config)
+        if not m.measured(key):
+            m.measure(config, plan.replicates, kind, plan.search_budget)
+        F.append(m.vector(key))
+    PymooEvaluator().eval(StaticProblem(problem, F=np.array(F)), pop)
+    algorithm.tell(infills=pop)
+    return True
+
+
+def _remeasure_elites(members: Sequence[tuple[tuple[Any, ...], Any]], m: _Measurements, plan: _Plan) -> None:
+    """Re-measure the best-looking members with the fewest measurements (``preset.elite_reevals`` of
+    them; Pareto members first with several objectives), then refresh every member's estimate."""
+    elites = plan.preset.elite_reevals
+    if not elites:
+        return
+    ranked = sorted({k for k, _ in members}, key=lambda k: (tuple(m.vector(k)), len(m.records[k].values)))
+    if len(plan.objectives) > 1:
+        front = non_dominated(np.array([m.vector(k) for k in ranked]))
+        ranked = [k for k, f in zip(ranked, front) if f] + [k for k, f in zip(ranked, front) if not f]
+    leaders = sorted(ranked[: max(elites, 1) * 2], key=lambda k: len(m.records[k].values))
+    for key in leaders[:elites]:
+        m.measure(m.records[key].config, 1, "elite", plan.search_budget)
+    for key, ind in members:
+        ind.set("F", m.vector(key))
+
+
+def _generation_row(members: Sequence[tuple[tuple[Any, ...], Any]], m: _Measurements, first: Metric,
+                    baseline_key: tuple[Any, ...] | None, diversity: float, algorithm: Any) -> dict[str, Any]:
+    """One row of :attr:`RefineResult.generations`: best, worst and mean estimate of the first
+    objective in the population, the baseline's, the diversity and the rates used."""
+    means = np.array([first.sign * m.vector(k)[0] for k, _ in members])
+    finite = means[np.abs(means) < FAILED_PENALTY / 10]
+    maximize = first.direction == "maximize"
+    return {
+        "generation": m.generation, "evaluations": m.count,
+        "best": float(finite.max() if maximize else finite.min()) if finite.size else math.nan,
+        "worst": float(finite.min() if maximize else finite.max()) if finite.size else math.nan,
+        "mean": float(finite.mean()) if finite.size else math.nan,
+        "baseline": (first.sign * m.vector(baseline_key)[0]
+                     if baseline_key is not None and m.measured(baseline_key) else math.nan),
+        "diversity": diversity,
+        "crossover": float(algorithm.mating.crossover.prob.value),
+        "mutation": float(algorithm.mating.mutation.prob.value),
+    }
+
+
+def _evolve(space: SearchSpace, m: _Measurements, plan: _Plan, seed: int, X0: np.ndarray,
+            baseline: Mapping[str, Any] | None,
+            callback: Callable[[dict[str, Any]], None] | None) -> list[dict[str, Any]]:
+    """Run generations (ask, measure, tell, elites, adaptive rates) until the search budget is
+    spent or pymoo has nothing left to ask; returns one :func:`_generation_row` per generation."""
+    problem, algorithm = _algorithm(space, plan, X0, seed)
     generations: list[dict[str, Any]] = []
     initial_diversity: float | None = None
-    baseline_key = _matches(baseline, ids) if baseline else None
-    first = objs[0]
+    baseline_key = m.key(baseline) if baseline else None
     try:
-        while state["measurements"] < search_budget:
-            pop = algorithm.ask()
-            if pop is None or len(pop) == 0:
-                break  # the space is exhausted (pymoo returns None): the final reserve spends the rest
-            X = np.asarray(pop.get("X"), dtype=float)
-            if len(X) == 0:
+        while m.count < plan.search_budget:
+            if not _evaluate_offspring(algorithm, problem, space, m, plan):
                 break
-            F = []
-            kind = "initial" if state["generation"] == 0 else "offspring"
-            for x in X:
-                config = space.decode(x)
-                key = _matches(config, ids)
-                if key not in records or not records[key].values:
-                    measure(config, replicates, kind, search_budget)
-                F.append(objective_vector(key))
-            static = StaticProblem(problem, F=np.array(F))
-            PymooEvaluator().eval(static, pop)
-            algorithm.tell(infills=pop)
-            # elites: re-measure the best-looking members with the fewest measurements
-            members = [(_matches(space.decode(ind.X), ids), ind) for ind in algorithm.pop]
-            if preset.elite_reevals:
-                ranked = sorted({k for k, _ in members}, key=lambda k: (tuple(objective_vector(k)), len(records[k].values)))
-                if len(objs) > 1:
-                    front = non_dominated(np.array([objective_vector(k) for k in ranked]))
-                    ranked = [k for k, f in zip(ranked, front) if f] + [k for k, f in zip(ranked, front) if not f]
-                leaders = sorted(ranked[: max(preset.elite_reevals, 1) * 2], key=lambda k: len(records[k].values))
-                for key in leaders[: preset.elite_reevals]:
-                    measure(records[key].config, 1, "elite", search_budget)
-                for key, ind in members:
-                    ind.set("F", objective_vector(key))
-            state["generation"] += 1
+            members = [(m.key(space.decode(ind.X)), ind) for ind in algorithm.pop]
+            _remeasure_elites(members, m, plan)
+            m.generation += 1
             diversity = population_diversity(np.array([ind.X for ind in algorithm.pop]), space.upper)
             if initial_diversity is None:
                 initial_diversity = diversity
-            if preset.adaptive:
-                cx, mx = adaptive_rates(diversity, initial_diversity, preset)
+            if plan.preset.adaptive:
+                cx, mx = adaptive_rates(diversity, initial_diversity, plan.preset)
                 algorithm.mating.crossover.prob.value = cx
                 algorithm.mating.mutation.prob.value = mx
-            means = np.array([first.sign * objective_vector(k)[0] for k, _ in members])
-            finite = means[np.abs(means) < FAILED_PENALTY / 10]
-            generations.append({
-                "generation": state["generation"], "evaluations": state["measurements"],
-                "best": float(finite.max() if first.direction == "maximize" else finite.min()) if finite.size else math.nan,
-                "worst": float(finite.min() if first.direction == "maximize" else finite.max()) if finite.size else math.nan,
-                "mean": float(finite.mean()) if finite.size else math.nan,
-                "baseline": (first.sign * objective_vector(baseline_key)[0]
-                             if baseline_key in records and records[baseline_key].values else math.nan),
-                "diversity": diversity,
-                "crossover": float(algorithm.mating.crossover.prob.value),
-                "mutation": float(algorithm.mating.mutation.prob.value),
-            })
+            generations.append(_generation_row(members, m, plan.objectives[0], baseline_key, diversity, algorithm))
             if callback is not None:
-                callback({"generation": state["generation"], "algorithm": algorithm,
-                          "evaluations": state["measurements"], "records": records})
+                callback({"generation": m.generation, "algorithm": algorithm, "evaluations": m.count,
+                          "records": m.records})
     except _StopSearch:
         pass
+    return generations
 
-    # final reserve: re-measure the leaders (by mean), the least-measured first
+
+def _spend_reserve(m: _Measurements, plan: _Plan) -> None:
+    """Final reserve: re-measure the leaders (the best 3 by mean, or the Pareto set), least-measured
+    first, until the whole budget is spent."""
     try:
-        while state["measurements"] < budget and records:
-            keys = [k for k in records if records[k].values]
-            if len(objs) == 1:
-                leaders = sorted(keys, key=lambda k: tuple(objective_vector(k)))[:3]
+        while m.count < plan.budget and m.records:
+            keys = [k for k in m.records if m.records[k].values]
+            if len(plan.objectives) == 1:
+                leaders = sorted(keys, key=lambda k: tuple(m.vector(k)))[:3]
             else:
-                vectors = np.array([objective_vector(k) for k in keys])
+                vectors = np.array([m.vector(k) for k in keys])
                 leaders = [k for k, f in zip(keys, non_dominated(vectors)) if f]
-            target = min(leaders, key=lambda k: (len(records[k].values), tuple(objective_vector(k))))
-            measure(records[target].config, 1, "final", budget)
+            target = min(leaders, key=lambda k: (len(m.records[k].values), tuple(m.vector(k))))
+            m.measure(m.records[target].config, 1, "final", plan.budget)
     except _StopSearch:
         pass
 
-    if not records:
-        raise RefineError("no configuration was measured; raise the budget")
-    estimates = _estimates(records, objs, ids)
+
+def _winner(estimates: pd.DataFrame, objectives: Sequence[Metric],
+            ids: Sequence[str]) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """The winner (first row of the estimates, or of the Pareto set with several objectives) and the Pareto set."""
     pareto = None
-    if len(objs) > 1:
-        vectors = np.column_stack([o.sign * estimates[f"{o.metric}_mean"].to_numpy() for o in objs])
+    chosen = estimates
+    if len(objectives) > 1:
+        vectors = np.column_stack([o.sign * estimates[f"{o.name}_mean"].to_numpy() for o in objectives])
         vectors = np.nan_to_num(vectors, nan=FAILED_PENALTY)
-        pareto = estimates[non_dominated(vectors)].reset_index(drop=True)
-        chosen = pareto
-    else:
-        chosen = estimates
+        pareto = chosen = estimates[non_dominated(vectors)].reset_index(drop=True)
     best = chosen.iloc[:1].to_dict("records")[0]   # per-column dtypes (a row Series would turn ints into floats)
-    winner = {i: _canonical(best[i]) for i in ids}
-    return RefineResult(winner=winner, objectives=objs, estimates=estimates, history=pd.DataFrame(history),
-                        generations=pd.DataFrame(generations), pareto=pareto, evaluations=state["measurements"],
-                        preset=preset.name, seed=seed, baseline=dict(baseline) if baseline else None)
+    return {i: level_value(best[i]) for i in ids}, pareto
 
 
-def _estimates(records: Mapping[tuple[Any, ...], _Record], objs: Sequence[Objective], ids: Sequence[str]) -> pd.DataFrame:
+def refine(
+    space: SearchSpace,
+    evaluator: Evaluator,
+    objectives: Sequence[Metric | str],
+    *,
+    budget: int | None = None,
+    preset: Preset | str = "lab",
+    seed: int = 0,
+    baseline: Mapping[str, Any] | None = None,
+    initial: Sequence[Mapping[str, Any]] = (),
+    replicates: int | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
+    on_measure: Callable[[int, str], None] | None = None,
+) -> RefineResult:
+    """Search ``space`` for the configuration that best meets ``objectives`` within ``budget`` measurements.
+
+    The phases: check the request (:func:`_plan`), build the initial population
+    (:func:`_initial_population`), evolve it (:func:`_evolve`), spend the final reserve on the
+    leaders (:func:`_spend_reserve`), then estimate every configuration and pick the winner.
+
+    Parameters
+    ----------
+    space : the search space (knob ids and candidate values)
+    evaluator : :class:`~tunelab.optimize.evaluators.Evaluator`
+    objectives : one (GA) or more (NSGA-II) :class:`~tunelab.model.Metric` or ``"metric:max|min"`` strings
+    budget : total measurements (default: the preset's)
+    preset : a :class:`Preset` or its name in :data:`PRESETS`
+    seed : seeds pymoo and the initial population (same seed + same measurements -> same search)
+    baseline, initial : configurations put in the initial population (the baseline first, then
+        e.g. the screen's best levels); the rest is random
+    replicates : measurements per new configuration (default: the preset's)
+    callback : called after each generation with a dict (``generation``, ``algorithm``,
+        ``evaluations``, ``records``); may change ``algorithm.mating`` rates
+    on_measure : called after each measurement with (number of measurements so far, key);
+        tests use it to simulate a crash
+
+    Examples
+    --------
+    >>> from tunelab.simulator import SimulatorEvaluator, get_surface
+    >>> surface = get_surface("simple")
+    >>> result = refine(surface.search_space(), SimulatorEvaluator(surface, seed=1), ["qps:max"],
+    ...                 budget=40, seed=1, baseline=surface.baseline)
+    >>> result.evaluations
+    40
+    """
+    plan = _plan(objectives, preset, budget, replicates)
+    X0 = _initial_population(space, plan.pop_size, seed, baseline, initial)
+    m = _Measurements(space, evaluator, plan.objectives, on_measure)
+    generations = _evolve(space, m, plan, seed, X0, baseline, callback)
+    _spend_reserve(m, plan)
+    if not m.records:
+        raise RefineError("no configuration was measured; raise the budget")
+    estimates = _estimates(m.records, plan.objectives, space.ids)
+    winner, pareto = _winner(estimates, plan.objectives, space.ids)
+    return RefineResult(winner=winner, objectives=plan.objectives, estimates=estimates,
+                        history=pd.DataFrame(m.history), generations=pd.DataFrame(generations), pareto=pareto,
+                        evaluations=m.count, preset=plan.preset.name, seed=seed,
+                        baseline=dict(baseline) if baseline else None)
+
+
+def _estimates(records: Mapping[tuple[Any, ...], _Record], objs: Sequence[Metric], ids: Sequence[str]) -> pd.DataFrame:
     """One row per configuration with per-objective mean/se/bound, sorted by the first objective's bound."""
     keys = list(records)
     frame = pd.DataFrame([{i: records[k].config[i] for i in ids} for k in keys])
     frame["n"] = [len(records[k].values) for k in keys]
     for o in objs:
-        table = pessimistic_bounds({j: [v[o.metric] for v in records[k].values] for j, k in enumerate(keys)},
+        table = pessimistic_bounds({j: [v[o.name] for v in records[k].values] for j, k in enumerate(keys)},
                                    o.direction)
-        frame[f"{o.metric}_mean"] = table["mean"].to_numpy()
-        frame[f"{o.metric}_se"] = table["se"].to_numpy()
-        frame[f"{o.metric}_bound"] = table["bound"].to_numpy()
+        frame[f"{o.name}_mean"] = table["mean"].to_numpy()
+        frame[f"{o.name}_se"] = table["se"].to_numpy()
+        frame[f"{o.name}_bound"] = table["bound"].to_numpy()
     first = objs[0]
-    order = frame[f"{first.metric}_bound"] * (-1.0 if first.direction == "maximize" else 1.0)
+    order = frame[f"{first.name}_bound"] * first.sign
     frame = frame.assign(_order=order.fillna(np.inf)).sort_values(["_order", "n"], ascending=[True, False],
                                                                    kind="stable")
     return frame.drop(columns="_order").reset_index(drop=True)
 
 
-def random_search(space: SearchSpace, evaluator: Any, objective: Objective | str, budget: int, seed: int = 0,
+def random_search(space: SearchSpace, evaluator: Evaluator, objective: Metric | str, budget: int, seed: int = 0,
                   baseline: Mapping[str, Any] | None = None) -> RefineResult:
     """The reference strategy: ``budget`` distinct random configurations, one measurement each,
     winner by best mean (all have n = 1). Used by the benchmark to judge the GA."""
-    obj = objective if isinstance(objective, Objective) else Objective.parse(objective)
+    obj = objectives_of([objective])[0]
     rng = np.random.default_rng(seed)
     ids = space.ids
     records: dict[tuple[Any, ...], _Record] = {}
@@ -571,15 +638,15 @@ def random_search(space: SearchSpace, evaluator: Any, objective: Objective | str
     while len(configs) < min(budget, space.size) and attempts < 100 * budget:
         attempts += 1
         config = space.decode(space.random_genes(rng, 1)[0])
-        if all(_matches(config, ids) != _matches(c, ids) for c in configs):
+        if all(tuple(config[i] for i in ids) != tuple(c[i] for i in ids) for c in configs):
             configs.append(config)
     for event, config in enumerate(configs[:budget]):
         metrics = evaluator.evaluate(config, 0, key=f"{event}:r0")
-        records[_matches(config, ids)] = _Record(config, [{obj.metric: float(metrics[obj.metric])}], event)
+        records[tuple(config[i] for i in ids)] = _Record(config, [{obj.name: float(metrics[obj.name])}])
         history.append({"key": f"{event}:r0", "event": event, "kind": "random", **config, **metrics})
     estimates = _estimates(records, [obj], ids)
-    by_mean = estimates.sort_values(f"{obj.metric}_mean", ascending=obj.direction == "minimize", kind="stable")
+    by_mean = estimates.sort_values(f"{obj.name}_mean", ascending=obj.direction == "minimize", kind="stable")
     first = by_mean.iloc[:1].to_dict("records")[0]
-    winner = {i: _canonical(first[i]) for i in ids}
+    winner = {i: level_value(first[i]) for i in ids}
     return RefineResult(winner, [obj], by_mean.reset_index(drop=True), pd.DataFrame(history), pd.DataFrame(), None,
                         len(configs[:budget]), "random", seed, dict(baseline) if baseline else None)

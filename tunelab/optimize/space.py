@@ -32,19 +32,11 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from tunelab.errors import DesignError
+from tunelab.model import level_value
 from tunelab.registry import Registry
 
 #: largest number of grid points one integer gene may have (keeps indices exact in float64)
 MAX_LEVELS = 1 << 40
-
-
-def _canonical(value: Any) -> Any:
-    """Plain Python value: numpy scalars -> Python, lists -> tuples (triplets)."""
-    if isinstance(value, (list, tuple)):
-        return tuple(_canonical(v) for v in value)
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 @dataclass(frozen=True)
@@ -55,7 +47,7 @@ class ChoiceDimension:
     values: tuple[Any, ...]
 
     def __post_init__(self) -> None:
-        values = tuple(_canonical(v) for v in self.values)
+        values = tuple(level_value(v) for v in self.values)
         if not values:
             raise DesignError(f"{self.id}: a choice dimension needs at least one value; list its levels")
         if len(set(values)) != len(values):
@@ -70,7 +62,7 @@ class ChoiceDimension:
         return self.values[int(genes[0])]
 
     def encode(self, value: Any) -> tuple[int, ...]:
-        value = _canonical(value)
+        value = level_value(value)
         try:
             return (self.values.index(value),)
         except ValueError:
@@ -132,7 +124,7 @@ class IntDimension:
         return self.value_at(int(genes[0]))
 
     def encode(self, value: Any) -> tuple[int, ...]:
-        value = _canonical(value)
+        value = level_value(value)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise DesignError(f"{self.id}: value {value!r} is not an integer; this knob is searched over "
                               f"{self.low}..{self.high}")
@@ -167,7 +159,7 @@ class TripletDimension:
         return tuple(sorted(values)) if self.ordered else tuple(values)  # type: ignore[return-value]
 
     def encode(self, value: Any) -> tuple[int, ...]:
-        value = _canonical(value)
+        value = level_value(value)
         if not isinstance(value, tuple) or len(value) != 3:
             raise DesignError(f"{self.id}: value {value!r} is not a triplet of 3 integers")
         return tuple(c.encode(v)[0] for c, v in zip(self.components, value))
@@ -235,7 +227,7 @@ class SearchSpace:
 
     def key(self, config: Mapping[str, Any]) -> tuple[Any, ...]:
         """A hashable identity of a config (its values in dimension order)."""
-        return tuple(_canonical(config[i]) for i in self.ids)
+        return tuple(level_value(config[i]) for i in self.ids)
 
     def random_genes(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.integers(self.lower, self.upper + 1, size=(n, self.n_var))
@@ -250,7 +242,7 @@ class SearchSpace:
 
 
 def dimension_from_design_knob(spec: Any, refine_points: int = 16) -> Dimension:
-    """The search dimension of one design knob (``tunelab.designs.KnobSpec`` or a mapping).
+    """The search dimension of one design knob (a knob of a :class:`tunelab.designs.Design` or a mapping).
 
     A knob given as a numeric range (``low``/``high`` + ``step`` or ``scale``) is searched on that
     range (log ranges on ``refine_points`` points, finer than a screen); a knob given as a list of

@@ -26,10 +26,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from tunelab.errors import TunelabError
-from tunelab.report.study import ReportError, Study, UnknownParameterError
+from tunelab.report.study import ReportError, ScreenInputs, Study, UnknownParameterError, load_study, screen_study
+from tunelab.store import check_study_name
+
+if TYPE_CHECKING:
+    from tunelab.stats import ScreenResult
+
+# papermill, nbformat, nbconvert and the figures (matplotlib, seaborn) are imported inside the functions
+# that use them: together several seconds, which `import tunelab.report` (the CLI, the API) must not pay.
 
 #: the kernel name papermill starts (our temporary kernelspec shadows the installed one)
 KERNEL_NAME = "python3"
@@ -272,8 +279,6 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
     ReportError
         No screen trials, an unknown parameter or notebook, or a notebook that failed.
     """
-    from tunelab.report.study import load_study, screen_study
-
     selected = _select(notebooks)
     paths = {name: notebook_path(name, notebooks_dir) for name in selected}
     declared = {name: declared_parameters(path) for name, path in paths.items()}
@@ -309,8 +314,6 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
 def default_report_dir(store: Path, reports: str | os.PathLike[str] = "reports") -> Path:
     """``reports/<store file name without .sqlite>``; ReportError when that name is not a valid study
     name (it must not leave ``reports/``): then pass ``--out``."""
-    from tunelab.store import check_study_name
-
     try:
         return Path(reports) / check_study_name(store.stem, f"the store file name {store.name!r} gives")
     except TunelabError as exc:
@@ -365,7 +368,8 @@ def _figure_html(fig: Any, alt: str, caption: str) -> str:
     return f"<figure>{to_img_tag(fig, alt)}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
-def index_html(study: Study, inputs: Any, result: Any, runs: Sequence[NotebookRun], n_boot: int | None = None) -> str:
+def index_html(study: Study, inputs: ScreenInputs, result: ScreenResult, runs: Sequence[NotebookRun],
+               n_boot: int | None = None) -> str:
     """The report's index page: summary, verdict table, key figures, notebooks, methods (self-contained)."""
     from tunelab.report import figures
     from tunelab.report.methods import TABLE_CSS, markdown_to_html, methods_markdown, summary_markdown, verdicts_html

@@ -18,16 +18,20 @@ import base64
 import io
 import math
 import warnings
+from html import escape
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import scikit_posthocs as sp
 import seaborn as sns
+from IPython.display import Image, display
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from tunelab.errors import DataError
+from tunelab.stats import sorted_levels
 
 #: colours: the baseline, other levels, a candidate / winner, and the SESOI band
 BASELINE_COLOR = "#e66101"
@@ -50,12 +54,6 @@ def level_label(value: Any) -> str:
     if isinstance(value, np.generic):
         return str(value.item())
     return str(value)
-
-
-def _sorted_levels(values: pd.Series) -> list[Any]:
-    from tunelab.stats._validate import sorted_levels
-
-    return sorted_levels(values.dropna())
 
 
 def _grid(n: int, ncols: int = 3, width: float = 4.2, height: float = 3.6) -> tuple[Figure, list[Any]]:
@@ -85,7 +83,7 @@ def _require(data: pd.DataFrame, columns: Sequence[str]) -> None:
 
 def _labelled(data: pd.DataFrame, knob: str, metric: str) -> tuple[pd.DataFrame, list[str]]:
     """``data`` with the knob as text labels (in natural level order) and the order of the labels."""
-    order = [level_label(v) for v in _sorted_levels(data[knob])]
+    order = [level_label(v) for v in sorted_levels(data[knob].dropna())]
     frame = pd.DataFrame({"level": data[knob].map(level_label), metric: data[metric].astype(float)})
     return frame.dropna(subset=[metric]), order
 
@@ -166,8 +164,8 @@ def interaction_figure(data: pd.DataFrame, knobs: Sequence[str], metric: str, nc
     for ax, (a, b) in zip(axes, pairs):
         frame = pd.DataFrame({a: data[a].map(level_label), b: data[b].map(level_label),
                               metric: data[metric].astype(float)}).dropna()
-        order = [level_label(v) for v in _sorted_levels(data[a])]
-        hue_order = [level_label(v) for v in _sorted_levels(data[b])]
+        order = [level_label(v) for v in sorted_levels(data[a].dropna())]
+        hue_order = [level_label(v) for v in sorted_levels(data[b].dropna())]
         sns.pointplot(data=frame, x=a, y=metric, hue=b, order=order, hue_order=hue_order, errorbar=("ci", 95),
                       dodge=0.15, palette="viridis", ax=ax, seed=0)
         ax.set_title(f"{a} × {b}", fontsize=10)
@@ -178,8 +176,6 @@ def interaction_figure(data: pd.DataFrame, knobs: Sequence[str], metric: str, nc
 def pvalue_heatmap(matrix: pd.DataFrame, title: str | None = None) -> Figure:
     """Post-hoc p-value heatmap (``scikit_posthocs.sign_plot``) of a square group × group matrix of
     adjusted p-values (:func:`tunelab.stats.to_matrix`); cells: p < 0.001 / 0.01 / 0.05 / NS."""
-    import scikit_posthocs as sp
-
     if matrix.shape[0] != matrix.shape[1] or matrix.shape[0] < 2:
         raise DataError(f"a p-value heatmap needs a square matrix of at least 2 groups, got shape {matrix.shape}")
     labelled = matrix.astype(float).copy()
@@ -372,8 +368,6 @@ def abba_figure(measurements: pd.DataFrame, metric: str) -> Figure:
 
 def show(fig: Figure, dpi: int = 100) -> None:
     """Display ``fig`` in a notebook as an embedded PNG (independent of the matplotlib backend)."""
-    from IPython.display import Image, display
-
     display(Image(data=to_png(fig, dpi), format="png"))
 
 
@@ -386,7 +380,5 @@ def to_png(fig: Figure, dpi: int = 100) -> bytes:
 
 def to_img_tag(fig: Figure, alt: str, dpi: int = 100) -> str:
     """An ``<img>`` element with the figure embedded as a base64 PNG (self-contained HTML)."""
-    from html import escape
-
     data = base64.b64encode(to_png(fig, dpi)).decode("ascii")
     return f'<img alt="{escape(alt)}" src="data:image/png;base64,{data}" style="max-width:100%"/>'

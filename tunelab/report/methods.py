@@ -15,11 +15,15 @@ from html import escape
 from importlib import metadata
 from typing import Any, Mapping, Sequence
 
+import mistune
 import pandas as pd
+from IPython.display import HTML
 
-from tunelab.report.figures import level_label
+from tunelab.designs import make_plan
+from tunelab.report.figures import knob_rows, level_label
 from tunelab.report.study import ScreenInputs, Study
 from tunelab.runner import FOREIGN_LOAD_WARN
+from tunelab.stats import ScreenResult, compact_letters, to_matrix
 
 #: packages whose versions the methods section states
 SOFTWARE = ("tunelab", "numpy", "scipy", "pandas", "statsmodels", "pingouin", "scikit-posthocs", "pymoo",
@@ -121,7 +125,7 @@ def _verb(effect: float) -> str:
     return "raises" if effect > 0 else "lowers" if effect < 0 else "leaves unchanged"
 
 
-def summary_sentences(result: Any, inputs: ScreenInputs) -> list[str]:
+def summary_sentences(result: ScreenResult, inputs: ScreenInputs) -> list[str]:
     """One plain-words sentence (Markdown) per knob × metric of the screen, most important first.
 
     Example: ``net.core.somaxconn`` = 16 lowers qps by 99.0 % [95 % CI -99.1 % to -98.9 %]
@@ -154,7 +158,7 @@ def summary_sentences(result: Any, inputs: ScreenInputs) -> list[str]:
     return lines
 
 
-def summary_markdown(result: Any, inputs: ScreenInputs) -> str:
+def summary_markdown(result: ScreenResult, inputs: ScreenInputs) -> str:
     """The results summary as a Markdown bullet list, with a one-line headline."""
     verdicts = result.verdicts
     matters = verdicts[verdicts["verdict"] == "matters"]
@@ -239,7 +243,7 @@ def _knob_lines(study: Study, inputs: ScreenInputs) -> list[str]:
     return lines
 
 
-def _route_lines(result: Any) -> list[str]:
+def _route_lines(result: ScreenResult) -> list[str]:
     """One line per knob × metric: the test chosen and the library's reason for it."""
     lines = []
     for row in result.verdicts.itertuples(index=False):
@@ -259,8 +263,6 @@ def _order_text(design: Any) -> str:
 
 def _planned_runs(study: Study) -> int | None:
     try:
-        from tunelab.designs import make_plan
-
         return len(make_plan(study.design))
     except Exception:  # noqa: BLE001 - the count is informative only; a plan problem must not stop a report
         return None
@@ -291,7 +293,7 @@ def _foreign_load_text(study: Study, host: Mapping[str, Any], trial_s: float) ->
     return text + ". "
 
 
-def methods_markdown(study: Study, inputs: ScreenInputs, result: Any, n_boot: int | None = None) -> str:
+def methods_markdown(study: Study, inputs: ScreenInputs, result: ScreenResult, n_boot: int | None = None) -> str:
     """The methods section (Markdown): design, runs, load, tests chosen and why, multiplicity
     correction, effect sizes and equivalence, software versions, kernel and CPU."""
     design = study.design
@@ -377,8 +379,6 @@ def markdown_to_html(text: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _markdown() -> Any:
-    import mistune
-
     return mistune.create_markdown(escape=True, plugins=["strikethrough", "table"])
 
 
@@ -386,8 +386,6 @@ def markdown_html(text: str) -> Any:
     """Markdown built from store text, for ``display()`` in a notebook: an ``IPython.display.HTML``
     of :func:`markdown_to_html` (raw HTML escaped). Use it instead of ``IPython.display.Markdown``,
     whose renderer lets raw HTML through."""
-    from IPython.display import HTML
-
     return HTML(markdown_to_html(text))
 
 
@@ -416,8 +414,6 @@ def chosen_tests(omnibus: pd.DataFrame) -> pd.DataFrame:
 def letters_by_level(posthoc: pd.DataFrame, knob: str, metric: str, method: str, means: Mapping[Any, float],
                      alpha: float, maximize: bool = True) -> dict[Any, str]:
     """Compact letters of one knob × metric post-hoc (levels sorted best mean first get 'a')."""
-    from tunelab.stats import compact_letters
-
     rows = posthoc[(posthoc["knob"] == knob) & (posthoc["metric"] == metric) & (posthoc["method"] == method)]
     groups = list(dict.fromkeys([*rows["group1"], *rows["group2"]]))
     order = sorted(groups, key=lambda g: means.get(g, math.nan), reverse=maximize)
@@ -438,13 +434,10 @@ def configs_text(config: Mapping[str, Any], keys: Sequence[str] | None = None) -
     return ", ".join(f"{k} = {level_label(config[k])}" for k in keys if k in config)
 
 
-def posthoc_detail(result: Any, inputs: ScreenInputs, knob: str, metric: str, method: str) -> dict[str, Any]:
+def posthoc_detail(result: ScreenResult, inputs: ScreenInputs, knob: str, metric: str, method: str) -> dict[str, Any]:
     """Everything notebook 02 shows for one knob × metric: the post-hoc ``table`` of ``method`` (levels as
     text), the square ``matrix`` of adjusted p-values, compact ``letters`` per level (best mean first)
     and the ``rows`` the test used."""
-    from tunelab.report.figures import knob_rows
-    from tunelab.stats import to_matrix
-
     rows = knob_rows(inputs.runs, knob, inputs.knobs, inputs.baseline, result.design)
     values = rows[knob].tolist()
     means = {lvl: float(rows.loc[[v == lvl for v in values], metric].mean()) for lvl in dict.fromkeys(values)}

@@ -15,33 +15,28 @@ up and the report shows the measurements in order instead (:func:`search_history
 from __future__ import annotations
 
 import json
-import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from tunelab.errors import StoreError, TunelabError
+from tunelab.errors import LoadError, TunelabError
+from tunelab.loads import get_load
+from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_value
+from tunelab.optimize.confirm import analyse_blocks, goals_of
+from tunelab.optimize.evaluators import ReplayEvaluator, trial_metrics
+from tunelab.optimize.search import RefineResult, non_dominated, objectives_of, refine
+from tunelab.optimize.space import SearchSpace, dimension_from_design_knob
 from tunelab.report.study import ReportError, Study
+from tunelab.simulator import Surface, get_surface
 
 REFINE_KEY = re.compile(r"^refine:(?P<event>\d+):r(?P<replicate>\d+)$")
 ABBA_KEY = re.compile(r"^(?P<phase>confirm|validate):(?:(?P<profile>[^:]+):)?(?P<digest>[0-9a-f]{8}):"
                       r"b(?P<block>\d+):(?P<position>\d+)(?P<arm>[AB])$")
-_USABLE = ("ok", "flagged")
-
-
-def _canon(value: Any) -> Any:
-    from tunelab.optimize.space import _canonical
-
-    return _canonical(value)
-
-
-def _metrics_of(row: Any) -> dict[str, float]:
-    if row.status not in _USABLE:
-        return {}
-    return {k: (math.nan if v is None else float(v)) for k, v in (row.metrics or {}).items()}
+#: statuses of the trials read back: usable ones, and failed ones (shown, with no metrics)
+_READ_BACK = (*USABLE_STATUSES, TrialStatus.FAILED)
 
 
 def search_knobs(study: Study) -> list[str]:
@@ -53,7 +48,7 @@ def search_knobs(study: Study) -> list[str]:
     return list(knobs)
 
 
-def _surface(study: Study) -> Any:
+def _surface(study: Study) -> Surface | None:
     """The simulator surface of a simulator-only study (JSON design text), else ``None``."""
     try:
         spec = json.loads(study.design_text) if study.design_text.lstrip().startswith("{") else {}
@@ -61,8 +56,6 @@ def _surface(study: Study) -> Any:
         return None
     if "surface" not in spec:
         return None
-    from tunelab.simulator import get_surface
-
     return get_surface(spec["surface"], float(spec.get("cv", 0.03)))
 
 
@@ -77,14 +70,11 @@ def search_baseline(study: Study, knobs: Sequence[str] | None = None) -> dict[st
         base = dict(surface.baseline) if surface is not None else {}
     if not knobs or any(k not in base for k in knobs):
         return None
-    return {k: _canon(base[k]) for k in knobs}
+    return {k: level_value(base[k]) for k in knobs}
 
 
 def _load_metrics(study: Study) -> dict[str, str]:
     """Metric -> direction of the load generator named in the trials' provenance (``{}`` if unknown)."""
-    from tunelab.errors import LoadError
-    from tunelab.loads import get_load
-
     for provenance in study.trials.get("provenance", pd.Series(dtype=object)):
         name = provenance.get("load") if isinstance(provenance, Mapping) else None
         if name:
@@ -111,11 +101,11 @@ def search_history(study: Study) -> pd.DataFrame:
     rows = []
     for row in trials.itertuples():
         match = REFINE_KEY.match(row.run_key)
-        if match is None or row.status not in (*_USABLE, "failed"):
+        if match is None or row.status not in _READ_BACK:
             continue
-        config = {k: _canon(v) for k, v in (row.config or {}).items()}
+        config = {k: level_value(v) for k, v in (row.config or {}).items()}
         rows.append({"trial_id": row.trial_id, "event": int(match["event"]), "replicate": int(match["replicate"]),
-                     "status": row.status, **config, **_metrics_of(row)})
+                     "status": row.status, **config, **trial_metrics(row)})
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
@@ -123,39 +113,13 @@ def search_history(study: Study) -> pd.DataFrame:
     frame.insert(0, "measurement", np.arange(1, len(frame) + 1))
     base = search_baseline(study)
     knobs = search_knobs(study)
-    frame["is_baseline"] = [base is not None and all(_canon(r[k]) == base[k] for k in knobs)
+    frame["is_baseline"] = [base is not None and all(level_value(r[k]) == base[k] for k in knobs)
                             for r in frame[knobs].to_dict("records")]
     return frame
 
 
-class _ReplayMismatch(TunelabError):
-    """The replay asked for a measurement the store does not hold."""
-
-
-def _read_only_evaluator(study: Study) -> Any:
-    """An evaluator answering from the stored refine trials only (never measures)."""
-    from tunelab.optimize.evaluators import _Resumable
-
-    class StoredEvaluator(_Resumable):
-        def __init__(self) -> None:
-            self.path = study.path
-            super().__init__(self, "refine")
-
-        def trials(self, phase: str) -> pd.DataFrame:
-            return study.trials[study.trials["phase"] == phase]
-
-        def evaluate(self, config: Mapping[str, Any], replicate: int, key: str | None = None) -> dict[str, float]:
-            found = self.cached(self.run_key(key, config, replicate), config)
-            if found is None:
-                raise _ReplayMismatch(f"refine:{key} is not in the store")
-            return found
-
-    return StoredEvaluator()
-
-
-def _search_space(study: Study, knobs: Sequence[str]) -> Any:
-    from tunelab.optimize.space import SearchSpace, dimension_from_design_knob
-
+def _search_space(study: Study, knobs: Sequence[str]) -> SearchSpace | None:
+    """The space the refinement searched: the design's knobs, or the simulator surface's; ``None`` if unknown."""
     if study.design is not None:
         by_id = {k.id: k for k in study.design.knobs}
         if all(k in by_id for k in knobs):
@@ -168,20 +132,19 @@ def _search_space(study: Study, knobs: Sequence[str]) -> Any:
     return space if list(space.ids) == list(knobs) else None
 
 
-def _objective_candidates(study: Study, objectives: Sequence[str] | None) -> list[list[Any]]:
-    from tunelab.optimize.search import Objective
-
+def _objective_candidates(study: Study, objectives: Sequence[str] | None) -> list[list[Metric]]:
+    """The objective lists a replay tries: the given ones, else the first metric, then all metrics."""
     if objectives:
-        return [[Objective.parse(o) for o in objectives]]
+        return [objectives_of(objectives)]
     directions = metric_directions(study)
-    goals = [Objective(name, direction) for name, direction in directions.items()]
+    goals = [Metric(name, direction) for name, direction in directions.items()]
     candidates = [goals[:1]] if goals else []
     if len(goals) > 1:
         candidates.append(goals)
     return candidates
 
 
-def replay_search(study: Study, objectives: Sequence[str] | None = None) -> Any:
+def replay_search(study: Study, objectives: Sequence[str] | None = None) -> RefineResult | None:
     """Replay the study's refinement from its stored measurements; the :class:`RefineResult`, or ``None``.
 
     Parameters
@@ -190,8 +153,6 @@ def replay_search(study: Study, objectives: Sequence[str] | None = None) -> Any:
         ``"metric:max|min"`` as given to ``tunelab refine --objective``; by default the design's
         first metric (the CLI's default) and then all of the design's metrics are tried.
     """
-    from tunelab.optimize.search import refine
-
     history = search_history(study)
     if history.empty:
         return None
@@ -205,15 +166,15 @@ def replay_search(study: Study, objectives: Sequence[str] | None = None) -> Any:
     first_new = history.loc[history["event"] == 1, knobs]
     initials: list[list[dict[str, Any]]] = [[]]
     if not first_new.empty:
-        initials.append([{k: _canon(v) for k, v in first_new.iloc[0].items()}])
+        initials.append([{k: level_value(v) for k, v in first_new.iloc[0].items()}])
     for objs in _objective_candidates(study, objectives):
         for initial in initials:
-            evaluator = _read_only_evaluator(study)
+            evaluator = ReplayEvaluator(study.trials, "refine", study.path)
             try:
                 result = refine(space, evaluator, objs, budget=provenance.get("budget"),
                                 preset=provenance.get("preset", "lab"), seed=int(provenance.get("seed", 0)),
                                 baseline=baseline, initial=initial, replicates=replicates)
-            except (_ReplayMismatch, StoreError, TunelabError):
+            except TunelabError:   # ReplayMismatch: other settings, or an interrupted search
                 continue
             if evaluator.reused == len(history):
                 return result
@@ -223,7 +184,7 @@ def replay_search(study: Study, objectives: Sequence[str] | None = None) -> Any:
 def config_means(history: pd.DataFrame, knobs: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
     """Per configuration: ``n`` measurements and the mean of each metric, plus ``is_baseline``."""
     frame = history.copy()
-    frame["_config"] = [tuple(_canon(r[k]) for k in knobs) for r in frame[list(knobs)].to_dict("records")]
+    frame["_config"] = [tuple(level_value(r[k]) for k in knobs) for r in frame[list(knobs)].to_dict("records")]
     grouped = frame.groupby("_config", sort=False)
     means = grouped[list(metrics)].mean()
     means.insert(0, "n", grouped.size())
@@ -237,14 +198,12 @@ def config_means(history: pd.DataFrame, knobs: Sequence[str], metrics: Sequence[
 def pareto_points(means: pd.DataFrame, x: str, y: str, directions: Mapping[str, str],
                   winner: Mapping[str, Any] | None = None, knobs: Sequence[str] = ()) -> pd.DataFrame:
     """``means`` with ``front`` (non-dominated in ``x`` and ``y`` by their directions) and ``is_winner``."""
-    from tunelab.optimize.search import non_dominated
-
     points = means.dropna(subset=[x, y]).reset_index(drop=True)
     signs = [-1.0 if directions.get(m, "maximize") == "maximize" else 1.0 for m in (x, y)]
     vectors = np.column_stack([signs[0] * points[x].to_numpy(float), signs[1] * points[y].to_numpy(float)])
     points["front"] = non_dominated(vectors) if len(points) else []
     if winner and knobs:
-        points["is_winner"] = [all(_canon(r[k]) == _canon(winner[k]) for k in knobs)
+        points["is_winner"] = [all(level_value(r[k]) == level_value(winner[k]) for k in knobs)
                                for r in points[list(knobs)].to_dict("records")]
     return points
 
@@ -272,55 +231,51 @@ def abba_comparisons(study: Study) -> list[Comparison]:
     configs: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
     for row in trials.sort_values("trial_id").itertuples():
         match = ABBA_KEY.match(row.run_key)
-        if match is None or row.status not in (*_USABLE, "failed"):
+        if match is None or row.status not in _READ_BACK:
             continue
         key = (match["phase"], match["profile"] or "default", match["digest"])
-        configs.setdefault(key, {})[match["arm"]] = {k: _canon(v) for k, v in (row.config or {}).items()}
+        configs.setdefault(key, {})[match["arm"]] = {k: level_value(v) for k, v in (row.config or {}).items()}
         groups.setdefault(key, []).append({"trial_id": row.trial_id, "block": int(match["block"]),
                                            "position": int(match["position"]), "arm": match["arm"],
-                                           "status": row.status, **_metrics_of(row)})
+                                           "status": row.status, **trial_metrics(row)})
     return [Comparison(phase=k[0], profile=k[1], digest=k[2], baseline=configs[k].get("A", {}),
                        candidate=configs[k].get("B", {}), measurements=pd.DataFrame(rows))
             for k, rows in groups.items()]
 
 
 def comparison_goals(study: Study, measured: Sequence[str], metric: str | None = None,
-                     sesoi_pct: float | None = None) -> list[Any]:
-    """The metrics to judge a comparison on (:class:`~tunelab.optimize.confirm.MetricGoal`).
+                     sesoi_pct: float | None = None) -> list[Metric]:
+    """The metrics to judge a comparison on (:class:`~tunelab.model.Metric`).
 
     The design's metrics (or the simulator surface's, SESOI 5 %) that were measured; without
     either (``tunelab validate`` stores) the load's first metric, as ``tunelab validate`` defaults
     to. ``metric`` (``NAME`` or ``NAME:max|min[:SESOI]``) puts that one first or adds it;
     ``sesoi_pct`` overrides the SESOI of the first goal.
     """
-    from tunelab.optimize.confirm import MetricGoal
-
     directions = metric_directions(study)
     if study.design is not None:
-        goals = [MetricGoal(m.name, m.direction, m.sesoi_pct) for m in study.design.metrics]
+        goals = [Metric(m.name, m.direction, m.sesoi_pct) for m in study.design.metrics]
     else:
-        goals = [MetricGoal(name, direction) for name, direction in directions.items()]
+        goals = [Metric(name, direction) for name, direction in directions.items()]
         goals = goals if _surface(study) is not None else [g for g in goals if g.name in measured][:1]
     goals = [g for g in goals if g.name in measured]
     if metric:
         name = metric.split(":")[0]
         known = {g.name: g for g in goals}
         default = "min" if directions.get(name) == "minimize" else "max"
-        goal = known[name] if name in known and ":" not in metric else MetricGoal.coerce(
-            metric if ":" in metric else f"{metric}:{default}")
+        goal = known[name] if name in known and ":" not in metric else goals_of(
+            [metric if ":" in metric else f"{metric}:{default}"])[0]
         goals = [goal] + [g for g in goals if g.name != name]
     if not goals:
         raise ReportError(f"no metric to judge the comparisons of {study.path.name} on; pass metric='NAME:max|min' "
                           f"(measured: {', '.join(measured)})")
     if sesoi_pct is not None:
-        goals[0] = MetricGoal(goals[0].name, goals[0].direction, float(sesoi_pct))
+        goals[0] = replace(goals[0], sesoi_pct=float(sesoi_pct))
     return goals
 
 
-def judge(comparison: Comparison, goals: Sequence[Any], alpha: float = 0.05) -> pd.DataFrame:
+def judge(comparison: Comparison, goals: Sequence[Metric], alpha: float = 0.05) -> pd.DataFrame:
     """:func:`tunelab.optimize.confirm.analyse_blocks` for each goal: gain, 95 % CI, TOST and verdict."""
-    from tunelab.optimize.confirm import analyse_blocks
-
     rows = [{"comparison": comparison.label, "profile": comparison.profile,
              **analyse_blocks(comparison.measurements, goal, alpha)}
             for goal in goals if goal.name in comparison.measurements.columns]

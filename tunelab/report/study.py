@@ -6,25 +6,31 @@ with the study, through the same code path as ``tunelab screen STUDY``
 
 Examples
 --------
->>> study = load_study("data/examples/default.sqlite")          # doctest: +SKIP
->>> inputs, result = screen_study(study)                         # doctest: +SKIP
->>> result.verdicts[["knob", "metric", "verdict"]]               # doctest: +SKIP
+A lab recording shipped in ``data/examples`` (run from the checkout):
+
+>>> study = load_study("default", data_dir="data/examples")
+>>> inputs, result = screen_study(study, n_boot=200)
+>>> result.verdicts.loc[0, ["knob", "metric", "verdict"]].tolist()
+['net.core.somaxconn', 'qps', 'matters']
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from tunelab.designs import load_design_text
 from tunelab.errors import DesignError, TunelabError
-from tunelab.store import store_path_for
+from tunelab.model import PHASES, USABLE_STATUSES, Metric
+from tunelab.store import Store, store_path_for
+from tunelab.tidy import screen_inputs as read_screen_inputs
 
-#: statuses whose trials enter statistics and figures (``flagged`` only when asked for)
-USABLE_STATUSES = ("ok", "flagged")
+if TYPE_CHECKING:
+    from tunelab.stats import ScreenResult
 
 
 class ReportError(TunelabError):
@@ -128,8 +134,6 @@ def resolve_store(study: str | os.PathLike[str], data_dir: str | os.PathLike[str
 
 
 def _parse_design(text: str, source: str) -> Any:
-    from tunelab.designs import load_design_text
-
     if not text.strip() or text.lstrip().startswith("{"):
         return None  # simulator refinements and validate stores keep JSON, not a design file
     try:
@@ -151,13 +155,11 @@ def load_study(study: str | os.PathLike[str], data_dir: str | os.PathLike[str] =
     include_flagged : bool
         Also use trials flagged during measurement (e.g. foreign CPU load).
     """
-    from tunelab.store import PHASES, Store
-
     path = resolve_store(study, data_dir)
     with Store(path, readonly=True) as store:
         info = store.study
         trials = store.trials()
-        tidy = {phase: store.tidy(phase, include_flagged=include_flagged) for phase in PHASES}
+        tidy = {str(phase): store.tidy(phase, include_flagged=include_flagged) for phase in PHASES}
         targets = store.run_targets()
     text = info.design_text if info else ""
     return Study(path=path, name=info.name if info else path.stem, design=_parse_design(text, str(path)),
@@ -193,9 +195,6 @@ def screen_inputs(study: Study, metric: str | None = None, alpha: float | None =
     sesoi_pct : float, optional
         Override the smallest effect of interest (%) of the metric in focus.
     """
-    from tunelab.tidy import parse_metric
-    from tunelab.tidy import screen_inputs as read_screen_inputs
-
     require_screen(study)
     data, metrics, knobs, baseline, alpha_, correction_ = read_screen_inputs(
         study.path, alpha=alpha, correction=correction, include_flagged=study.include_flagged,
@@ -208,7 +207,7 @@ def screen_inputs(study: Study, metric: str | None = None, alpha: float | None =
         if name in known and ":" not in metric:
             focus = known[name]
         elif name in data.columns:
-            focus = parse_metric(metric)
+            focus = Metric.parse(metric).to_json()
             metrics = [m for m in metrics if m["name"] != name] + [focus]
         else:
             measured = [c for c in data.columns if c not in knobs and pd.api.types.is_numeric_dtype(data[c])]
@@ -225,10 +224,9 @@ def screen_inputs(study: Study, metric: str | None = None, alpha: float | None =
 
 def screen_study(study: Study, metric: str | None = None, alpha: float | None = None,
                  correction: str | None = None, sesoi_pct: float | None = None, n_boot: int = 1000,
-                 seed: int = 0) -> tuple[ScreenInputs, Any]:
+                 seed: int = 0) -> tuple[ScreenInputs, ScreenResult]:
     """Run :func:`tunelab.stats.screen` on the study's screen trials; returns ``(inputs, ScreenResult)``."""
-    from tunelab.stats import screen
-
+    from tunelab.stats import screen   # deferred: about 2 s (scipy, statsmodels); `import tunelab.report` stays cheap
     inputs = screen_inputs(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct)
     result = screen(inputs.data, inputs.metrics, inputs.knobs, inputs.baseline, alpha=inputs.alpha,
                     correction=inputs.correction, n_boot=n_boot, seed=seed)
@@ -237,7 +235,7 @@ def screen_study(study: Study, metric: str | None = None, alpha: float | None = 
 
 def overview(data: pd.DataFrame, knobs: list[str], metric: str) -> pd.DataFrame:
     """Runs, mean, SD and CV (%) of ``metric`` per configuration (knob levels as text)."""
-    from tunelab.report.figures import level_label
+    from tunelab.report.figures import level_label   # deferred: figures imports matplotlib and seaborn
 
     frame = data[knobs + [metric]].copy()
     for knob in knobs:

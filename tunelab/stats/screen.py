@@ -12,12 +12,13 @@ import json
 import math
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from tunelab.errors import DataError
+from tunelab.model import USABLE_STATUSES, Metric, Verdict, level_to_json
 from tunelab.stats._validate import Groups, check_input, sorted_levels
 from tunelab.stats.assumptions import _homoscedasticity_rows, _normality_row, _sd_ratio
 from tunelab.stats.effects import _pct_change_table, _sample, check_bootstrap
@@ -34,10 +35,7 @@ VARIANCE_ALPHA = 0.05
 #: the largest group SD is at most this multiple of the smallest; a non-significant pre-test alone
 #: is no evidence of equal variances with 3-5 replicates (see docs/stats-notes.md, "Route choice")
 SD_RATIO_MAX = 1.5
-#: statuses whose rows enter the statistics (store.tidy() already filters; CSVs may not)
-USABLE_STATUSES = ("ok", "flagged")
 
-ROUTES = ("anova+tukey", "welch+games_howell", "kruskal+dunn")
 VERDICT_COLUMNS = ["knob", "metric", "test", "reason", "p", "p_adj", "significant", "best_level", "effect_pct",
                    "effect_ci_low", "effect_ci_high", "eta2", "direction", "relevant", "equivalent", "verdict"]
 ASSUMPTION_COLUMNS = ["knob", "metric", "test", "statistic", "df1", "df2", "p", "n"]
@@ -98,10 +96,10 @@ class ScreenResult:
         NaN becomes ``null``, numpy scalars become Python numbers, tuple levels become lists.
         """
         out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "design": self.design,
-                               "settings": _jsonable(self.settings)}
+                               "settings": _json_value(self.settings)}
         for name in self.tables:
             frame: pd.DataFrame = getattr(self, name)
-            out[name] = [{str(k): _jsonable(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+            out[name] = [_json_value(row) for row in frame.to_dict(orient="records")]
         return out
 
 
@@ -111,30 +109,36 @@ def schema() -> dict[str, Any]:
     return json.loads(text)
 
 
-def _jsonable(value: Any) -> Any:
+def _json_value(value: Any) -> Any:
+    """:func:`tunelab.model.level_to_json`, then what strict JSON lacks: infinities and missing values
+    -> ``null``, any other object -> its text.
+
+    >>> _json_value({"p": float("inf"), "level": (1, np.int64(2)), "n": pd.NA})
+    {'p': None, 'level': [1, 2], 'n': None}
+    """
+    value = level_to_json(value)
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, (bool, str)):
+        return {k: _json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
         return value
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return None if not math.isfinite(float(value)) else float(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if value is pd.NA or value is pd.NaT:
         return None
     return str(value)
 
 
-def _normalise_metrics(metrics: list[dict[str, Any]], data: pd.DataFrame) -> list[dict[str, Any]]:
-    if isinstance(metrics, dict) or not metrics:
-        raise DataError("metrics must be a non-empty list of {name, direction, sesoi_pct} dicts, "
+def _normalise_metrics(metrics: Sequence[Metric | dict[str, Any]], data: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each metric as a checked ``{name, direction, sesoi_pct}`` dict (the form ``settings`` and the JSON keep)."""
+    if isinstance(metrics, (dict, Metric)) or not metrics:
+        raise DataError("metrics must be a non-empty list of Metric or {name, direction, sesoi_pct} dicts, "
                         f"got {metrics!r}")
     out = []
     for spec in metrics:
+        if isinstance(spec, Metric):
+            spec = spec.to_json()
         if not isinstance(spec, dict) or "name" not in spec:
             raise DataError(f"each metric must be a dict with a 'name', got {spec!r}")
         name = spec["name"]
@@ -339,7 +343,7 @@ def _untestable_verdict(knob: str, metric: str, problem: str) -> dict[str, Any]:
     return {"knob": knob, "metric": metric, "test": None, "reason": problem, "p": math.nan, "p_adj": math.nan,
             "significant": False, "best_level": None, "effect_pct": math.nan, "effect_ci_low": math.nan,
             "effect_ci_high": math.nan, "eta2": math.nan, "direction": "none", "relevant": False,
-            "equivalent": False, "verdict": "untestable"}
+            "equivalent": False, "verdict": Verdict.UNTESTABLE.value}
 
 
 def _effect_level(effects: pd.DataFrame, direction: str, sesoi_pct: float) -> dict[str, Any]:
@@ -360,15 +364,15 @@ def _verdict(part: dict[str, Any], metric: dict[str, Any], p_adj: float, alpha: 
     relevant = significant and abs(effect) >= metric["sesoi_pct"]
     equivalent = bool(part["equivalence"]["equivalent"].all())
     if relevant:
-        verdict = "matters"
+        verdict = Verdict.MATTERS
     elif equivalent:
-        verdict = "no effect (equivalent)"
+        verdict = Verdict.EQUIVALENT
     else:
-        verdict = "inconclusive"
+        verdict = Verdict.INCONCLUSIVE
     return {"test": part["route"], "reason": part["reason"], "p": part["p"], "p_adj": p_adj,
             "significant": significant, "best_level": best["level"], "effect_pct": effect,
             "effect_ci_low": float(best["ci_low"]), "effect_ci_high": float(best["ci_high"]), "eta2": part["eta2"],
-            "direction": direction, "relevant": relevant, "equivalent": equivalent, "verdict": verdict}
+            "direction": direction, "relevant": relevant, "equivalent": equivalent, "verdict": verdict.value}
 
 
 def _factorial_rows(data: pd.DataFrame, metrics: list[dict[str, Any]], knobs: list[str],
@@ -402,7 +406,7 @@ def _factorial_rows(data: pd.DataFrame, metrics: list[dict[str, Any]], knobs: li
 
 def screen(
     data: pd.DataFrame,
-    metrics: list[dict[str, Any]],
+    metrics: Sequence[Metric | dict[str, Any]],
     knobs: list[str],
     baseline: dict[str, Any],
     alpha: float = 0.05,
@@ -418,9 +422,9 @@ def screen(
         Tidy runs (``store.tidy()``): one column per knob id and per metric. If a ``status``
         column exists only ``'ok'`` and ``'flagged'`` rows are used; rows without a value of a
         metric are left out of that metric's analysis (and counted in ``settings['notes']``).
-    metrics : list of dict
-        ``{name, direction: 'maximize'|'minimize', sesoi_pct}``; ``sesoi_pct`` is the smallest
-        effect of interest in percent of the baseline mean.
+    metrics : list of Metric or dict
+        :class:`tunelab.model.Metric` or ``{name, direction: 'maximize'|'minimize', sesoi_pct}``;
+        ``sesoi_pct`` is the smallest effect of interest in percent of the baseline mean.
     knobs : list of str
         Knob columns.
     baseline : dict
