@@ -1,26 +1,49 @@
 """tunelab: statistically sound tuning of Linux kernel knobs.
 
-Design -> run -> screen -> refine -> report. The public API mirrors the CLI verbs
-(:mod:`tunelab.api`): ``tunelab.plan``, ``tunelab.run``, ``tunelab.screen``, ``tunelab.report``.
+Design -> run -> screen -> refine -> validate -> report. The public API mirrors the CLI verbs
+(:mod:`tunelab.api`): ``tunelab.plan``, ``run``, ``screen``, ``refine``, ``validate``, ``report``,
+``restore``, ``lab_up``, ``lab_down``, ``lab_status``; each returns a result with ``to_json()``.
 Subpackages hold the parts: :mod:`tunelab.designs`, :mod:`tunelab.knobs`, :mod:`tunelab.targets`,
 :mod:`tunelab.loads`, :mod:`tunelab.runner`, :mod:`tunelab.store`, :mod:`tunelab.stats`,
 :mod:`tunelab.optimize`, :mod:`tunelab.report`.
+
+The API is imported on first use, so ``import tunelab`` (and ``tunelab --help``) pulls in no
+heavy dependency (pandas, scipy, pymoo, papermill).
 """
 from __future__ import annotations
 
+import importlib
+import sys
+import types
 from typing import Any
 
 from tunelab.version import __version__
 
-_API = ("plan", "run", "screen", "report")
+_API = ("plan", "run", "screen", "refine", "validate", "report", "restore", "lab_up", "lab_down", "lab_status")
 
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", "api", *_API]
+
+
+class _Package(types.ModuleType):
+    """The ``tunelab`` module: its API names win over subpackages of the same name.
+
+    ``tunelab.report`` is the API function even after the :mod:`tunelab.report` subpackage is
+    imported (the import system sets the package attribute; this keeps the function). The
+    subpackage stays reachable as ``sys.modules["tunelab.report"]`` and through ``from
+    tunelab.report import ...``.
+    """
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _API:
+            return getattr(importlib.import_module("tunelab.api"), name)
+        return super().__getattribute__(name)
 
 
 def __getattr__(name: str) -> Any:
     # Lazy, so `import tunelab` (and `tunelab --help`) stays fast and pulls no heavy dependencies.
-    if name in _API:
-        from tunelab import api
-
-        return getattr(api, name)
+    if name == "api":
+        return importlib.import_module("tunelab.api")
     raise AttributeError(f"module 'tunelab' has no attribute {name!r}")
+
+
+sys.modules[__name__].__class__ = _Package

@@ -27,6 +27,14 @@ class CliResult:
 
 
 @pytest.fixture
+def no_orphan_lab_cleanup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tunelab restore` also removes orphaned labs; other people's labs are none of these tests' business."""
+    import tunelab.journal
+
+    monkeypatch.setattr(tunelab.journal, "remove_orphan_labs", lambda *a, **k: [])
+
+
+@pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]):
     """``cli(*argv)`` runs ``tunelab ARGV`` and returns a :class:`CliResult`; never a traceback."""
 

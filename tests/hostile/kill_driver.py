@@ -146,10 +146,10 @@ def _append_line(path: str | None, data: Any) -> None:
 
 def install_hooks(killer: Killer, labs_log: str | None) -> None:
     """Route the runner's checkpoints and the injected points to ``killer``; log every lab created."""
-    runner = tunelab.runner
-    real_run_design, real_run_trial = runner.run_design, runner.run_trial
+    runner, api = tunelab.runner, tunelab.api
+    real_run, real_run_trial = api.run, runner.run_trial
 
-    def run_design(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
         given: Callable[[str], None] | None = kwargs.get("checkpoint")
 
         def checkpoint(name: str) -> None:
@@ -158,7 +158,7 @@ def install_hooks(killer: Killer, labs_log: str | None) -> None:
             killer(name)
 
         kwargs["checkpoint"] = checkpoint
-        return real_run_design(*args, **kwargs)
+        return real_run(*args, **kwargs)
 
     def run_trial(*args: Any, **kwargs: Any) -> Any:
         killer.in_flight = kwargs.get("run_key", args[4] if len(args) > 4 else None)
@@ -167,7 +167,7 @@ def install_hooks(killer: Killer, labs_log: str | None) -> None:
         finally:
             killer.in_flight = None
 
-    runner.run_design = run_design
+    api.run = run                    # `tunelab run` calls tunelab.api.run, which passes checkpoint to run_design
     runner.run_trial = run_trial
 
     base = tunelab.targets.base.Target

@@ -16,14 +16,7 @@ from tunelab.cli import EXIT_INTERNAL, main
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "data" / "examples" / "default.sqlite"
 
-
-@pytest.fixture(autouse=True)
-def _no_lab_cleanup(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`tunelab restore` also removes orphaned labs; other people's labs are none of these tests' business."""
-    import tunelab.cli.restore as restore
-
-    if hasattr(restore, "remove_orphan_labs"):
-        monkeypatch.setattr(restore, "remove_orphan_labs", lambda *a, **k: [])
+pytestmark = pytest.mark.usefixtures("no_orphan_lab_cleanup")
 
 
 @pytest.fixture

@@ -12,11 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+import tunelab
 from tunelab.cli.paths import check_output_file, confined, write_failed
 from tunelab.errors import StoreError
-from tunelab.store import PHASES, Store, check_study_name, store_path_for
+from tunelab.model import PHASES
 
 
 def register(subparsers: Any) -> None:
@@ -26,48 +25,29 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--format", choices=("csv", "parquet"), default="csv", help="file format (default: csv)")
     parser.add_argument("--out", metavar="PATH", help="output file, '-' for stdout (CSV only); "
                                                       "default data/STUDY-PHASE.FORMAT")
-    parser.add_argument("--phase", choices=PHASES, default="screen", help="which trials (default: screen)")
+    parser.add_argument("--phase", choices=[str(p) for p in PHASES], default="screen", help="which trials")
     parser.add_argument("--include-flagged", action="store_true", help="also export flagged trials")
     parser.add_argument("--data-dir", default="data", type=Path, help="where stores live (default: data)")
     parser.set_defaults(func=run)
 
 
-def to_csv_ready(frame: pd.DataFrame) -> pd.DataFrame:
-    """Tuples (triplet knobs) as space-separated text, so the CSV cell reads like the sysctl."""
-    out = frame.copy()
-    for col in out.columns:
-        if out[col].dtype == object and out[col].map(lambda v: isinstance(v, tuple)).any():
-            out[col] = out[col].map(lambda v: " ".join(map(str, v)) if isinstance(v, tuple) else v)
-    return out
-
-
-def output_path(args: argparse.Namespace, study: str) -> Path:
-    """``--out`` after :func:`~tunelab.cli.paths.check_output_file`, else ``<data-dir>/<study>-<phase>.<format>``
-    confined to the data directory (the study name comes from the store, which may be hostile)."""
-    if args.out:
-        return check_output_file(args.out, "--out")
-    return confined(args.data_dir, f"{check_study_name(study, 'the study name in the store')}-{args.phase}.{args.format}")
-
-
 def run(args: argparse.Namespace) -> int:
-    path = store_path_for(args.study, args.data_dir)
-    with Store(path, readonly=True) as store:
-        tidy = store.tidy(phase=args.phase, include_flagged=args.include_flagged)
-        study = store.study.name if store.study else path.stem
+    result = tunelab.api.export(args.study, phase=args.phase, include_flagged=args.include_flagged,
+                                data_dir=args.data_dir)
+    if args.out == "-" and args.format != "csv":
+        raise StoreError("--out - (stdout) works only with --format csv; give a file name for parquet")
     if args.out == "-":
-        if args.format != "csv":
-            raise StoreError("--out - (stdout) works only with --format csv; give a file name for parquet")
-        to_csv_ready(tidy).to_csv(sys.stdout, index=False)
+        result.csv_ready().to_csv(sys.stdout, index=False)
         return 0
-    out = output_path(args, study)
-    flag = "--out" if args.out else "the export file"
+    # --out is checked; a name derived from the store (which may be hostile) stays inside the data directory
+    out = check_output_file(args.out, "--out") if args.out else confined(args.data_dir, result.file_name(args.format))
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         if args.format == "csv":
-            to_csv_ready(tidy).to_csv(out, index=False)
+            result.csv_ready().to_csv(out, index=False)
         else:
-            tidy.to_parquet(out, index=False)
+            result.tidy.to_parquet(out, index=False)
     except OSError as exc:
-        raise write_failed(exc, out, flag) from None
-    print(f"wrote {len(tidy)} {args.phase} trials of {study} to {out}")
+        raise write_failed(exc, out, "--out" if args.out else "the export file") from None
+    print(f"wrote {len(result.tidy)} {args.phase} trials of {result.study} to {out}")
     return 0

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+import tunelab
+from tunelab.cli import render
 from tunelab.errors import TargetError
 
 
@@ -34,92 +35,21 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from tunelab.targets.lab import LabTarget
-
-    cpus = {"server_cpu": None, "client_cpu": None} if args.no_pin else {}
-    lab = LabTarget(name=args.name, bottleneck_mbit=args.bottleneck_mbit, queue_limit_bytes=args.queue_limit_bytes,
-                    records=args.records, disk_mb=args.disk_mb, **cpus)
-    lab.up()
-    disk = lab.resolve_device("@disk") if args.disk_mb else None
-    up_s = lab.timings.get("up_s", 0.0)
-    lab.detach()
-    print(f"lab {lab.lab_name} is up in {up_s * 1000:.0f} ms")
-    for role, ns in lab.namespaces.items():
-        print(f"  {role:<7} {ns}" + (f"  {lab.addresses[role]}" if role in lab.addresses else ""))
-    if disk:
-        print(f"  disk    /dev/{disk}")
-    print(f"remove it with: tunelab lab down --name {lab.lab_name}")
+    lab = tunelab.lab_up(args.name, bottleneck_mbit=args.bottleneck_mbit, queue_limit_bytes=args.queue_limit_bytes,
+                         disk_mb=args.disk_mb, records=args.records, pin=not args.no_pin)
+    print(render.lab_up_text(lab))
     return 0
 
 
-def lab_status() -> dict[str, Any]:
-    """Every lab's namespaces (existing or not), service liveness, disk and owner, plus orphans."""
-    from tunelab.targets import netns, services
-    from tunelab.targets.lab import _pid_in_lab, list_states, orphan_namespaces
-
-    labs = []
-    for state in list_states():
-        labs.append({
-            "name": state.name,
-            "namespaces": {role: {"name": ns, "exists": netns.namespace_exists(ns)}
-                           for role, ns in state.namespaces.items()},
-            "addresses": state.addresses,
-            "services": {name: {"pid": pid, "alive": services.pid_alive(pid) and _pid_in_lab(pid, state)}
-                         for name, pid in state.services.items()},
-            "disk": state.disk_device,
-            "detached": state.detached,
-            "owner_pid": state.owner_pid,
-            "orphan": state.is_orphan(),
-            "options": state.options,
-        })
-    return {"labs": labs, "orphan_namespaces": orphan_namespaces(min_age_s=0.0)}
-
-
 def cmd_status(args: argparse.Namespace) -> int:
-    status = lab_status()
-    if args.json:
-        print(json.dumps(status, indent=2, sort_keys=True))
-        return 0
-    if not status["labs"]:
-        print("no labs")
-    for lab in status["labs"]:
-        flags = ["detached" if lab["detached"] else f"owned by pid {lab['owner_pid']}"]
-        if lab["orphan"]:
-            flags.append("ORPHAN (owner died; `tunelab lab down` removes it)")
-        print(f"{lab['name']}: {', '.join(flags)}")
-        for role, ns in lab["namespaces"].items():
-            print(f"  {role:<7} {ns['name']:<22} {'ok' if ns['exists'] else 'MISSING'}")
-        for name, svc in lab["services"].items():
-            print(f"  service {name:<7} pid {svc['pid']:<8} {'alive' if svc['alive'] else 'DEAD'}")
-        if lab["disk"]:
-            print(f"  disk    {lab['disk']}")
-    if status["orphan_namespaces"]:
-        print("namespaces without a lab: " + ", ".join(status["orphan_namespaces"]))
+    status = tunelab.lab_status().to_json()
+    print(render.dumps(status, sort_keys=True) if args.json else render.lab_status_text(status))
     return 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from tunelab.targets import netns
-    from tunelab.targets.lab import NS_PREFIX, destroy, list_states, load_state, orphan_namespaces
-
-    problems: list[str] = []
-    removed: list[str] = []
-    if args.name is not None:
-        state = load_state(args.name)          # validates the name before it becomes a path
-        problems += destroy(state)
-        removed.append(state.name)
-    targets = list_states() if args.all else [s for s in list_states() if s.is_orphan()]
-    for state in targets:
-        problems += destroy(state)
-        removed.append(state.name)
-    namespaces = netns.list_namespaces(NS_PREFIX) if args.all else orphan_namespaces()
-    for ns in namespaces:
-        try:
-            netns.delete_namespace(ns)
-            removed.append(ns)
-        except TargetError as exc:
-            problems.append(str(exc))
-    print("removed: " + (", ".join(removed) if removed else "nothing"))
-    if problems:
-        raise TargetError("lab down had problems: " + "; ".join(problems))
+    result = tunelab.lab_down(args.name, all_labs=args.all)
+    print("removed: " + (", ".join(result.removed) if result.removed else "nothing"))
+    if result.problems:
+        raise TargetError("lab down had problems: " + "; ".join(result.problems))
     return 0

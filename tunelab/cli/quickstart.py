@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import tunelab
+from tunelab.cli import render
 from tunelab.errors import TunelabError
 
 DEFAULT_DESIGN = Path("designs") / "default.yaml"
@@ -33,26 +35,18 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tunelab import api
-    from tunelab.cli.screen import verdict_table
-
-    from tunelab.designs import check_design_commands
-
-    design, _, summary = api.plan(args.design)
-    check_design_commands(design, args.allow_design_commands)
+    planned = tunelab.plan(args.design, allow_design_commands=args.allow_design_commands)
+    summary = planned.summary
     if summary["design"]["target"] == "lab" and os.geteuid() != 0:
         raise TunelabError("the embedded lab builds network namespaces and needs root; run as root (sudo), "
                            f"or look at the plan without running it: tunelab plan {args.design}")
-    minutes = summary["estimated_wall_s"] / 60
-    print(f"quickstart: study {design.name!r}: {summary['runs']} runs on target {summary['design']['target']!r}, "
-          f"about {minutes:.0f} min", flush=True)
-    outcome = api.run(args.design, progress=not args.no_progress, allow_design_commands=args.allow_design_commands)
+    print(f"quickstart: study {planned.design.name!r}: {summary['runs']} runs on target {summary['design']['target']!r}, "
+          f"about {summary['estimated_wall_s'] / 60:.0f} min", flush=True)
+    outcome = tunelab.run(args.design, progress=not args.no_progress, allow_design_commands=args.allow_design_commands)
     print(outcome, flush=True)
-    result = api.screen(outcome.store_path)
+    result = tunelab.screen(outcome.store_path)
     print("\nscreen (verdict per knob and metric):")
-    print(verdict_table(result.verdicts), flush=True)
-    if args.no_report:
-        return 0
-    index = api.report(outcome.store_path)
-    print(f"\nreport: {index}")
+    print(render.verdict_table(result.verdicts), flush=True)
+    if not args.no_report:
+        print(f"\nreport: {tunelab.report(outcome.store_path).index}")
     return 0

@@ -24,10 +24,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tunelab.errors import StoreError, TunelabError
-from tunelab.leases import sweep
-from tunelab.journal import remove_orphan_labs, restore_journal
-from tunelab.store import Store, store_path_for
+import tunelab
 
 
 def register(subparsers: Any) -> None:
@@ -42,32 +39,17 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.all == bool(args.studies):
-        raise StoreError("name the studies to restore, or pass --all (not both)")
-    for name in remove_orphan_labs():
+    result = tunelab.restore(args.studies, all_stores=args.all, data_dir=args.data_dir,
+                             allow_host_global=args.allow_host_global)
+    for name in result.labs_removed:
         print(f"removed orphaned lab {name} (its run had died)")
-    paths = sorted(args.data_dir.glob("*.sqlite")) if args.all else [store_path_for(s, args.data_dir) for s in args.studies]
-    if not paths:
+    if not result.stores:
         print(f"no stores in {args.data_dir}; nothing to restore")
-        return 0
-    status = 0
-    for path in paths:
-        try:
-            status |= _restore_one(path, args.allow_host_global)
-        except TunelabError as exc:
-            if not args.all:
-                raise
-            print(f"{path}: error: {exc}")         # one bad store must not stop the others
-            status = 1
-    sweep()                                        # leases of dead runs whose stores are now clean
-    return status
-
-
-def _restore_one(path: Path, allow_host_global: bool) -> int:
-    with Store(path) as store:
-        report = restore_journal(store, allow_host_global=allow_host_global, remove_orphans=False)
-    if not report.lines():
-        print(f"{path}: nothing to restore")
-    for line in report.lines():
-        print(f"{path}: {line}")
-    return 0 if report.ok else 1
+    for store in result.stores:
+        if store.error is not None:
+            print(f"{store.path}: error: {store.error}")
+        elif not store.lines:
+            print(f"{store.path}: nothing to restore")
+        for line in store.lines:
+            print(f"{store.path}: {line}")
+    return result.exit_status

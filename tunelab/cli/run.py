@@ -19,6 +19,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import tunelab
 
 
 def register(subparsers: Any) -> None:
@@ -40,11 +41,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tunelab import api
-
-    summary = api.run(args.design, target=args.target, store=args.store, allow_host_global=args.allow_host_global,
-                      progress=not args.no_progress, retry_failed=args.retry_failed,
-                      allow_design_commands=args.allow_design_commands)
+    summary = tunelab.run(args.design, target=args.target, store=args.store, allow_host_global=args.allow_host_global,
+                          progress=not args.no_progress, retry_failed=args.retry_failed,
+                          allow_design_commands=args.allow_design_commands)
     if summary.skipped:
         print(f"resumed: {summary.skipped} of {summary.planned} trials were already done and were skipped")
     print(summary)

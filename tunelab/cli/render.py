@@ -1,0 +1,231 @@
+"""How the verbs print: tables, plain lines and JSON files, shared so each verb stays parse -> api -> print.
+
+Everything here takes an API result (or a plain dict or DataFrame from one) and returns text;
+:func:`write_text` writes a file a user named, after :func:`~tunelab.cli.paths.check_output_file`.
+
+>>> duration(422.0)
+'7 min 02 s'
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Callable
+
+from tunelab.cli.paths import check_output_file, write_failed
+from tunelab.model import level_text
+
+#: columns of the screen's verdict table as printed
+VERDICT_COLUMNS = ["knob", "metric", "verdict", "test", "p_adj", "best_level", "effect_pct", "effect_ci_low",
+                   "effect_ci_high", "direction", "equivalent"]
+#: longest note shown by ``tunelab knobs list`` (csv and json keep the full text)
+NOTE_WIDTH = 80
+#: the banner of every result measured on the simulator target
+SYNTHETIC = "NOTE: SYNTHETIC results from the simulator target; no real kernel was measured"
+
+
+def printable(text: Any) -> str:
+    """``text`` with control characters (terminal escapes from a hostile CSV or store) shown as ``\\xNN``.
+
+    >>> printable("ok\\x1b[2J")
+    'ok\\\\x1b[2J'
+    """
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in str(text))
+
+
+def dumps(data: Any, sort_keys: bool = False) -> str:
+    """Strict JSON (no NaN), indented, as every ``--json``/``--format json`` output."""
+    return json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False, sort_keys=sort_keys)
+
+
+def write_text(path: str | os.PathLike[str], text: str, flag: str) -> None:
+    """Write ``text`` to the file given with ``flag`` (checked first); one OutputError on failure."""
+    check_output_file(path, flag)
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise write_failed(exc, path, flag) from None
+
+
+def write_outputs(*outputs: tuple[Any, str, Callable[[], str]]) -> None:
+    """For each ``(path, flag, make_text)`` whose path was given: write ``make_text()`` (plus a newline when it
+    lacks one) there and print ``wrote PATH``."""
+    for path, flag, make_text in outputs:
+        if path:
+            text = make_text()
+            write_text(path, text if text.endswith("\n") else text + "\n", flag)
+            print(f"wrote {path}")
+
+
+def duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
+
+
+def plan_frame(plan: Any) -> Any:
+    """The plan with level values as text (triplets as ``"4096 87380 6291456"``)."""
+    shown = plan.copy()
+    for column in shown.columns[7:]:
+        shown[column] = shown[column].map(level_text)
+    return shown
+
+
+def plan_table(summary: dict[str, Any], plan: Any) -> str:
+    """Human-readable summary of a plan followed by the plan."""
+    import pandas as pd
+
+    d, t = summary["design"], summary["timing"]
+    lines = [
+        f"design      {d['name']} ({d['type']}) from {d['source']}",
+        f"hash        {d['hash']}",
+        f"target      {d['target']}; load {d['load']['generator']} profile {d['load']['profile']}",
+        f"runs        {summary['runs']} = {summary['runs_per_replicate']} per replicate x {d['replicates']} "
+        f"replicates in {d['blocks']} block(s); {summary['configs']} configurations, "
+        f"{summary['baseline_runs']} baseline runs; seed {d['seed']}",
+        f"wall time   ~{duration(summary['estimated_wall_s'])} (runs x (warmup {t['warmup_s']:g} s + "
+        f"measure {t['measure_s']:g} s + {t['run_overhead_s']:g} s) + "
+        f"{summary['restarts']} restarts x {t['restart_s']:g} s)",
+        "",
+    ]
+    knobs = pd.DataFrame([{
+        "knob": k["id"], "family": k["family"], "scope": k["scope"], "host": k["host"],
+        "restart": "yes" if k["requires_restart"] else "no",
+        "levels": ", ".join(level_text(v) for v in k["levels"]), "baseline": level_text(k["baseline"]),
+    } for k in summary["knobs"]])
+    lines += [knobs.to_string(index=False), ""]
+    for command in summary.get("commands", []):
+        lines.append(f"command (runs as root) {command}")
+    for warning in summary["warnings"]:
+        lines.append(f"warning: {warning}")
+    frac = summary["fractional"]
+    if frac:
+        res = frac["resolution"]
+        lines.append(f"resolution  {res if res is not None else 'full factorial'}; generators "
+                     f"{', '.join(frac['generators']) or '(none)'}")
+        lines.append("letters     " + ", ".join(f"{letter}={knob}" for letter, knob in frac["letters"].items()))
+        lines.append("defining relation: I = " + " = ".join(frac["defining_relation"]))
+        lines.append("aliases of order <= 2 (main effects, then 2FI classes without a main effect):")
+        for effect, partners in frac["aliases"].items():
+            bare = [p.lstrip("-") for p in partners]
+            if partners and (len(effect) == 1 or all(len(p) == 2 for p in bare)):
+                if len(effect) == 2 and any(p < effect for p in bare):
+                    continue  # this 2FI class was printed under its first member
+                lines.append(f"  {effect} = {' = '.join(partners)}")
+        lines.append("")
+    lines.append(plan_frame(plan).to_string(index=False))
+    return "\n".join(lines)
+
+
+def verdict_table(verdicts: Any) -> str:
+    """The screen's verdict table as readable text (rounded numbers, no reasons)."""
+    import pandas as pd
+
+    table = verdicts[VERDICT_COLUMNS].copy()
+    table["best_level"] = [("-" if v is None or (isinstance(v, float) and math.isnan(v)) else level_text(v))
+                           for v in verdicts["best_level"].tolist()]
+    table["p_adj"] = table["p_adj"].map(lambda p: f"{p:.3g}" if pd.notna(p) else "-")
+    for column in ("effect_pct", "effect_ci_low", "effect_ci_high"):
+        table[column] = table[column].map(lambda v: f"{v:+.1f}%" if pd.notna(v) else "-")
+    table = table.rename(columns={"effect_ci_low": "ci_low", "effect_ci_high": "ci_high"})
+    return table.to_string(index=False)
+
+
+def screen_text(result: Any) -> str:
+    """What ``tunelab screen`` prints: settings line, verdict table, each verdict's reason, notes."""
+    settings = result.settings
+    baseline = ", ".join(f"{k}={v}" for k, v in settings["baseline"].items())
+    lines = [f"screen: {settings['n_runs']} runs, {result.design} design, alpha={settings['alpha']}, "
+             f"correction={settings['correction']}, baselines: {baseline}", verdict_table(result.verdicts), ""]
+    lines += [f"{row.knob} × {row.metric}: {row.reason}" for row in result.verdicts.itertuples(index=False)]
+    lines += [f"note: {note}" for note in settings["notes"]]
+    return printable("\n".join(lines))
+
+
+def refine_text(run: Any) -> str:
+    """What ``tunelab refine`` prints: counts, generations, winner, Pareto set, confirmation."""
+    result = run.result
+    lines = [SYNTHETIC] if run.synthetic else []
+    lines.append(f"study {run.study}: {result.evaluations} measurements ({run.reused} taken from the store, "
+                 f"{run.measured} new), preset {result.preset}, seed {result.seed}; store {run.store_path}")
+    if not result.generations.empty:
+        cols = ["generation", "evaluations", "best", "mean", "worst", "baseline"]
+        lines.append(result.generations[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    lines.append("winner (by pessimistic bound, not best draw):")
+    lines += [f"  {kid} = {value}" for kid, value in result.winner.items()]
+    if result.pareto is not None:
+        lines.append(f"Pareto set ({len(result.pareto)} configurations by mean estimates):")
+        lines.append(result.pareto.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if run.note:
+        lines.append(run.note)
+    if run.confirmation is not None:
+        lines.append(run.confirmation.summary())
+    return "\n".join(lines)
+
+
+def validate_text(run: Any) -> str:
+    """What ``tunelab validate`` prints: both configurations and the verdict per profile and metric."""
+    lines = [SYNTHETIC] if run.synthetic else []
+    lines += [f"baseline:  {run.confirmation.baseline}", f"candidate: {run.confirmation.candidate}", run.summary()]
+    return "\n".join(lines)
+
+
+def knob_list(listing: Any, fmt: str) -> str:
+    """``tunelab knobs list`` in ``fmt`` (table, csv or json), ending in a newline."""
+    if fmt == "csv":
+        return listing.table.to_csv(index=False)
+    return (dumps(listing.to_json()) if fmt == "json" else knob_table(listing)) + "\n"
+
+
+def knob_info(record: dict[str, Any]) -> str:
+    """``tunelab knobs show``: one ``key  value`` line per field (empty ranges left out)."""
+    width = max(len(key) for key in record)
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in record.items()
+                     if not (key in ("minimum", "maximum", "choices") and value in (None, [])))
+
+
+def knob_table(listing: Any) -> str:
+    """``tunelab knobs list``'s table: yes/no columns, shortened notes, then the missing-knob line."""
+    frame = listing.table
+    shown = frame.assign(exists=frame["exists"].map({True: "yes", False: "no"}),
+                         writable=frame["writable"].map({True: "yes", False: "no"}),
+                         current=frame["current"].fillna("-"),
+                         note=frame["note"].map(lambda text: shorten(text, NOTE_WIDTH)))
+    return f"{shown.to_string(index=False, justify='left')}\n\n{listing.missing_summary()}"
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, ending in an ellipsis when cut."""
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
+def lab_status_text(status: dict[str, Any]) -> str:
+    """``tunelab lab status`` as text: each lab, its namespaces and services, then stray namespaces."""
+    lines = [] if status["labs"] else ["no labs"]
+    for lab in status["labs"]:
+        flags = ["detached" if lab["detached"] else f"owned by pid {lab['owner_pid']}"]
+        if lab["orphan"]:
+            flags.append("ORPHAN (owner died; `tunelab lab down` removes it)")
+        lines.append(f"{lab['name']}: {', '.join(flags)}")
+        lines += [f"  {role:<7} {ns['name']:<22} {'ok' if ns['exists'] else 'MISSING'}"
+                  for role, ns in lab["namespaces"].items()]
+        lines += [f"  service {name:<7} pid {svc['pid']:<8} {'alive' if svc['alive'] else 'DEAD'}"
+                  for name, svc in lab["services"].items()]
+        if lab["disk"]:
+            lines.append(f"  disk    {lab['disk']}")
+    if status["orphan_namespaces"]:
+        lines.append("namespaces without a lab: " + ", ".join(status["orphan_namespaces"]))
+    return "\n".join(lines)
+
+
+def lab_up_text(lab: Any) -> str:
+    """``tunelab lab up``'s lines: the lab, its namespaces with addresses, the disk, how to remove it."""
+    lines = [f"lab {lab.name} is up in {lab.up_s * 1000:.0f} ms"]
+    lines += [f"  {role:<7} {ns}" + (f"  {lab.addresses[role]}" if role in lab.addresses else "")
+              for role, ns in lab.namespaces.items()]
+    if lab.disk:
+        lines.append(f"  disk    /dev/{lab.disk}")
+    lines.append(f"remove it with: tunelab lab down --name {lab.name}")
+    return "\n".join(lines)
