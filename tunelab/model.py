@@ -117,6 +117,17 @@ def level_from_json(value: Any) -> Any:
     return value
 
 
+def level_value(value: Any) -> Any:
+    """A level as Python uses it, from any source (a plan, a DataFrame row, JSON): numpy scalars ->
+    Python numbers, lists -> tuples; comparable and hashable, so two configurations compare exactly.
+
+    >>> import numpy as np
+    >>> level_value([np.int64(4096), 87380]), level_value(np.bool_(False))
+    ((4096, 87380), False)
+    """
+    return level_from_json(level_to_json(value))
+
+
 def level_text(value: Any) -> str:
     """How a level is shown to people: tuples as space-separated values.
 
@@ -293,4 +304,4 @@ VERDICTS = tuple(Verdict)
 
 __all__ = ["DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES", "Direction", "FINAL_STATUSES", "HOSTS",
            "KnobId", "Metric", "PHASES", "ParseError", "Phase", "TrialStatus", "USABLE_STATUSES", "VERDICTS",
-           "Verdict", "knob_id", "level_from_json", "level_text", "level_to_json"]
+           "Verdict", "knob_id", "level_from_json", "level_text", "level_to_json", "level_value"]
