@@ -202,7 +202,7 @@ def screen_inputs(study: Study, metric: str | None = None, alpha: float | None =
     metrics = [dict(m) for m in metrics]
     focus = metrics[0]
     if metric:
-        name = metric.split(":")[0]
+        name = metric.partition(":")[0]      # the bare name picks the design's own direction and SESOI
         known = {m["name"]: m for m in metrics}
         if name in known and ":" not in metric:
             focus = known[name]
