@@ -382,6 +382,7 @@ def _execute(trial: _LiveTrial, target: Target, load: Load, specs: Sequence[Boun
     """Steps 2 to 6; any exception becomes the trial's failure and reason. Ctrl-C marks the trial
     interrupted and is returned, to be raised again once the trial is recorded and restored."""
     try:
+        checkpoint("begin")          # inside the try: Ctrl-C here records the trial as interrupted
         _snapshot(trial, target, specs)
         checkpoint("before_apply")
         _apply(trial, target, specs, store)
@@ -455,7 +456,6 @@ def run_trial(
     checkpoint = checkpoint or _no_checkpoint
     levels = check_trial(knob_specs, config, allow_host_global)
     trial = _LiveTrial(store.begin_trial(run_key, phase, levels, plan=plan_info), levels, dict(load_settings or {}))
-    checkpoint("begin")
     try:
         interrupted = _execute(trial, target, load, knob_specs, store, warmup_s, measure_s, checkpoint)
         with deferred_interrupts():

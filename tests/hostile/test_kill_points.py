@@ -69,10 +69,14 @@ LAB_KILL_POINTS = [
     ("between_trials", 2), ("teardown", 1), ("teardown_mid", 1),
 ]
 LOCAL_KILL_POINTS = [p for p in LAB_KILL_POINTS if p[0] not in ("lab_coming_up", "teardown_mid")]
-SOFT_POINTS = {
-    "SIGINT": [("after_apply", 2), ("measuring", 1), ("between_trials", 2)],
-    "SIGTERM": [("before_apply", 1), ("measuring", 2), ("teardown", 1)],
-}
+#: SIGINT and SIGTERM at 10 points of each run (the run must clean up by itself): every distinct
+#: path of the lab run, and of the local run (which has no lab to build or tear down)
+LAB_SOFT_POINTS = [
+    ("lab_coming_up", 1), ("begin", 2), ("before_apply", 1), ("after_apply", 2), ("measuring", 2),
+    ("after_record", 2), ("restore", 3), ("between_trials", 2), ("teardown", 1), ("teardown_mid", 1),
+]
+LOCAL_SOFT_POINTS = [p for p in LOCAL_KILL_POINTS if p[0] != "target_up"]
+SOFT_POINTS = {"SIGINT": LAB_SOFT_POINTS, "SIGTERM": LAB_SOFT_POINTS}
 NO_RESTORE_POINTS = [("after_apply", 2), ("before_measure", 2)]
 
 #: points inside a trial before it is recorded: the trial in flight must end up ``interrupted``
@@ -630,6 +634,7 @@ def test_local_netns_sigkill_then_rerun_without_restore(make_case: Any, point: s
 # ---- SIGINT / SIGTERM: the run cleans up by itself -------------------------------------------------
 
 SOFT_CASES = [(sig, point, n) for sig, points in SOFT_POINTS.items() for point, n in points]
+LOCAL_SOFT_CASES = [(sig, point, n) for sig in SOFT_POINTS for point, n in LOCAL_SOFT_POINTS]
 
 
 def _soft_kill_then_resume(case: Case, sig: str, point: str, occurrence: int) -> None:
@@ -655,7 +660,8 @@ def test_lab_sigint_sigterm_clean_up_by_themselves(make_case: Any, sig: str, poi
     _soft_kill_then_resume(make_case("lab", point), sig, point, occurrence)
 
 
-@pytest.mark.parametrize(("sig", "point", "occurrence"), SOFT_CASES, ids=[f"{s}-{p}-{n}" for s, p, n in SOFT_CASES])
+@pytest.mark.parametrize(("sig", "point", "occurrence"), LOCAL_SOFT_CASES,
+                         ids=[f"{s}-{p}-{n}" for s, p, n in LOCAL_SOFT_CASES])
 def test_local_netns_sigint_sigterm_clean_up_by_themselves(make_case: Any, sig: str, point: str,
                                                            occurrence: int) -> None:
     _soft_kill_then_resume(make_case("local", point), sig, point, occurrence)
