@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tunelab.loads.base import Load, LoadResult, MetricInfo
-from tunelab.runner import run_trial
-from tunelab.journal import KnobSpec
+from tunelab.runner import BoundKnob, run_trial
 from tunelab.store import Store
 from tunelab.targets.base import CommandResult
 
@@ -62,7 +61,7 @@ def main() -> int:
     from tunelab.knobs import get_knob
     from tunelab.targets import get_target
 
-    specs = [KnobSpec(name, get_knob(name)) for name in KNOBS]
+    specs = [BoundKnob(name, get_knob(name)) for name in KNOBS]
     load = NoopLoad()
     harness_ms, phases = [], {k: [] for k in ("snapshot", "apply", "verify", "record", "restore", "foreign_cpu")}
     with tempfile.TemporaryDirectory() as tmp, get_target("lab")() as lab, \
