@@ -52,7 +52,7 @@ from tunelab.designs import Design, check_design_commands, load_design, make_pla
 from tunelab.errors import DesignError, StoreError, TargetError, TunelabError
 from tunelab.knobs import FAMILIES, discover, get_knob
 from tunelab.loads import get_load
-from tunelab.model import KnobId, Metric, level_from_json, level_to_json
+from tunelab.model import KnobId, Metric, json_value, level_from_json, level_to_json
 from tunelab.optimize import objectives_of
 from tunelab.optimize.confirm import EXIT_STATUS
 from tunelab.optimize.confirm import validate as validate_configs
@@ -74,10 +74,10 @@ LIST_TARGETS = {"local": None, "lab": "@link", "dry-run": None}
 
 
 def _frame_json(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
-    """A DataFrame as strict-JSON records (NaN -> null, tuples -> lists, other objects -> text)."""
+    """A DataFrame as strict-JSON records (:func:`tunelab.model.json_value` of each row)."""
     if frame is None:
         return None
-    return json.loads(frame.to_json(orient="records", default_handler=str))
+    return [json_value(row) for row in frame.to_dict(orient="records")]
 
 
 # ---- plan -----------------------------------------------------------------------------------------

@@ -8,6 +8,18 @@ possible, what to do about it::
 """
 from __future__ import annotations
 
+from typing import Any
+
+
+def quoted(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters: how an error message quotes an untrusted value.
+
+    >>> quoted("x" * 100, limit=10)
+    "'xxxxxxxxx... (102 characters)"
+    """
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
 
 class TunelabError(Exception):
     """Root of every error tunelab raises deliberately; the CLI prints it and exits 2."""

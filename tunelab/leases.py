@@ -24,7 +24,7 @@ from tunelab.errors import SafetyError, StoreError
 from tunelab.journal import pending_changes
 from tunelab.paths import RUN_DIR, private_dir
 from tunelab.store import Store
-from tunelab.targets.process import kill_marked, process_alive
+from tunelab.targets.process import kill_marked, process_alive, run_id_of
 
 LEASE_DIR = RUN_DIR / "leases"
 
@@ -40,7 +40,7 @@ class Lease:
     @property
     def run_id(self) -> str:
         """The marker the run put into the environment of the processes it started."""
-        return f"{self.pid}-{int(self.started * 100)}"
+        return run_id_of(self.pid, self.started)
 
     def alive(self) -> bool:
         return process_alive(self.pid, self.started)

@@ -106,6 +106,34 @@ def level_to_json(value: Any) -> Any:
     return value
 
 
+def json_value(value: Any) -> Any:
+    """Strict JSON of any result value: :func:`level_to_json`, then infinities and missing values
+    (NaN, pandas' NA and NaT) -> ``null``, and any other object (a timestamp, a path) -> its text.
+
+    >>> import numpy as np
+    >>> json_value({"p": float("inf"), "level": (1, np.int64(2)), "x": float("nan")})
+    {'p': None, 'level': [1, 2], 'x': None}
+    """
+    value = level_to_json(value)
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_value(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return None if _is_missing(value) else str(value)
+
+
+def _is_missing(value: Any) -> bool:
+    """pandas' NA and NaT without importing pandas: NaT is unequal to itself, NA cannot say."""
+    try:
+        return bool(value != value)
+    except TypeError:
+        return True
+
+
 def level_from_json(value: Any) -> Any:
     """A level as Python uses it: JSON lists (multi-value knobs) back to hashable tuples.
 
@@ -304,4 +332,4 @@ VERDICTS = tuple(Verdict)
 
 __all__ = ["DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES", "Direction", "FINAL_STATUSES", "HOSTS",
            "KnobId", "Metric", "PHASES", "ParseError", "Phase", "TrialStatus", "USABLE_STATUSES", "VERDICTS",
-           "Verdict", "knob_id", "level_from_json", "level_text", "level_to_json", "level_value"]
+           "Verdict", "json_value", "knob_id", "level_from_json", "level_text", "level_to_json", "level_value"]

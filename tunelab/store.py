@@ -50,7 +50,7 @@ import psutil
 
 from tunelab.designs.plan import PLAN_COLUMNS
 from tunelab.designs.schema import MAX_NAME_LENGTH, NAME_PATTERN
-from tunelab.errors import StoreError
+from tunelab.errors import StoreError, quoted
 from tunelab.model import (DONE_STATUSES, FINAL_STATUSES, HOSTS, PHASES, KnobId, ParseError, TrialStatus,
                            level_from_json, level_to_json)
 from tunelab.version import __version__
@@ -190,12 +190,6 @@ class HostIdentity:
         return bool(self.machine_id)
 
 
-def _shown(value: Any, limit: int = 80) -> str:
-    """``repr`` of a value cut to ``limit`` characters, for error messages about untrusted input."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
-
-
 def check_study_name(name: Any, where: str = "study name") -> str:
     """Return ``name`` if it is a valid study name, else raise :class:`StoreError`.
 
@@ -208,7 +202,7 @@ def check_study_name(name: Any, where: str = "study name") -> str:
     'dns-overload_2'
     """
     if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(name):
-        raise StoreError(f"{where} {_shown(name)} is not a valid study name: use 1 to {MAX_NAME_LENGTH} characters "
+        raise StoreError(f"{where} {quoted(name)} is not a valid study name: use 1 to {MAX_NAME_LENGTH} characters "
                          "a-z, 0-9, '_' or '-', starting with a letter or digit")
     return name
 
@@ -225,7 +219,7 @@ def check_knob_id(text: Any, where: str = "knob id") -> str:
     'link.mtu[@link]@client'
     """
     if not isinstance(text, str) or len(text) > KNOB_NAME_MAX + DEVICE_MAX + 10:
-        raise StoreError(f"{where} {_shown(text)} is not a knob id; expected e.g. 'net.core.somaxconn'")
+        raise StoreError(f"{where} {quoted(text)} is not a knob id; expected e.g. 'net.core.somaxconn'")
     try:
         knob = KnobId.parse(text)
     except ParseError as exc:
@@ -233,20 +227,20 @@ def check_knob_id(text: Any, where: str = "knob id") -> str:
     name, host, device = knob.name, knob.host, knob.device
     problem = None
     if len(name) > KNOB_NAME_MAX or not KNOB_NAME_PATTERN.fullmatch(name):
-        problem = f"its name {_shown(name)} is not a dotted lowercase knob name like net.core.somaxconn"
+        problem = f"its name {quoted(name)} is not a dotted lowercase knob name like net.core.somaxconn"
     elif host not in HOSTS:
-        problem = f"its host {_shown(host)} is not one of {', '.join(HOSTS)}"
+        problem = f"its host {quoted(host)} is not one of {', '.join(HOSTS)}"
     elif device is not None and (len(device) > DEVICE_MAX or not DEVICE_PATTERN.fullmatch(device)):
-        problem = f"its device {_shown(device)} is not 1 to {DEVICE_MAX} characters a-z, 0-9, '@', '.', '_', '-'"
+        problem = f"its device {quoted(device)} is not 1 to {DEVICE_MAX} characters a-z, 0-9, '@', '.', '_', '-'"
     if problem:
-        raise StoreError(f"{where} {_shown(text)} is not a valid knob id: {problem}")
+        raise StoreError(f"{where} {quoted(text)} is not a valid knob id: {problem}")
     return text
 
 
 def check_metric_name(name: Any, where: str = "metric name") -> str:
     """Return ``name`` if it is a valid metric name (:data:`METRIC_NAME_PATTERN`), else raise :class:`StoreError`."""
     if not isinstance(name, str) or len(name) > METRIC_NAME_MAX or not METRIC_NAME_PATTERN.fullmatch(name):
-        raise StoreError(f"{where} {_shown(name)} is not a valid metric name: use 1 to {METRIC_NAME_MAX} characters "
+        raise StoreError(f"{where} {quoted(name)} is not a valid metric name: use 1 to {METRIC_NAME_MAX} characters "
                          "a-z, 0-9 or '_', starting with a letter (e.g. latency_mean_ms)")
     return name
 
@@ -256,7 +250,7 @@ def _check_number(value: Any, where: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise StoreError(f"{where} holds {_shown(value)} where a finite number is expected")
+        raise StoreError(f"{where} holds {quoted(value)} where a finite number is expected")
     return value
 
 
@@ -266,7 +260,7 @@ def _check_level(value: Any, where: str) -> Any:
         return value
     if isinstance(value, str):
         if len(value) > LEVEL_TEXT_MAX or not value.isprintable():
-            raise StoreError(f"{where} holds the level {_shown(value)}: text levels are at most {LEVEL_TEXT_MAX} "
+            raise StoreError(f"{where} holds the level {quoted(value)}: text levels are at most {LEVEL_TEXT_MAX} "
                              "printable characters")
         return value
     if isinstance(value, list):
@@ -322,7 +316,7 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise StoreError(f"{where} holds {_shown(value)} where a JSON object is expected; the store is damaged or "
+        raise StoreError(f"{where} holds {quoted(value)} where a JSON object is expected; the store is damaged or "
                          "was edited by hand: use the original file (or rerun the study)")
     return value
 
@@ -335,7 +329,7 @@ def _check_plan(plan: dict[str, Any], where: str) -> dict[str, Any]:
     for key, kind in _PLAN_TYPES.items():
         value = plan.get(key)
         if value is not None and (type(value) is not kind or (kind is int and abs(value) > 2**53)):
-            raise StoreError(f"{where} holds {key} = {_shown(value)}; expected a {kind.__name__}")
+            raise StoreError(f"{where} holds {key} = {quoted(value)}; expected a {kind.__name__}")
     if plan.get("varied_knob") is not None:
         check_knob_id(plan["varied_knob"], f"{where} varied_knob")
     return plan
@@ -367,7 +361,7 @@ def _check_timestamp(text: Any, where: str) -> pd.Timestamp | None:
             raise ValueError("not a short text")
         return pd.Timestamp(text)
     except (ValueError, TypeError, OverflowError):
-        raise StoreError(f"{where} holds {_shown(text)} where an ISO 8601 time is expected; the store is damaged "
+        raise StoreError(f"{where} holds {quoted(text)} where an ISO 8601 time is expected; the store is damaged "
                          "or was edited by hand") from None
 
 
@@ -700,7 +694,7 @@ class Store:
                                               ("created", row[3], 64, True), ("tunelab_version", row[4], 64, True),
                                               ("git_sha", row[5], 64, False)):
             if not (isinstance(value, str) or (value is None and not required)) or len(value or "") > limit:
-                raise StoreError(f"{where} holds {label} = {_shown(value)}; expected text of at most {limit} "
+                raise StoreError(f"{where} holds {label} = {quoted(value)}; expected text of at most {limit} "
                                  "characters. The store is damaged or was edited by hand: use the original file")
         target_spec = _loads(row[6], f"{where} target_spec")
         if target_spec is not None:
@@ -809,7 +803,7 @@ class Store:
         for name, values in series.items():
             check_metric_name(name, f"{where}: series column")
             if not isinstance(values, list):
-                raise StoreError(f"{where} {name} holds {_shown(values)} where a list of numbers is expected")
+                raise StoreError(f"{where} {name} holds {quoted(values)} where a list of numbers is expected")
             for value in values:
                 _check_number(value, f"{where} {name}")
         return series
@@ -828,15 +822,15 @@ class Store:
     def _check_row(self, trial_id: Any, phase: Any, status: Any, reason: Any, foreign: Any, started: Any,
                    ended: Any) -> None:
         """The plain columns of a trial row: id, phase, status, reason text, numbers and times."""
-        where = f"{self.path}: trial {_shown(trial_id)}"
+        where = f"{self.path}: trial {quoted(trial_id)}"
         if isinstance(trial_id, bool) or not isinstance(trial_id, int):
             raise StoreError(f"{where} has a trial_id that is not an integer; the store is damaged or was edited")
         if phase not in PHASES:
-            raise StoreError(f"{where} has phase {_shown(phase)}; expected one of {', '.join(PHASES)}")
+            raise StoreError(f"{where} has phase {quoted(phase)}; expected one of {', '.join(PHASES)}")
         if status not in (TrialStatus.RUNNING, *FINAL_STATUSES):
-            raise StoreError(f"{where} has status {_shown(status)}; expected one of running, {', '.join(FINAL_STATUSES)}")
+            raise StoreError(f"{where} has status {quoted(status)}; expected one of running, {', '.join(FINAL_STATUSES)}")
         if reason is not None and not isinstance(reason, str):
-            raise StoreError(f"{where} has a reason that is not text: {_shown(reason)}")
+            raise StoreError(f"{where} has a reason that is not text: {quoted(reason)}")
         _check_number(foreign, f"{where} foreign_cpu_s")
         _check_timestamp(started, f"{where} started_at")
         _check_timestamp(ended, f"{where} ended_at")

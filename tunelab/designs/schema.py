@@ -23,7 +23,7 @@ import numpy as np
 import yaml
 
 from tunelab.designs.generators import GENERATORS, runs_per_replicate
-from tunelab.errors import DesignError, KnobError, LoadError, TargetError
+from tunelab.errors import DesignError, KnobError, LoadError, TargetError, quoted
 from tunelab.knobs import Knob, get_knob
 from tunelab.loads import Load, get_load
 from tunelab.model import HOSTS, Direction, Metric, ParseError, knob_id, level_from_json, level_to_json
@@ -276,7 +276,7 @@ class _Composer:
             raise _yaml_error(exc, self.source) from None
         except _SCALAR_ERRORS as exc:
             raise DesignError(f"{self._where(node)}: {_fmt(path) or '(top level)'}: cannot read the value "
-                              f"{_short(node.value)} ({' '.join(str(exc).split())[:200]})") from None
+                              f"{quoted(node.value)} ({' '.join(str(exc).split())[:200]})") from None
 
     def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
@@ -288,10 +288,10 @@ class _Composer:
                 key = [key]
             if isinstance(key, (list, dict)):
                 raise DesignError(f"{self._where(key_node)}: {_fmt(path) or '(top)'}: "
-                                  f"a key must be a plain string, got {_short(key)}")
+                                  f"a key must be a plain string, got {quoted(key)}")
             if key in out:
                 raise DesignError(f"{self._where(key_node)}: {_fmt(path + (key,))}: "
-                                  f"duplicate key {_short(key)}; each key may appear once")
+                                  f"duplicate key {quoted(key)}; each key may appear once")
             out[key] = self.convert(value_node, path + (key,), depth + 1)
         return out
 
@@ -319,12 +319,6 @@ def _compose(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     finally:
         loader.dispose()
     return data, composer.lines
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    """``repr(value)`` cut to ``limit`` characters: errors quote untrusted values."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _fmt(path: Path_) -> str:
@@ -362,27 +356,27 @@ class _Context:
         if value is None:
             value = {}
         if not isinstance(value, dict):
-            raise self.error(path, f"must be a mapping (key: value), got {type(value).__name__} {_short(value)}")
+            raise self.error(path, f"must be a mapping (key: value), got {type(value).__name__} {quoted(value)}")
         allowed = tuple(allowed)
         for key in value:
             if key not in allowed:
-                raise self.error(path + (key,), f"unknown key {_short(key)}; allowed keys: {', '.join(allowed)}")
+                raise self.error(path + (key,), f"unknown key {quoted(key)}; allowed keys: {', '.join(allowed)}")
         return value
 
     def string(self, value: Any, path: Path_, choices: Iterable[str] | None = None) -> str:
         if not isinstance(value, str) or not value:
-            raise self.error(path, f"must be a non-empty string, got {_short(value)}")
+            raise self.error(path, f"must be a non-empty string, got {quoted(value)}")
         if choices is not None and value not in tuple(choices):
-            raise self.error(path, f"unknown value {_short(value)}; choose one of {', '.join(choices)}")
+            raise self.error(path, f"unknown value {quoted(value)}; choose one of {', '.join(choices)}")
         return value
 
     def integer(self, value: Any, path: Path_, minimum: int | None = None,
                 maximum: tuple[str, int] | None = None) -> int:
         """An int >= ``minimum``; ``maximum`` is ``(CONSTANT_NAME, limit)`` of a documented limit."""
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(path, f"must be an integer, got {_short(value)}")
+            raise self.error(path, f"must be an integer, got {quoted(value)}")
         if minimum is not None and value < minimum:
-            raise self.error(path, f"must be >= {minimum}, got {_short(value)}")
+            raise self.error(path, f"must be >= {minimum}, got {quoted(value)}")
         if maximum is not None and value > maximum[1]:
             raise self.limit(path, maximum, value)
         return value
@@ -390,13 +384,13 @@ class _Context:
     def number(self, value: Any, path: Path_, minimum: float, strict: bool = False,
                maximum: tuple[str, float] | None = None) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(path, f"must be a number, got {_short(value)}")
+            raise self.error(path, f"must be a number, got {quoted(value)}")
         try:
             value = float(value)
         except OverflowError:
-            raise self.error(path, f"must be a finite number, got {_short(value)}") from None
+            raise self.error(path, f"must be a finite number, got {quoted(value)}") from None
         if not math.isfinite(value):
-            raise self.error(path, f"must be a finite number, got {_short(value)}")
+            raise self.error(path, f"must be a finite number, got {quoted(value)}")
         if value < minimum or (strict and value == minimum):
             raise self.error(path, f"must be {'>' if strict else '>='} {minimum}, got {value:g}")
         if maximum is not None and value > maximum[1]:
@@ -406,7 +400,7 @@ class _Context:
     def limit(self, path: Path_, limit: tuple[str, float], value: Any) -> DesignError:
         """The error for a value above a documented limit: names the key path, the limit and the value."""
         name, bound = limit
-        shown = f"{value:g}" if isinstance(value, float) else _short(value)
+        shown = f"{value:g}" if isinstance(value, float) else quoted(value)
         return self.error(path, f"{shown} exceeds the limit {name}={bound:g}; use a smaller value "
                                 "(tunelab refuses designs this large; see designs/README.md, Limits and trust)")
 
@@ -507,7 +501,7 @@ def _parse_knob(ctx: _Context, raw: Any, path: Path_, lookup: Callable[[str], Kn
     if has_levels:
         values = raw["levels"]
         if not isinstance(values, list):
-            raise ctx.error(path + ("levels",), f"must be a list of values, got {_short(values)}")
+            raise ctx.error(path + ("levels",), f"must be a list of values, got {quoted(values)}")
         if not values:
             raise ctx.error(path + ("levels",), f"empty levels for {name}; list at least one value")
         if len(values) > MAX_LEVELS:
@@ -567,7 +561,7 @@ def _parse_load(ctx: _Context, raw: Any) -> LoadSpec:
                             f"known: {', '.join(sorted(known))}")
     settings = raw.get("settings", {}) or {}
     if not isinstance(settings, dict):
-        raise ctx.error(path + ("settings",), f"must be a mapping of setting: value, got {_short(settings)}")
+        raise ctx.error(path + ("settings",), f"must be a mapping of setting: value, got {quoted(settings)}")
     if load_cls is not None:
         _check_load_settings(ctx, load_cls, profile, settings)
     return LoadSpec(generator=generator, profile=profile, settings=_freeze(settings))
@@ -592,7 +586,7 @@ def _parse_metrics(ctx: _Context, raw: Any, load: LoadSpec) -> tuple[Metric, ...
     """``metrics``: each a name the load reports, its better direction and its SESOI (%)."""
     path: Path_ = ("metrics",)
     if not isinstance(raw, list) or not raw:
-        raise ctx.error(path, f"must be a non-empty list of {{name, direction, sesoi_pct}}, got {_short(raw)}")
+        raise ctx.error(path, f"must be a non-empty list of {{name, direction, sesoi_pct}}, got {quoted(raw)}")
     if len(raw) > MAX_METRICS:
         raise ctx.error(path, f"{len(raw)} metrics exceed the limit MAX_METRICS={MAX_METRICS}")
     load_cls = _load_class(load.generator)
@@ -627,13 +621,13 @@ def _parse_identity(ctx: _Context, data: Mapping[str, Any]) -> dict[str, str]:
     name = ctx.string(data["name"], ("name",))
     if len(name) > MAX_NAME_LENGTH:
         raise ctx.error(("name",), f"study name of {len(name)} characters exceeds the limit "
-                        f"MAX_NAME_LENGTH={MAX_NAME_LENGTH}: {_short(name)}")
+                        f"MAX_NAME_LENGTH={MAX_NAME_LENGTH}: {quoted(name)}")
     if not NAME_PATTERN.match(name):
-        raise ctx.error(("name",), f"study name {_short(name)} must start with a letter or digit and use only "
+        raise ctx.error(("name",), f"study name {quoted(name)} must start with a letter or digit and use only "
                         "a-z, 0-9, '_' and '-' (it names data/<name>.sqlite)")
     description = data.get("description") or ""
     if not isinstance(description, str):
-        raise ctx.error(("description",), f"must be text, got {_short(description)}")
+        raise ctx.error(("description",), f"must be text, got {quoted(description)}")
     return {"name": name, "description": description}
 
 
@@ -647,7 +641,7 @@ def _parse_target(ctx: _Context, raw: Any) -> TargetSpec:
                         f"{', '.join(sorted(known_targets))}")
     options = raw.get("options", {}) or {}
     if not isinstance(options, dict):
-        raise ctx.error(("target", "options"), f"must be a mapping, got {_short(options)}")
+        raise ctx.error(("target", "options"), f"must be a mapping, got {quoted(options)}")
     _check_target_options(ctx, target_type, options)
     allow_host_global = ctx.boolean(raw.get("allow_host_global", False), ("target", "allow_host_global"))
     return TargetSpec(type=target_type, options=_freeze(options), allow_host_global=allow_host_global)
@@ -663,7 +657,7 @@ def _parse_durations(ctx: _Context, data: Mapping[str, Any]) -> dict[str, float]
 def _parse_knobs(ctx: _Context, raw: Any, lookup: Callable[[str], Knob]) -> tuple[KnobSpec, ...]:
     """``knobs``: at most MAX_KNOBS, each parsed by :func:`_parse_knob`, their ids unique."""
     if not isinstance(raw, list) or not raw:
-        raise ctx.error(("knobs",), f"must be a non-empty list of knobs, got {_short(raw)}")
+        raise ctx.error(("knobs",), f"must be a non-empty list of knobs, got {quoted(raw)}")
     if len(raw) > MAX_KNOBS:
         raise ctx.error(("knobs",), f"{len(raw)} knobs exceed the limit MAX_KNOBS={MAX_KNOBS}")
     knobs: list[KnobSpec] = []

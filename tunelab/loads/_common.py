@@ -9,9 +9,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from tunelab.errors import LoadError
+from tunelab.errors import quoted
 from tunelab.loads.base import LoadResult, SettingError, Status
-from tunelab.targets.base import CommandResult, short
+from tunelab.targets.base import CommandResult
 
 
 @dataclass(frozen=True)
@@ -59,13 +59,13 @@ def check_settings(load: str, settings: Mapping[str, Any], spec: Mapping[str, Se
         if key in internal:
             continue
         if key not in spec:
-            raise SettingError(f"{load}: unknown load setting {short(key)}; known settings: {', '.join(sorted(spec))}",
+            raise SettingError(f"{load}: unknown load setting {quoted(key)}; known settings: {', '.join(sorted(spec))}",
                                str(key))
         rule = spec[key]
         if value is None and rule.optional:
             continue
         if not isinstance(value, rule.types) or not rule.check(value):
-            raise SettingError(f"{load}: setting {key}={short(value)} must be {rule.rule}"
+            raise SettingError(f"{load}: setting {key}={quoted(value)} must be {rule.rule}"
                                f"{' or null' if rule.optional else ''}; fix the design's load.settings", key)
 
 

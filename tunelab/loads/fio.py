@@ -9,7 +9,7 @@ per-second series comes from consecutive status objects.
 
 Files are confined, for reads and writes alike: ``filename`` is either ``"@disk"`` (the target's
 scratch loop device, e.g. the lab's) or a file under tunelab's scratch directory
-:data:`~tunelab.targets.base.SCRATCH_DIR` (default ``/var/tmp/tunelab/scratch``). Paths are
+:data:`~tunelab.paths.SCRATCH_DIR` (default ``/var/tmp/tunelab/scratch``). Paths are
 canonicalised; ``..``, ``:`` (fio's list separator) and symlinks that leave the directory are
 refused when the design is read, again on the target in :meth:`FioLoad.prepare`, and again in
 :meth:`FioLoad.command`. A design cannot read or overwrite a real disk or a system file.
@@ -32,11 +32,12 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from tunelab.errors import LoadError
+from tunelab.errors import LoadError, quoted
 from tunelab.loads import _common as c
 from tunelab.loads.base import LOADS, Load, LoadResult
 from tunelab.loads.metrics import pick
-from tunelab.targets.base import SCRATCH_DIR, CommandResult, Target
+from tunelab.paths import SCRATCH_DIR
+from tunelab.targets.base import CommandResult, Target
 
 RW = ("randread", "randwrite", "read", "write", "randrw")
 #: fio engines a design may choose (``exec``, ``external:`` and friends would run other programs)
@@ -78,7 +79,7 @@ def check_filename(value: str, setting: str = "filename", resolve: bool = True) 
     allowed = f"allowed: \"@disk\" (the target's scratch loop device) or a file under {SCRATCH_DIR}/"
 
     def refuse(why: str) -> LoadError:
-        return c.SettingError(f"fio: setting {setting}={c.short(value)} {why}; {allowed}", setting)
+        return c.SettingError(f"fio: setting {setting}={quoted(value)} {why}; {allowed}", setting)
 
     if ":" in value:
         raise refuse("contains ':', which fio reads as a list of several files")
@@ -151,7 +152,7 @@ class FioLoad(Load):
             device = target.resolve_device("@disk")
             device = device if device.startswith("/") else f"/dev/{device}"
             if not _LOOP_RE.fullmatch(device):
-                raise LoadError(f"fio: filename \"@disk\" resolved to {c.short(device)} on this target, which is not "
+                raise LoadError(f"fio: filename \"@disk\" resolved to {quoted(device)} on this target, which is not "
                                 "a loop device; use a target with a scratch disk (lab with disk_mb) or a file "
                                 f"under {SCRATCH_DIR}/")
             extra["filename"] = extra["device_from_target"] = device
@@ -171,7 +172,7 @@ class FioLoad(Load):
         real = target.run(self.runs_on, ["realpath", "-m", "--", path], timeout_s=10)
         seen = real.stdout.strip()
         if not real.ok or (seen and seen != path):   # a dry run prints nothing
-            raise LoadError(f"fio: filename {path} resolves to {c.short(seen)} on the target (a symlink); "
+            raise LoadError(f"fio: filename {path} resolves to {quoted(seen)} on the target (a symlink); "
                             f"only files under {SCRATCH_DIR}/ are allowed")
         return path
 

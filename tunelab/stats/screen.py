@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.errors import DataError
-from tunelab.model import USABLE_STATUSES, Metric, Verdict, level_to_json
+from tunelab.model import USABLE_STATUSES, Metric, Verdict, json_value
 from tunelab.stats._validate import Groups, check_input, sorted_levels
 from tunelab.stats.assumptions import _homoscedasticity_rows, _normality_row, _sd_ratio
 from tunelab.stats.effects import _pct_change_table, _sample, check_bootstrap
@@ -96,10 +96,10 @@ class ScreenResult:
         NaN becomes ``null``, numpy scalars become Python numbers, tuple levels become lists.
         """
         out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "design": self.design,
-                               "settings": _json_value(self.settings)}
+                               "settings": json_value(self.settings)}
         for name in self.tables:
             frame: pd.DataFrame = getattr(self, name)
-            out[name] = [_json_value(row) for row in frame.to_dict(orient="records")]
+            out[name] = [json_value(row) for row in frame.to_dict(orient="records")]
         return out
 
 
@@ -107,27 +107,6 @@ def schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) that :meth:`ScreenResult.to_json` output follows."""
     text = resources.files("tunelab.stats").joinpath("screen.schema.json").read_text(encoding="utf-8")
     return json.loads(text)
-
-
-def _json_value(value: Any) -> Any:
-    """:func:`tunelab.model.level_to_json`, then what strict JSON lacks: infinities and missing values
-    -> ``null``, any other object -> its text.
-
-    >>> _json_value({"p": float("inf"), "level": (1, np.int64(2)), "n": pd.NA})
-    {'p': None, 'level': [1, 2], 'n': None}
-    """
-    value = level_to_json(value)
-    if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_value(v) for v in value]
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if value is pd.NA or value is pd.NaT:
-        return None
-    return str(value)
 
 
 def _normalise_metrics(metrics: Sequence[Metric | dict[str, Any]], data: pd.DataFrame) -> list[dict[str, Any]]:

@@ -28,14 +28,14 @@ import types
 import typing
 from typing import Any, Mapping
 
-from tunelab.errors import SafetyError, TargetError
-from tunelab.targets.base import SCRATCH_DIR, TARGETS, CommandResult, Target, TargetOptionError, get_target, short
+from tunelab.errors import SafetyError, TargetError, quoted
+from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError, get_target
 from tunelab.targets import dryrun as _dryrun  # noqa: F401  (registers "dry-run")
 from tunelab.targets import lab as _lab  # noqa: F401  (registers "lab")
 from tunelab.targets import local as _local  # noqa: F401  (registers "local")
 from tunelab.targets import ssh as _ssh  # noqa: F401  (registers "ssh")
 
-__all__ = ["SCRATCH_DIR", "TARGETS", "CommandResult", "Target", "TargetOptionError", "build_target",
+__all__ = ["TARGETS", "CommandResult", "Target", "TargetOptionError", "build_target",
            "check_target_spec", "get_target", "target_commands", "target_options"]
 
 #: the command-line flag that lets a design's command options run
@@ -106,16 +106,16 @@ def _check_options(type_name: str, cls: type[Target], options: Mapping[str, Any]
     hints = _hints(cls)
     for key, value in options.items():
         if key in hints and not _matches(value, hints[key]):
-            raise TargetOptionError(f"target {type_name}: option {key}={short(value)} must be of type "
+            raise TargetOptionError(f"target {type_name}: option {key}={quoted(value)} must be of type "
                                     f"{_type_text(hints[key])}", key)
 
 
 def _spec_parts(spec: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
     if not isinstance(spec, Mapping) or not isinstance(spec.get("type"), str):
-        raise TargetError(f"a target spec needs a `type` (one of {', '.join(TARGETS.names())}), got {short(spec)}")
+        raise TargetError(f"a target spec needs a `type` (one of {', '.join(TARGETS.names())}), got {quoted(spec)}")
     options = spec.get("options") or {}
     if not isinstance(options, Mapping):
-        raise TargetOptionError(f"target {spec['type']}: options must be a mapping, got {short(options)}")
+        raise TargetOptionError(f"target {spec['type']}: options must be a mapping, got {quoted(options)}")
     return spec["type"], options
 
 

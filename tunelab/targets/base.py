@@ -12,8 +12,6 @@ callers and the contract tests (``tests/contracts``) know instead of finding out
 
 Examples
 --------
->>> short("x" * 100, limit=10)
-"'xxxxxxxxx..."
 >>> get_target("nope")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -28,17 +26,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tunelab.errors import TargetError
-from tunelab.paths import SCRATCH_DIR  # noqa: F401 - re-exported: fio's confinement reads it from here
 from tunelab.registry import Registry
 
 if TYPE_CHECKING:
     from tunelab.loads.base import Load
-
-
-def short(value: Any, limit: int = 80) -> str:
-    """``repr(value)``, cut to ``limit`` characters (errors quote untrusted values)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class TargetOptionError(TargetError):

@@ -82,7 +82,12 @@ def run_id(pid: int | None = None) -> str:
     A run killed with -9 cannot stop its loads; their marker lets :func:`kill_marked` find them.
     """
     process = psutil.Process(pid)
-    return f"{process.pid}-{int(process.create_time() * 100)}"
+    return run_id_of(process.pid, process.create_time())
+
+
+def run_id_of(pid: int, started: float) -> str:
+    """The run id of the process ``pid`` that started at ``started`` (epoch seconds)."""
+    return f"{pid}-{int(started * 100)}"
 
 
 def kill_marked(marker: str) -> list[int]:
