@@ -2,7 +2,7 @@
 #
 # Regenerate (from the repository root):
 #     Rscript tests/stats/reference/make_reference.R
-# Needs: R >= 4.2 with the Debian packages r-cran-car, r-cran-jsonlite and r-cran-rstatix.
+# Needs: R >= 4.2 with the Debian packages r-cran-car, r-cran-emmeans, r-cran-jsonlite and r-cran-rstatix.
 # Writes tests/stats/reference/datasets/*.csv (the data, exported from R's `datasets` package) and
 # tests/stats/reference/reference.json (the values; numbers with 15 significant digits).
 #
@@ -13,6 +13,7 @@
 
 suppressPackageStartupMessages({
   library(car)
+  library(emmeans)
   library(jsonlite)
   library(rstatix)
 })
@@ -304,16 +305,173 @@ lenth <- list(source = "Montgomery (2013) Design and Analysis of Experiments, 8t
                                 significant_sme = abs(unname(effect)) > sme),
               s0 = s0, pse = pse, me = me, sme = sme, d = m / 3)
 
+# ---------------------------------------------------------------- linear model (one fit) --------
+# One lm per case with sum-to-zero coding, the way tunelab.stats.linear_model.fit_model fits it:
+#   response (or log(response)) ~ [block +] main effects + the listed two-factor interactions.
+# Tables: car::Anova type II and III (F tests; partial eta2 = SS / (SS + SS_residual)), the same
+# with the HC3 covariance (Wald F), emmeans EMMs and EMM contrasts of every level against the
+# baseline level (marginal: averaged over the other factors with equal weights; simple effects:
+# within each level of an interacting factor), unadjusted and Dunnett-adjusted.
+#
+# Dunnett: the adjustment over the contrasts of one family (one knob, one `at`) uses the
+# multivariate t with the correlations of the model's contrast estimates (cov2cor(vcov(contrast))),
+# p_adj = P(max |T_i| >= |t|) and adj CI = estimate -/+ q SE with P(max |T_i| <= q) = 0.95. It is
+# computed here to ~1e-10 (families of at most two contrasts: inclusion-exclusion over the events
+# |T_i| >= t, bivariate t orthant probabilities by a one-dimensional integral; q by uniroot) and
+# checked against emmeans' own `adjust = "mvt"` (randomised Genz-Bretz, abseps 1e-3, under set.seed)
+# to 2e-3. NB emmeans has no adjust = "dunnett": an unknown name silently falls back to "dunnettx"
+# (the default for trt.vs.ctrl), an approximation that ignores the actual correlations of
+# unbalanced data (off by up to 3e-3 in the CIs of warpbreaks_unbalanced).
+data_sets$npk <- npk[, c("block", "N", "P", "K", "yield")]
+write.csv(data_sets$npk, file.path(here, "datasets", "npk.csv"), row.names = FALSE)
+
+orthant_t2 <- function(t, df, rho) {              # P(T1 <= -t, T2 <= -t), bivariate t(df, rho)
+  # T2 | T1 = x is t(df + 1) with location rho x and scale sqrt((df + x^2) (1 - rho^2) / (df + 1)):
+  # a one-dimensional integral, accurate in relative terms also far in the tail.
+  f <- function(x) dt(x, df) * pt((-t - rho * x) / sqrt((df + x^2) * (1 - rho^2) / (df + 1)), df + 1)
+  integrate(f, -Inf, -t, rel.tol = 1e-13, abs.tol = 0)$value
+}
+max_abs_t_sf <- function(t, df, corr) {          # P(max_i |T_i| >= t), T ~ multivariate t(df, corr)
+  k <- nrow(corr)                                  # inclusion-exclusion over the events |T_i| >= t
+  stopifnot(k <= 2)
+  if (k == 1) return(2 * pt(-t, df))
+  4 * pt(-t, df) - 2 * (orthant_t2(t, df, corr[1, 2]) + orthant_t2(t, df, -corr[1, 2]))
+}
+dunnett <- function(t, se, estimate, df, corr, level = 0.95) {
+  q <- uniroot(function(x) max_abs_t_sf(x, df, corr) - (1 - level), c(1, 10), tol = 1e-13)$root
+  list(p_adj = sapply(abs(t), max_abs_t_sf, df = df, corr = corr),
+       adj_ci_low = estimate - q * se, adj_ci_high = estimate + q * se, q = q)
+}
+
+model_reference <- function(dataset, dv, factors, baseline, pairs = list(), block = NULL, log = FALSE) {
+  d <- data_sets[[dataset]]
+  for (f in c(block, factors)) d[[f]] <- c_sorted_factor(d[[f]])
+  lhs <- if (log) sprintf("log(%s)", dv) else dv
+  rhs <- paste(c(block, factors, vapply(pairs, paste, "", collapse = ":")), collapse = " + ")
+  form <- as.formula(paste(lhs, "~", rhs))
+  fit <- lm(form, data = d, contrasts = setNames(rep(list("contr.sum"), length(c(block, factors))),
+                                                 c(block, factors)))
+  fit_call <- sprintf("fit <- lm(%s ~ %s, data = %s, contrasts = contr.sum for every factor)",
+                      lhs, rhs, dataset)
+
+  with_eta <- function(rows) {
+    ss_res <- rows$ss[rows$source == "Residual"]
+    rows$partial_eta2 <- ifelse(rows$source == "Residual", NA, rows$ss / (rows$ss + ss_res))
+    rows
+  }
+  wald_rows <- function(tab) {
+    tab <- as.data.frame(tab)
+    source <- trimws(rownames(tab))
+    keep <- !(source %in% c("(Intercept)", "Residuals"))
+    data.frame(source = source[keep], df1 = tab[keep, "Df"], df2 = df.residual(fit),
+               F = tab[keep, "F"], p = tab[keep, "Pr(>F)"], row.names = NULL)
+  }
+  hc3 <- list()
+  for (type in 2:3) {
+    hc3[[type - 1]] <- suppressMessages(Anova(fit, type = type, white.adjust = "hc3"))
+  }
+  # car's HC3 type II Wald test does not depend on the coding: check with treatment contrasts
+  fit_treatment <- lm(form, data = d)
+  stopifnot(isTRUE(all.equal(hc3[[1]][["F"]],
+                             suppressMessages(Anova(fit_treatment, type = 2, white.adjust = "hc3"))[["F"]],
+                             tolerance = 1e-10)))
+
+  contrast_rows <- list(); emm_rows <- list(); calls <- character()
+  add_family <- function(knob, other = NULL, with_emm = TRUE) {
+    spec <- if (is.null(other)) as.formula(paste("~", knob)) else as.formula(paste("~", knob, "|", other))
+    ref <- match(as.character(baseline[[knob]]), levels(d[[knob]]))
+    emm <- suppressMessages(emmeans(fit, spec))
+    ct <- contrast(emm, "trt.vs.ctrl", ref = ref)
+    s <- as.data.frame(summary(ct, infer = c(TRUE, TRUE), adjust = "none"))
+    set.seed(20240501)
+    s_mvt <- as.data.frame(summary(ct, infer = c(TRUE, TRUE), adjust = "mvt"))
+    V <- vcov(ct)
+    lev <- levels(d[[knob]])[-ref]
+    at_levels <- if (is.null(other)) "" else levels(d[[other]])
+    out <- list()
+    for (a in at_levels) {
+      i <- if (is.null(other)) seq_len(nrow(s)) else which(as.character(s[[other]]) == a)
+      stopifnot(length(i) == length(lev),
+                all(mapply(function(l, lab) startsWith(lab, paste0(l, " - ")) ||
+                             startsWith(lab, paste0(knob, l, " - ")), lev, as.character(s$contrast[i]))))
+      adj <- dunnett(s$t.ratio[i], s$SE[i], s$estimate[i], s$df[i][1], cov2cor(V[i, i, drop = FALSE]))
+      stopifnot(max(abs(adj$p_adj - s_mvt$p.value[i])) <= 2e-3,
+                max(abs(adj$adj_ci_low - s_mvt$lower.CL[i])) <= 2e-3,
+                max(abs(adj$adj_ci_high - s_mvt$upper.CL[i])) <= 2e-3)
+      out[[length(out) + 1]] <- data.frame(
+        knob = knob, level = lev, baseline = as.character(baseline[[knob]]),
+        at = if (is.null(other)) "" else paste0(other, "=", a),
+        estimate = s$estimate[i], se = s$SE[i], df = s$df[i], t = s$t.ratio[i], p = s$p.value[i],
+        ci_low = s$lower.CL[i], ci_high = s$upper.CL[i],
+        p_adj = adj$p_adj, adj_ci_low = adj$adj_ci_low, adj_ci_high = adj$adj_ci_high)
+    }
+    contrast_rows[[length(contrast_rows) + 1]] <<- do.call(rbind, out)
+    calls <<- c(calls, sprintf(paste0("contrast(emmeans(fit, %s), 'trt.vs.ctrl', ref = %d) # baseline %s; ",
+                                      "summary(adjust = 'none', infer = TRUE); Dunnett by formula above, ",
+                                      "= summary(adjust = 'mvt') to 2e-3"),
+                               deparse(spec), ref, baseline[[knob]]))
+    e <- as.data.frame(summary(emm))
+    if (with_emm) {
+      emm_rows[[length(emm_rows) + 1]] <<- data.frame(
+        knob = knob, level = as.character(e[[knob]]), by = if (is.null(other)) NA else other,
+        by_level = if (is.null(other)) NA else as.character(e[[other]]),
+        mean = e$emmean, se = e$SE, df = e$df, ci_low = e$lower.CL, ci_high = e$upper.CL)
+    }
+  }
+  for (f in factors) add_family(f)
+  for (pr in pairs) {      # term a:b: simple effects a | b and b | a; EMMs only a | b (as fit.emmeans)
+    add_family(pr[1], pr[2])
+    add_family(pr[2], pr[1], with_emm = FALSE)
+  }
+
+  list(dataset = dataset, dv = dv, factors = factors, block = if (is.null(block)) NA else block, log = log,
+       interactions = pairs, baseline = baseline,
+       residual_df = df.residual(fit), call = fit_call,
+       type2 = list(call = "car::Anova(fit, type = 2)", rows = with_eta(anova_rows(Anova(fit, type = 2)))),
+       type3 = list(call = "car::Anova(fit, type = 3)", rows = with_eta(anova_rows(Anova(fit, type = 3)))),
+       hc3_type2 = list(call = "car::Anova(fit, type = 2, white.adjust = 'hc3')", rows = wald_rows(hc3[[1]])),
+       hc3_type3 = list(call = "car::Anova(fit, type = 3, white.adjust = 'hc3')", rows = wald_rows(hc3[[2]])),
+       contrasts = list(call = calls, rows = do.call(rbind, contrast_rows)),
+       emmeans = list(call = "emmeans(fit, ~ knob) and, for each term a:b, emmeans(fit, ~ a | b); summary()",
+                      rows = do.call(rbind, emm_rows)))
+}
+
+model <- list(
+  npk = model_reference("npk", "yield", c("N", "P", "K"), list(N = "0", P = "0", K = "0"),
+                        pairs = list(c("N", "P"), c("N", "K"), c("P", "K")), block = "block"),
+  warpbreaks = model_reference("warpbreaks", "breaks", c("wool", "tension"), list(wool = "A", tension = "L"),
+                               pairs = list(c("wool", "tension")), log = TRUE),
+  warpbreaks_unbalanced = model_reference("warpbreaks_unbalanced", "breaks", c("wool", "tension"),
+                                          list(wool = "A", tension = "L"),
+                                          pairs = list(c("wool", "tension")), log = TRUE),
+  ToothGrowth = model_reference("ToothGrowth", "len", c("supp", "dose"), list(supp = "OJ", dose = "0.5"),
+                                pairs = list(c("supp", "dose")))
+)
+# Venables & Ripley (2002) MASS, 4th ed., section 6.7, and R's ?npk: the half-fractions in the
+# blocks confound N:P:K with blocks, so aov drops it and the residual has 12 df. With the blocks
+# orthogonal to every main effect and two-factor interaction, these sequential SS equal type II.
+npk_aov <- summary(aov(yield ~ block + N * P * K, data = npk))[[1]]
+model$npk$source <- paste0("Venables, W. N. and Ripley, B. D. (2002) Modern Applied Statistics with S, ",
+                           "4th ed., Springer, section 6.7; R datasets::npk help page")
+model$npk$aov <- list(call = "summary(aov(yield ~ block + N * P * K, data = npk))",
+                      rows = anova_rows(npk_aov)[, c("source", "df", "ss", "F", "p")])
+stopifnot(identical(model$npk$aov$rows$source,
+                    c("block", "N", "P", "K", "N:P", "N:K", "P:K", "Residual")),
+          model$npk$residual_df == 12,
+          isTRUE(all.equal(model$npk$aov$rows$ss, model$npk$type2$rows$ss, tolerance = 1e-10)))
+
 # ---------------------------------------------------------------- write --------------------------
 reference <- list(
   generated_by = "tests/stats/reference/make_reference.R",
   r_version = R.version.string,
   packages = list(car = as.character(packageVersion("car")),
                   rstatix = as.character(packageVersion("rstatix")),
-                  jsonlite = as.character(packageVersion("jsonlite"))),
+                  jsonlite = as.character(packageVersion("jsonlite")),
+                  emmeans = as.character(packageVersion("emmeans")),
+                  mvtnorm = as.character(packageVersion("mvtnorm"))),
   oneway = oneway, factorial = factorial, cohens_d = cohen, tost = tost,
   replicates_needed = power_n, achieved_power = power_achieved, multiplicity = multiplicity,
-  lenth = lenth
+  lenth = lenth, model = model
 )
 write_json(reference, file.path(here, "reference.json"), digits = I(15), auto_unbox = TRUE,
            pretty = TRUE, na = "null")
