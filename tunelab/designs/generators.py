@@ -1,9 +1,10 @@
 """Experimental designs, one registered generator per design type.
 
 The pure, knob-agnostic builders come first (coded matrices in -1/+1, Hadamard matrices,
-fractional-factorial word algebra, Latin hypercube samples); the registered generators below map
-them onto a design's knob levels. Two-level designs code the knob's **baseline as -1** and its
-other level as +1, so the all-(-1) row, when a design has one, is the baseline configuration.
+fractional-factorial word algebra, Latin hypercube samples and Morris trajectories from SALib);
+the registered generators below map them onto a design's knob levels. Two-level designs code the
+knob's **baseline as -1** and its other level as +1, so the all-(-1) row, when a design has one,
+is the baseline configuration.
 
 Examples
 --------
@@ -31,8 +32,8 @@ from tunelab.registry import Registry
 if TYPE_CHECKING:
     from tunelab.designs.schema import Design, _Context
 
-# pyDOE3 and scipy.stats.qmc are imported inside the functions that use them: together they take
-# about a second to import, and `tunelab --help` (which imports this package) must not pay for it.
+# pyDOE3 and SALib are imported inside the functions that use them: together they take about a
+# second to import, and `tunelab --help` (which imports this package) must not pay for it.
 
 #: factor letters of fractional factorials (I is skipped: it denotes the identity)
 LETTERS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"
@@ -42,6 +43,8 @@ MAX_RUNS = 256
 MAX_GENERATORS = 20
 #: largest fractional factorial we build (default generators search up to this many runs)
 MAX_FRACTIONAL_RUNS = 4096
+#: Latin hypercubes drawn (from the design's seed) for one whose knobs are not confounded
+MAX_LHS_DRAWS = 100
 
 
 # --------------------------------------------------------------------------------------------
@@ -346,15 +349,33 @@ def fractional_factorial(k: int, generators: Sequence[str] | None = None, runs: 
 
 
 # --------------------------------------------------------------------------------------------
-# Latin hypercube
+# Latin hypercube and Morris trajectories (SALib)
+
+
+def _unit_problem(dimensions: int) -> dict[str, Any]:
+    """A SALib problem over the unit hypercube: knobs are mapped onto their ranges afterwards."""
+    return {"num_vars": dimensions, "names": [f"x{i}" for i in range(dimensions)], "bounds": [[0.0, 1.0]] * dimensions}
 
 
 def latin_hypercube(samples: int, dimensions: int, rng: np.random.Generator) -> np.ndarray:
     """``samples`` × ``dimensions`` points in [0, 1): each of ``samples`` equal strata of every
-    dimension holds exactly one point (scipy.stats.qmc.LatinHypercube)."""
-    from scipy.stats import qmc
+    dimension holds exactly one point (``SALib.sample.latin.sample``, drawing from ``rng``)."""
+    from SALib.sample import latin
 
-    return qmc.LatinHypercube(d=dimensions, rng=rng).random(samples)
+    return latin.sample(_unit_problem(dimensions), samples, seed=rng)
+
+
+def morris_trajectories(trajectories: int, dimensions: int, levels: int, rng: np.random.Generator) -> np.ndarray:
+    """Morris' (1991) one-at-a-time trajectories as grid indices (``SALib.sample.morris.sample``).
+
+    Returns an integer array of ``trajectories * (dimensions + 1)`` rows in trajectory order;
+    entry ``j`` means the grid point ``j / (levels - 1)`` of [0, 1]. Within a trajectory each
+    row moves exactly one dimension by ``levels / 2`` grid steps (Morris' Δ = p / (2 (p - 1))).
+    """
+    from SALib.sample import morris
+
+    unit = morris.sample(_unit_problem(dimensions), trajectories, num_levels=levels, seed=rng)
+    return np.rint(unit * (levels - 1)).astype(int)
 
 
 def map_unit_to_range(u: float, low: int, high: int, scale: str = "linear", step: int | None = None,
@@ -396,7 +417,10 @@ class DesignRows:
 
     ``rows`` map knob id -> level; ``varied`` names the OAT knob of each row (else None);
     ``baseline_every`` (OAT only) places baseline runs between varied runs; ``info`` carries
-    design properties for the summary (resolution, aliases, coded matrix).
+    design properties for the summary and the analysis: resolution, aliases and the coded matrix
+    of two-level designs; ``unit`` points and knob ``ranges`` of ``latin_hypercube`` and ``morris``
+    (see :func:`_knob_ranges`), plus ``points`` (the rows in trajectory order, repeats kept),
+    ``levels`` and ``trajectories`` of ``morris``.
     """
 
     rows: list[dict[str, Any]]
@@ -500,21 +524,123 @@ def _plackett_burman(design: Design, rng: np.random.Generator) -> DesignRows:
     return DesignRows(rows=rows, varied=[None] * len(rows), info={"coded": matrix})
 
 
+def _knob_ranges(design: Design) -> dict[str, dict[str, Any]]:
+    """Knob id -> its range, the ``info["ranges"]`` of space-filling designs: ``low``, ``high``,
+    ``scale``, ``step`` and ``levels`` (None for a low/high range; a list knob gets its levels, and
+    its smallest and largest value as ``low``/``high`` when they are numbers, else None)."""
+    out = {}
+    for knob in design.knobs:
+        if knob.is_range:
+            out[knob.id] = {"low": knob.low, "high": knob.high, "scale": knob.scale, "step": knob.step, "levels": None}
+        else:
+            numeric = all(_is_number(v) for v in knob.levels)
+            out[knob.id] = {"low": min(knob.levels) if numeric else None, "high": max(knob.levels) if numeric else None,
+                            "scale": "linear", "step": None, "levels": list(knob.levels)}
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating))
+
+
 def _latin_hypercube(design: Design, rng: np.random.Generator) -> DesignRows:
     samples = _option_int(design, "samples", minimum=2)
     if samples is None:
         raise DesignError("latin_hypercube needs option `samples: N` (the number of configurations)")
-    unit = latin_hypercube(samples, len(design.knobs), rng)
-    rows = []
-    for point in unit:
-        row = {}
-        for knob, u in zip(design.knobs, point):
-            if knob.is_range:
-                row[knob.id] = map_unit_to_range(u, knob.low, knob.high, knob.scale, knob.step, strata=samples)
-            else:  # a list of levels: equal shares of [0, 1) per level
-                row[knob.id] = knob.levels[min(int(u * len(knob.levels)), len(knob.levels) - 1)]
-        rows.append(row)
-    return DesignRows(rows=rows, varied=[None] * len(rows), info={"unit": unit})
+    k = len(design.knobs)
+    if samples < k + 2:
+        raise DesignError(f"samples={samples} is too few for {k} knobs: the regression that reads a Latin hypercube "
+                          f"fits an intercept and a slope per knob ({k + 1} parameters) and needs one run more to "
+                          f"estimate the noise; use samples: {k + 2} or more ({2 * k + 4} or more to also fit a "
+                          "curvature per knob)")
+    for i, knob in enumerate(design.knobs):
+        if not knob.is_range and len(knob.levels) < 2:
+            raise DesignError(f"knobs[{i}] ({knob.id}) has the single level {knob.levels[0]!r}, but a Latin hypercube "
+                              "varies every knob; give it two or more levels or drop it")
+    for _ in range(MAX_LHS_DRAWS):
+        unit = latin_hypercube(samples, k, rng)
+        rows = []
+        for point in unit:
+            row = {}
+            for knob, u in zip(design.knobs, point):
+                if knob.is_range:
+                    row[knob.id] = map_unit_to_range(u, knob.low, knob.high, knob.scale, knob.step, strata=samples)
+                else:  # a list of levels: equal shares of [0, 1) per level
+                    row[knob.id] = knob.levels[min(int(u * len(knob.levels)), len(knob.levels) - 1)]
+            rows.append(row)
+        if not _confounded(design, rows):
+            return DesignRows(rows=rows, varied=[None] * len(rows),
+                              info={"unit": unit, "samples": samples, "ranges": _knob_ranges(design)})
+    raise DesignError(f"none of {MAX_LHS_DRAWS} Latin hypercubes of samples={samples} varies the {k} knobs "
+                      "independently (knobs with few levels repeat each other's pattern), so the regression could "
+                      "not separate their effects; use more samples")
+
+
+def _confounded(design: Design, rows: list[dict[str, Any]]) -> bool:
+    """True when the linear model of the rows (an intercept and a slope per knob, on each knob's
+    scale; list knobs of words by level position) is rank-deficient: some knobs' effects alias."""
+    columns = [np.ones(len(rows))]
+    for knob in design.knobs:
+        values = [row[knob.id] for row in rows]
+        if knob.is_range:
+            x = np.log(np.array(values, dtype=float)) if knob.scale == "log" else np.array(values, dtype=float)
+        elif all(_is_number(v) for v in knob.levels):
+            x = np.array(values, dtype=float)
+        else:
+            x = np.array([knob.levels.index(v) for v in values], dtype=float)
+        spread = np.ptp(x)
+        if spread == 0:
+            return True
+        columns.append(2 * (x - x.min()) / spread - 1)
+    return int(np.linalg.matrix_rank(np.column_stack(columns))) < len(columns)
+
+
+def _morris_grid(design: Design, levels: int) -> list[list[Any]]:
+    """Each knob's value at the Morris grid points 0, 1/(p-1), …, 1 (p = ``levels``).
+
+    Range knobs map the grid onto [low, high] (log-spaced for ``scale: log``) rounded to their
+    integer/``step`` grid, which must keep p distinct values. List knobs are ordered by value and
+    take equal shares of the grid, so every Morris step (over half the grid) changes the level.
+    """
+    grids = []
+    for i, knob in enumerate(design.knobs):
+        if knob.is_range:
+            values = [map_unit_to_range(j / (levels - 1), knob.low, knob.high, knob.scale, knob.step)
+                      for j in range(levels)]
+            if len(set(values)) < levels:
+                step = f", step {knob.step}" if knob.step else ""
+                raise DesignError(f"knobs[{i}] ({knob.id}): a {levels}-level Morris grid over {knob.low}..{knob.high}"
+                                  f"{step} rounds to only {len(set(values))} distinct values {values}; "
+                                  "use fewer `levels` or a wider range")
+        else:
+            if len(knob.levels) < 2:
+                raise DesignError(f"knobs[{i}] ({knob.id}) has the single level {knob.levels[0]!r}, but a Morris "
+                                  "design moves every knob; give it two or more levels or drop it")
+            if not all(_is_number(v) for v in knob.levels):
+                raise DesignError(f"knobs[{i}] ({knob.id}) has levels {list(knob.levels)}, but Morris elementary "
+                                  "effects need ordered numeric levels; list numbers, or use latin_hypercube or oat")
+            ordered = sorted(knob.levels)
+            m = len(ordered)
+            values = [ordered[min(j * m // (levels - 1), m - 1)] for j in range(levels)]
+        grids.append(values)
+    return grids
+
+
+def _morris(design: Design, rng: np.random.Generator) -> DesignRows:
+    trajectories = design.options.get("trajectories", 10)
+    if isinstance(trajectories, bool) or not isinstance(trajectories, int) or trajectories < 2:
+        raise DesignError(f"option trajectories must be an integer >= 2, got {trajectories!r}: each trajectory gives "
+                          "one elementary effect per knob and their spread (sigma) needs two or more; 10 is usual")
+    levels = design.options.get("levels", 4)
+    if isinstance(levels, bool) or not isinstance(levels, int) or levels < 2 or levels % 2:
+        raise DesignError(f"option levels must be an even integer >= 2, got {levels!r} (an odd number of grid levels "
+                          "biases Morris' sample); 4 is usual, 6 or 8 for long ranges")
+    grids = _morris_grid(design, levels)
+    index = morris_trajectories(trajectories, len(design.knobs), levels, rng)
+    points = [{knob.id: grid[j] for knob, grid, j in zip(design.knobs, grids, row)} for row in index]
+    info = {"unit": index / (levels - 1), "points": [dict(p) for p in points], "levels": levels,
+            "trajectories": trajectories, "ranges": _knob_ranges(design)}
+    return DesignRows(rows=points, varied=[None] * len(points), info=info)
 
 
 _COMMON = ("baseline_runs",)
@@ -524,6 +650,7 @@ GENERATORS.add("fractional_factorial",
                Generator("fractional_factorial", _COMMON + ("generators", "runs", "resolution"), _fractional))
 GENERATORS.add("plackett_burman", Generator("plackett_burman", _COMMON + ("runs",), _plackett_burman))
 GENERATORS.add("latin_hypercube", Generator("latin_hypercube", _COMMON + ("samples",), _latin_hypercube))
+GENERATORS.add("morris", Generator("morris", _COMMON + ("trajectories", "levels"), _morris))
 
 
 def runs_per_replicate(design: Design) -> int:
@@ -553,4 +680,6 @@ def runs_per_replicate(design: Design) -> int:
         return option("runs", 4 * (k // 4 + 1)) + extra
     if design.design_type == "latin_hypercube":
         return option("samples", 2) + extra
+    if design.design_type == "morris":
+        return option("trajectories", 10) * (k + 1) + extra
     return extra + 1
