@@ -64,7 +64,7 @@ from tunelab.simulator import refine_setup        # importing it registers the S
 from tunelab.store import Store, check_study_name, default_store_path, store_path_for
 from tunelab.targets import build_target, check_target_spec, get_target, netns, services
 from tunelab.targets import lab as lab_target
-from tunelab.tidy import screen_inputs
+from tunelab.tidy import screen_design, screen_inputs
 
 PathLike = str | os.PathLike[str]
 #: a runner checkpoint: called with named points of a run (tests use it to kill a run at a point)
@@ -227,7 +227,7 @@ def screen(source: PathLike, *, metrics: Sequence[str] = (), knobs: Sequence[str
         source, metrics=metrics, knobs=knobs, baselines=baselines, alpha=alpha, correction=correction,
         include_flagged=include_flagged, data_dir=data_dir)
     return run_screen(data, metric_specs, knob_ids, baseline, alpha=alpha_used, correction=correction_used,
-                      n_boot=n_boot, seed=seed)
+                      n_boot=n_boot, seed=seed, design=screen_design(source, data_dir))
 
 
 # ---- refine and validate --------------------------------------------------------------------------

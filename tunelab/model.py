@@ -196,11 +196,19 @@ DIRECTION_WORDS: dict[str, DirectionName] = {
     "max": "maximize", "maximize": "maximize", "min": "minimize", "minimize": "minimize"}
 #: smallest effect of interest when none is given, % of the baseline mean
 DEFAULT_SESOI_PCT = 5.0
+#: how a metric is analysed: ``auto`` is the log scale for positive values without ``sesoi_abs``
+METRIC_SCALES = ("auto", "log", "linear")
 
 
 @dataclass(frozen=True)
 class Metric:
-    """A response to analyse or optimise: its name, better direction and smallest effect of interest (%).
+    """A response to analyse or optimise: its name, better direction and smallest effect of interest.
+
+    The smallest effect of interest is ``sesoi_pct`` (% of the baseline) unless ``sesoi_abs`` (in
+    the metric's own units) is given: then effects are differences, as for counts whose baseline
+    is often 0 (``lost``, ``errors``). ``scale`` says how the screen models the metric: ``log``
+    (effects are ratios), ``linear``, or ``auto`` (log when every value is positive and no
+    ``sesoi_abs`` is given).
 
     >>> Metric.parse("latency_mean_ms:min:10")
     Metric(name='latency_mean_ms', direction='minimize', sesoi_pct=10.0)
@@ -213,6 +221,8 @@ class Metric:
     name: str
     direction: DirectionName = "maximize"
     sesoi_pct: float = DEFAULT_SESOI_PCT
+    sesoi_abs: float | None = None
+    scale: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -229,6 +239,25 @@ class Metric:
             raise ParseError(f"metric {self.name}: sesoi_pct must be a percentage between 0 and 100, "
                              f"got {self.sesoi_pct!r}")
         object.__setattr__(self, "sesoi_pct", sesoi)
+        if self.sesoi_abs is not None:
+            try:
+                sesoi_abs = float(self.sesoi_abs)
+            except (TypeError, ValueError):
+                raise ParseError(f"metric {self.name}: sesoi_abs must be a number, got {self.sesoi_abs!r}") from None
+            if not (math.isfinite(sesoi_abs) and sesoi_abs > 0):
+                raise ParseError(f"metric {self.name}: sesoi_abs must be a positive number in the metric's units, "
+                                 f"got {self.sesoi_abs!r}")
+            object.__setattr__(self, "sesoi_abs", sesoi_abs)
+        if self.scale not in METRIC_SCALES:
+            raise ParseError(f"metric {self.name}: scale {self.scale!r} must be one of {', '.join(METRIC_SCALES)}")
+        if self.scale == "log" and self.sesoi_abs is not None:
+            raise ParseError(f"metric {self.name}: sesoi_abs is a difference, which the log scale does not have; "
+                             "use scale: linear (or auto) with sesoi_abs, or sesoi_pct with scale: log")
+
+    def __repr__(self) -> str:
+        extra = (f", sesoi_abs={self.sesoi_abs!r}" if self.sesoi_abs is not None else "") + \
+            (f", scale={self.scale!r}" if self.scale != "auto" else "")
+        return f"Metric(name={self.name!r}, direction={self.direction!r}, sesoi_pct={self.sesoi_pct!r}{extra})"
 
     @property
     def sign(self) -> float:
@@ -266,15 +295,28 @@ class Metric:
         if isinstance(value, Metric):
             return value
         if isinstance(value, Mapping):
+            if value.get("sesoi_abs") is not None and value.get("sesoi_pct") is not None:
+                raise ParseError(f"metric {value['name']}: give sesoi_pct (a % of the baseline) or sesoi_abs (a "
+                                 "difference in the metric's units), not both")
             return cls(value["name"], value.get("direction", "maximize"),
-                       value.get("sesoi_pct", default_sesoi_pct))
+                       value.get("sesoi_pct") if value.get("sesoi_pct") is not None else default_sesoi_pct,
+                       value.get("sesoi_abs"), value.get("scale", "auto"))
         return cls.parse(value, default_sesoi_pct)
 
     def __str__(self) -> str:
         return f"{self.name}:{'max' if self.maximize else 'min'}:{self.sesoi_pct:g}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "direction": self.direction, "sesoi_pct": self.sesoi_pct}
+        """``{name, direction, sesoi_pct}``; ``sesoi_abs`` instead of ``sesoi_pct`` when it is set, and
+        ``scale`` when it is not ``auto``."""
+        out: dict[str, Any] = {"name": self.name, "direction": self.direction}
+        if self.sesoi_abs is not None:
+            out["sesoi_abs"] = self.sesoi_abs
+        else:
+            out["sesoi_pct"] = self.sesoi_pct
+        if self.scale != "auto":
+            out["scale"] = self.scale
+        return out
 
 
 # ---- states ---------------------------------------------------------------------------------------

@@ -200,3 +200,48 @@ def screen_inputs(source: str | Path, *, metrics: Sequence[str] = (), knobs: Seq
             raise DataError(f"no such CSV file: {text!r}")
         return _from_csv(text, metrics, knobs, baselines, alpha, correction)
     return _from_study(text, metrics, knobs, baselines, alpha, correction, include_flagged, data_dir)
+
+
+def design_info(design: Any) -> dict[str, Any]:
+    """What the screen needs to know about a study's design beyond its runs (``stats.screen(design=…)``).
+
+    ``type`` (the design generator), ``aliases`` (effect -> aliased effects, knob ids joined by
+    ``:``, from a fractional factorial's defining relation), ``ranges`` (range knobs' low, high
+    and scale) and, for Morris designs, the design's ``points`` in trajectory order.
+    """
+    from tunelab.designs.generators import GENERATORS, LETTERS
+
+    import numpy as np
+
+    info: dict[str, Any] = {"type": design.design_type, "interactions": design.analysis.interactions}
+    rows = GENERATORS.get(design.design_type).build(design, np.random.default_rng(design.seed))
+    letters = rows.info.get("letters") or {LETTERS[i]: k.id for i, k in enumerate(design.knobs)}
+
+    def term(word: str) -> str:
+        return ":".join(letters[ch] for ch in word.lstrip("-") if ch in letters)
+
+    aliases = {term(effect): [("-" if a.startswith("-") else "") + term(a) for a in partners]
+               for effect, partners in (rows.info.get("aliases") or {}).items() if partners}
+    if aliases:
+        info["aliases"] = aliases
+    if rows.info.get("resolution"):
+        info["resolution"] = rows.info["resolution"]
+    ranges = {k.id: {"low": k.low, "high": k.high, "scale": k.scale} for k in design.knobs if k.is_range}
+    if ranges:
+        info["ranges"] = ranges
+    if "points" in rows.info:
+        info["points"] = pd.DataFrame(rows.info["points"])
+    for key in ("levels", "trajectories"):
+        if key in rows.info:
+            info[key] = rows.info[key]
+    return info
+
+
+def screen_design(source: str | Path, data_dir: str | Path = "data") -> dict[str, Any] | None:
+    """:func:`design_info` of a study's stored design; None for a CSV or a store without a design."""
+    if str(source).lower().endswith(".csv"):
+        return None
+    path = store_path_for(str(source), data_dir)
+    with Store(path, readonly=True) as store:
+        text = store.study.design_text if store.study else ""
+    return design_info(load_design_text(text, source=str(path))) if text else None

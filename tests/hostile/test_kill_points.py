@@ -108,9 +108,9 @@ measure_s: {measure_s}
 metrics:
   - {{name: qps, direction: maximize, sesoi_pct: 5}}
 knobs:
-  - {{name: net.core.somaxconn, host: server, low: 64, high: 1024, baseline: 64}}
-  - {{name: net.ipv4.tcp_fin_timeout, host: server, low: 10, high: 30, baseline: 10}}
-design: {{type: latin_hypercube, replicates: 1, seed: 3, options: {{samples: 2}}}}
+  - {{name: net.core.somaxconn, host: server, levels: [64, 1024], baseline: 64}}
+  - {{name: net.ipv4.tcp_fin_timeout, host: server, levels: [30], baseline: 30}}
+design: {{type: full_factorial, replicates: 1, seed: 3}}
 """
 
 LOCAL_DESIGN = """\
@@ -124,9 +124,9 @@ measure_s: {measure_s}
 metrics:
   - {{name: iops, direction: maximize, sesoi_pct: 5}}
 knobs:
-  - {{name: net.ipv4.tcp_fin_timeout, host: server, low: 10, high: 30, baseline: 10}}
-  - {{name: net.ipv4.tcp_keepalive_time, host: server, low: 100, high: 900, baseline: 100}}
-design: {{type: latin_hypercube, replicates: 1, seed: 3, options: {{samples: 2}}}}
+  - {{name: net.ipv4.tcp_fin_timeout, host: server, levels: [10, 30], baseline: 10}}
+  - {{name: net.ipv4.tcp_keepalive_time, host: server, levels: [900], baseline: 900}}
+design: {{type: full_factorial, replicates: 1, seed: 3}}
 """
 
 

@@ -106,16 +106,18 @@ def test_failed_rows_are_ignored() -> None:
     assert screen(data, METRICS, ["a", "b"], {"a": 1, "b": "x"}, n_boot=300).settings["n_runs"] == 15
 
 
-def test_factorial_design_adds_factorial_anova() -> None:
+def test_factorial_design_reads_its_verdicts_from_one_model() -> None:
     rng = np.random.default_rng(1)
     grid = pd.DataFrame([(a, b) for a in (1, 2, 3) for b in ("x", "y") for _ in range(3)], columns=["a", "b"])
     grid["qps"] = 1000 + 60 * (grid["a"] == 3) + rng.normal(0, 20, len(grid))
     assert design_kind(grid, ["a", "b"], {"a": 1, "b": "x"}) == "factorial"
     result = screen(grid, METRICS[:1], ["a", "b"], {"a": 1, "b": "x"}, n_boot=300)
     assert result.design == "factorial"
-    factorial = result.omnibus[result.omnibus["test"] == "anova_factorial"]
-    assert factorial["source"].tolist() == ["a", "b", "a:b"]
-    assert (result.assumptions.query("test == 'shapiro_wilk'")["n"] == len(grid)).all()
+    assert result.model_terms["term"].tolist() == ["a", "b", "a:b"]
+    assert result.verdicts["knob"].tolist() == ["a", "b", "a:b"]
+    assert set(result.verdicts["test"]) <= {"ols_type2", "hc3_wald", "freedman_lane"}
+    assert (result.omnibus["recommended"]).all()
+    assert (result.assumptions.query("test == 'model_shapiro_wilk'")["n"] == len(grid)).all()
 
 
 def test_json_follows_the_schema() -> None:

@@ -18,7 +18,7 @@ from tunelab.model import level_text
 
 #: columns of the screen's verdict table as printed
 VERDICT_COLUMNS = ["knob", "metric", "verdict", "test", "p_adj", "best_level", "effect_pct", "effect_ci_low",
-                   "effect_ci_high", "direction", "equivalent"]
+                   "effect_ci_high", "direction", "equivalent", "only_when"]
 #: longest note shown by ``tunelab knobs list`` (csv and json keep the full text)
 NOTE_WIDTH = 80
 #: the banner of every result measured on the simulator target
@@ -119,17 +119,26 @@ def plan_table(summary: dict[str, Any], plan: Any) -> str:
     return "\n".join(lines)
 
 
-def verdict_table(verdicts: Any) -> str:
-    """The screen's verdict table as readable text (rounded numbers, no reasons)."""
+def verdict_table(verdicts: Any, absolute: frozenset[str] = frozenset()) -> str:
+    """The screen's verdict table as readable text (rounded numbers, no reasons).
+
+    Effects are % changes, or differences in the metric's units for the metrics in ``absolute``
+    (those with a ``sesoi_abs``) and wherever a % change is undefined (a baseline mean of 0).
+    """
     import pandas as pd
 
     table = verdicts[VERDICT_COLUMNS].copy()
     table["best_level"] = [("-" if v is None or (isinstance(v, float) and math.isnan(v)) else level_text(v))
                            for v in verdicts["best_level"].tolist()]
     table["p_adj"] = table["p_adj"].map(lambda p: f"{p:.3g}" if pd.notna(p) else "-")
-    for column in ("effect_pct", "effect_ci_low", "effect_ci_high"):
-        table[column] = table[column].map(lambda v: f"{v:+.1f}%" if pd.notna(v) else "-")
-    table = table.rename(columns={"effect_ci_low": "ci_low", "effect_ci_high": "ci_high"})
+    in_units = [(metric in absolute or pd.isna(pct)) and pd.notna(diff)
+                for metric, pct, diff in zip(verdicts["metric"], verdicts["effect_pct"], verdicts["effect_abs"])]
+    for column, diff_column in (("effect_pct", "effect_abs"), ("effect_ci_low", "effect_abs_ci_low"),
+                                ("effect_ci_high", "effect_abs_ci_high")):
+        table[column] = [(f"{d:+.3g}" if pd.notna(d) else "-") if units else (f"{v:+.1f}%" if pd.notna(v) else "-")
+                         for units, v, d in zip(in_units, verdicts[column], verdicts[diff_column])]
+    table["only_when"] = [text if isinstance(text, str) and text else "-" for text in verdicts["only_when"]]
+    table = table.rename(columns={"effect_pct": "effect", "effect_ci_low": "ci_low", "effect_ci_high": "ci_high"})
     return table.to_string(index=False)
 
 
@@ -138,7 +147,8 @@ def screen_text(result: Any) -> str:
     settings = result.settings
     baseline = ", ".join(f"{k}={v}" for k, v in settings["baseline"].items())
     lines = [f"screen: {settings['n_runs']} runs, {result.design} design, alpha={settings['alpha']}, "
-             f"correction={settings['correction']}, baselines: {baseline}", verdict_table(result.verdicts), ""]
+             f"correction={settings['correction']}, baselines: {baseline}",
+             verdict_table(result.verdicts, frozenset(m["name"] for m in settings["metrics"] if m.get("sesoi_abs"))), ""]
     lines += [f"{row.knob} × {row.metric}: {row.reason}" for row in result.verdicts.itertuples(index=False)]
     lines += [f"note: {note}" for note in settings["notes"]]
     return printable("\n".join(lines))

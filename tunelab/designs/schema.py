@@ -10,6 +10,8 @@ Knob levels are validated and canonicalised by the knob catalogue (``knob.valida
 """
 from __future__ import annotations
 
+import itertools
+
 import hashlib
 import json
 import math
@@ -26,7 +28,7 @@ from tunelab.designs.generators import GENERATORS, runs_per_replicate
 from tunelab.errors import DesignError, KnobError, LoadError, TargetError, quoted
 from tunelab.knobs import Knob, get_knob
 from tunelab.loads import Load, get_load
-from tunelab.model import HOSTS, Direction, Metric, ParseError, knob_id, level_from_json, level_to_json
+from tunelab.model import HOSTS, METRIC_SCALES, Direction, Metric, ParseError, knob_id, level_from_json, level_to_json
 from tunelab.targets import TARGETS, check_target_spec, target_commands
 
 #: target types of Contract 4 (the targets registry may add more)
@@ -160,10 +162,15 @@ class TargetSpec:
 
 @dataclass(frozen=True)
 class AnalysisSpec:
-    """Significance level and multiplicity correction for the screen."""
+    """Significance level, multiplicity correction and the model's interactions for the screen.
+
+    ``interactions``: ``auto`` (the two-factor interactions the design can estimate), ``none``,
+    ``all``, or a tuple of knob-id pairs.
+    """
 
     alpha: float = 0.05
     correction: str = "holm"
+    interactions: Any = "auto"
 
 
 @dataclass(frozen=True)
@@ -593,7 +600,7 @@ def _parse_metrics(ctx: _Context, raw: Any, load: LoadSpec) -> tuple[Metric, ...
     known = dict(getattr(load_cls, "metrics", {}) or {}) if load_cls is not None else {}
     metrics: list[Metric] = []
     for i, item in enumerate(raw):
-        item = ctx.mapping(item, path + (i,), ("name", "direction", "sesoi_pct"))
+        item = ctx.mapping(item, path + (i,), ("name", "direction", "sesoi_pct", "sesoi_abs", "scale"))
         if "name" not in item:
             raise ctx.error(path + (i,), "every metric needs a `name`")
         name = ctx.string(item["name"], path + (i, "name"))
@@ -606,13 +613,21 @@ def _parse_metrics(ctx: _Context, raw: Any, load: LoadSpec) -> tuple[Metric, ...
             direction = known[name].direction
         else:
             raise ctx.error(path + (i,), f"metric {name!r} needs `direction`: maximize or minimize")
+        if "sesoi_pct" in item and "sesoi_abs" in item:
+            raise ctx.error(path + (i, "sesoi_abs"), "give sesoi_pct (a % of the baseline) or sesoi_abs (a difference "
+                            "in the metric's units), not both")
         sesoi = ctx.number(item.get("sesoi_pct", 5), path + (i, "sesoi_pct"), 0.0, strict=True)
+        scale = ctx.string(item.get("scale", "auto"), path + (i, "scale"), METRIC_SCALES)
+        default_abs = (getattr(known[name], "sesoi_abs", None)
+                       if name in known and "sesoi_pct" not in item and scale != "log" else None)
+        sesoi_abs = (ctx.number(item["sesoi_abs"], path + (i, "sesoi_abs"), 0.0, strict=True)
+                     if "sesoi_abs" in item else default_abs)
         if any(m.name == name for m in metrics):
             raise ctx.error(path + (i, "name"), f"metric {name!r} is listed twice")
         try:
-            metrics.append(Metric(name=name, direction=direction, sesoi_pct=sesoi))
+            metrics.append(Metric(name=name, direction=direction, sesoi_pct=sesoi, sesoi_abs=sesoi_abs, scale=scale))
         except ParseError as exc:
-            raise ctx.error(path + (i, "sesoi_pct"), str(exc)) from None
+            raise ctx.error(path + (i, "sesoi_abs" if "sesoi_abs" in str(exc) else "sesoi_pct"), str(exc)) from None
     return tuple(metrics)
 
 
@@ -694,13 +709,51 @@ def _parse_design_section(ctx: _Context, raw: Any) -> dict[str, Any]:
 
 
 def _parse_analysis(ctx: _Context, raw: Any) -> AnalysisSpec:
-    """``analysis``: alpha in (0, 1) and a multiplicity correction."""
-    raw = ctx.mapping(raw, ("analysis",), ("alpha", "correction"))
+    """``analysis``: alpha in (0, 1), a multiplicity correction and the model's interactions."""
+    raw = ctx.mapping(raw, ("analysis",), ("alpha", "correction", "interactions"))
     alpha = ctx.number(raw.get("alpha", 0.05), ("analysis", "alpha"), 0.0, strict=True)
     if alpha >= 1:
         raise ctx.error(("analysis", "alpha"), f"must be between 0 and 1, got {alpha}")
+    interactions = raw.get("interactions", "auto")
+    path = ("analysis", "interactions")
+    if isinstance(interactions, str):
+        interactions = ctx.string(interactions, path, ("auto", "none", "all"))
+    elif isinstance(interactions, list):
+        pairs = []
+        for i, pair in enumerate(interactions):
+            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+                raise ctx.error(path + (i,), f"must be a pair of knob ids like [net.core.somaxconn, "
+                                f"net.ipv4.tcp_abort_on_overflow], got {quoted(pair)}")
+            pairs.append((pair[0], pair[1]))
+        interactions = tuple(pairs)
+    else:
+        raise ctx.error(path, f"must be auto, none, all or a list of knob pairs, got {quoted(interactions)}")
     return AnalysisSpec(alpha=alpha, correction=ctx.string(raw.get("correction", "holm"), ("analysis", "correction"),
-                                                           CORRECTIONS))
+                                                           CORRECTIONS), interactions=interactions)
+
+
+def _check_model_size(ctx: _Context, design: Design) -> None:
+    """The screen's model must leave residual degrees of freedom (or be a saturated two-level design)."""
+    interactions = design.analysis.interactions
+    if design.design_type == "oat" or interactions in ("auto", "none"):
+        return
+    ids = design.knob_ids
+    levels = {k.id: len(k.levels) for k in design.knobs}
+    if interactions == "all":
+        pairs = list(itertools.combinations(ids, 2))
+    else:
+        for i, pair in enumerate(interactions):
+            for knob in pair:
+                if knob not in levels:
+                    raise ctx.error(("analysis", "interactions", i), f"{knob!r} is not a knob of this design; its "
+                                    f"knobs are {', '.join(ids)}")
+        pairs = list(interactions)
+    parameters = 1 + sum(n - 1 for n in levels.values()) + sum((levels[a] - 1) * (levels[b] - 1) for a, b in pairs)
+    runs = runs_per_replicate(design) * design.replicates
+    if parameters >= runs:
+        raise ctx.error(("analysis", "interactions"), f"the screen's model would have {parameters} parameters (main "
+                        f"effects and {len(pairs)} interactions) but the design has only {runs} runs, so nothing is "
+                        "left to test them; use interactions: auto, fewer interactions, or more replicates")
 
 
 def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int] | None = None,
@@ -736,6 +789,7 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
                     analysis=analysis, source=source)
     _check_plan_size(ctx, design)
     GENERATORS.get(design.design_type).check(design, ctx)
+    _check_model_size(ctx, design)
     return design
 
 

@@ -47,6 +47,8 @@ class MetricInfo:
     unit: str
     direction: DirectionName
     description: str = ""
+    #: the default smallest effect of interest as a difference (counts whose baseline is often 0)
+    sesoi_abs: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "direction", Direction.parse(self.direction).value)

@@ -27,6 +27,7 @@ from tunelab.designs import load_design_text
 from tunelab.errors import DesignError, TunelabError
 from tunelab.model import PHASES, USABLE_STATUSES, Metric
 from tunelab.store import Store, store_path_for
+from tunelab.tidy import design_info
 from tunelab.tidy import screen_inputs as read_screen_inputs
 
 if TYPE_CHECKING:
@@ -229,7 +230,8 @@ def screen_study(study: Study, metric: str | None = None, alpha: float | None = 
     from tunelab.stats import screen   # deferred: about 2 s (scipy, statsmodels); `import tunelab.report` stays cheap
     inputs = screen_inputs(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct)
     result = screen(inputs.data, inputs.metrics, inputs.knobs, inputs.baseline, alpha=inputs.alpha,
-                    correction=inputs.correction, n_boot=n_boot, seed=seed)
+                    correction=inputs.correction, n_boot=n_boot, seed=seed,
+                    design=design_info(study.design) if study.design is not None else None)
     return inputs, result
 
 

@@ -12,19 +12,22 @@ import json
 import math
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from tunelab.errors import DataError
-from tunelab.model import USABLE_STATUSES, Metric, Verdict, json_value
+from tunelab.model import DEFAULT_SESOI_PCT, METRIC_SCALES, USABLE_STATUSES, Metric, Verdict, json_value
 from tunelab.stats._validate import Groups, check_input, sorted_levels
 from tunelab.stats.assumptions import _homoscedasticity_rows, _normality_row, _sd_ratio
 from tunelab.stats.effects import _pct_change_table, _sample, check_bootstrap
 from tunelab.stats.equivalence import _tost_row
+from tunelab.stats.model_screen import (MODEL_CONTRAST_COLUMNS, MODEL_EFFECT_COLUMNS, MODEL_EMMEANS_COLUMNS,
+                                        MODEL_RESIDUAL_COLUMNS, MODEL_TERM_COLUMNS, model_parts, model_verdict)
 from tunelab.stats.multiplicity import METHODS, adjust
-from tunelab.stats.omnibus import _anova_values, _kruskal_values, _welch_values, anova_factorial
+from tunelab.stats.range_screen import MORRIS_COLUMNS, RESPONSE_COLUMNS, range_parts, range_verdict
+from tunelab.stats.omnibus import _anova_values, _kruskal_values, _welch_values
 from tunelab.stats.posthoc import POSTHOC_COLUMNS, _dunn_table, _games_howell_table, _tukey_table
 
 #: Shapiro–Wilk p below this means "clearly non-normal" -> Kruskal–Wallis + Dunn
@@ -37,7 +40,8 @@ VARIANCE_ALPHA = 0.05
 SD_RATIO_MAX = 1.5
 
 VERDICT_COLUMNS = ["knob", "metric", "test", "reason", "p", "p_adj", "significant", "best_level", "effect_pct",
-                   "effect_ci_low", "effect_ci_high", "eta2", "direction", "relevant", "equivalent", "verdict"]
+                   "effect_ci_low", "effect_ci_high", "eta2", "direction", "relevant", "equivalent", "verdict",
+                   "effect_abs", "effect_abs_ci_low", "effect_abs_ci_high", "scale", "only_when"]
 ASSUMPTION_COLUMNS = ["knob", "metric", "test", "statistic", "df1", "df2", "p", "n"]
 OMNIBUS_COLUMNS = ["knob", "metric", "test", "source", "statistic", "df1", "df2", "p", "effect_size",
                    "effect_size_name", "recommended", "reason"]
@@ -45,7 +49,12 @@ POSTHOC_TABLE_COLUMNS = ["knob", "metric", "method", *POSTHOC_COLUMNS, "recommen
 EFFECT_COLUMNS = ["knob", "metric", "level", "baseline", "mean", "baseline_mean", "pct_change", "ci_low", "ci_high"]
 EQUIVALENCE_COLUMNS = ["knob", "metric", "level", "baseline", "pct_change", "lower_bound", "upper_bound",
                        "p_lower", "p_upper", "p", "equivalent", "sesoi_pct"]
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: design types read as space-filling (range) designs: regression or elementary effects, not levels
+RANGE_DESIGNS = ("latin_hypercube", "morris")
+#: below this many runs in some level of an OAT comparison the assumption checks say nothing, so the
+#: screen uses the pooled-error model (log scale for ratio metrics) instead of choosing a route
+MIN_RUNS_FOR_CHECKS = 3
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,17 @@ class ScreenResult:
         ``[knob, metric, level, baseline, pct_change, lower_bound, upper_bound, p_lower, p_upper,
         p, equivalent, sesoi_pct]`` (TOST of each level against the baseline).
     verdicts : DataFrame
-        One row per knob × metric; columns in :data:`VERDICT_COLUMNS`, see :func:`screen`.
+        One row per knob × metric (and per estimated interaction ``'a:b'`` × metric in the model
+        route); columns in :data:`VERDICT_COLUMNS`, see :func:`screen`.
+    model_terms, contrasts, emmeans, residuals, standardized_effects : DataFrame
+        The model route's tables (empty for one-at-a-time designs), see
+        :mod:`tunelab.stats.model_screen`: the model's tests per term with the family's ``p_adj``,
+        level-vs-baseline and simple-effect contrasts, estimated marginal means (metric units),
+        residual diagnostics, and standardised effects of one-df terms.
+    response, morris : DataFrame
+        The range route's tables (Latin hypercube, Morris; see :mod:`tunelab.stats.range_screen`):
+        each knob's predicted change against its baseline value over its range, or its Morris
+        elementary effects.
     """
 
     design: str
@@ -87,8 +106,16 @@ class ScreenResult:
     effects: pd.DataFrame
     equivalence: pd.DataFrame
     verdicts: pd.DataFrame
+    model_terms: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MODEL_TERM_COLUMNS))
+    contrasts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MODEL_CONTRAST_COLUMNS))
+    emmeans: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MODEL_EMMEANS_COLUMNS))
+    residuals: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MODEL_RESIDUAL_COLUMNS))
+    standardized_effects: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MODEL_EFFECT_COLUMNS))
+    response: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RESPONSE_COLUMNS))
+    morris: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MORRIS_COLUMNS))
     tables: tuple[str, ...] = field(default=("verdicts", "assumptions", "omnibus", "posthoc", "effects",
-                                             "equivalence"), repr=False)
+                                             "equivalence", "model_terms", "contrasts", "emmeans", "residuals",
+                                             "standardized_effects", "response", "morris"), repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict following ``tunelab/stats/screen.schema.json`` (see docs/screen-json-schema.md).
@@ -124,13 +151,30 @@ def _normalise_metrics(metrics: Sequence[Metric | dict[str, Any]], data: pd.Data
         direction = spec.get("direction", "maximize")
         if direction not in ("maximize", "minimize"):
             raise DataError(f"metric {name!r}: direction must be 'maximize' or 'minimize', got {direction!r}")
-        sesoi = spec.get("sesoi_pct")
+        sesoi, sesoi_abs, scale = spec.get("sesoi_pct"), spec.get("sesoi_abs"), spec.get("scale", "auto")
+        if sesoi_abs is not None and sesoi is not None:
+            raise DataError(f"metric {name!r}: give sesoi_pct (a % of the baseline) or sesoi_abs (a difference in "
+                            "the metric's units), not both")
+        if sesoi is None and sesoi_abs is not None:
+            sesoi = DEFAULT_SESOI_PCT
         if not isinstance(sesoi, (int, float)) or isinstance(sesoi, bool) or not sesoi > 0:
             raise DataError(f"metric {name!r}: sesoi_pct must be a positive number (smallest effect of interest, "
                             f"in %), got {sesoi!r}")
+        if sesoi_abs is not None and (not isinstance(sesoi_abs, (int, float)) or isinstance(sesoi_abs, bool)
+                                      or not math.isfinite(sesoi_abs) or not sesoi_abs > 0):
+            raise DataError(f"metric {name!r}: sesoi_abs must be a positive number in the metric's units, "
+                            f"got {sesoi_abs!r}")
+        if scale not in METRIC_SCALES or (scale == "log" and sesoi_abs is not None):
+            raise DataError(f"metric {name!r}: scale must be one of {', '.join(METRIC_SCALES)} (log not with "
+                            f"sesoi_abs), got {scale!r}")
         if name not in data.columns:
             raise DataError(f"unknown metric column {name!r}; the data has: {', '.join(map(str, data.columns))}")
-        out.append({"name": name, "direction": direction, "sesoi_pct": float(sesoi)})
+        item = {"name": name, "direction": direction, "sesoi_pct": float(sesoi)}
+        if sesoi_abs is not None:
+            item["sesoi_abs"] = float(sesoi_abs)
+        if scale != "auto":
+            item["scale"] = scale
+        out.append(item)
     names = [m["name"] for m in out]
     if len(set(names)) != len(names):
         raise DataError(f"metrics are listed twice: {names}")
@@ -155,7 +199,7 @@ def _equals(values: pd.Series, level: Any) -> np.ndarray:
     return np.fromiter((v == level for v in values.tolist()), dtype=bool, count=len(values))
 
 
-def _check_knobs(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any]) -> None:
+def _check_knobs(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], need_runs: bool = True) -> None:
     if isinstance(knobs, str) or not knobs:
         raise DataError(f"knobs must be a non-empty list of knob column names, got {knobs!r}")
     for knob in knobs:
@@ -164,7 +208,7 @@ def _check_knobs(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any])
         if knob not in baseline:
             raise DataError(f"no baseline level for knob {knob!r}; pass baseline={{{knob!r}: <level>}}")
         levels = sorted_levels(data[knob].dropna())
-        if not _equals(data[knob], baseline[knob]).any():
+        if need_runs and not _equals(data[knob], baseline[knob]).any():
             raise DataError(f"baseline {baseline[knob]!r} of knob {knob!r} never occurs in the data; "
                             f"its levels are {levels}")
 
@@ -289,13 +333,14 @@ def _failure_summary(failed: pd.DataFrame, knob: str, level: Any) -> str:
 
 
 def _testable_levels(sub: pd.DataFrame, knob: str, base: Any, failed: pd.DataFrame, notes: list[str],
-                     metric: str) -> tuple[pd.DataFrame, str | None]:
+                     spec: dict[str, Any]) -> tuple[pd.DataFrame, str | None]:
     """Drop levels with fewer than two usable runs (noting why); say why the knob cannot be
     tested when the baseline or every other level is gone, else return ``(rows, None)``.
 
     A level whose runs all failed (e.g. the load generator could not run at that setting) is
     itself a finding: the reason names the failures so the verdict table shows them.
     """
+    metric = spec["name"]
     levels = sorted_levels(pd.concat([sub[knob], failed[knob]]) if len(failed) else sub[knob])
     counts = {i: int(_equals(sub[knob], level).sum()) for i, level in enumerate(levels)}
     thin = [i for i, n in counts.items() if n < 2]
@@ -311,10 +356,10 @@ def _testable_levels(sub: pd.DataFrame, knob: str, base: Any, failed: pd.DataFra
         notes.append(f"{knob} × {metric}: {described[i]}; level left out (a level needs at least two runs)")
         sub = sub[~_equals(sub[knob], levels[i])]
     base_mean = float(sub.loc[_equals(sub[knob], base), metric].mean())
-    if base_mean == 0:
+    if base_mean == 0 and spec.get("sesoi_abs") is None:
         return sub, (f"the baseline level {base!r} has mean 0 for {metric!r}, so % changes and the SESOI (a % of the "
-                     "baseline) are undefined; compare absolute values with tukey_hsd / dunn, or pick a metric "
-                     "whose baseline is not 0")
+                     "baseline) are undefined; give the metric an absolute smallest effect of interest (sesoi_abs, "
+                     "in its own units)")
     return sub, None
 
 
@@ -322,7 +367,8 @@ def _untestable_verdict(knob: str, metric: str, problem: str) -> dict[str, Any]:
     return {"knob": knob, "metric": metric, "test": None, "reason": problem, "p": math.nan, "p_adj": math.nan,
             "significant": False, "best_level": None, "effect_pct": math.nan, "effect_ci_low": math.nan,
             "effect_ci_high": math.nan, "eta2": math.nan, "direction": "none", "relevant": False,
-            "equivalent": False, "verdict": Verdict.UNTESTABLE.value}
+            "equivalent": False, "verdict": Verdict.UNTESTABLE.value, "effect_abs": math.nan,
+            "effect_abs_ci_low": math.nan, "effect_abs_ci_high": math.nan, "scale": None, "only_when": None}
 
 
 def _effect_level(effects: pd.DataFrame, direction: str, sesoi_pct: float) -> dict[str, Any]:
@@ -351,36 +397,9 @@ def _verdict(part: dict[str, Any], metric: dict[str, Any], p_adj: float, alpha: 
     return {"test": part["route"], "reason": part["reason"], "p": part["p"], "p_adj": p_adj,
             "significant": significant, "best_level": best["level"], "effect_pct": effect,
             "effect_ci_low": float(best["ci_low"]), "effect_ci_high": float(best["ci_high"]), "eta2": part["eta2"],
-            "direction": direction, "relevant": relevant, "equivalent": equivalent, "verdict": verdict.value}
-
-
-def _factorial_rows(data: pd.DataFrame, metrics: list[dict[str, Any]], knobs: list[str],
-                    notes: list[str]) -> list[pd.DataFrame]:
-    block = "block" if "block" in data.columns and data["block"].nunique(dropna=True) > 1 else None
-    frames = []
-    for metric in metrics:
-        sub = data.dropna(subset=[metric["name"]])
-        table, used = None, None
-        for interactions in ((2, False) if len(knobs) > 1 else (False,)):
-            try:
-                table = anova_factorial(sub, metric["name"], knobs, typ=2, interactions=interactions, block=block)
-                used = interactions
-                break
-            except DataError as exc:
-                last = str(exc)
-        if table is None:
-            notes.append(f"factorial ANOVA of {metric['name']!r} not computed: {last}")
-            continue
-        terms = "main effects + 2-way interactions" if used == 2 else "main effects"
-        resid_df = float(table.loc[table["source"] == "Residual", "df"].iloc[0])
-        table = table[table["source"] != "Residual"]
-        frames.append(pd.DataFrame({
-            "knob": table["source"], "metric": metric["name"], "test": "anova_factorial", "source": table["source"],
-            "statistic": table["F"], "df1": table["df"], "df2": resid_df, "p": table["p"],
-            "effect_size": table["partial_eta2"], "effect_size_name": "partial_eta2", "recommended": False,
-            "reason": f"type II factorial ANOVA on all runs ({terms}{', with blocks' if block else ''})",
-        })[OMNIBUS_COLUMNS])
-    return frames
+            "direction": direction, "relevant": relevant, "equivalent": equivalent, "verdict": verdict.value,
+            "effect_abs": float(best["mean"]) - float(best["baseline_mean"]), "effect_abs_ci_low": math.nan,
+            "effect_abs_ci_high": math.nan, "scale": "linear", "only_when": None}
 
 
 def screen(
@@ -392,6 +411,7 @@ def screen(
     correction: str = "holm",
     n_boot: int = 1000,
     seed: int = 0,
+    design: Mapping[str, Any] | None = None,
 ) -> ScreenResult:
     """Screen knobs: which change which metric, by how much, and is the evidence strong enough?
 
@@ -456,42 +476,43 @@ def screen(
         raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}")
     metrics = _normalise_metrics(metrics, data)
     knobs = list(knobs) if not isinstance(knobs, str) else knobs
-    _check_knobs(data, knobs, baseline)
+    design = dict(design or {})
+    _check_knobs(data, knobs, baseline, need_runs=design.get("type") not in RANGE_DESIGNS)
     failed = data.iloc[0:0]
     if "status" in data.columns:
         usable = data["status"].isin(USABLE_STATUSES)
         data, failed = data[usable], data[~usable]
     kind = design_kind(data, knobs, baseline)
+    if design.get("type") in RANGE_DESIGNS or (not design and kind == "factorial" and _looks_like_ranges(data, knobs)):
+        kind = "range"
     notes: list[str] = []
     parts: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     untestable: list[dict[str, Any]] = []
-    boot_cache: dict = {}   # baseline bootstrap resamples, shared by knobs with the same baseline runs
-    rows_of, failed_rows_of = _rows_per_knob(data, knobs, baseline, kind), _rows_per_knob(failed, knobs, baseline, kind)
-    for knob in knobs:
-        # only the columns the analysis reads (copying every knob column per knob is slow)
-        subset = data.loc[rows_of[knob], list(dict.fromkeys([knob, *(m["name"] for m in metrics)]))]
-        failed_here = failed[failed_rows_of[knob]]
-        for metric in metrics:
-            sub = subset[[knob, metric["name"]]]
-            if sub[metric["name"]].isna().any():
-                sub = sub.dropna(subset=[metric["name"]])
-            if len(sub) < len(subset):
-                notes.append(f"{knob} × {metric['name']}: {len(subset) - len(sub)} run(s) without a value left out")
-            sub, problem = _testable_levels(sub, knob, baseline[knob], failed_here, notes, metric["name"])
-            if problem:
-                untestable.append(_untestable_verdict(knob, metric["name"], problem))
-                notes.append(f"{knob} × {metric['name']} not tested: {problem}")
-                continue
-            try:
-                part = _analyse(sub, knob, metric, baseline[knob], alpha, correction, n_boot, seed, boot_cache)
-            except DataError as exc:
-                raise DataError(f"knob {knob!r}, metric {metric['name']!r}: {exc}") from exc
-            parts.append((knob, metric, part))
+    tables: dict[str, list[pd.DataFrame]] = {}
+    if kind == "oat":
+        _oat_parts(data, failed, metrics, knobs, baseline, alpha, correction, n_boot, seed, notes, parts, untestable)
+    else:
+        _model_route(data, failed, metrics, knobs, baseline, alpha, seed, design, kind, notes, parts, untestable,
+                     tables)
 
     p_adj = adjust([part["p"] for _, _, part in parts], method=correction)
-    verdicts = pd.DataFrame(
-        [{"knob": knob, "metric": metric["name"], **_verdict(part, metric, float(q), alpha)}
-         for (knob, metric, part), q in zip(parts, p_adj)] + untestable, columns=VERDICT_COLUMNS)
+    significant_terms = {(metric["name"], knob) for (knob, metric, part), q in zip(parts, p_adj)
+                         if part.get("kind") == "interaction" and q < alpha}
+    rows = []
+    for (knob, metric, part), q in zip(parts, p_adj):
+        if part.get("kind") in ("range", "morris"):
+            rows.append({"knob": knob, "metric": metric["name"], **range_verdict(part, metric, float(q), alpha)})
+        elif "kind" in part:
+            terms = {term for name, term in significant_terms if name == metric["name"]}
+            rows.append({"knob": knob, "metric": metric["name"],
+                         **model_verdict(part, knob, metric, float(q), alpha, terms)})
+        else:
+            rows.append({"knob": knob, "metric": metric["name"], **_verdict(part, metric, float(q), alpha)})
+    verdicts = pd.DataFrame(rows + untestable, columns=VERDICT_COLUMNS)
+    if "model_terms" in tables:
+        adjusted = {(metric["name"], knob): float(q) for (knob, metric, _), q in zip(parts, p_adj)}
+        for frame in tables["model_terms"]:
+            frame["p_adj"] = [adjusted.get((m, t), math.nan) for m, t in zip(frame["metric"], frame["term"])]
 
     def gather(name: str, columns: list[str], extra: list[pd.DataFrame] | None = None) -> pd.DataFrame:
         frames = [part[name] for _, _, part in parts if len(part[name])]
@@ -505,17 +526,147 @@ def screen(
         frames += [f for f in (extra or []) if len(f)]
         return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
-    factorial = _factorial_rows(data, metrics, knobs, notes) if kind == "factorial" else []
     settings = {"alpha": alpha, "correction": correction, "n_boot": n_boot, "seed": seed, "metrics": metrics,
                 "knobs": knobs, "baseline": dict(baseline), "n_runs": len(data),
                 "normality_alpha": NORMALITY_ALPHA, "variance_alpha": VARIANCE_ALPHA, "sd_ratio_max": SD_RATIO_MAX,
-                "notes": notes}
+                "design_type": design.get("type"), "notes": notes}
+    extra = {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items() if frames}
     return ScreenResult(
         design=kind, settings=settings,
         assumptions=gather("assumptions", ASSUMPTION_COLUMNS),
-        omnibus=gather("omnibus", OMNIBUS_COLUMNS, factorial),
+        omnibus=gather("omnibus", OMNIBUS_COLUMNS),
         posthoc=gather("posthoc", POSTHOC_TABLE_COLUMNS),
         effects=gather("effects", EFFECT_COLUMNS),
         equivalence=gather("equivalence", EQUIVALENCE_COLUMNS),
-        verdicts=verdicts,
+        verdicts=verdicts, **extra,
     )
+
+
+def _oat_parts(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[str, Any]], knobs: list[str],
+               baseline: dict[str, Any], alpha: float, correction: str, n_boot: int, seed: int, notes: list[str],
+               parts: list, untestable: list) -> None:
+    """One-at-a-time designs: each knob on the baseline runs plus its own runs."""
+    boot_cache: dict = {}   # baseline bootstrap resamples, shared by knobs with the same baseline runs
+    rows_of, failed_rows_of = _rows_per_knob(data, knobs, baseline, "oat"), _rows_per_knob(failed, knobs, baseline, "oat")
+    for knob in knobs:
+        # only the columns the analysis reads (copying every knob column per knob is slow)
+        subset = data.loc[rows_of[knob], list(dict.fromkeys([knob, *(m["name"] for m in metrics)]))]
+        failed_here = failed[failed_rows_of[knob]]
+        for metric in metrics:
+            sub = subset[[knob, metric["name"]]]
+            if sub[metric["name"]].isna().any():
+                sub = sub.dropna(subset=[metric["name"]])
+            if len(sub) < len(subset):
+                notes.append(f"{knob} × {metric['name']}: {len(subset) - len(sub)} run(s) without a value left out")
+            sub, problem = _testable_levels(sub, knob, baseline[knob], failed_here, notes, metric)
+            if problem:
+                untestable.append(_untestable_verdict(knob, metric["name"], problem))
+                notes.append(f"{knob} × {metric['name']} not tested: {problem}")
+                continue
+            try:
+                if _pooled_model_needed(sub, knob, metric):
+                    for label, part in _pooled_oat_part(sub, knob, metric, baseline[knob], alpha, seed):
+                        parts.append((label, metric, part))
+                    continue
+                part = _analyse(sub, knob, metric, baseline[knob], alpha, correction, n_boot, seed, boot_cache)
+            except DataError as exc:
+                raise DataError(f"knob {knob!r}, metric {metric['name']!r}: {exc}") from exc
+            parts.append((knob, metric, part))
+
+
+def _pooled_model_needed(sub: pd.DataFrame, knob: str, metric: dict[str, Any]) -> bool:
+    """An absolute SESOI, or a level with fewer than :data:`MIN_RUNS_FOR_CHECKS` runs."""
+    return metric.get("sesoi_abs") is not None or int(sub.groupby(knob, sort=False).size().min()) < MIN_RUNS_FOR_CHECKS
+
+
+def _pooled_oat_part(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, alpha: float,
+                     seed: int) -> list[tuple[str, dict[str, Any]]]:
+    tiny = int(sub.groupby(knob, sort=False).size().min()) < MIN_RUNS_FOR_CHECKS
+    found, _ = model_parts(sub, metric, [knob], {knob: base}, alpha, seed, robust="none" if tiny else "auto")
+    for label, part in found:
+        _model_part_tables(part, label)
+        if tiny:
+            smallest = int(sub.groupby(knob, sort=False).size().min())
+            scale = "the log scale" if part["scale"] == "log" else "the linear scale"
+            part["reason"] = (f"{smallest} run(s) at some level: too few to check normality or compare variances, so "
+                              f"a one-way model on {scale} with the error pooled over the levels "
+                              f"({'the same CV' if part['scale'] == 'log' else 'the same variance'} at every level)")
+    return found
+
+
+def _model_route(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[str, Any]], knobs: list[str],
+                 baseline: dict[str, Any], alpha: float, seed: int, design: dict[str, Any], kind: str,
+                 notes: list[str], parts: list, untestable: list, tables: dict[str, list[pd.DataFrame]]) -> None:
+    """Factorial, fractional and Plackett–Burman designs: one model per metric on all usable runs."""
+    block = "block" if "block" in data.columns and data["block"].nunique(dropna=True) > 1 else None
+    for metric in metrics:
+        name = metric["name"]
+        sub = data.dropna(subset=[name])
+        if len(sub) < len(data):
+            notes.append(f"{name}: {len(data) - len(sub)} run(s) without a value left out")
+        active = [k for k in knobs if sub[k].nunique() > 1]
+        for knob in (k for k in knobs if k not in active):
+            problem = (f"only one level of {knob} has usable runs of {name}"
+                       f"{_failure_summary(failed, knob, baseline[knob]) if len(failed) else ''}")
+            untestable.append(_untestable_verdict(knob, name, problem))
+        if not active:
+            continue
+        try:
+            if kind == "range":
+                found, model_tables = range_parts(sub, metric, active, baseline, design, alpha, seed)
+            else:
+                found, model_tables = model_parts(sub, metric, active, baseline, alpha, seed, block=block,
+                                                  interactions=design.get("interactions", "auto"))
+        except DataError as exc:
+            for knob in active:
+                untestable.append(_untestable_verdict(knob, name, f"the model of {name} cannot be fitted: {exc}"))
+            notes.append(f"model of {name} not fitted: {exc}")
+            continue
+        aliases = design.get("aliases") or {}
+        for key, frame in model_tables.items():
+            tables.setdefault(key, []).append(frame)
+        for knob, part in found:
+            parts.append((knob, metric, part))
+        if kind == "range":
+            continue
+        for knob, part in found:
+            _model_part_tables(part, knob)
+        notes.extend(f"{name}: {note}" for note in found[0][1]["fit"].notes)
+        if aliases:
+            notes.append(f"{name}: aliases of the design: " + "; ".join(f"{k} = {' = '.join(v)}"
+                                                                     for k, v in aliases.items() if v))
+
+
+def _looks_like_ranges(data: pd.DataFrame, knobs: list[str]) -> bool:
+    """A space-filling design without its design file: some numeric knob takes at least 5 values and
+    most configurations have a value of it of their own (so levels cannot be compared)."""
+    configs = len(data[knobs].astype(str).drop_duplicates())
+    for knob in knobs:
+        values = data[knob]
+        if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+            distinct = values.nunique()
+            if distinct >= 5 and distinct > configs / 2:
+                return True
+    return False
+
+
+def _model_part_tables(part: dict[str, Any], knob: str) -> None:
+    """The per-part tables the screen gathers (assumptions, omnibus) in the shared columns."""
+    fit = part["fit"]
+    term = fit.terms[fit.terms["term"] == knob].iloc[0]
+    part["omnibus"] = pd.DataFrame([{"test": fit.test, "source": knob, "statistic": term["statistic"],
+                                     "df1": term["df1"], "df2": term["df2"], "p": term["p"],
+                                     "effect_size": term["partial_eta2"], "effect_size_name": "partial_eta2",
+                                     "recommended": True, "reason": fit.reason}], columns=OMNIBUS_COLUMNS[2:])
+    checks = fit.assumptions
+    n = float(len(fit.residuals))
+    part["assumptions"] = pd.DataFrame([
+        {"test": "model_shapiro_wilk", "statistic": math.nan, "df1": math.nan, "df2": math.nan,
+         "p": checks.get("shapiro_p", math.nan), "n": n},
+        {"test": "model_breusch_pagan", "statistic": math.nan, "df1": math.nan, "df2": math.nan,
+         "p": checks.get("breusch_pagan_p", math.nan), "n": n}], columns=ASSUMPTION_COLUMNS[2:])
+    if part["kind"] == "main":
+        part["model_effects"] = part["effects"]
+        part["effects"] = part["effects"][EFFECT_COLUMNS[2:]]
+        part["equivalence"] = part["equivalence"][EQUIVALENCE_COLUMNS[2:]]
+        part["posthoc"] = part["posthoc"][POSTHOC_TABLE_COLUMNS[2:]]
