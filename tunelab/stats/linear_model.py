@@ -40,7 +40,7 @@ MIN_RESIDUAL_DF = 2
 #: an interaction whose columns are explained beyond this R² by the main effects (over the design's
 #: distinct points) is partially aliased with them (Plackett–Burman) and left out of the model
 MAX_ALIAS_R2 = 0.1
-#: residual checks: Shapiro–Wilk below this -> permutation test; Breusch–Pagan below this -> HC3.
+#: residual checks: Shapiro–Wilk below this -> permutation test; Brown–Forsythe by knob below this -> HC3.
 #: Both are 0.01: the model is fitted on the log scale for ratio metrics, where the variance is
 #: expected even, and HC3's small-sample penalty is large (every run of a Plackett–Burman 8 x 2 has
 #: leverage 0.5), so a pre-test at 0.05 would send 5 % of well-behaved studies to a test with
@@ -201,7 +201,8 @@ def _interaction_pairs(design: _Design, factors: list[str], interactions: str | 
     rank, n = _rank(current), len(design.y)
     included = {t.name: design.columns_of(t.factors) for t in design.terms}
     chosen: list[tuple[str, str]] = []
-    partial = []
+    partial: list[str] = []
+    confounded: list[str] = []
     for a, b in all_pairs:
         name, candidate = f"{a}:{b}", design.interaction(a, b)
         width = candidate.shape[1]
@@ -212,7 +213,7 @@ def _interaction_pairs(design: _Design, factors: list[str], interactions: str | 
             for partner in partners:
                 aliases.setdefault(partner, []).append(name)
             if not partners:
-                notes.append(f"{name} is not estimable: it is confounded with the other terms of this design")
+                confounded.append(name)
             continue
         if _alias_r2(candidate, mains, points) > MAX_ALIAS_R2:
             partial.append(name)
@@ -223,6 +224,10 @@ def _interaction_pairs(design: _Design, factors: list[str], interactions: str | 
         chosen.append((a, b))
         included[name] = candidate
         current, rank = trial, rank + width
+    if confounded:
+        shown = ", ".join(confounded[:5]) + (f" and {len(confounded) - 5} more" if len(confounded) > 5 else "")
+        notes.append(f"{len(confounded)} two-factor interaction(s) cannot be estimated: they are confounded with "
+                     f"combinations of the other terms of this design ({shown})")
     if partial:
         notes.append(f"interactions {', '.join(partial)} are partially aliased with the main effects (as in a "
                      "Plackett–Burman design), so the model holds main effects only for them")
@@ -298,21 +303,49 @@ def _freedman_lane(design: _Design, x: np.ndarray, term: Term, f_obs: float, df_
     return float((1 + np.sum(f_perm >= f_obs * (1 - 1e-12))) / (n_perm + 1))
 
 
-def _route(resid_studentized: np.ndarray, resid: np.ndarray, x: np.ndarray, leverage: np.ndarray,
-           robust: str) -> tuple[str, str, dict[str, float]]:
-    """The test route from the residuals: ``(route, reason, {shapiro_p, breusch_pagan_p})``."""
-    from statsmodels.stats.diagnostic import het_breuschpagan
+def _variance_p(resid: np.ndarray, design: _Design, factors: Sequence[str]) -> float:
+    """Does the residual spread differ between a knob's levels? p, Bonferroni over the knobs.
 
+    When every configuration was run at least twice, the spread of each configuration (log of the
+    SD of its residuals) is compared between each knob's levels (one-way ANOVA); otherwise
+    Brown–Forsythe (median-centred Levene) on the residuals grouped by each knob's levels. Runs of
+    one configuration are not independent residuals (they are deviations from a shared fitted
+    mean), and a regression of the squared residuals on the model's columns (Breusch–Pagan) is
+    degenerate in replicated saturated designs, where those columns span every configuration.
+    """
+    codes = np.column_stack([design.codes[f] for f in factors])
+    _, config, counts = np.unique(codes, axis=0, return_inverse=True, return_counts=True)
+    config = config.ravel()
+    p_values = []
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore")
+        if counts.min() >= 2:
+            log_sd = np.array([math.log(max(np.std(resid[config == c], ddof=1), 1e-300)) for c in range(len(counts))])
+            first = np.array([np.flatnonzero(config == c)[0] for c in range(len(counts))])
+            for factor in factors:
+                level = design.codes[factor][first]
+                groups = [log_sd[level == i] for i in range(len(design.levels[factor]))]
+                if min(len(g) for g in groups) >= 2 and np.ptp(log_sd) > 0:
+                    p_values.append(float(ss.f_oneway(*groups).pvalue))
+        else:
+            for factor in factors:
+                groups = [resid[design.codes[factor] == i] for i in range(len(design.levels[factor]))]
+                if min(len(g) for g in groups) >= 2 and np.ptp(resid) > 0:
+                    p_values.append(float(ss.levene(*groups, center="median").pvalue))
+    p_values = [p for p in p_values if not math.isnan(p)]
+    return min(1.0, min(p_values) * len(p_values)) if p_values else math.nan
+
+
+def _route(resid_studentized: np.ndarray, resid: np.ndarray, design: _Design, factors: Sequence[str],
+           leverage: np.ndarray, robust: str) -> tuple[str, str, dict[str, float]]:
+    """The test route from the residuals: ``(route, reason, {shapiro_p, variance_p})``."""
     keep = leverage < 1 - 1e-8
-    shapiro_p = breusch_p = math.nan
+    shapiro_p = math.nan
     values = resid_studentized[keep]
     if len(values) >= 3 and np.ptp(values) > 0:
         shapiro_p = float(ss.shapiro(values).pvalue)
-    if x.shape[1] > 1 and len(resid) > x.shape[1] and np.ptp(resid) > 0:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            breusch_p = float(het_breuschpagan(resid, x)[1])
-    checks = {"shapiro_p": shapiro_p, "breusch_pagan_p": breusch_p}
+    variance_p = _variance_p(resid, design, factors)
+    checks = {"shapiro_p": shapiro_p, "variance_p": variance_p}
     normal = "not computable" if math.isnan(shapiro_p) else f"p={shapiro_p:.3g}"
     if robust in ("hc3", "permutation"):
         route = "hc3_wald" if robust == "hc3" else "freedman_lane"
@@ -322,14 +355,15 @@ def _route(resid_studentized: np.ndarray, resid: np.ndarray, x: np.ndarray, leve
     if not math.isnan(shapiro_p) and shapiro_p < NORMALITY_ALPHA:
         return "freedman_lane", (f"model residuals clearly non-normal (Shapiro–Wilk p={shapiro_p:.3g} < "
                                  f"{NORMALITY_ALPHA}): Freedman–Lane permutation test of each term"), checks
-    if not math.isnan(breusch_p) and breusch_p < VARIANCE_ALPHA:
+    spread = f"spread by knob level, Bonferroni p={variance_p:.3g}"
+    if not math.isnan(variance_p) and variance_p < VARIANCE_ALPHA:
         if leverage.max(initial=0.0) < 0.99:
-            return "hc3_wald", (f"residuals normal enough (Shapiro–Wilk {normal}) but their variance changes with the "
-                                f"knobs (Breusch–Pagan p={breusch_p:.3g} < {VARIANCE_ALPHA}): HC3 Wald tests"), checks
-        return "freedman_lane", (f"residual variance changes with the knobs (Breusch–Pagan p={breusch_p:.3g}) and "
-                                 "single-run cells make HC3 undefined: Freedman–Lane permutation test"), checks
-    bp = "not computable" if math.isnan(breusch_p) else f"p={breusch_p:.3g}"
-    return "ols", f"model residuals normal enough (Shapiro–Wilk {normal}) and of even variance (Breusch–Pagan {bp})", checks
+            return "hc3_wald", (f"residuals normal enough (Shapiro–Wilk {normal}) but their spread differs between "
+                                f"a knob's levels ({spread} < {VARIANCE_ALPHA}): HC3 Wald tests"), checks
+        return "freedman_lane", (f"residual spread differs between a knob's levels ({spread}) and single-run cells "
+                                 "make HC3 undefined: Freedman–Lane permutation test"), checks
+    even = "not computable" if math.isnan(variance_p) else spread
+    return "ols", f"model residuals normal enough (Shapiro–Wilk {normal}) and of even spread ({even})", checks
 
 
 # --------------------------------------------------------------------------------------------
@@ -545,7 +579,7 @@ def fit_model(data: pd.DataFrame, dv: str, factors: list[str], *, baseline: Mapp
     typ : {2, 3}, optional
         Sums of squares; default 2 for balanced (orthogonal) data, else 3.
     robust : {'none', 'auto', 'hc3', 'permutation'}
-        ``'auto'`` checks the residuals (Shapiro–Wilk, Breusch–Pagan) and switches to a
+        ``'auto'`` checks the residuals (Shapiro–Wilk, Brown–Forsythe by knob) and switches to a
         Freedman–Lane permutation test (non-normal) or HC3 Wald tests (uneven variance).
     alpha, seed, n_perm
         Level of the intervals; seed of the permutations and of the Dunnett integration.
@@ -610,7 +644,7 @@ def _ols_fit(design: _Design, clean: pd.DataFrame, factors: list[str], baseline:
     with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         studentized = np.asarray(influence.resid_studentized_internal)
-    route, reason, checks = _route(studentized, np.asarray(model.resid), x, leverage, robust)
+    route, reason, checks = _route(studentized, np.asarray(model.resid), design, factors, leverage, robust)
     balanced = _balanced(design, x)
     typ = typ or (2 if balanced else 3)
     rss = float(model.ssr)

@@ -663,8 +663,8 @@ def _model_part_tables(part: dict[str, Any], knob: str) -> None:
     part["assumptions"] = pd.DataFrame([
         {"test": "model_shapiro_wilk", "statistic": math.nan, "df1": math.nan, "df2": math.nan,
          "p": checks.get("shapiro_p", math.nan), "n": n},
-        {"test": "model_breusch_pagan", "statistic": math.nan, "df1": math.nan, "df2": math.nan,
-         "p": checks.get("breusch_pagan_p", math.nan), "n": n}], columns=ASSUMPTION_COLUMNS[2:])
+        {"test": "model_brown_forsythe", "statistic": math.nan, "df1": math.nan, "df2": math.nan,
+         "p": checks.get("variance_p", math.nan), "n": n}], columns=ASSUMPTION_COLUMNS[2:])
     if part["kind"] == "main":
         part["model_effects"] = part["effects"]
         part["effects"] = part["effects"][EFFECT_COLUMNS[2:]]
