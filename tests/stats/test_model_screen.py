@@ -218,3 +218,17 @@ def test_screen_refuses_both_sesois_and_a_log_scale_with_sesoi_abs() -> None:
                    {"name": "lost", "sesoi_abs": 10, "scale": "log"}):
         with pytest.raises(DataError):
             screen(data, [metric], [SOMAXCONN, ABORT], {SOMAXCONN: 4096, ABORT: False})
+
+
+def test_a_knob_whose_direction_depends_on_another_matters_through_the_interaction() -> None:
+    """c lowers y by 26 % when a = 0 and raises it by 35 % when a = 1: averaged over a it is ~0."""
+    rng = np.random.default_rng(2)
+    rows = [{"a": a, "c": c, "y": 1000 * np.exp((0.3 if a else -0.3) * c + rng.normal(0, 0.04))}
+            for _, a, c in itertools.product(range(3), (0, 1), (0, 1))]
+    result = screen(pd.DataFrame(rows), [{"name": "y", "direction": "maximize", "sesoi_pct": 5}], ["a", "c"],
+                    {"a": 0, "c": 0})
+    c = result.verdicts.set_index("knob").loc["c"]
+    assert c["p_adj"] > 0.05 and c["verdict"] == "matters"
+    assert "depends on a" in c["reason"] and "averaged over a it is not significant" in c["reason"]
+    assert result.verdicts.set_index("knob").loc["a:c", "verdict"] == "matters"
+    assert result.verdicts["best_level"].tolist()[:2] == [1, 1]          # levels keep their type

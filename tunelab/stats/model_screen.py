@@ -175,6 +175,11 @@ def model_tables(fit: ModelFit, metric: Mapping[str, Any], scale: str,
 # verdicts
 
 
+def _size(estimate: float, scale: str, base_mean: float, absolute: bool) -> float:
+    """A model-scale contrast in the units of the SESOI (% or the metric's own)."""
+    return estimate if absolute or scale == "linear" and not base_mean > 0 else to_metric_scale(estimate, scale, base_mean)
+
+
 def _fmt_effect(estimate: float, low: float, high: float, scale: str, base_mean: float, absolute: bool) -> str:
     if absolute or (scale == "linear" and not base_mean > 0):
         return f"{estimate:+.3g} [{low:+.3g}, {high:+.3g}]"
@@ -188,9 +193,10 @@ def simple_effects(part: Mapping[str, Any], knob: str, other: str, metric: Mappi
     rows = contrasts[(contrasts["knob"] == knob) & contrasts["at"].str.startswith(f"{other}=")]
     out = []
     for at, group in rows.groupby("at", sort=False):
-        best = group.loc[group["estimate"].abs().idxmax()]
+        label = group["estimate"].abs().idxmax()
+        best = group.loc[label]
         clear = bool(best["adj_ci_low"] > 0 or best["adj_ci_high"] < 0)
-        out.append({"at": at, "level": best["level"], "estimate": float(best["estimate"]),
+        out.append({"at": at, "level": group["level"].tolist()[group.index.get_loc(label)], "estimate": float(best["estimate"]),
                     "low": float(best["adj_ci_low"]), "high": float(best["adj_ci_high"]), "clear": clear})
     return out
 
@@ -228,15 +234,35 @@ def model_verdict(part: dict[str, Any], label: str, metric: Mapping[str, Any], p
     partners = [t for t in significant_terms if label in t.split(":")]
     equivalent = bool(part["equivalence"]["equivalent"].all()) and not partners
     notes = []
+    conditional = None     # the strongest clear simple effect, when the knob matters only within partners' levels
     for term in partners:
         other = next(f for f in term.split(":") if f != label)
         simple = simple_effects(part, label, other, metric)
-        clear = [e["at"] for e in simple if e["clear"]]
+        clear = [e for e in simple if e["clear"] and abs(_size(e["estimate"], scale, base_mean, absolute)) >= sesoi]
         if clear and len(clear) < len(simple):
-            row["only_when"] = " or ".join(clear)
-            notes.append(f"holds only at {' or '.join(clear)} (interaction with {other})")
+            row["only_when"] = " or ".join(e["at"] for e in clear)
+            notes.append(f"holds only at {row['only_when']} (interaction with {other})")
+        elif clear:
+            notes.append(f"its size or direction depends on {other} (interaction): clear at "
+                         f"{' and '.join(e['at'] for e in clear)}")
         else:
             notes.append(f"its size depends on {other} (interaction)")
+        strongest = max(clear, key=lambda e: abs(e["estimate"]), default=None)
+        if strongest and (conditional is None or abs(strongest["estimate"]) > abs(conditional["estimate"])):
+            conditional = strongest
+    if not relevant and conditional is not None:
+        # the average over the partner's levels hides it, but the interaction is significant and the
+        # knob's simple effect is clear and at least the SESOI at some level: report that effect
+        relevant = True
+        effects = pd.DataFrame([{"level": conditional["level"],
+                                 "pct_change": to_metric_scale(conditional["estimate"], scale, base_mean),
+                                 "ci_low": to_metric_scale(conditional["low"], scale, base_mean),
+                                 "ci_high": to_metric_scale(conditional["high"], scale, base_mean),
+                                 "estimate": conditional["estimate"], "est_low": conditional["low"],
+                                 "est_high": conditional["high"]}])
+        best, best_level = effects.loc[0], conditional["level"]
+        notes.append(f"the effect shown is the one at {conditional['at']}; averaged over {conditional['at'].split('=')[0]} "
+                     "it is not significant")
     verdict = Verdict.MATTERS if relevant else (Verdict.EQUIVALENT if equivalent else Verdict.INCONCLUSIVE)
     gain_sign = sign * float(best["estimate"])
     row.update({
@@ -246,7 +272,8 @@ def model_verdict(part: dict[str, Any], label: str, metric: Mapping[str, Any], p
         "effect_abs": float(best["estimate"]) if scale == "linear" else math.nan,
         "effect_abs_ci_low": float(best["est_low"]) if scale == "linear" else math.nan,
         "effect_abs_ci_high": float(best["est_high"]) if scale == "linear" else math.nan,
-        "direction": "none" if not significant or gain_sign == 0 else ("better" if gain_sign > 0 else "worse"),
+        "direction": "none" if not relevant and not significant or gain_sign == 0 else
+        ("better" if gain_sign > 0 else "worse"),
         "relevant": relevant, "equivalent": equivalent, "verdict": verdict.value})
     return row
 

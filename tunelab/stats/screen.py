@@ -509,6 +509,8 @@ def screen(
         else:
             rows.append({"knob": knob, "metric": metric["name"], **_verdict(part, metric, float(q), alpha)})
     verdicts = pd.DataFrame(rows + untestable, columns=VERDICT_COLUMNS)
+    # levels keep their type: pandas would turn [128, 16, None] (an interaction row) into floats
+    verdicts["best_level"] = pd.Series([row.get("best_level") for row in rows + untestable], dtype=object)
     if "model_terms" in tables:
         adjusted = {(metric["name"], knob): float(q) for (knob, metric, _), q in zip(parts, p_adj)}
         for frame in tables["model_terms"]:
