@@ -51,13 +51,20 @@ NOTEBOOKS = {
 COMMON_PARAMETERS = ("study", "data_dir", "metric", "alpha", "correction", "sesoi_pct", "include_flagged", "n_boot")
 DEFAULT_TIMEOUT_S = 600
 _TEMPLATE_NAME = "tunelab_report.html.j2"
-# the lab template without require.js, MathJax and mermaid from CDNs (the report works offline),
-# plus a link back to the index
+# the lab template without require.js, MathJax and mermaid from CDNs (the report works offline), with
+# each figure's alt text (``figures.show(fig, alt=...)`` stores it in the output's metadata), plus a link
+# back to the index
 _TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_js -%}{%- endblock html_head_js -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {%- block extra_css -%}<style>{{ resources.tunelab_table_css | e }}</style>{%- endblock extra_css -%}
+{%- block data_png scoped -%}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
+{%- set alt = output | get_metadata('alt', 'image/png') %} alt="{{ (alt or 'figure') | escape_html }}">
+</div>
+{%- endblock data_png -%}
 {%- block body_header -%}
 {{ super() }}
 <p class="tunelab-nav" style="margin:1em 2em"><a href="index.html">&larr; report index</a></p>
@@ -368,15 +375,37 @@ def _figure_html(fig: Any, alt: str, caption: str) -> str:
     return f"<figure>{to_img_tag(fig, alt)}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
+def _model_figure_html(result: ScreenResult, metric: str, baseline: Mapping[str, Any]) -> str:
+    """The model's interaction plot of ``metric`` (its main-effects plot when it estimated no interaction)
+    as a ``<figure>``; empty for one-at-a-time designs and metrics without a model."""
+    from tunelab.report import figures
+
+    means = result.emmeans[result.emmeans["metric"] == metric]
+    if result.design == "oat" or means.empty:
+        return ""
+    if means["by"].notna().any():
+        return _figure_html(figures.interaction_plot(result.emmeans, metric, baseline),
+                            f"interaction plot of {metric} (model means)",
+                            f"Model mean of {metric} (95 % CI) per level of one knob, one line per level of "
+                            "another; parallel lines: the effect of the first knob does not depend on the second.")
+    return _figure_html(figures.main_effects_figure(result.emmeans, metric, baseline),
+                        f"main-effects plot of {metric} (model means)",
+                        f"Model mean of {metric} (95 % CI) per level of each knob, averaged over the other knobs.")
+
+
 def index_html(study: Study, inputs: ScreenInputs, result: ScreenResult, runs: Sequence[NotebookRun],
                n_boot: int | None = None) -> str:
     """The report's index page: summary, verdict table, key figures, notebooks, methods (self-contained)."""
     from tunelab.report import figures
-    from tunelab.report.methods import TABLE_CSS, markdown_to_html, methods_markdown, summary_markdown, verdicts_html
+    from tunelab.report.methods import (TABLE_CSS, markdown_to_html, methods_markdown, sesoi_text, summary_markdown,
+                                        verdicts_html)
 
     focus = inputs.metric
-    forest = figures.effects_forest(result.effects, focus["name"], focus["sesoi_pct"])
+    band = focus.get("sesoi_pct") if focus.get("sesoi_abs") is None else None
+    interval = "95 % bootstrap CI" if result.design == "oat" else "95 % CI from the model (Dunnett-adjusted)"
+    forest = figures.effects_forest(result.effects, focus["name"], band)
     levels = figures.levels_figure(inputs.runs, inputs.knobs, focus["name"], inputs.baseline, design=result.design)
+    model_figure = _model_figure_html(result, focus["name"], inputs.baseline)
     items = []
     for run in runs:
         if run.html is not None:
@@ -398,17 +427,18 @@ def index_html(study: Study, inputs: ScreenInputs, result: ScreenResult, runs: S
 {markdown_to_html(summary_markdown(result, inputs))}
 </section>
 <section id="verdicts"><h2>Verdict table</h2>
-<p>One row per knob × metric: the level that matters most, its % change against the baseline with the 95 %
-bootstrap interval, the adjusted p-value of the chosen test, and whether every level is equivalent to the
-baseline within the smallest effect of interest.</p>
-{verdicts_html(result.verdicts)}
+<p>One row per knob × metric{" (and per interaction of two knobs × metric)" if result.design != "oat" else ""}:
+the level that matters most, its % change against the baseline with the {escape(interval)}, the adjusted p-value of
+the chosen test, and whether every level is equivalent to the baseline within the smallest effect of interest.</p>
+{verdicts_html(result.verdicts, inputs.metrics)}
 </section>
 <section id="figures"><h2>Key figures ({escape(focus["name"])})</h2>
 {_figure_html(forest, f"effect sizes for {focus['name']}",
-              f"% change of {focus['name']} per knob level against the baseline, 95 % bootstrap CI; shaded: "
-              f"±{focus['sesoi_pct']:g} % smallest effect of interest.")}
+              f"% change of {focus['name']} per knob level against the baseline, {interval}"
+              + (f"; shaded: {sesoi_text(focus)} smallest effect of interest." if band else "."))}
 {_figure_html(levels, f"{focus['name']} per knob level",
               f"{focus['name']} of every run per knob level (box: quartiles); orange: the baseline level.")}
+{model_figure}
 </section>
 <section id="notebooks"><h2>Notebooks</h2><ul>
 {''.join(items)}

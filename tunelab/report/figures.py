@@ -28,7 +28,8 @@ import seaborn as sns
 from IPython.display import Image, display
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+from scipy import stats as ss
 
 from tunelab.errors import DataError
 from tunelab.stats import sorted_levels
@@ -170,6 +171,388 @@ def interaction_figure(data: pd.DataFrame, knobs: Sequence[str], metric: str, nc
                       dodge=0.15, palette="viridis", ax=ax, seed=0)
         ax.set_title(f"{a} × {b}", fontsize=10)
         ax.legend(title=b, fontsize=8, title_fontsize=8)
+    return fig
+
+
+def _metric_rows(table: pd.DataFrame, metric: str, what: str) -> pd.DataFrame:
+    """The rows of a tidy model table for ``metric``; DataError naming the metrics present when none."""
+    _require(table, ["metric"])
+    rows = table[table["metric"] == metric]
+    if rows.empty:
+        present = ", ".join(map(str, dict.fromkeys(table["metric"]))) or "none (a one-at-a-time design has no model)"
+        raise DataError(f"no {what} for metric {metric!r}; metrics present: {present}")
+    return rows
+
+
+def _is_log(rows: pd.DataFrame) -> bool:
+    """True when the rows come from a model on the log scale (``scale`` column) and every value is positive."""
+    return ("scale" in rows.columns and bool((rows["scale"] == "log").all())
+            and bool((rows[["mean", "ci_low", "ci_high"]].to_numpy(float) > 0).all()))
+
+
+def _plain_number(value: float, _: Any = None) -> str:
+    """A tick label without scientific notation: ``200000`` -> ``'200,000'``, ``0.25`` -> ``'0.25'``."""
+    return f"{value:,.0f}" if abs(value) >= 10 else f"{value:g}"
+
+
+def _log_y(ax: Any, low: float, high: float) -> None:
+    """A logarithmic y axis labelled with plain numbers: evenly spaced round numbers within a decade, 1-2-5
+    ticks within two, powers of ten beyond."""
+    ax.set_yscale("log")
+    ratio = high / low if low > 0 else math.inf
+    if ratio <= 10:
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
+    else:
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0,) if ratio > 100 else (1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(_plain_number))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _means_axes(ax: Any, log: bool, metric: str, low: float = 1.0, high: float = 10.0) -> None:
+    if log:
+        _log_y(ax, low, high)
+    ax.set_ylabel(f"{metric} (model mean, 95 % CI)" + (" — log axis" if log else ""))
+
+
+def main_effects_figure(emmeans: pd.DataFrame, metric: str, baseline: Mapping[str, Any] | None = None,
+                        ncols: int = 3) -> Figure:
+    """Main-effects plot of the model (R FrF2's ``MEPlot``): one panel per knob, the estimated marginal
+    mean of ``metric`` per level (averaged over the other knobs) with its 95 % CI, on a common y axis.
+
+    Parameters
+    ----------
+    emmeans : DataFrame
+        :attr:`ScreenResult.emmeans`: ``[metric, knob, level, by, by_level, scale, mean, ci_low,
+        ci_high]``; the rows with ``by`` missing are the marginal means.
+    metric : str
+        The metric to draw.
+    baseline : dict, optional
+        Knob -> baseline level: drawn in orange and labelled.
+    ncols : int
+        Panels per row.
+
+    Notes
+    -----
+    Means are in the metric's units (geometric means when the model is on the log scale, then the
+    y axis is logarithmic, so equal ratios look equally large).
+    """
+    _require(emmeans, ["metric", "knob", "level", "by", "mean", "ci_low", "ci_high"])
+    rows = _metric_rows(emmeans, metric, "estimated marginal means")
+    rows = rows[rows["by"].isna()]
+    if rows.empty:
+        raise DataError(f"no marginal means (rows with `by` missing) for metric {metric!r}")
+    knobs = list(dict.fromkeys(rows["knob"]))
+    log = _is_log(rows)
+    fig, axes = _grid(len(knobs), ncols, width=4.0, height=3.4)
+    low, high = float(rows["ci_low"].min()), float(rows["ci_high"].max())
+    for ax, knob in zip(axes, knobs):
+        sub = rows[rows["knob"] == knob]
+        order = sorted_levels(sub["level"])
+        sub = sub.set_index(sub["level"].map(level_label)).loc[[level_label(v) for v in order]]
+        x = np.arange(len(sub))
+        base = level_label(baseline[knob]) if baseline and knob in baseline else None
+        ax.plot(x, sub["mean"], "-", color="0.6", lw=1, zorder=1)
+        for xi, (label, row) in zip(x, sub.iterrows()):
+            color = BASELINE_COLOR if label == base else CANDIDATE_COLOR
+            ax.errorbar([xi], [row["mean"]], yerr=[[row["mean"] - row["ci_low"]], [row["ci_high"] - row["mean"]]],
+                        fmt="o", color=color, ms=6, capsize=4, lw=1.5, zorder=2)
+        ax.set_xticks(x, [f"{lvl}\n(baseline)" if lvl == base else lvl for lvl in sub.index])
+        ax.set_xlim(-0.5, len(sub) - 0.5)
+        ax.set_xlabel(knob)
+        _means_axes(ax, log, metric, low, high)
+        ax.set_ylim(*_padded(low, high, log))
+    for ax in axes[1:]:
+        ax.set_ylabel("")
+    return fig
+
+
+def _padded(low: float, high: float, log: bool) -> tuple[float, float]:
+    """Axis limits a little outside ``[low, high]`` (multiplicatively on a log axis)."""
+    if log:
+        span = math.log(high / low) or 1.0
+        return low * math.exp(-0.08 * span), high * math.exp(0.08 * span)
+    span = (high - low) or abs(high) or 1.0
+    return low - 0.08 * span, high + 0.08 * span
+
+
+def interaction_plot(emmeans: pd.DataFrame, metric: str, baseline: Mapping[str, Any] | None = None,
+                     aliases: Mapping[str, str] | None = None, ncols: int = 2) -> Figure:
+    """Interaction plots of the model (R FrF2's ``IAPlot``): one panel per estimated interaction
+    ``a:b``, the estimated mean of ``metric`` in each cell (95 % CI as error bars) per level of ``a``,
+    one line per level of ``b``. Parallel lines: the effect of ``a`` does not depend on ``b``.
+
+    Parameters
+    ----------
+    emmeans : DataFrame
+        :attr:`ScreenResult.emmeans`; the rows with ``by`` set are the cells of each interaction
+        (``knob`` = a, ``by`` = b, ``by_level`` = the level of b).
+    metric : str
+        The metric to draw.
+    baseline : dict, optional
+        Knob -> baseline level, marked on the x axis.
+    aliases : dict, optional
+        Interaction ``'a:b'`` -> the effects it is aliased with (``aliases`` of
+        :attr:`ScreenResult.model_terms`), named in the panel's title.
+    ncols : int
+        Panels per row.
+
+    Raises
+    ------
+    DataError
+        The model of ``metric`` estimated no interaction (main effects only, e.g. a
+        Plackett–Burman design, or interactions aliased with main effects).
+
+    Notes
+    -----
+    On the log scale the y axis is logarithmic: parallel lines then mean equal *ratios*, which
+    is what "no interaction" means in a model of log(metric).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> cells = pd.DataFrame({"metric": "qps", "knob": "a", "level": [1, 1, 2, 2], "by": "b",
+    ...                       "by_level": [0, 1, 0, 1], "scale": "log", "mean": [10.0, 11, 20, 40],
+    ...                       "ci_low": [9.0, 10, 18, 36], "ci_high": [11.0, 12, 22, 44]})
+    >>> fig = interaction_plot(cells, "qps")
+    >>> fig.axes[0].get_title(), fig.axes[0].get_yscale()
+    ('a × b', 'log')
+    """
+    _require(emmeans, ["metric", "knob", "level", "by", "by_level", "mean", "ci_low", "ci_high"])
+    rows = _metric_rows(emmeans, metric, "estimated marginal means")
+    rows = rows[rows["by"].notna()]
+    if rows.empty:
+        raise DataError(f"the model of {metric!r} estimated no interaction (main effects only), so there is no "
+                        "interaction plot; main_effects_figure shows its means")
+    pairs = list(dict.fromkeys(zip(rows["knob"], rows["by"])))
+    log = _is_log(rows)
+    fig, axes = _grid(len(pairs), ncols, width=5.0, height=3.8)
+    for ax, (a, b) in zip(axes, pairs):
+        cells = rows[(rows["knob"] == a) & (rows["by"] == b)]
+        order = [level_label(v) for v in sorted_levels(cells["level"])]
+        hue_levels = sorted_levels(cells["by_level"])
+        colors = sns.color_palette("viridis", len(hue_levels))
+        offsets = np.linspace(-0.08, 0.08, len(hue_levels)) if len(hue_levels) > 1 else [0.0]
+        for color, offset, hue in zip(colors, offsets, hue_levels):
+            line = cells[[v == hue for v in cells["by_level"]]]
+            line = line.set_index(line["level"].map(level_label)).reindex(order)
+            x = np.arange(len(order)) + offset
+            mean = line["mean"].to_numpy(float)
+            yerr = np.vstack([mean - line["ci_low"].to_numpy(float), line["ci_high"].to_numpy(float) - mean])
+            hue_text = level_label(hue) + (" (baseline)" if baseline and b in baseline and hue == baseline[b] else "")
+            ax.errorbar(x, mean, yerr=yerr, fmt="o-", color=color, ms=5, capsize=3, lw=1.5, label=hue_text)
+        base = level_label(baseline[a]) if baseline and a in baseline else None
+        ax.set_xticks(range(len(order)), [f"{lvl}\n(baseline)" if lvl == base else lvl for lvl in order])
+        ax.set_xlim(-0.5, len(order) - 0.5)
+        ax.set_xlabel(a)
+        _means_axes(ax, log, metric, float(cells["ci_low"].min()), float(cells["ci_high"].max()))
+        aliased = (aliases or {}).get(f"{a}:{b}")
+        ax.set_title(f"{a} × {b}" + (f"\n(aliased with {aliased})" if aliased else ""), fontsize=10)
+        ax.legend(title=b, fontsize=8, title_fontsize=8)
+    return fig
+
+
+def _effect_rows(standardized_effects: pd.DataFrame, metric: str) -> pd.DataFrame:
+    _require(standardized_effects, ["metric", "term", "t", "p"])
+    rows = _metric_rows(standardized_effects, metric, "standardised effects").dropna(subset=["t"])
+    if rows.empty:
+        raise DataError(f"no finite standardised effect for metric {metric!r}")
+    return rows.assign(abs_t=rows["t"].abs().astype(float))
+
+
+def critical_t(alpha: float, df: float | None) -> float:
+    """Two-sided critical value of |t| at ``alpha`` (Student's t with ``df``; the normal without).
+
+    >>> round(critical_t(0.05, None), 2), round(critical_t(0.05, 15), 2)
+    (1.96, 2.13)
+    """
+    if df is None or not math.isfinite(float(df)) or not float(df) > 0:
+        return float(ss.norm.ppf(1 - alpha / 2))
+    return float(ss.t.ppf(1 - alpha / 2, float(df)))
+
+
+def half_normal_figure(standardized_effects: pd.DataFrame, metric: str, alpha: float = 0.05,
+                       df: float | None = None) -> Figure:
+    """Half-normal plot (Daniel plot) of the standardised one-degree-of-freedom effects of ``metric``:
+    |t| of each term against the half-normal quantile of its rank. Terms without an effect follow the
+    diagonal (|t| of pure noise is roughly half-normal); terms well above it stand out and are
+    labelled when their p is below ``alpha``.
+
+    Parameters
+    ----------
+    standardized_effects : DataFrame
+        :attr:`ScreenResult.standardized_effects`: ``[metric, term, estimate, se, t, p]``.
+    metric : str
+        The metric to draw.
+    alpha : float
+        Terms with ``p < alpha`` are labelled and drawn in colour.
+    df : float, optional
+        Residual degrees of freedom of the model (``df2`` of :attr:`ScreenResult.model_terms`):
+        the dashed line is the critical |t| (the normal's without).
+    """
+    rows = _effect_rows(standardized_effects, metric).sort_values("abs_t", kind="stable")
+    m = len(rows)
+    quantiles = ss.halfnorm.ppf((np.arange(1, m + 1) - 0.5) / m)
+    significant = (rows["p"] < alpha).to_numpy()
+    fig, ax = _single(6.4, 4.6)
+    top = max(float(rows["abs_t"].max()), float(quantiles.max()), critical_t(alpha, df)) * 1.08
+    ax.plot([0, top], [0, top], color="0.6", lw=1, ls=":", label="no effect (|t| ~ half-normal)")
+    ax.axhline(critical_t(alpha, df), color="0.3", ls="--", lw=1, label=f"critical |t| (two-sided {alpha:g})")
+    ax.scatter(quantiles[~significant], rows["abs_t"].to_numpy()[~significant], s=30, color=LEVEL_COLOR,
+               edgecolor="0.3", lw=0.5, label="term", zorder=3)
+    ax.scatter(quantiles[significant], rows["abs_t"].to_numpy()[significant], s=40, color=CANDIDATE_COLOR,
+               edgecolor="k", lw=0.5, label=f"p < {alpha:g}", zorder=4)
+    for q, (_, row), sig in zip(quantiles, rows.iterrows(), significant):
+        if sig:
+            ax.annotate(f"{row['term']} ({'+' if row['t'] > 0 else '−'})", (q, row["abs_t"]),
+                        xytext=(-6, 0), textcoords="offset points", ha="right", va="center", fontsize=8)
+    ax.set_xlim(0, max(float(quantiles.max()) * 1.1, 0.5))
+    ax.set_ylim(0, top)
+    ax.set_xlabel("half-normal quantile")
+    ax.set_ylabel("|t| of the effect (high − low level)")
+    ax.set_title(f"Half-normal plot of the effects on {metric} ({m} one-df terms)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def effects_pareto_figure(standardized_effects: pd.DataFrame, metric: str, alpha: float = 0.05,
+                          df: float | None = None) -> Figure:
+    """Pareto chart of the standardised effects of ``metric``: one bar of |t| per one-degree-of-freedom
+    term, largest first, with the critical |t| at ``alpha`` as a dashed line; bars of terms with
+    ``p < alpha`` in colour, the signed t written next to each bar.
+
+    Parameters
+    ----------
+    standardized_effects : DataFrame
+        :attr:`ScreenResult.standardized_effects`.
+    metric : str
+        The metric to draw.
+    alpha : float
+        Significance level of the critical line and of the colouring.
+    df : float, optional
+        Residual degrees of freedom of the model (the normal's critical value without).
+    """
+    rows = _effect_rows(standardized_effects, metric).sort_values("abs_t", ascending=True, kind="stable")
+    fig, ax = _single(7.5, max(2.2, 1.2 + 0.42 * len(rows)))
+    y = np.arange(len(rows))
+    colors = [CANDIDATE_COLOR if p < alpha else LEVEL_COLOR for p in rows["p"]]
+    ax.barh(y, rows["abs_t"], color=colors, edgecolor="0.3", lw=0.5, height=0.6)
+    crit = critical_t(alpha, df)
+    ax.axvline(crit, color="0.3", ls="--", lw=1, label=f"critical |t| = {crit:.2f} (two-sided {alpha:g})")
+    for yi, (_, row) in zip(y, rows.iterrows()):
+        ax.text(row["abs_t"], yi, f"  t = {row['t']:+.2f}".replace("-", "−"), va="center", fontsize=8)
+    ax.set_yticks(y, rows["term"].astype(str).tolist())
+    ax.set_xlim(0, max(float(rows["abs_t"].max()), crit) * 1.3)
+    ax.set_xlabel("|t| of the effect (high − low level)")
+    ax.set_title(f"Standardised effects on {metric}", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def residuals_figure(residuals: pd.DataFrame, metric: str, scale: str | None = None,
+                     label_above: float = 3.0) -> Figure:
+    """Residual diagnostics of the model of ``metric``: residuals against fitted values (a funnel means
+    uneven variance, a curve a missing term) and a normal Q–Q plot of the studentised residuals
+    (``scipy.stats.probplot``; points off the line mean non-normal errors). Runs whose studentised
+    residual exceeds ``label_above`` in size are labelled with their ``row``.
+
+    Parameters
+    ----------
+    residuals : DataFrame
+        :attr:`ScreenResult.residuals`: ``[metric, row, fitted, residual, studentized, leverage]``
+        on the model's scale.
+    metric : str
+        The metric to draw.
+    scale : {'log', 'linear'}, optional
+        The model's scale (``scale`` of :attr:`ScreenResult.model_terms`), for the axis labels.
+    label_above : float
+        |studentised residual| above which a run is labelled.
+    """
+    _require(residuals, ["metric", "row", "fitted", "residual", "studentized"])
+    rows = _metric_rows(residuals, metric, "residuals").dropna(subset=["fitted", "residual"])
+    if rows.empty:
+        raise DataError(f"the model of {metric!r} has no residuals (a saturated design judged by Lenth's method)")
+    where = f"log({metric})" if scale == "log" else metric
+    fig, (left, right) = _grid(2, 2, width=4.8, height=3.8)
+    sns.scatterplot(data=rows, x="fitted", y="residual", color=CANDIDATE_COLOR, edgecolor="0.3", s=30, ax=left)
+    left.axhline(0, color="0.3", lw=1)
+    left.set_xlabel(f"fitted {where}")
+    left.set_ylabel(f"residual ({where})")
+    left.set_title("Residuals vs fitted", fontsize=10)
+    stud = rows.dropna(subset=["studentized"])
+    if len(stud) >= 3:
+        (theoretical, ordered), (slope, intercept, r) = ss.probplot(stud["studentized"].to_numpy(float), dist="norm")
+        right.scatter(theoretical, ordered, s=30, color=CANDIDATE_COLOR, edgecolor="0.3", lw=0.5, zorder=3)
+        right.plot(theoretical, intercept + slope * theoretical, color="0.3", lw=1, label=f"fit, r = {r:.3f}")
+        right.plot(theoretical, theoretical, color="0.6", lw=1, ls=":", label="standard normal")
+        order = np.argsort(stud["studentized"].to_numpy(float), kind="stable")
+        for q, (_, row) in zip(theoretical, stud.iloc[order].iterrows()):
+            if abs(row["studentized"]) > label_above:
+                right.annotate(f"row {row['row']}", (q, row["studentized"]), xytext=(4, 0),
+                               textcoords="offset points", fontsize=8, va="center")
+        right.legend(fontsize=8, loc="upper left")
+    right.set_xlabel("normal quantile")
+    right.set_ylabel("studentised residual")
+    right.set_title("Normal Q–Q of the studentised residuals", fontsize=10)
+    return fig
+
+
+def response_curves_figure(response: pd.DataFrame, metric: str, baseline: Mapping[str, Any] | None = None,
+                           band: tuple[float, float] | None = None, x_scale: Mapping[str, str] | None = None,
+                           ylabel: str | None = None, columns: Sequence[str] = ("estimate", "ci_low", "ci_high"),
+                           ncols: int = 3) -> Figure:
+    """Response curves of a range design: one panel per knob, the model's estimate for ``metric`` over
+    the knob's range with its confidence band.
+
+    Parameters
+    ----------
+    response : DataFrame
+        ``[metric, knob, x, estimate, ci_low, ci_high]`` (further columns are ignored), many ``x``
+        per knob.
+    metric : str
+        The metric to draw.
+    baseline : dict, optional
+        Knob -> baseline value: a dashed vertical line.
+    band : (low, high), optional
+        A horizontal band behind the curves, with a line at 0: e.g. ``(-sesoi, sesoi)`` when the
+        estimate is the change from the baseline (changes inside it are too small to matter).
+    x_scale : dict, optional
+        Knob -> ``'log'`` for a logarithmic x axis (ranges given with ``scale: log``).
+    ylabel : str, optional
+        Default ``'<metric> (estimate, 95 % CI)'``.
+    columns : (estimate, low, high)
+        The columns to draw, e.g. ``('effect_pct', 'effect_ci_low', 'effect_ci_high')``.
+    ncols : int
+        Panels per row.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> curve = pd.DataFrame({"metric": "qps", "knob": "k", "x": [1.0, 2, 3], "estimate": [0.0, 1, 4],
+    ...                       "ci_low": [-1.0, 0, 2], "ci_high": [1.0, 2, 6]})
+    >>> response_curves_figure(curve, "qps", baseline={"k": 1}).axes[0].get_xlabel()
+    'k'
+    """
+    value, low, high = columns
+    _require(response, ["metric", "knob", "x", value, low, high])
+    rows = _metric_rows(response, metric, "response curves")
+    knobs = list(dict.fromkeys(rows["knob"]))
+    fig, axes = _grid(len(knobs), ncols, width=4.2, height=3.4)
+    for ax, knob in zip(axes, knobs):
+        curve = rows[rows["knob"] == knob].sort_values("x")
+        x = curve["x"].to_numpy(float)
+        if band is not None:
+            ax.axhspan(*band, color=BAND_COLOR, zorder=0, label="±SESOI")
+            ax.axhline(0, color="0.3", lw=1)
+        ax.fill_between(x, curve[low].to_numpy(float), curve[high].to_numpy(float), color=LEVEL_COLOR,
+                        alpha=0.45, lw=0, label="95 % CI")
+        ax.plot(x, curve[value].to_numpy(float), color=CANDIDATE_COLOR, lw=2, label="estimate")
+        if baseline and baseline.get(knob) is not None:
+            ax.axvline(float(baseline[knob]), color=BASELINE_COLOR, ls="--", lw=1, label="baseline")
+        if (x_scale or {}).get(knob) == "log" and (x > 0).all():
+            ax.set_xscale("log")
+        ax.set_xlabel(knob)
+        ax.set_ylabel(ylabel or f"{metric} (estimate, 95 % CI)")
+    axes[0].legend(fontsize=8, loc="best")
     return fig
 
 
@@ -366,9 +749,10 @@ def abba_figure(measurements: pd.DataFrame, metric: str) -> Figure:
     return fig
 
 
-def show(fig: Figure, dpi: int = 100) -> None:
-    """Display ``fig`` in a notebook as an embedded PNG (independent of the matplotlib backend)."""
-    display(Image(data=to_png(fig, dpi), format="png"))
+def show(fig: Figure, dpi: int = 100, alt: str | None = None) -> None:
+    """Display ``fig`` in a notebook as an embedded PNG (independent of the matplotlib backend); ``alt``
+    is stored in the output's metadata, which the report's HTML template writes as the image's alt text."""
+    display(Image(data=to_png(fig, dpi), format="png", alt=alt))
 
 
 def to_png(fig: Figure, dpi: int = 100) -> bytes:

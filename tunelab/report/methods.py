@@ -24,13 +24,24 @@ from tunelab.report.figures import knob_rows, level_label
 from tunelab.report.study import ScreenInputs, Study
 from tunelab.runner import FOREIGN_LOAD_WARN
 from tunelab.stats import ScreenResult, compact_letters, to_matrix
+from tunelab.stats.linear_model import MIN_RESIDUAL_DF, NORMALITY_ALPHA as MODEL_NORMALITY_ALPHA
+from tunelab.stats.linear_model import VARIANCE_ALPHA as MODEL_VARIANCE_ALPHA
 
 #: packages whose versions the methods section states
 SOFTWARE = ("tunelab", "numpy", "scipy", "pandas", "statsmodels", "pingouin", "scikit-posthocs", "pymoo",
             "seaborn", "matplotlib", "papermill", "nbconvert")
 ROUTE_SHORT = {"anova+tukey": "ANOVA + Tukey", "welch+games_howell": "Welch + Games–Howell",
                "kruskal+dunn": "Kruskal–Wallis + Dunn"}
-POSTHOC_TEXT = {"tukey_hsd": "Tukey HSD", "games_howell": "Games–Howell", "dunn": "Dunn"}
+#: the model route's tests (:data:`tunelab.stats.linear_model.TESTS`) in a sentence
+MODEL_TEST_TEXT = {"ols_type2": "type II F tests of the model", "ols_type3": "type III F tests of the model",
+                   "hc3_wald": "HC3 Wald tests of the model (heteroscedasticity-robust)",
+                   "freedman_lane": "Freedman–Lane permutation tests of the model",
+                   "lenth": "Lenth's pseudo standard error (unreplicated design)"}
+#: the same, short (verdict table and summary)
+MODEL_TEST_SHORT = {"ols_type2": "model F test", "ols_type3": "model F test (type III)", "hc3_wald": "model HC3 Wald",
+                    "freedman_lane": "model permutation test", "lenth": "Lenth PSE"}
+POSTHOC_TEXT = {"tukey_hsd": "Tukey HSD", "games_howell": "Games–Howell", "dunn": "Dunn",
+                "model_dunnett": "Dunnett (the model's contrasts against the baseline)"}
 CORRECTION_TEXT = {"holm": "Holm's step-down method (family-wise error rate)",
                    "bonferroni": "the Bonferroni method (family-wise error rate)",
                    "fdr_bh": "the Benjamini–Hochberg method (false discovery rate)",
@@ -125,47 +136,188 @@ def _verb(effect: float) -> str:
     return "raises" if effect > 0 else "lowers" if effect < 0 else "leaves unchanged"
 
 
+def sesoi_text(metric: Mapping[str, Any]) -> str:
+    """A metric's smallest effect of interest as text: ``±5 %``, or ``±10 (absolute)`` in the metric's units
+    when it has ``sesoi_abs`` (then ``sesoi_pct`` may be missing).
+
+    >>> sesoi_text({"name": "qps", "sesoi_pct": 5.0}), sesoi_text({"name": "lost", "sesoi_abs": 10.0})
+    ('±5 %', '±10 (absolute)')
+    """
+    if metric.get("sesoi_abs") is not None:
+        return f"±{float(metric['sesoi_abs']):g} (absolute)"
+    if metric.get("sesoi_pct") is not None:
+        return f"±{float(metric['sesoi_pct']):g} %"
+    return "± n/a"
+
+
+def fmt_abs(value: float, signed: bool = True) -> str:
+    """A difference in the metric's units with 3 significant digits: ``12.345`` -> ``'+12.3'``; NaN -> ``'n/a'``.
+
+    >>> fmt_abs(12.345), fmt_abs(-0.5), fmt_abs(-0.5, signed=False)
+    ('+12.3', '-0.5', '0.5')
+    """
+    if value is None or not math.isfinite(float(value)):
+        return "n/a"
+    return f"{float(value):+.3g}" if signed else f"{abs(float(value)):.3g}"
+
+
+def condition_text(only_when: str) -> str:
+    """``'a=16 or a=128'`` (a verdict's ``only_when``) as ``'`a` = 16 or `a` = 128'``.
+
+    >>> condition_text("net.core.somaxconn=16")
+    '`net.core.somaxconn` = 16'
+    """
+    parts = []
+    for piece in str(only_when).split(" or "):
+        knob, sep, level = piece.partition("=")
+        parts.append(f"`{knob.strip()}` = {level.strip()}" if sep else piece)
+    return " or ".join(parts)
+
+
+def _test_text(test: Any) -> str:
+    return ROUTE_SHORT.get(test, MODEL_TEST_SHORT.get(test, str(test)))
+
+
+def _present(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and str(value) != ""
+
+
+def _simple_effects_text(reason: str, metric: str) -> str:
+    """The simple effects an interaction row's ``reason`` ends with (groups ``'<metric> at b=..: a=.. …'``),
+    without the model's route that precedes them; the whole reason when they are not found.
+
+    >>> _simple_effects_text("F tests; qps at b=0: a=1 +5 %; at b=1: a=1 -3 %; qps at a=0: b=1 +1 %", "qps")
+    'at b=0: a=1 +5 %; at b=1: a=1 -3 %; and at a=0: b=1 +1 %'
+    """
+    marker = f"{metric} at "
+    pieces = str(reason).split("; ")
+    first = next((i for i, piece in enumerate(pieces) if piece.startswith(marker)), None)
+    if first is None:
+        return str(reason)
+    return "; ".join(("and " if i > first else "") + piece[len(metric) + 1:] if piece.startswith(marker) else piece
+                     for i, piece in enumerate(pieces) if i >= first)
+
+
+def _change_text(row: Any, absolute: bool, signed: bool = True) -> str:
+    """The verdict row's change with its CI: in the metric's units when ``absolute``, else in %."""
+    if absolute and math.isfinite(float(getattr(row, "effect_abs", math.nan))):
+        low, high = getattr(row, "effect_abs_ci_low", math.nan), getattr(row, "effect_abs_ci_high", math.nan)
+        ci = (f" [95 % CI {fmt_abs(low)} to {fmt_abs(high)}]"
+              if math.isfinite(float(low)) and math.isfinite(float(high)) else "")
+        return f"{fmt_abs(row.effect_abs, signed)}{ci}"
+    effect = float(row.effect_pct)
+    return f"{fmt_pct(effect, signed=signed)} {fmt_ci(row.effect_ci_low, row.effect_ci_high, effect)}"
+
+
+def _interaction_sentence(row: Any, band: str, absolute: bool, aliases: str = "") -> str:
+    """An interaction row (knob ``'a:b'``) in words: does the effect of a depend on b, and how (and which
+    effects the design cannot tell it apart from)."""
+    a, _, b = str(row.knob).partition(":")
+    simple = _simple_effects_text(row.reason, row.metric)
+    if aliases:
+        simple += (f" (aliased with {_and([t.strip() for t in aliases.split(' = ')])}: the design cannot tell "
+                   "them apart)")
+    test = _test_text(row.test)
+    size = _change_text(row, absolute)
+    if row.verdict == "matters":
+        where = f"; it matters only when {condition_text(row.only_when)}" if _present(row.only_when) else ""
+        return (f"The effect of `{a}` on {row.metric} **depends on** `{b}` (interaction, {fmt_p(row.p_adj)}, {test}; "
+                f"the effects differ by up to {size}): {simple}{where}.")
+    if row.verdict == "no effect (equivalent)":
+        return (f"The effect of `{a}` on {row.metric} does **not depend on** `{b}` beyond {band} (the interaction "
+                f"is within the smallest effect of interest, {fmt_p(row.p_adj)}): {simple}.")
+    if row.verdict == "untestable" or not _present(row.test):
+        return f"Whether the effect of `{a}` on {row.metric} depends on `{b}` could **not be tested**: {row.reason}."
+    return (f"Whether the effect of `{a}` on {row.metric} depends on `{b}` is **inconclusive** (interaction "
+            f"{fmt_p(row.p_adj)}, {test}; the effects differ by up to {size}): {simple}.")
+
+
 def summary_sentences(result: ScreenResult, inputs: ScreenInputs) -> list[str]:
-    """One plain-words sentence (Markdown) per knob × metric of the screen, most important first.
+    """One plain-words sentence (Markdown) per knob × metric of the screen, and per estimated interaction
+    × metric of a factorial design, most important first.
 
     Example: ``net.core.somaxconn`` = 16 lowers qps by 99.0 % [95 % CI -99.1 % to -98.9 %]
     against the baseline 4096, p_adj < 0.001 (Kruskal–Wallis + Dunn): **matters** (worse).
+
+    A knob whose effect is clear only at some levels of a knob it interacts with **matters only
+    when** that knob is at those levels (the verdict's ``only_when``); an interaction ``a:b`` reads
+    "the effect of a on the metric depends on b", followed by the effect of a at each level of b.
+    Metrics with an absolute smallest effect (``sesoi_abs``) are described by differences in their
+    own units.
     """
-    sesoi = {m["name"]: m["sesoi_pct"] for m in inputs.metrics}
+    specs = {m["name"]: m for m in inputs.metrics}
     verdicts = result.verdicts.assign(_order=result.verdicts["verdict"].map(VERDICT_ORDER).fillna(4))
+    partners = _interacting(result.verdicts)
+    terms = result.model_terms
+    aliases = {(m, t): str(a) for m, t, a in zip(terms["metric"], terms["term"], terms["aliases"]) if _present(a)}
     lines = []
     for row in verdicts.sort_values(["_order"], kind="stable").itertuples(index=False):
+        spec = specs.get(row.metric, {})
+        band = sesoi_text(spec)
+        absolute = spec.get("sesoi_abs") is not None
+        if ":" in str(row.knob) and not _present(row.best_level):
+            lines.append(_interaction_sentence(row, band, absolute, aliases.get((row.metric, row.knob), "")))
+            continue
         base = level_label(inputs.baseline.get(row.knob))
         level = level_label(row.best_level)
-        test = ROUTE_SHORT.get(row.test, row.test)
-        effect = float(row.effect_pct)
-        band = f"±{sesoi.get(row.metric, float('nan')):g} %"
+        test = _test_text(row.test)
+        only_when = getattr(row, "only_when", None)
+        effect = float(row.effect_abs) if absolute and math.isfinite(float(getattr(row, "effect_abs", math.nan))) \
+            else float(row.effect_pct)
         if row.verdict == "matters":
-            lines.append(f"`{row.knob}` = {level} {_verb(effect)} {row.metric} by {fmt_pct(effect, signed=False)} "
-                         f"{fmt_ci(row.effect_ci_low, row.effect_ci_high, effect)} against the baseline {base}, "
-                         f"{fmt_p(row.p_adj)} ({test}): **matters** ({row.direction}).")
+            verdict = (f"**matters only when {condition_text(only_when)}**" if _present(only_when) else "**matters**")
+            lines.append(f"`{row.knob}` = {level} {_verb(effect)} {row.metric} by {_change_text(row, absolute, False)} "
+                         f"against the baseline {base}, {fmt_p(row.p_adj)} ({test}): {verdict} ({row.direction}).")
         elif row.verdict == "no effect (equivalent)":
             lines.append(f"`{row.knob}` has **no effect** on {row.metric} that matters: every level is within {band} "
                          f"of the baseline {base} (TOST equivalence); the largest change, at {level}, is "
-                         f"{fmt_pct(effect)} {fmt_ci(row.effect_ci_low, row.effect_ci_high, effect)}, {fmt_p(row.p_adj)}.")
+                         f"{_change_text(row, absolute)}, {fmt_p(row.p_adj)}.")
         elif row.verdict == "untestable" or row.test is None or pd.isna(row.test):
             lines.append(f"`{row.knob}` × {row.metric} could **not be tested**: {row.reason}.")
         else:
-            lines.append(f"`{row.knob}` = {level} changes {row.metric} by {fmt_pct(effect)} "
-                         f"{fmt_ci(row.effect_ci_low, row.effect_ci_high, effect)} against the baseline {base}, "
-                         f"{fmt_p(row.p_adj)} ({test}): **inconclusive** — neither a change of at least {band} "
-                         "nor equivalence is shown; more replicates would decide.")
+            others = partners.get((row.metric, row.knob), [])
+            clear = f" Its effect is clear only when {condition_text(only_when)}." if _present(only_when) else ""
+            why = (f"no clear change averaged over the other knobs, but its effect depends on {_and(others)} (see "
+                   "the interaction)"
+                   if others else f"neither a change of at least {band} nor equivalence is shown; more replicates "
+                   "would decide")
+            lines.append(f"`{row.knob}` = {level} changes {row.metric} by {_change_text(row, absolute)} "
+                         f"against the baseline {base}, {fmt_p(row.p_adj)} ({test}): **inconclusive** — {why}.{clear}")
     return lines
+
+
+def _and(knobs: Sequence[str]) -> str:
+    quoted = [f"`{k}`" for k in knobs]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def _interacting(verdicts: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
+    """(metric, knob) -> the knobs it has a significant interaction with (verdict rows ``'a:b'``)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    rows = verdicts[verdicts["knob"].astype(str).str.contains(":", regex=False)
+                    & verdicts["significant"].fillna(False).astype(bool)]
+    for knob, metric in zip(rows["knob"].astype(str), rows["metric"]):
+        a, _, b = knob.partition(":")
+        out.setdefault((metric, a), []).append(b)
+        out.setdefault((metric, b), []).append(a)
+    return out
 
 
 def summary_markdown(result: ScreenResult, inputs: ScreenInputs) -> str:
     """The results summary as a Markdown bullet list, with a one-line headline."""
     verdicts = result.verdicts
     matters = verdicts[verdicts["verdict"] == "matters"]
-    knobs = list(dict.fromkeys(matters["knob"]))
+    interacting = matters[matters["knob"].astype(str).str.contains(":", regex=False)
+                          & ~matters["knob"].isin(inputs.knobs)]
+    knobs = [k for k in dict.fromkeys(matters["knob"]) if k not in set(interacting["knob"])]
     head = (f"{len(knobs)} of {len(inputs.knobs)} knobs change at least one metric by more than its smallest "
             f"effect of interest: {', '.join(f'`{k}`' for k in knobs)}." if knobs else
             f"None of the {len(inputs.knobs)} knobs changes a metric by more than its smallest effect of interest.")
+    if len(interacting):
+        pairs = [f"`{a}` depends on `{b}` ({m})" for (a, _, b), m in
+                 zip(interacting["knob"].astype(str).str.partition(":").itertuples(index=False, name=None),
+                     interacting["metric"])]
+        head += " The effect of " + "; of ".join(pairs) + "."
     return head + "\n\n" + "\n".join(f"- {line}" for line in summary_sentences(result, inputs))
 
 
@@ -176,25 +328,46 @@ def _change_cell(effect: float, low: float, high: float) -> str:
     return f"{fmt_pct(effect, decimals=d)} [{fmt_pct(low, decimals=d)}, {fmt_pct(high, decimals=d)}]"
 
 
-def verdict_frame(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """The verdict table for reading: levels as text, rounded numbers, the CI next to the change."""
+def _verdict_change(row: Mapping[str, Any], absolute: bool) -> str:
+    if absolute and math.isfinite(float(row.get("effect_abs", math.nan))):
+        low, high = row.get("effect_abs_ci_low", math.nan), row.get("effect_abs_ci_high", math.nan)
+        text = fmt_abs(row["effect_abs"]) + (f" [{fmt_abs(low)}, {fmt_abs(high)}]"
+                                             if math.isfinite(float(low)) and math.isfinite(float(high)) else "")
+    else:
+        text = _change_cell(row["effect_pct"], row["effect_ci_low"], row["effect_ci_high"])
+    interaction = ":" in str(row["knob"]) and not _present(row.get("best_level"))
+    return f"effects differ by {text}" if interaction and text != "n/a" else text
+
+
+def verdict_frame(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] | None = None) -> pd.DataFrame:
+    """The verdict table for reading: levels as text, rounded numbers, the CI next to the change.
+
+    The change is in % (in the metric's units for the ``metrics`` with an absolute smallest effect,
+    ``sesoi_abs``); an interaction row (knob ``'a:b'``) shows how much the effect of a differs
+    between the levels of b. An ``only when`` column appears when some knob matters only when
+    another knob is at some level.
+    """
+    absolute = {m["name"] for m in metrics or () if m.get("sesoi_abs") is not None}
+    records = verdicts.to_dict("records")
     out = pd.DataFrame({
         "knob": verdicts["knob"],
         "metric": verdicts["metric"],
         "verdict": verdicts["verdict"],
-        "level": verdicts["best_level"].map(lambda v: "-" if v is None else level_label(v)),
-        "change vs baseline": [_change_cell(e, lo, hi) for e, lo, hi in
-                               zip(verdicts["effect_pct"], verdicts["effect_ci_low"], verdicts["effect_ci_high"])],
+        "level": verdicts["best_level"].map(lambda v: "-" if not _present(v) else level_label(v)),
+        "change vs baseline": [_verdict_change(r, r["metric"] in absolute) for r in records],
         "p_adj": verdicts["p_adj"].map(fmt_p_value),
-        "test": verdicts["test"].map(lambda t: "-" if t is None or pd.isna(t) else ROUTE_SHORT.get(t, t)),
+        "test": verdicts["test"].map(lambda t: "-" if t is None or pd.isna(t) else _test_text(t)),
         "equivalent (TOST)": verdicts["equivalent"].map(lambda v: "yes" if bool(v) else "no"),
     })
+    if "only_when" in verdicts.columns and verdicts["only_when"].map(_present).any():
+        out["only when"] = verdicts["only_when"].map(lambda v: str(v) if _present(v) else "-").to_numpy()
     return out.reset_index(drop=True)
 
 
-def verdicts_html(verdicts: pd.DataFrame) -> str:
-    """The verdict table as an HTML ``<table class="tunelab-verdicts">``, one row per knob × metric."""
-    frame = verdict_frame(verdicts)
+def verdicts_html(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """The verdict table as an HTML ``<table class="tunelab-verdicts">``, one row per knob × metric
+    (see :func:`verdict_frame`)."""
+    frame = verdict_frame(verdicts, metrics)
     rows = []
     for record in frame.to_dict("records"):
         css = {"matters": "matters", "no effect (equivalent)": "equivalent", "untestable": "untestable"}.get(
@@ -247,9 +420,144 @@ def _route_lines(result: ScreenResult) -> list[str]:
     """One line per knob × metric: the test chosen and the library's reason for it."""
     lines = []
     for row in result.verdicts.itertuples(index=False):
-        route = "not tested" if row.test is None or pd.isna(row.test) else ROUTE_SHORT.get(row.test, row.test)
+        route = "not tested" if row.test is None or pd.isna(row.test) else _test_text(row.test)
         lines.append(f"  - `{row.knob}` × {row.metric}: {route} — {row.reason}")
     return lines
+
+
+def _metric_notes(result: ScreenResult, metric: str) -> list[str]:
+    """The screen's notes about the model of ``metric`` (they start with ``'<metric>: '``)."""
+    prefix = f"{metric}: "
+    return [n[len(prefix):] for n in result.settings.get("notes", []) if str(n).startswith(prefix)]
+
+
+def _reason_core(reason: str) -> str:
+    """A model route's reason without its trailing ``': <the tests>'`` (the text names the tests itself).
+
+    >>> _reason_core("residuals normal enough (Shapiro–Wilk p=0.8): type II F tests")
+    'residuals normal enough (Shapiro–Wilk p=0.8)'
+    """
+    head, sep, tail = str(reason).rpartition(": ")
+    return head if sep and "test" in tail else str(reason)
+
+
+def model_lines(result: ScreenResult, inputs: ScreenInputs | None = None) -> list[str]:
+    """One Markdown line per metric describing its model: scale, formula, runs and residual degrees of
+    freedom, the tests and why they were chosen, aliased effects and the model's notes. Empty for
+    one-at-a-time designs (no model of the whole design)."""
+    terms_all = result.model_terms
+    if result.design == "oat":
+        return []
+    lines = []
+    metrics = list(dict.fromkeys(terms_all["metric"]))
+    for metric in metrics:
+        terms = terms_all[terms_all["metric"] == metric]
+        scale, test = str(terms["scale"].iloc[0]), str(terms["test"].iloc[0])
+        lhs = f"log({metric})" if scale == "log" else metric
+        formula = f"{lhs} ~ " + " + ".join(terms["term"].astype(str))
+        judged = terms[terms["kind"] != "block"]
+        df_res = float(judged["df2"].iloc[0]) if len(judged) else math.nan
+        runs = int(inputs.runs[metric].notna().sum()) if inputs is not None and metric in inputs.runs else None
+        omnibus = result.omnibus[(result.omnibus["metric"] == metric) & result.omnibus["recommended"].astype(bool)]
+        reason = str(omnibus["reason"].iloc[0]) if len(omnibus) else ""
+        scale_text = ("log scale: effects are ratios, means geometric" if scale == "log" else
+                      "linear scale: effects are differences in the metric's units")
+        size = (f"{runs} runs, " if runs is not None else "") + (
+            f"{df_res:g} residual degrees of freedom" if test != "lenth" else f"Lenth's {df_res:.3g} pseudo df")
+        line = (f"**{metric}** ({scale_text}): `{formula}` — {size}; tests: {MODEL_TEST_TEXT.get(test, test)}"
+                + (f", chosen because: {_reason_core(reason)}" if reason else "") + ".")
+        aliased = [f"`{t}` = `{a}`" for t, a in zip(terms["term"], terms["aliases"]) if _present(a)]
+        if aliased:
+            line += " Aliased (the design cannot tell them apart; the estimate is their sum): " + "; ".join(aliased) + "."
+        notes = [n for n in _metric_notes(result, metric) if not (aliased and n.startswith("aliases of the design"))]
+        if notes:
+            line += " Notes: " + "; ".join(notes) + "."
+        lines.append(line)
+    for metric in dict.fromkeys(result.verdicts["metric"]):
+        if metric not in metrics:
+            rows = result.verdicts[result.verdicts["metric"] == metric]
+            lines.append(f"**{metric}**: no model — {rows['reason'].iloc[0]}.")
+    return lines
+
+
+def model_markdown(result: ScreenResult, inputs: ScreenInputs | None = None) -> str:
+    """What the model route did, in words (Markdown): the model, its scale, the tests and aliases per
+    metric (:func:`model_lines`); a one-sentence note for one-at-a-time designs."""
+    if result.design == "oat":
+        return ("One-at-a-time design: every run varies at most one knob, so there is no model of the whole "
+                "design; each knob is tested on the baseline runs plus its own runs (see *Omnibus tests*).")
+    if result.design == "range":
+        intro = ("A range (space-filling) design: one regression per metric of all usable runs on every knob's value "
+                 "over its range; each knob's response curve shows the predicted metric across that range.")
+    else:
+        intro = ("One linear model per metric of all usable runs: the main effect of every knob (sum-to-zero "
+                 "coding, as R's `contr.sum`), each two-factor interaction the design can estimate cleanly, and an "
+                 "additive block term when the runs were blocked. Each term is tested once; each level is compared "
+                 "with the baseline level through the model's estimated marginal means.")
+    lines = model_lines(result, inputs)
+    return intro + ("\n\n" + "\n".join(f"- {line}" for line in lines) if lines else "")
+
+
+def model_terms_frame(model_terms: pd.DataFrame) -> pd.DataFrame:
+    """:attr:`ScreenResult.model_terms` for reading: one row per metric × term with its test statistic,
+    degrees of freedom, p and family-adjusted p (block terms are not judged: ``-``), partial η² and aliases."""
+    return pd.DataFrame({
+        "metric": model_terms["metric"], "term": model_terms["term"], "kind": model_terms["kind"],
+        "df": [f"{a:g}, {b:.3g}" for a, b in zip(model_terms["df1"], model_terms["df2"])],
+        "statistic": model_terms["statistic"].astype(float),
+        "p": model_terms["p"].astype(float), "p_adj": model_terms["p_adj"].astype(float),
+        "partial η²": model_terms["partial_eta2"].astype(float),
+        "test": model_terms["test"].map(lambda t: MODEL_TEST_SHORT.get(t, t)),
+        "aliases": model_terms["aliases"].map(lambda a: a if _present(a) else "-"),
+    }).reset_index(drop=True)
+
+
+def _model_tests_text(result: ScreenResult, inputs: ScreenInputs) -> list[str]:
+    """The methods' paragraphs on tests, multiplicity and effect sizes for the model route."""
+    settings = result.settings
+    n_tests = int(result.verdicts["p"].notna().sum())
+    correction = CORRECTION_TEXT.get(inputs.correction, inputs.correction)
+    return [
+        "**Tests chosen and why.** The screen read the design through one linear model per metric of all usable "
+        "runs (not one test per knob): main effects of every knob with sum-to-zero coding, the two-factor "
+        "interactions the design can estimate (not aliased with other terms, not partially aliased with the "
+        f"main effects, and leaving at least {MIN_RESIDUAL_DF} residual degrees of freedom), and an additive block "
+        "term when the runs were blocked. Metrics whose values are all positive and whose smallest effect is a % "
+        "are modelled on the log scale (effects are ratios); metrics with an absolute smallest effect on their "
+        "own scale. The residuals decide the tests: type II F tests (type III for unbalanced data) when they are "
+        f"normal enough (Shapiro–Wilk p ≥ {MODEL_NORMALITY_ALPHA:g}) and of even variance (Breusch–Pagan p ≥ "
+        f"{MODEL_VARIANCE_ALPHA:g}); HC3 Wald tests when the variance changes with the knobs; a Freedman–Lane "
+        "permutation test when they are clearly non-normal; Lenth's pseudo standard error when an unreplicated "
+        "two-level design leaves no residual degrees of freedom. Chosen here:",
+        *(f"  - {line}" for line in model_lines(result, inputs)),
+        "",
+        f"**Multiplicity.** The p-values of all {n_tests} main effects and interactions (every metric; block terms "
+        f"are not judged) were adjusted with {correction}; alpha = {inputs.alpha:g}. The contrasts of each level "
+        "against the baseline level, and the simple effects within the levels of an interacting knob, carry "
+        "Dunnett-adjusted p-values and intervals (the maximum |t| over one knob's contrasts, from the multivariate "
+        "t with the model's correlations).",
+        "",
+        "**Effect sizes and equivalence.** The change of each level is its estimated marginal mean (averaged over "
+        "the levels of the other knobs; a geometric mean on the log scale) against the baseline level's, as a % "
+        "change (on the linear scale also as a difference in the metric's units), with a 95 % Dunnett-adjusted "
+        f"interval from the model (seed {settings.get('seed')}). Smallest effects of interest (SESOI): "
+        + ", ".join(f"{m['name']} {sesoi_text(m)}" for m in inputs.metrics) + ". A knob *matters* for a metric "
+        "when its adjusted p is below alpha and its largest change is at least the SESOI; it *matters only when* "
+        "another knob is at some level when it takes part in a significant interaction and its effect is clear "
+        "at some levels of that knob but not at others. It has *no effect* when every level is equivalent to "
+        "the baseline within ±SESOI (two one-sided tests on the model's contrasts, TOST) and it takes part in no "
+        "significant interaction; otherwise the result is *inconclusive*. An interaction *matters* when its "
+        "adjusted p is below alpha and the effects of a knob at two levels of the other differ by at least the "
+        "SESOI.",
+        "",
+    ]
+
+
+def _range_tests_text(result: ScreenResult) -> list[str]:
+    """The methods' paragraph on tests for range (space-filling) designs."""
+    return ["**Tests chosen and why.** The design varies the knobs over ranges (space-filling), so the screen reads "
+            "it with one regression of each metric on every knob's value over its range (response curves), not by "
+            "levels. Chosen here, with the reason:", *_route_lines(result), ""]
 
 
 def _order_text(design: Any) -> str:
@@ -307,32 +615,15 @@ def methods_markdown(study: Study, inputs: ScreenInputs, result: ScreenResult, n
     host = machine(study)
     tools = ", ".join(f"{k} {v}" for k, v in (host.get("tools") or {}).items())
     versions = software_versions()
-    sesoi = ", ".join(f"{m['name']} ±{m['sesoi_pct']:g} %" for m in inputs.metrics)
+    sesoi = ", ".join(f"{m['name']} {sesoi_text(m)}" for m in inputs.metrics)
     n_tests = int(result.verdicts["p"].notna().sum())
-    kind = "one-at-a-time" if result.design == "oat" else "factorial"
     flagged = f" ({int(counts.get('flagged', 0))} flagged by the runner and " \
               f"{'included' if study.include_flagged else 'left out'})" if counts.get("flagged", 0) else ""
-    lines = [
-        f"**Design.** Study `{study.name}`: a {DESIGN_TEXT.get(design.design_type, design.design_type)} design "
-        f"(`{design.design_type}`) of {len(inputs.knobs)} knobs with {design.replicates} replicates in "
-        f"{design.blocks} block(s), seed {design.seed}"
-        + (f", {planned} runs planned" if planned is not None else "") + ". "
-        f"{usable} runs were usable{flagged}, {int(counts.get('failed', 0))} failed and "
-        f"{int(counts.get('interrupted', 0))} were interrupted; only usable runs enter the statistics. "
-        f"{_order_text(design)} Knobs:",
-        *_knob_lines(study, inputs),
-        "",
-        f"**Load and measurement.** Load generator `{design.load.generator}`, profile `{design.load.profile}`"
-        + (f" ({load_text})" if load_text else "") + f", on the `{design.target.type}` target. Each trial: knobs "
-        f"written and read back, {design.warmup_s:g} s warm-up (discarded), {design.measure_s:g} s measured; "
-        "the trial's value is the mean over the measured seconds. Metrics: "
-        + ", ".join(f"{m['name']} ({m['direction']})" for m in inputs.metrics) + ".",
-        "",
-        f"**Tests chosen and why.** The screen treated the design as {kind}"
-        + (": each knob is analysed on the baseline runs plus the runs that vary only that knob."
-           if result.design == "oat" else ": each knob is analysed on all runs grouped by its level, and a type II "
-           "factorial ANOVA (main effects and two-way interactions) of all runs is reported alongside.")
-        + f" For every knob × metric, the errors were tested for normality (Shapiro–Wilk; clearly non-normal at "
+    tests = _model_tests_text(result, inputs) if result.design == "factorial" else _range_tests_text(result) \
+        if result.design == "range" else [
+        "**Tests chosen and why.** The screen treated the design as one-at-a-time: each knob is analysed on the "
+        "baseline runs plus the runs that vary only that knob. For every knob × metric, the errors were tested for "
+        "normality (Shapiro–Wilk; clearly non-normal at "
         f"p < {settings.get('normality_alpha', 0.01):g}) and the variances for equality (Brown–Forsythe at "
         f"{settings.get('variance_alpha', 0.05):g}"
         + (f", and a largest-to-smallest group SD ratio of at most {settings['sd_ratio_max']:g}"
@@ -354,6 +645,24 @@ def methods_markdown(study: Study, inputs: ScreenInputs, result: ScreenResult, n
         "it has *no effect* when every level is equivalent to the baseline within ±SESOI (two one-sided tests, "
         "TOST); otherwise the result is *inconclusive*.",
         "",
+    ]
+    lines = [
+        f"**Design.** Study `{study.name}`: a {DESIGN_TEXT.get(design.design_type, design.design_type)} design "
+        f"(`{design.design_type}`) of {len(inputs.knobs)} knobs with {design.replicates} replicates in "
+        f"{design.blocks} block(s), seed {design.seed}"
+        + (f", {planned} runs planned" if planned is not None else "") + ". "
+        f"{usable} runs were usable{flagged}, {int(counts.get('failed', 0))} failed and "
+        f"{int(counts.get('interrupted', 0))} were interrupted; only usable runs enter the statistics. "
+        f"{_order_text(design)} Knobs:",
+        *_knob_lines(study, inputs),
+        "",
+        f"**Load and measurement.** Load generator `{design.load.generator}`, profile `{design.load.profile}`"
+        + (f" ({load_text})" if load_text else "") + f", on the `{design.target.type}` target. Each trial: knobs "
+        f"written and read back, {design.warmup_s:g} s warm-up (discarded), {design.measure_s:g} s measured; "
+        "the trial's value is the mean over the measured seconds. Metrics: "
+        + ", ".join(f"{m['name']} ({m['direction']})" for m in inputs.metrics) + ".",
+        "",
+        *tests,
         "**Machine.** "
         + _foreign_load_text(study, host, design.warmup_s + design.measure_s)
         + (f"Linux kernel {host.get('kernel', '?')} on {host.get('machine', '?')}, CPU {host.get('cpu_model', '?')} "
@@ -422,10 +731,16 @@ def letters_by_level(posthoc: pd.DataFrame, knob: str, metric: str, method: str,
 
 
 def significant_pairs(verdicts: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(knob, metric, post-hoc method) of every knob × metric whose adjusted omnibus p is below alpha."""
-    methods = {"anova+tukey": "tukey_hsd", "welch+games_howell": "games_howell", "kruskal+dunn": "dunn"}
+    """(knob, metric, post-hoc method) of every knob × metric whose adjusted omnibus p is below alpha.
+
+    Knobs judged by a model (factorial designs, tests in :data:`MODEL_TEST_TEXT`) have the model's
+    contrasts against the baseline (``model_dunnett``); interaction rows (``'a:b'``) have no levels of
+    their own and are left out."""
+    methods = {"anova+tukey": "tukey_hsd", "welch+games_howell": "games_howell", "kruskal+dunn": "dunn",
+               **{test: "model_dunnett" for test in MODEL_TEST_TEXT}}
     chosen = verdicts[verdicts["significant"].astype(bool)]
-    return [(r.knob, r.metric, methods.get(r.test, "tukey_hsd")) for r in chosen.itertuples(index=False)]
+    return [(r.knob, r.metric, methods.get(r.test, "tukey_hsd")) for r in chosen.itertuples(index=False)
+            if not (":" in str(r.knob) and not _present(r.best_level))]
 
 
 def configs_text(config: Mapping[str, Any], keys: Sequence[str] | None = None) -> str:
@@ -437,15 +752,16 @@ def configs_text(config: Mapping[str, Any], keys: Sequence[str] | None = None) -
 def posthoc_detail(result: ScreenResult, inputs: ScreenInputs, knob: str, metric: str, method: str) -> dict[str, Any]:
     """Everything notebook 02 shows for one knob × metric: the post-hoc ``table`` of ``method`` (levels as
     text), the square ``matrix`` of adjusted p-values, compact ``letters`` per level (best mean first)
-    and the ``rows`` the test used."""
+    and the ``rows`` the test used. The model's contrasts (``model_dunnett``) compare each level with the
+    baseline only, so they have no compact letters (``letters`` is empty)."""
     rows = knob_rows(inputs.runs, knob, inputs.knobs, inputs.baseline, result.design)
     values = rows[knob].tolist()
     means = {lvl: float(rows.loc[[v == lvl for v in values], metric].mean()) for lvl in dict.fromkeys(values)}
     direction = next((m["direction"] for m in inputs.metrics if m["name"] == metric), "maximize")
     long = result.posthoc[(result.posthoc["knob"] == knob) & (result.posthoc["metric"] == metric)
                           & (result.posthoc["method"] == method)]
-    letters = letters_by_level(result.posthoc, knob, metric, method, means, inputs.alpha,
-                               maximize=direction == "maximize")
+    letters = {} if method == "model_dunnett" else letters_by_level(
+        result.posthoc, knob, metric, method, means, inputs.alpha, maximize=direction == "maximize")
     table = long.drop(columns=["knob", "metric", "method", "recommended"]).assign(
         group1=long["group1"].map(level_label), group2=long["group2"].map(level_label)).reset_index(drop=True)
     return {"table": table, "matrix": to_matrix(long, "p_adj"), "letters": letters, "rows": rows, "means": means}
