@@ -20,6 +20,23 @@ def _as_list(between: str | Sequence[str]) -> list[str]:
     return [between] if isinstance(between, str) else list(between)
 
 
+def check_columns(data: pd.DataFrame, dv: str, columns: Sequence[str], role: str = "between") -> None:
+    """DataError unless ``data`` is a DataFrame holding ``dv`` (numeric) and ``columns`` (not ``dv``)."""
+    if not isinstance(data, pd.DataFrame):
+        raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}; "
+                        "pass the tidy frame from store.tidy() or pd.read_csv()")
+    for column in [dv, *columns]:
+        if column not in data.columns:
+            known = ", ".join(map(str, data.columns))
+            raise DataError(f"unknown column {column!r}; the data has: {known}")
+    if dv in columns:
+        raise DataError(f"column {dv!r} is used both as dv and as a {role} column; choose a metric for dv")
+    values = data[dv]
+    if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
+        raise DataError(f"dv column {dv!r} is not numeric (dtype {values.dtype}); choose a metric column, "
+                        f"or convert it with pd.to_numeric(data[{dv!r}])")
+
+
 def check_input(
     data: pd.DataFrame,
     dv: str,
@@ -58,22 +75,10 @@ def check_input(
     >>> check_input(df, "qps", "knob").shape
     (4, 2)
     """
-    if not isinstance(data, pd.DataFrame):
-        raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}; "
-                        "pass the tidy frame from store.tidy() or pd.read_csv()")
     factors = _as_list(between)
-    if not factors:
+    if not factors and isinstance(data, pd.DataFrame):
         raise DataError("between is empty; name at least one grouping (knob) column")
-    for column in [dv, *factors]:
-        if column not in data.columns:
-            known = ", ".join(map(str, data.columns))
-            raise DataError(f"unknown column {column!r}; the data has: {known}")
-    if dv in factors:
-        raise DataError(f"column {dv!r} is used both as dv and as a between column; choose a metric for dv")
-    values = data[dv]
-    if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
-        raise DataError(f"dv column {dv!r} is not numeric (dtype {values.dtype}); choose a metric column, "
-                        f"or convert it with pd.to_numeric(data[{dv!r}])")
+    check_columns(data, dv, factors)
     for column in [dv, *factors]:
         missing = int(data[column].isna().sum())
         if missing:

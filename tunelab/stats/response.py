@@ -36,6 +36,7 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.errors import DataError
+from tunelab.stats._validate import check_columns
 
 #: columns of the first table of :func:`range_effects`, one row per knob (see its docstring)
 TERMS_COLUMNS = ["knob", "rank", "shape", "df1", "df2", "statistic", "p",
@@ -88,18 +89,8 @@ def _numeric(values: pd.Series, what: str) -> np.ndarray:
 
 def _runs(data: pd.DataFrame, dv: str, knobs: list[str], log_y: bool) -> tuple[np.ndarray, np.ndarray]:
     """``(X, y)`` of the usable runs: knob values as floats, and ``dv`` (its log with ``log_y``)."""
-    if not isinstance(data, pd.DataFrame):
-        raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}; "
-                        "pass the tidy frame from store.tidy() or pd.read_csv()")
-    for column in [dv, *knobs]:
-        if column not in data.columns:
-            raise DataError(f"unknown column {column!r}; the data has: {', '.join(map(str, data.columns))}")
-    if dv in knobs:
-        raise DataError(f"column {dv!r} is used both as dv and as a knob; choose a metric for dv")
+    check_columns(data, dv, knobs, role="knob")
     values = data[dv]
-    if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
-        raise DataError(f"dv column {dv!r} is not numeric (dtype {values.dtype}); choose a metric column, "
-                        f"or convert it with pd.to_numeric(data[{dv!r}])")
     usable = data[values.notna()]
     y = usable[dv].to_numpy(dtype=np.float64)
     if not np.isfinite(y).all():
