@@ -371,3 +371,20 @@ def test_oat_report_skips_the_model(default_report: Path) -> None:
     headings = [h.strip().rstrip("¶").strip() for h in page.headings]
     assert "The model" in headings and "Estimated means and interactions" not in headings
     assert not [alt for alt, _ in page.images if "model" in alt or "interaction" in alt]
+
+
+def test_morris_figure_on_salib_elementary_effects() -> None:
+    """A Morris design (SALib sample) of a response where only `a` acts: the plane puts `a` right of the SESOI."""
+    from SALib.sample import morris as morris_sample
+
+    from tunelab.stats.response import morris_effects
+
+    problem = {"num_vars": 2, "names": ["a", "b"], "bounds": [[0.0, 1.0], [0.0, 1.0]]}
+    points = pd.DataFrame(morris_sample.sample(problem, N=6, num_levels=4, seed=1), columns=["a", "b"])
+    runs = points.assign(y=np.exp(0.3 * points["a"]) * 100)
+    table = morris_effects(points, runs, "y", ["a", "b"], {"a": (0.0, 1.0), "b": (0.0, 1.0)}, log_y=True)
+    fig = figures.morris_figure(table.assign(metric="y"), "y", sesoi=np.log1p(0.05))
+    ax = fig.axes[0]
+    labels = {text.get_text(): text.xy for text in ax.texts}
+    assert labels["a"][0] == pytest.approx(0.3, abs=1e-9) and labels["b"][0] == pytest.approx(0.0, abs=1e-12)
+    assert ax.get_xlabel().startswith("mu*")

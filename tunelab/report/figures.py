@@ -749,6 +749,32 @@ def abba_figure(measurements: pd.DataFrame, metric: str) -> Figure:
     return fig
 
 
+def morris_figure(morris: pd.DataFrame, metric: str, sesoi: float | None = None) -> Figure:
+    """Morris screening plane: each knob's mu* (mean absolute elementary effect, with its bootstrap
+    interval) against sigma (spread: non-linearity or interactions); ``sesoi`` draws the smallest
+    effect of interest on the mu* axis (on the model's scale, e.g. log(1.05) for 5 %).
+
+    >>> import pandas as pd
+    >>> m = pd.DataFrame({"metric": "qps", "knob": ["a", "b"], "mu_star": [0.2, 0.01], "sigma": [0.05, 0.01],
+    ...                   "mu_star_conf": [0.03, 0.01]})
+    >>> morris_figure(m, "qps", sesoi=0.05).axes[0].get_xlabel()
+    'mu* (mean |elementary effect|)'
+    """
+    _require(morris, ["metric", "knob", "mu_star", "sigma", "mu_star_conf"])
+    rows = _metric_rows(morris, metric, "Morris effects")
+    fig, ax = _single(5.5, 4.0)
+    ax.errorbar(rows["mu_star"], rows["sigma"], xerr=rows["mu_star_conf"], fmt="o", color=CANDIDATE_COLOR, capsize=3)
+    for row in rows.itertuples(index=False):
+        ax.annotate(str(row.knob), (row.mu_star, row.sigma), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    if sesoi:
+        ax.axvline(sesoi, color=BASELINE_COLOR, linestyle="--", label="SESOI")
+        ax.legend(loc="upper left", fontsize=8)
+    ax.set_xlabel("mu* (mean |elementary effect|)")
+    ax.set_ylabel("sigma (spread of elementary effects)")
+    ax.set_title(f"Morris screening of {metric}")
+    return fig
+
+
 def show(fig: Figure, dpi: int = 100, alt: str | None = None) -> None:
     """Display ``fig`` in a notebook as an embedded PNG (independent of the matplotlib backend); ``alt``
     is stored in the output's metadata, which the report's HTML template writes as the image's alt text."""
