@@ -271,23 +271,37 @@ class Metric:
     @classmethod
     def parse(cls, text: str, default_sesoi_pct: float = DEFAULT_SESOI_PCT,
               default_direction: DirectionName = "maximize") -> "Metric":
-        """Read ``NAME[:max|:min][:SESOI]``; direction and SESOI may come in either order."""
+        """Read ``NAME[:max|:min][:SESOI][:log|:linear]``, parts in any order; ``SESOI`` is a
+        percentage, or ``abs=N`` for an absolute smallest effect in the metric's units.
+
+        >>> Metric.parse("lost:min:abs=10")
+        Metric(name='lost', direction='minimize', sesoi_pct=5.0, sesoi_abs=10.0)
+        """
         name, *options = str(text).split(":")
+        usage = "write NAME[:max|:min][:SESOI|:abs=N][:log|:linear], e.g. qps:max:5 or lost:min:abs=10"
         if not name:
-            raise ParseError(f"metric {text!r} has no name; write NAME[:max|:min][:SESOI], e.g. qps:max:5")
-        if len(options) > 2:
-            raise ParseError(f"metric {text!r} has too many parts; write NAME[:max|:min][:SESOI], e.g. qps:max:5")
-        direction, sesoi = default_direction, default_sesoi_pct
+            raise ParseError(f"metric {text!r} has no name; {usage}")
+        if len(options) > 3:
+            raise ParseError(f"metric {text!r} has too many parts; {usage}")
+        direction, sesoi, sesoi_abs, scale = default_direction, None, None, "auto"
         for option in options:
-            if option.lower() in DIRECTION_WORDS:
-                direction = DIRECTION_WORDS[option.lower()]
-                continue
-            try:
-                sesoi = float(option)
-            except ValueError:
-                raise ParseError(f"metric {text!r}: {option!r} is neither max/min nor a SESOI percentage; "
-                                 "write NAME[:max|:min][:SESOI], e.g. latency_mean_ms:min:10") from None
-        return cls(name, direction, sesoi)
+            word = option.lower()
+            if word in DIRECTION_WORDS:
+                direction = DIRECTION_WORDS[word]
+            elif word in METRIC_SCALES:
+                scale = word
+            else:
+                try:
+                    if word.startswith("abs="):
+                        sesoi_abs = float(word[4:])
+                    else:
+                        sesoi = float(option)
+                except ValueError:
+                    raise ParseError(f"metric {text!r}: {option!r} is neither max/min, a SESOI percentage, abs=N nor "
+                                     f"log/linear; {usage}") from None
+        if sesoi is not None and sesoi_abs is not None:
+            raise ParseError(f"metric {text!r}: give a SESOI percentage or abs=N, not both")
+        return cls(name, direction, default_sesoi_pct if sesoi is None else sesoi, sesoi_abs, scale)
 
     @classmethod
     def coerce(cls, value: "Metric | Mapping[str, Any] | str", default_sesoi_pct: float = DEFAULT_SESOI_PCT) -> "Metric":

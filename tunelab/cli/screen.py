@@ -6,7 +6,8 @@ correction; flags override them.
 
 For a CSV:
   * ``--metric NAME[:max|:min][:SESOI]`` (repeatable, required): direction defaults to max, SESOI (smallest
-    effect of interest, % of the baseline mean) to 5.
+    effect of interest, % of the baseline mean) to 5; ``abs=N`` gives it in the metric's units instead
+    (counts whose baseline is 0, e.g. lost:min:abs=10), ``:log``/``:linear`` the scale of the model.
   * knobs are the ``--knob`` columns, or by default every column that is neither a metric (named with
     --metric, or one tunelab's loads report) nor a bookkeeping column (study, trial_id, run_id, config_id,
     block, replicate, run_order, is_baseline, varied_knob, status, reason, started_at, duration_s, foreign_cpu_s).
@@ -33,7 +34,7 @@ def register(subparsers: Any) -> None:
     add = parser.add_argument
     add("source", metavar="STUDY|FILE.csv", help="a CSV of trials, or a study name / store path")
     add("--metric", action="append", default=[], metavar="NAME[:max|:min][:SESOI]",
-        help="a metric to analyse (repeatable); e.g. qps:max:5, latency_mean_ms:min:10")
+        help="a metric to analyse (repeatable); e.g. qps:max:5, latency_mean_ms:min:10, lost:min:abs=10")
     add("--knob", action="append", default=[], metavar="COL", help="a knob column (repeatable)")
     add("--baseline", action="append", default=[], metavar="COL=VALUE", help="baseline level of a knob (repeatable)")
     add("--alpha", type=float, default=None, help="significance level (default 0.05 or the design's)")

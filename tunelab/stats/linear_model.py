@@ -35,8 +35,13 @@ from scipy import optimize, stats as ss
 from tunelab.errors import DataError
 from tunelab.stats._validate import encode, sorted_levels
 
-#: a 2-factor interaction is estimated only while this many residual degrees of freedom remain
-MIN_RESIDUAL_DF = 2
+#: ``interactions: auto`` estimates the clean two-factor interactions only if, all of them in the model,
+#: this many residual degrees of freedom remain; otherwise none (main effects only). Taking them one
+#: by one until the df ran out kept an arbitrary subset of a fraction's alias chains and left 2 df:
+#: an unreplicated 2^(7-3) then found 3 % of the active knobs instead of 76 % (bench_screen_power)
+MIN_RESIDUAL_DF = 3
+#: with fewer residual df than this the residual checks say nothing: plain F tests
+MIN_DF_FOR_CHECKS = 5
 #: an interaction whose columns are explained beyond this R² by the main effects (over the design's
 #: distinct points) is partially aliased with them (Plackett–Burman) and left out of the model
 MAX_ALIAS_R2 = 0.1
@@ -218,12 +223,17 @@ def _interaction_pairs(design: _Design, factors: list[str], interactions: str | 
         if _alias_r2(candidate, mains, points) > MAX_ALIAS_R2:
             partial.append(name)
             continue
-        if n - (rank + width) < MIN_RESIDUAL_DF:
-            notes.append(f"{name} left out: it would leave fewer than {MIN_RESIDUAL_DF} residual degrees of freedom")
-            continue
         chosen.append((a, b))
         included[name] = candidate
         current, rank = trial, rank + width
+    if chosen and n - rank < MIN_RESIDUAL_DF:
+        names = [f"{a}:{b}" for a, b in chosen]
+        for name in names:
+            aliases.pop(name, None)
+        notes.append(f"the {len(names)} estimable two-factor interaction(s) would leave {n - rank} residual degrees of "
+                     f"freedom (fewer than {MIN_RESIDUAL_DF}), so the model holds main effects only; name the "
+                     "interactions you expect in analysis.interactions, or add replicates")
+        chosen = []
     if confounded:
         shown = ", ".join(confounded[:5]) + (f" and {len(confounded) - 5} more" if len(confounded) > 5 else "")
         notes.append(f"{len(confounded)} two-factor interaction(s) cannot be estimated: they are confounded with "
@@ -352,6 +362,10 @@ def _route(resid_studentized: np.ndarray, resid: np.ndarray, design: _Design, fa
         return route, f"{TESTS[route]} (asked for)", checks
     if robust == "none":
         return "ols", "F tests of the model (no residual checks asked for)", checks
+    df_res = len(resid) - int(round(float(leverage.sum())))
+    if df_res < MIN_DF_FOR_CHECKS:
+        return "ols", (f"only {df_res} residual degrees of freedom: too few to check the residuals; F tests of the "
+                       "model"), checks
     if not math.isnan(shapiro_p) and shapiro_p < NORMALITY_ALPHA:
         return "freedman_lane", (f"model residuals clearly non-normal (Shapiro–Wilk p={shapiro_p:.3g} < "
                                  f"{NORMALITY_ALPHA}): Freedman–Lane permutation test of each term"), checks
@@ -570,8 +584,8 @@ def fit_model(data: pd.DataFrame, dv: str, factors: list[str], *, baseline: Mapp
     interactions : {'auto', 'none', 'all'} or list of pairs
         ``'auto'`` estimates each two-factor interaction that is neither aliased with the terms
         already in the model nor partially aliased with the main effects (R² above
-        :data:`MAX_ALIAS_R2` over the design's points) while :data:`MIN_RESIDUAL_DF` residual
-        degrees of freedom remain; aliased ones are listed in ``aliases``.
+        :data:`MAX_ALIAS_R2` over the design's points), all of them or none: none when they would
+        leave fewer than :data:`MIN_RESIDUAL_DF` residual degrees of freedom; aliased ones are listed in ``aliases``.
     block : str, optional
         An additive blocking column (never interacting).
     log : bool

@@ -634,6 +634,12 @@ def _model_route(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[st
         for knob, part in found:
             _model_part_tables(part, knob)
         notes.extend(f"{name}: {note}" for note in found[0][1]["fit"].notes)
+        terms = model_tables["model_terms"]
+        aliased = terms[(terms["kind"] == "main") & (terms["aliases"] != "")]
+        if len(aliased):
+            pairs = "; ".join(f"{t} = {a}" for t, a in zip(aliased["term"], aliased["aliases"]))
+            notes.append(f"{name}: main effects are aliased with two-factor interactions (resolution III): {pairs}; "
+                         "a main effect's estimate includes its aliases")
         if aliases:
             notes.append(f"{name}: aliases of the design: " + "; ".join(f"{k} = {' = '.join(v)}"
                                                                      for k, v in aliases.items() if v))
