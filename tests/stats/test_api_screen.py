@@ -173,7 +173,7 @@ def test_cli_baseline_flag_and_errors(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["screen", str(csv)]) == 2
     assert "--metric" in capsys.readouterr().err
     assert main(["screen", str(csv), "--metric", "qps:sideways"]) == 2
-    assert "neither max/min nor a SESOI" in capsys.readouterr().err
+    assert "neither max/min, a SESOI" in capsys.readouterr().err
 
 
 def test_a_constant_level_and_a_zero_baseline_do_not_stop_the_screen() -> None:
