@@ -51,8 +51,9 @@ def test_refine_on_the_lab_records_every_evaluation_and_confirms(tmp_path: Path,
     before = _host_somaxconn()
     status = main(["refine", str(design), "--objective", "qps:max", "--budget", "6", "--confirm-blocks", "1",
                    "--store", str(store_path), "--json", str(out_json)])
-    out = capsys.readouterr().out
-    assert status in (0, 4), out             # one ABBA block: improve/equivalent or inconclusive, never an error
+    captured = capsys.readouterr()
+    out = captured.out
+    assert status in (0, 4), out + captured.err   # one ABBA block: improve/equivalent or inconclusive, never an error
     payload = json.loads(out_json.read_text())
     assert payload["winner"]["net.core.somaxconn"] != 16, payload   # the collapse is never the winner
     with Store(store_path, readonly=True) as store:

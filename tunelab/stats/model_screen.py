@@ -71,7 +71,8 @@ def _tost(estimate: float, se: float, df: float, low: float, high: float, alpha:
     return float(ss.t.sf((estimate - low) / se, df)), float(ss.t.cdf((estimate - high) / se, df))
 
 
-def _base_mean(fit: ModelFit, knob: str, level: Any, scale: str) -> float:
+def _level_mean(fit: ModelFit, knob: str, level: Any, scale: str) -> float:
+    """The marginal mean of ``knob = level`` in the metric's units (a geometric mean on the log scale)."""
     rows = fit.emmeans[(fit.emmeans["knob"] == knob) & fit.emmeans["by"].isna()]
     mean = float(rows.loc[[lv == level for lv in rows["level"]], "mean"].iloc[0])
     return math.exp(mean) if scale == "log" else mean
@@ -82,7 +83,7 @@ def _knob_part(fit: ModelFit, knob: str, metric: Mapping[str, Any], scale: str, 
     term = fit.terms[fit.terms["term"] == knob].iloc[0]
     contrasts = fit.contrasts[(fit.contrasts["knob"] == knob) & (fit.contrasts["at"] == "")]
     base_level = contrasts["baseline"].iloc[0]
-    base_mean = _base_mean(fit, knob, base_level, scale)
+    base_mean = _level_mean(fit, knob, base_level, scale)
     if scale == "linear" and abs(base_mean) <= 1e-9 * float(fit.emmeans["mean"].abs().max()):
         base_mean = 0.0          # a baseline mean of 0 up to rounding: no % change exists
     if metric.get("sesoi_abs") is None and scale == "linear" and not base_mean > 0:
@@ -112,10 +113,6 @@ def _knob_part(fit: ModelFit, knob: str, metric: Mapping[str, Any], scale: str, 
     return {"kind": "main", "p": float(term["p"]), "route": fit.test, "reason": fit.reason,
             "eta2": float(term["partial_eta2"]), "effects": pd.DataFrame(effects), "equivalence": pd.DataFrame(equivalence),
             "posthoc": posthoc, "scale": scale, "base_mean": base_mean, "fit": fit, "knob": knob}
-
-
-def _level_mean(fit: ModelFit, knob: str, level: Any, scale: str) -> float:
-    return _base_mean(fit, knob, level, scale)
 
 
 def _interaction_part(fit: ModelFit, term: pd.Series, parts: Mapping[str, dict[str, Any]], scale: str,
