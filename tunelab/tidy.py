@@ -205,35 +205,25 @@ def screen_inputs(source: str | Path, *, metrics: Sequence[str] = (), knobs: Seq
 def design_info(design: Any) -> dict[str, Any]:
     """What the screen needs to know about a study's design beyond its runs (``stats.screen(design=…)``).
 
-    ``type`` (the design generator), ``aliases`` (effect -> aliased effects, knob ids joined by
-    ``:``, from a fractional factorial's defining relation), ``ranges`` (range knobs' low, high
-    and scale) and, for Morris designs, the design's ``points`` in trajectory order.
+    ``type`` (the design generator) and ``interactions`` (``analysis.interactions``); for Latin
+    hypercube and Morris designs the generator's ``ranges`` (every knob's low, high and scale),
+    and for Morris designs its ``points`` in trajectory order and grid ``levels``. Aliases are not
+    passed: the screen's model finds them in the runs themselves.
     """
-    from tunelab.designs.generators import GENERATORS, LETTERS
+    from tunelab.designs.generators import GENERATORS
+    from tunelab.stats.screen import RANGE_DESIGNS
 
     import numpy as np
 
     info: dict[str, Any] = {"type": design.design_type, "interactions": design.analysis.interactions}
-    rows = GENERATORS.get(design.design_type).build(design, np.random.default_rng(design.seed))
-    letters = rows.info.get("letters") or {LETTERS[i]: k.id for i, k in enumerate(design.knobs)}
-
-    def term(word: str) -> str:
-        return ":".join(letters[ch] for ch in word.lstrip("-") if ch in letters)
-
-    aliases = {term(effect): [("-" if a.startswith("-") else "") + term(a) for a in partners]
-               for effect, partners in (rows.info.get("aliases") or {}).items() if partners}
-    if aliases:
-        info["aliases"] = aliases
-    if rows.info.get("resolution"):
-        info["resolution"] = rows.info["resolution"]
-    ranges = {k.id: {"low": k.low, "high": k.high, "scale": k.scale} for k in design.knobs if k.is_range}
-    if ranges:
-        info["ranges"] = ranges
-    if "points" in rows.info:
-        info["points"] = pd.DataFrame(rows.info["points"])
-    for key in ("levels", "trajectories"):
-        if key in rows.info:
-            info[key] = rows.info[key]
+    if design.design_type not in RANGE_DESIGNS:
+        return info              # building a factorial's rows would only import pyDOE3 for nothing
+    generated = GENERATORS.get(design.design_type).build(design, np.random.default_rng(design.seed)).info
+    for key in ("ranges", "levels"):
+        if key in generated:
+            info[key] = generated[key]
+    if "points" in generated:
+        info["points"] = pd.DataFrame(generated["points"])
     return info
 
 

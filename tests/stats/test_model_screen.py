@@ -232,3 +232,25 @@ def test_a_knob_whose_direction_depends_on_another_matters_through_the_interacti
     assert "depends on a" in c["reason"] and "averaged over a it is not significant" in c["reason"]
     assert result.verdicts.set_index("knob").loc["a:c", "verdict"] == "matters"
     assert result.verdicts["best_level"].tolist()[:2] == [1, 1]          # levels keep their type
+
+
+def test_a_morris_design_with_a_list_knob_is_screened_over_the_generators_ranges() -> None:
+    """A Morris knob given as a list of levels has its bounds from the design generator (min and max)."""
+    from tunelab.designs.plan import make_plan
+    from tunelab.tidy import design_info
+
+    text = (Path(__file__).parents[2] / "designs" / "morris_buffers.yaml").read_text()
+    lowat = "net.ipv4.tcp_notsent_lowat@client"
+    text = text.replace("  - {name: net.ipv4.tcp_fin_timeout, low: 5, high: 120, baseline: 60}",
+                        "  - {name: net.ipv4.tcp_fin_timeout, levels: [10, 30, 60, 120], baseline: 60}")
+    design = load_design_text(text)
+    assert not next(k for k in design.knobs if k.id == "net.ipv4.tcp_fin_timeout").is_range
+    plan = make_plan(design)
+    rng = np.random.default_rng(9)
+    plan["throughput_mbps"] = 900 * np.exp(0.2 * np.log(plan[lowat] / plan[lowat].max()) / np.log(256)
+                                            + rng.normal(0, 0.01, len(plan)))
+    result = screen(plan, [m.to_json() for m in design.metrics], design.knob_ids, design.baseline,
+                    design=design_info(design))
+    assert result.design == "range" and set(result.verdicts["test"]) == {"morris"}
+    assert result.morris["knob"].iloc[0] == lowat                      # the only active knob ranks first
+    assert set(result.morris["knob"]) == set(design.knob_ids)

@@ -33,7 +33,8 @@ import pandas as pd
 from scipy import optimize, stats as ss
 
 from tunelab.errors import DataError
-from tunelab.stats._validate import encode, sorted_levels
+from tunelab.stats._validate import check_columns, encode, sorted_levels
+from tunelab.stats.omnibus import lenth_pse
 
 #: ``interactions: auto`` estimates the clean two-factor interactions only if, all of them in the model,
 #: this many residual degrees of freedom remain; otherwise none (main effects only). Taking them one
@@ -110,10 +111,7 @@ class ModelFit:
     reason: str
     scale: str
     interactions: pd.DataFrame
-    typ: int
-    balanced: bool
     assumptions: dict[str, float] = field(default_factory=dict)
-    aliases: dict[str, list[str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -143,7 +141,6 @@ class _Design:
     levels: dict[str, list[Any]]
     codes: dict[str, np.ndarray]     # factor -> level index per run
     coding: dict[str, np.ndarray]    # factor -> contr.sum matrix
-    blocks: list[np.ndarray] = field(default_factory=list)
     terms: list[Term] = field(default_factory=list)
 
     def main(self, factor: str) -> np.ndarray:
@@ -438,7 +435,7 @@ def _vector(design: _Design, width: int, parts: Mapping[str, np.ndarray]) -> np.
     return vector
 
 
-def _interaction_part(design: _Design, term: Term, codes: Mapping[str, np.ndarray]) -> np.ndarray:
+def _interaction_part(term: Term, codes: Mapping[str, np.ndarray]) -> np.ndarray:
     a, b = term.factors
     return np.outer(codes[a], codes[b]).ravel()
 
@@ -465,7 +462,7 @@ def _contrasts(design: _Design, factors: list[str], baseline: Mapping[str, Any],
                 family = []
                 for i in others:
                     codes = {knob: diff[i], other: design.coding[other][j]}
-                    v = _vector(design, width, {knob: diff[i], term.name: _interaction_part(design, term, codes)})
+                    v = _vector(design, width, {knob: diff[i], term.name: _interaction_part(term, codes)})
                     family.append((_contrast_row(knob, levels[i], levels[base], f"{other}={level}", v, beta, cov,
                                                  df, alpha), v))
                 _dunnett([r for r, _ in family], [v for _, v in family], cov, df, alpha, seed)
@@ -484,7 +481,7 @@ def _interaction_contrasts(design: _Design, baseline: Mapping[str, Any], beta: n
             for j in (j for j in range(len(o_levels)) if j != ob):
                 codes = {knob: design.coding[knob][i] - design.coding[knob][kb],
                          other: design.coding[other][j] - design.coding[other][ob]}
-                vector = _vector(design, len(beta), {term.name: _interaction_part(design, term, codes)})
+                vector = _vector(design, len(beta), {term.name: _interaction_part(term, codes)})
                 row = _contrast_row(knob, k_levels[i], k_levels[kb], "", vector, beta, cov, df, alpha)
                 rows.append({"term": term.name, "knob": knob, "level": k_levels[i], "baseline": k_levels[kb],
                              "other": other, "other_level": o_levels[j], "other_baseline": o_levels[ob],
@@ -513,10 +510,19 @@ def _emmeans(design: _Design, factors: list[str], beta: np.ndarray, cov: np.ndar
             for j, by_level in enumerate(design.levels[b]):
                 codes = {a: design.coding[a][i], b: design.coding[b][j]}
                 vector = _vector(design, width, {a: codes[a], b: codes[b],
-                                                 term.name: _interaction_part(design, term, codes)})
+                                                 term.name: _interaction_part(term, codes)})
                 vector[0] = 1.0
                 add(a, level, b, by_level, vector)
     return pd.DataFrame(rows, columns=EMMEANS_COLUMNS)
+
+
+def _estimates(design: _Design, factors: list[str], baseline: Mapping[str, Any], beta: np.ndarray, cov: np.ndarray,
+               df: float, alpha: float, seed: int) -> dict[str, pd.DataFrame]:
+    """The tables every route derives from the coefficients and their covariance."""
+    return {"contrasts": _contrasts(design, factors, baseline, beta, cov, df, alpha, seed),
+            "emmeans": _emmeans(design, factors, beta, cov, df, alpha),
+            "interactions": _interaction_contrasts(design, baseline, beta, cov, df, alpha),
+            "effects": _effects(design, beta, cov, df)}
 
 
 def _effects(design: _Design, beta: np.ndarray, cov: np.ndarray, df: float) -> pd.DataFrame:
@@ -545,10 +551,8 @@ def _prepare(data: pd.DataFrame, dv: str, factors: list[str], block: str | None,
     if not factors or len(set(factors)) != len(factors):
         raise DataError(f"factors must be a non-empty list of distinct knob columns, got {factors!r}")
     columns = list(factors) + ([block] if block else [])
-    for column in columns + [dv]:
-        if column not in data.columns:
-            raise DataError(f"unknown column {column!r}; the data has: {', '.join(map(str, data.columns))}")
-    values = pd.to_numeric(data[dv], errors="coerce")
+    check_columns(data, dv, columns, role="factor")
+    values = data[dv]
     clean = data.loc[values.notna() & data[columns].notna().all(axis=1), columns]
     y = values[clean.index].to_numpy(dtype=float)
     if len(y) < 2:
@@ -585,7 +589,8 @@ def fit_model(data: pd.DataFrame, dv: str, factors: list[str], *, baseline: Mapp
         ``'auto'`` estimates each two-factor interaction that is neither aliased with the terms
         already in the model nor partially aliased with the main effects (R² above
         :data:`MAX_ALIAS_R2` over the design's points), all of them or none: none when they would
-        leave fewer than :data:`MIN_RESIDUAL_DF` residual degrees of freedom; aliased ones are listed in ``aliases``.
+        leave fewer than :data:`MIN_RESIDUAL_DF` residual degrees of freedom; aliased ones are named
+        in the terms' ``aliases`` column.
     block : str, optional
         An additive blocking column (never interacting).
     log : bool
@@ -687,13 +692,9 @@ def _ols_fit(design: _Design, clean: pd.DataFrame, factors: list[str], baseline:
         reason += f": type {'II' if typ == 2 else 'III'} F tests" + ("" if balanced else " (unbalanced data)")
     residuals = pd.DataFrame({"row": clean.index, "fitted": model.fittedvalues, "residual": model.resid,
                               "studentized": studentized, "leverage": leverage}, columns=RESIDUAL_COLUMNS)
-    return ModelFit(terms=pd.DataFrame(rows, columns=TERM_COLUMNS),
-                    contrasts=_contrasts(design, factors, baseline, model.params, cov, df_res, alpha, seed),
-                    emmeans=_emmeans(design, factors, model.params, cov, df_res, alpha),
-                    interactions=_interaction_contrasts(design, baseline, model.params, cov, df_res, alpha),
-                    residuals=residuals, effects=_effects(design, model.params, cov, df_res), residual_df=df_res,
-                    test=test, reason=reason, scale="log" if log else "linear", typ=typ, balanced=balanced,
-                    assumptions=checks, aliases=aliases, notes=notes)
+    return ModelFit(terms=pd.DataFrame(rows, columns=TERM_COLUMNS), residuals=residuals, residual_df=df_res,
+                    test=test, reason=reason, scale="log" if log else "linear", assumptions=checks, notes=notes,
+                    **_estimates(design, factors, baseline, np.asarray(model.params), cov, df_res, alpha, seed))
 
 
 def _lenth_fit(design: _Design, factors: list[str], baseline: Mapping[str, Any], alpha: float, seed: int, log: bool,
@@ -702,10 +703,7 @@ def _lenth_fit(design: _Design, factors: list[str], baseline: Mapping[str, Any],
     x = design.matrix()
     beta = np.linalg.lstsq(x, design.y, rcond=None)[0]
     effects = np.array([2.0 * beta[t.columns][0] for t in design.terms if t.kind != "block"])
-    abs_c = np.abs(effects)
-    s0 = 1.5 * float(np.median(abs_c))
-    trimmed = abs_c[abs_c < 2.5 * s0]
-    pse = 1.5 * float(np.median(trimmed)) if len(trimmed) else math.nan
+    pse = lenth_pse(effects)
     m = len(effects)
     d = m / 3.0
     # an effect is 2 beta and PSE estimates its standard error; orthogonal +-1 columns give every
@@ -722,10 +720,7 @@ def _lenth_fit(design: _Design, factors: list[str], baseline: Mapping[str, Any],
     reason = (f"no residual degrees of freedom (an unreplicated two-level design): each of the {m} effects is judged "
               f"against Lenth's pseudo standard error (PSE={pse:.3g}, {d:.3g} df); this rests on effect sparsity, "
               "the assumption that most effects are null")
-    return ModelFit(terms=pd.DataFrame(rows, columns=TERM_COLUMNS),
-                    contrasts=_contrasts(design, factors, baseline, beta, cov, d, alpha, seed),
-                    emmeans=_emmeans(design, factors, beta, cov, d, alpha),
-                    interactions=_interaction_contrasts(design, baseline, beta, cov, d, alpha),
-                    residuals=pd.DataFrame(columns=RESIDUAL_COLUMNS), effects=_effects(design, beta, cov, d),
-                    residual_df=0.0, test="lenth", reason=reason, scale="log" if log else "linear", typ=2,
-                    balanced=True, assumptions={"pse": pse, "lenth_df": d}, aliases=aliases, notes=notes)
+    return ModelFit(terms=pd.DataFrame(rows, columns=TERM_COLUMNS), residuals=pd.DataFrame(columns=RESIDUAL_COLUMNS),
+                    residual_df=0.0, test="lenth", reason=reason, scale="log" if log else "linear",
+                    assumptions={"pse": pse, "lenth_df": d}, notes=notes,
+                    **_estimates(design, factors, baseline, beta, cov, d, alpha, seed))

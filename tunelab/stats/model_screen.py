@@ -90,7 +90,6 @@ def _knob_part(fit: ModelFit, knob: str, metric: Mapping[str, Any], scale: str, 
         raise DataError(f"the baseline {base_level!r} of {knob!r} has a mean of {base_mean:.3g} for {metric['name']!r}, "
                         "so a % change is undefined; give the metric an absolute smallest effect (sesoi_abs)")
     low, high = _bounds(metric, scale, base_mean)
-    t_crit = float(ss.t.ppf(1 - alpha, fit.residual_df if fit.residual_df > 0 else term["df2"]))
     effects, equivalence = [], []
     for row in contrasts.itertuples():
         level_mean = _level_mean(fit, knob, row.level, scale)
@@ -103,8 +102,7 @@ def _knob_part(fit: ModelFit, knob: str, metric: Mapping[str, Any], scale: str, 
         equivalence.append({"level": row.level, "baseline": base_level,
                             "pct_change": to_metric_scale(row.estimate, scale, base_mean), "lower_bound": low,
                             "upper_bound": high, "p_lower": p_lower, "p_upper": p_upper, "p": max(p_lower, p_upper),
-                            "equivalent": bool(max(p_lower, p_upper) < alpha and row.estimate - t_crit * row.se > low
-                                               and row.estimate + t_crit * row.se < high),
+                            "equivalent": bool(max(p_lower, p_upper) < alpha),
                             "sesoi_pct": metric["sesoi_pct"]})
     posthoc = pd.DataFrame({"group1": contrasts["baseline"], "group2": contrasts["level"],
                             "estimate": contrasts["estimate"], "ci_low": contrasts["adj_ci_low"],
@@ -112,7 +110,7 @@ def _knob_part(fit: ModelFit, knob: str, metric: Mapping[str, Any], scale: str, 
                             "p_adj": contrasts["p_adj"], "method": "model_dunnett", "recommended": True})
     return {"kind": "main", "p": float(term["p"]), "route": fit.test, "reason": fit.reason,
             "eta2": float(term["partial_eta2"]), "effects": pd.DataFrame(effects), "equivalence": pd.DataFrame(equivalence),
-            "posthoc": posthoc, "scale": scale, "base_mean": base_mean, "fit": fit, "knob": knob}
+            "posthoc": posthoc, "scale": scale, "base_mean": base_mean, "fit": fit}
 
 
 def _interaction_part(fit: ModelFit, term: pd.Series, parts: Mapping[str, dict[str, Any]], scale: str,
@@ -172,19 +170,24 @@ def model_tables(fit: ModelFit, metric: Mapping[str, Any], scale: str,
 # verdicts
 
 
+def _in_units(scale: str, base_mean: float, absolute: bool) -> bool:
+    """Are effects judged in the metric's units (an absolute SESOI, or no % change exists)?"""
+    return absolute or (scale == "linear" and not base_mean > 0)
+
+
 def _size(estimate: float, scale: str, base_mean: float, absolute: bool) -> float:
     """A model-scale contrast in the units of the SESOI (% or the metric's own)."""
-    return estimate if absolute or scale == "linear" and not base_mean > 0 else to_metric_scale(estimate, scale, base_mean)
+    return estimate if _in_units(scale, base_mean, absolute) else to_metric_scale(estimate, scale, base_mean)
 
 
 def _fmt_effect(estimate: float, low: float, high: float, scale: str, base_mean: float, absolute: bool) -> str:
-    if absolute or (scale == "linear" and not base_mean > 0):
+    if _in_units(scale, base_mean, absolute):
         return f"{estimate:+.3g} [{low:+.3g}, {high:+.3g}]"
     pct = [to_metric_scale(v, scale, base_mean) for v in (estimate, low, high)]
     return f"{pct[0]:+.1f} % [{pct[1]:+.1f} %, {pct[2]:+.1f} %]"
 
 
-def simple_effects(part: Mapping[str, Any], knob: str, other: str, metric: Mapping[str, Any]) -> list[dict[str, Any]]:
+def simple_effects(part: Mapping[str, Any], knob: str, other: str) -> list[dict[str, Any]]:
     """Per level of ``other``: the knob's largest simple effect (adjusted CI), and whether it is clear."""
     contrasts = part["fit"].contrasts
     rows = contrasts[(contrasts["knob"] == knob) & contrasts["at"].str.startswith(f"{other}=")]
@@ -234,7 +237,7 @@ def model_verdict(part: dict[str, Any], label: str, metric: Mapping[str, Any], p
     conditional = None     # the strongest clear simple effect, when the knob matters only within partners' levels
     for term in partners:
         other = next(f for f in term.split(":") if f != label)
-        simple = simple_effects(part, label, other, metric)
+        simple = simple_effects(part, label, other)
         clear = [e for e in simple if e["clear"] and abs(_size(e["estimate"], scale, base_mean, absolute)) >= sesoi]
         if clear and len(clear) < len(simple):
             row["only_when"] = " or ".join(e["at"] for e in clear)
@@ -281,19 +284,17 @@ def _interaction_verdict(part: dict[str, Any], label: str, metric: Mapping[str, 
     a, b = part["factors"]
     fit, scale, base_mean = part["fit"], part["scale"], part["base_mean"]
     rows = fit.interactions[fit.interactions["term"] == label]
-    as_size = (lambda v: v) if absolute or scale == "linear" and not base_mean > 0 else \
-        (lambda v: to_metric_scale(v, scale, base_mean))
     strongest = rows.loc[rows["estimate"].abs().idxmax()] if len(rows) else None
-    effect = as_size(float(strongest["estimate"])) if strongest is not None else math.nan
+    effect = _size(float(strongest["estimate"]), scale, base_mean, absolute) if strongest is not None else math.nan
     relevant = significant and abs(effect) >= sesoi
     t_crit = float(ss.t.ppf(1 - part.get("alpha", 0.05), float(rows["df"].iloc[0]))) if len(rows) else math.nan
-    within = bool(len(rows)) and all(abs(as_size(e + s * t_crit * se)) < sesoi
+    within = bool(len(rows)) and all(abs(_size(e + s * t_crit * se, scale, base_mean, absolute)) < sesoi
                                      for e, se in zip(rows["estimate"], rows["se"]) for s in (-1, 1))
     verdict = Verdict.MATTERS if relevant else (Verdict.EQUIVALENT if within else Verdict.INCONCLUSIVE)
-    simple = simple_effects(part, a, b, metric)
+    simple = simple_effects(part, a, b)
     clear = [e["at"] for e in simple if e["clear"]]
     only = " or ".join(clear) if relevant and clear and len(clear) < len(simple) else None
-    description = "; ".join(_describe_simple(knob, simple_effects(part, knob, other, metric), metric, scale,
+    description = "; ".join(_describe_simple(knob, simple_effects(part, knob, other), metric, scale,
                                              base_mean) for knob, other in ((b, a), (a, b)))
     linear = scale == "linear"
     return {"reason": f"{part['reason']}; {description}", "best_level": None,

@@ -233,6 +233,19 @@ def anova_factorial(
     return out
 
 
+def lenth_pse(effects: np.ndarray) -> float:
+    """Lenth's (1989) pseudo standard error of a set of contrasts: ``s0 = 1.5 median|c|``, then
+    ``1.5 median{|c| : |c| < 2.5 s0}`` (NaN when nothing is left); it has ``len(effects) / 3`` df.
+
+    >>> round(lenth_pse(np.array([21.625, 3.125, 9.875, 14.625, 0.125, -18.125, 16.625, 2.375, -0.375, -1.125,
+    ...                           1.875, 4.125, -1.625, -2.625, 1.375])), 4)
+    2.625
+    """
+    abs_c = np.abs(np.asarray(effects, dtype=float))
+    trimmed = abs_c[abs_c < 2.5 * 1.5 * np.median(abs_c)]
+    return float(1.5 * np.median(trimmed)) if len(trimmed) else math.nan
+
+
 def lenth_effects(data: pd.DataFrame, dv: str, factors: list[str], alpha: float = 0.05) -> pd.DataFrame:
     """Lenth's (1989) pseudo standard error test for unreplicated two-level designs.
 
@@ -289,9 +302,7 @@ def lenth_effects(data: pd.DataFrame, dv: str, factors: list[str], alpha: float 
         raise DataError(f"Lenth's method needs at least two effects, got {m}; add factors")
     effects = np.array([(x @ y) / (n / 2) for _, x in columns])
     abs_c = np.abs(effects)
-    s0 = 1.5 * np.median(abs_c)
-    trimmed = abs_c[abs_c < 2.5 * s0]
-    pse = 1.5 * np.median(trimmed) if len(trimmed) else np.nan
+    pse = lenth_pse(effects)
     d = m / 3.0
     me = ss.t.ppf(1 - alpha / 2, d) * pse
     gamma = (1 + (1 - alpha) ** (1.0 / m)) / 2

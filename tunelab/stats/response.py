@@ -290,11 +290,10 @@ def range_effects(
     index: list[list[int]] = [[1 + j] for j in range(k)]
     for position, j in enumerate(j for j in range(k) if shapes[j] == "quadratic"):
         index[j].append(1 + k + position)
-    beta, *_ = np.linalg.lstsq(design, y, rcond=None)
-    df2 = n - design.shape[1]
-    rss = float(np.sum((y - design @ beta) ** 2))
-    unscaled = np.linalg.inv(design.T @ design)
-    cov = unscaled * (rss / df2)
+    import statsmodels.api as sm
+
+    fit = sm.OLS(y, design).fit()
+    beta, cov, df2, rss = fit.params, np.asarray(fit.cov_params()), int(fit.df_resid), float(fit.ssr)
     t_ci = float(ss.t.ppf(1 - alpha / 2, df2))
     t_eq = float(ss.t.ppf(1 - alpha, df2))
     grid_c = np.linspace(-1.0, 1.0, int(grid))
@@ -303,10 +302,14 @@ def range_effects(
     for j, knob in enumerate(knobs):
         cols = index[j]
         b = beta[cols]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            quad_form = float(b @ np.linalg.solve(unscaled[np.ix_(cols, cols)], b))
-            statistic = quad_form / len(cols) / (rss / df2) if rss > 0 else (math.inf if quad_form > 0 else math.nan)
-        p = float(ss.f.sf(statistic, len(cols), df2)) if not math.isnan(statistic) else math.nan
+        if rss > 0:
+            restriction = np.zeros((len(cols), design.shape[1]))
+            restriction[np.arange(len(cols)), cols] = 1.0
+            test = fit.f_test(restriction)
+            statistic, p = float(np.squeeze(test.fvalue)), float(test.pvalue)
+        else:                      # an exact fit: no noise to test against
+            statistic = math.inf if np.any(b != 0) else math.nan
+            p = 0.0 if statistic == math.inf else math.nan
         se = np.sqrt(np.diag(cov)[cols])
         contrast = np.zeros((len(grid_c), design.shape[1]))
         contrast[:, cols[0]] = grid_c - centre[j]

@@ -565,9 +565,10 @@ def _oat_parts(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[str,
                 untestable.append(_untestable_verdict(knob, metric["name"], problem))
                 notes.append(f"{knob} × {metric['name']} not tested: {problem}")
                 continue
+            smallest = int(sub.groupby(knob, sort=False).size().min())
             try:
-                if _pooled_model_needed(sub, knob, metric):
-                    for label, part in _pooled_oat_part(sub, knob, metric, baseline[knob], alpha, seed):
+                if metric.get("sesoi_abs") is not None or smallest < MIN_RUNS_FOR_CHECKS:
+                    for label, part in _pooled_oat_part(sub, knob, metric, baseline[knob], alpha, seed, smallest):
                         parts.append((label, metric, part))
                     continue
                 part = _analyse(sub, knob, metric, baseline[knob], alpha, correction, n_boot, seed, boot_cache)
@@ -576,19 +577,15 @@ def _oat_parts(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[str,
             parts.append((knob, metric, part))
 
 
-def _pooled_model_needed(sub: pd.DataFrame, knob: str, metric: dict[str, Any]) -> bool:
-    """An absolute SESOI, or a level with fewer than :data:`MIN_RUNS_FOR_CHECKS` runs."""
-    return metric.get("sesoi_abs") is not None or int(sub.groupby(knob, sort=False).size().min()) < MIN_RUNS_FOR_CHECKS
-
-
 def _pooled_oat_part(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, alpha: float,
-                     seed: int) -> list[tuple[str, dict[str, Any]]]:
-    tiny = int(sub.groupby(knob, sort=False).size().min()) < MIN_RUNS_FOR_CHECKS
+                     seed: int, smallest: int) -> list[tuple[str, dict[str, Any]]]:
+    """An OAT knob through the one-way model: its runs at some level are fewer than
+    :data:`MIN_RUNS_FOR_CHECKS` (``smallest``), or the metric has an absolute SESOI."""
+    tiny = smallest < MIN_RUNS_FOR_CHECKS
     found, _ = model_parts(sub, metric, [knob], {knob: base}, alpha, seed, robust="none" if tiny else "auto")
     for label, part in found:
         _model_part_tables(part, label)
         if tiny:
-            smallest = int(sub.groupby(knob, sort=False).size().min())
             scale = "the log scale" if part["scale"] == "log" else "the linear scale"
             part["reason"] = (f"{smallest} run(s) at some level: too few to check normality or compare variances, so "
                               f"a one-way model on {scale} with the error pooled over the levels "
@@ -624,7 +621,6 @@ def _model_route(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[st
                 untestable.append(_untestable_verdict(knob, name, f"the model of {name} cannot be fitted: {exc}"))
             notes.append(f"model of {name} not fitted: {exc}")
             continue
-        aliases = design.get("aliases") or {}
         for key, frame in model_tables.items():
             tables.setdefault(key, []).append(frame)
         for knob, part in found:
@@ -640,9 +636,6 @@ def _model_route(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[st
             pairs = "; ".join(f"{t} = {a}" for t, a in zip(aliased["term"], aliased["aliases"]))
             notes.append(f"{name}: main effects are aliased with two-factor interactions (resolution III): {pairs}; "
                          "a main effect's estimate includes its aliases")
-        if aliases:
-            notes.append(f"{name}: aliases of the design: " + "; ".join(f"{k} = {' = '.join(v)}"
-                                                                     for k, v in aliases.items() if v))
 
 
 def _looks_like_ranges(data: pd.DataFrame, knobs: list[str]) -> bool:
