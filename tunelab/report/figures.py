@@ -33,6 +33,7 @@ from scipy import stats as ss
 
 from tunelab.errors import DataError
 from tunelab.stats import sorted_levels
+from tunelab.stats.model_screen import profile_effects
 
 #: colours: the baseline, other levels, a candidate / winner, and the SESOI band
 BASELINE_COLOR = "#e66101"
@@ -638,6 +639,23 @@ def effects_forest(effects: pd.DataFrame, metric: str, sesoi_pct: float | None =
     rows = rows.assign(label=[f"{k} = {level_label(v)}" for k, v in zip(rows["knob"], rows["level"])])
     return forest_figure(rows, "label", sesoi_pct=sesoi_pct, xlabel=f"% change of {metric} vs baseline (95 % CI)",
                          title=f"Effect of each level on {metric}")
+
+
+def profile_effects_figure(contrasts: pd.DataFrame, metric: str, sesoi_pct: float | None = None) -> Figure:
+    """Forest plot of each knob's effect at each load profile (a profile-crossed study): % change of
+    each knob level against its baseline within each profile, with the model's adjusted 95 % CI
+    (:func:`tunelab.stats.model_screen.profile_effects`). A knob whose effect depends on the load
+    shows a clear effect at one profile and none at another."""
+    rows = profile_effects(contrasts)
+    rows = rows[rows["metric"] == metric]
+    if rows.empty:
+        raise DataError(f"no per-profile effects for metric {metric!r}: the study has no load profile factor, or "
+                        "the metric's model could not be fitted")
+    rows = rows.assign(label=[f"{k} = {level_label(v)} @ {p}" for k, v, p in
+                              zip(rows["knob"], rows["level"], rows["profile"])])
+    return forest_figure(rows, "label", estimate="effect_pct", low="effect_ci_low", high="effect_ci_high",
+                         sesoi_pct=sesoi_pct, xlabel=f"% change of {metric} vs baseline at each profile (95 % CI)",
+                         title=f"Effect of each level on {metric}, per load profile")
 
 
 def drift_figure(data: pd.DataFrame, metric: str, time: str = "started_at") -> Figure:

@@ -308,3 +308,32 @@ def _interaction_verdict(part: dict[str, Any], label: str, metric: Mapping[str, 
             ("better" if sign * float(strongest["estimate"]) > 0 else "worse"),
             "relevant": relevant, "equivalent": verdict == Verdict.EQUIVALENT, "verdict": verdict.value,
             "only_when": only}
+
+
+#: columns of :func:`profile_effects`
+PROFILE_EFFECT_COLUMNS = ["metric", "knob", "level", "baseline", "profile", "scale", "estimate", "effect_pct",
+                          "effect_ci_low", "effect_ci_high", "p_adj"]
+
+
+def profile_effects(contrasts: pd.DataFrame, factor: str = "profile") -> pd.DataFrame:
+    """Each knob's effect at each load profile: the model's simple effects at ``factor=NAME``.
+
+    ``contrasts`` is :attr:`ScreenResult.contrasts` of a profile-crossed study; one row per metric ×
+    knob × level × profile with the % change against the knob's baseline at that profile and its
+    Dunnett-adjusted interval (``p_adj`` adjusts over the knob's levels at that profile). Empty
+    when the study has no profile factor.
+
+    >>> contrasts = pd.DataFrame({"metric": ["qps"] * 3, "knob": ["a", "a", "a"], "level": [1, 1, 1],
+    ...                           "baseline": [0, 0, 0], "at": ["", "profile=low", "profile=overload"],
+    ...                           "scale": ["log"] * 3, "estimate": [0.1, 0.0, 0.2], "p_adj": [0.01, 0.9, 0.001],
+    ...                           "effect_pct": [10.5, 0.0, 22.1], "effect_ci_low": [5.0, -3.0, 15.0],
+    ...                           "effect_ci_high": [16.0, 3.0, 30.0]})
+    >>> profile_effects(contrasts)[["knob", "profile", "effect_pct"]].to_dict("records")
+    [{'knob': 'a', 'profile': 'low', 'effect_pct': 0.0}, {'knob': 'a', 'profile': 'overload', 'effect_pct': 22.1}]
+    """
+    prefix = f"{factor}="
+    if contrasts.empty:
+        return pd.DataFrame(columns=PROFILE_EFFECT_COLUMNS)
+    at = contrasts["at"].astype(str)
+    rows = contrasts[at.str.startswith(prefix) & (contrasts["knob"] != factor)]
+    return rows.assign(profile=rows["at"].astype(str).str[len(prefix):])[PROFILE_EFFECT_COLUMNS].reset_index(drop=True)
