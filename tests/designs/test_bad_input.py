@@ -136,3 +136,22 @@ def test_range_with_log_scale_and_step(plan_error, base) -> None:
 def test_missing_file_exits_2(capsys, tmp_path: Path) -> None:
     assert main(["plan", str(tmp_path / "nope.yaml")]) == 2
     assert "no such design file" in capsys.readouterr().err
+
+
+def test_guard_the_load_does_not_produce(plan_error, base) -> None:
+    err = plan_error(base(guards=["lost_pct", "timeouts"]))
+    assert err.count("\n") == 1, err                     # one line
+    assert "guards[1]" in err and "'timeouts'" in err and "dnsperf" in err
+    assert "its metrics: qps" in err and "lost_pct" in err
+
+
+def test_conditional_on_a_metric_the_load_does_not_produce(plan_error, base) -> None:
+    metrics = [{"name": "latency_mean_ms", "direction": "minimize", "conditional_on": ["qps", "answered"]}]
+    err = plan_error(base(metrics=metrics))
+    assert err.count("\n") == 1, err
+    assert "metrics[0].conditional_on[1]" in err and "'answered'" in err and "its metrics: qps" in err
+
+
+def test_guard_with_both_sesois(plan_error, base) -> None:
+    err = plan_error(base(guards=[{"name": "lost_pct", "sesoi_pct": 5, "sesoi_abs": 0.1}]))
+    assert "guards[0].sesoi_abs" in err and "not both" in err

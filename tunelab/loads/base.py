@@ -83,6 +83,10 @@ class Load(abc.ABC):
     runs_on: str = "client"
     profiles: Mapping[str, Mapping[str, Any]] = {}
     metrics: Mapping[str, MetricInfo] = {}
+    #: metric -> the guard metrics it is conditional on (latency is timed on answered queries only): at a
+    #: level where a guard degrades beyond its SESOI the screen reports the metric as ``not comparable``.
+    #: The guards keep their :class:`MetricInfo` direction and SESOI; a design may override both.
+    conditional_on: Mapping[str, tuple[str, ...]] = {}
 
     def settings(self, profile: str | None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Merge a named profile with overrides (LoadError for an unknown profile)."""

@@ -61,6 +61,8 @@ class Iperf3Load(Load):
     }
     metrics = pick("throughput_mbps", "retransmits", "rtt_mean_ms", "rtt_max_ms", "cpu_host_pct",
                    "cpu_remote_pct", "jitter_ms", "lost", "lost_pct")
+    #: throughput and RTT bought with many more retransmitted segments are not a like-for-like comparison
+    conditional_on = {name: ("retransmits",) for name in ("throughput_mbps", "rtt_mean_ms", "rtt_max_ms")}
 
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         c.check_settings(self.name, settings, SETTINGS)

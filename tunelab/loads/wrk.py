@@ -95,6 +95,11 @@ class WrkLoad(Load):
     }
     metrics = pick("requests_per_s", "transfer_mbps", "latency_mean_ms", "latency_stddev_ms", "latency_max_ms",
                    "latency_p50_ms", "latency_p99_ms", "errors")
+    #: wrk times only the requests that completed: fewer completed (requests_per_s) or more failed (errors)
+    #: leaves latency measured on the survivors
+    conditional_on = {name: ("requests_per_s", "errors") for name in ("latency_mean_ms", "latency_stddev_ms",
+                                                                      "latency_max_ms", "latency_p50_ms",
+                                                                      "latency_p99_ms")}
 
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         c.check_settings(self.name, settings, SETTINGS)

@@ -1,0 +1,303 @@
+"""Guard metrics: a metric that is conditional on another is not compared where that other collapses.
+
+dnsperf times only the queries that are answered. When ``net.core.somaxconn = 16`` cuts the
+answered rate from ~191,000 to ~300 queries per second, the mean latency of the few survivors
+reads as "better", which would mislead an operator. A *guard* is a metric that must not degrade
+(answered queries ``qps``, the lost share ``lost_pct``, ``retransmits``, ``errors``); a *dependent*
+metric is conditional on some guards (latency on ``qps`` and ``lost_pct``).
+
+The rule, per knob and non-baseline level:
+
+* :func:`guard_table` estimates each guard's change against the baseline (one-at-a-time designs:
+  the level's runs against the baseline runs; factorial designs: the level's marginal mean against
+  the baseline's, over all runs) with a Welch t interval, and marks the level ``tripped`` when the
+  guard degrades by at least its smallest effect of interest (SESOI) in its bad direction **and**
+  the interval excludes no degradation, so noise alone does not trip it;
+* :func:`apply_guards` turns a dependent metric's verdict into ``not comparable`` (with the
+  ``guard`` text, e.g. ``guard: qps -99.8 %``) when its reported level (``best_level``) is tripped,
+  or every non-baseline level is, or it claims equivalence over levels of which one is tripped;
+  when only other levels are tripped the verdict stays and its reason names them.
+
+Guard specs are metric dicts (``{name, direction, sesoi_pct | sesoi_abs}``) with two optional
+extras for the wording: ``unit`` (``'%'`` shows differences as percentage points) and ``words``
+(``[what the guard counts, why a dependent is then not comparable]``).
+
+Examples
+--------
+>>> import pandas as pd
+>>> data = pd.DataFrame({"k": [0] * 4 + [1] * 4, "qps": [100, 102, 98, 100, 1, 2, 1, 2.0]})
+>>> table = guard_table(data, ["k"], {"k": 0}, [{"name": "qps", "direction": "maximize", "sesoi_pct": 5}])
+>>> table[["level", "guard", "tripped", "text"]].to_dict("records")
+[{'level': 1, 'guard': 'qps', 'tripped': True, 'text': 'qps -98.5 %'}]
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from tunelab.errors import DataError
+from tunelab.model import Verdict, level_text
+from tunelab.stats._validate import sorted_levels
+
+#: columns of the guard table: ``ci_low``/``ci_high``/``sesoi`` are in % of the baseline mean when
+#: ``units`` is ``'%'`` and in the guard metric's own units when it is ``'abs'``
+GUARD_COLUMNS = ["knob", "level", "guard", "baseline", "n", "baseline_n", "mean", "baseline_mean", "effect_pct",
+                 "effect_abs", "ci_low", "ci_high", "sesoi", "units", "tripped", "text"]
+#: verdicts a tripped guard can overrule (untestable rows keep their own reason)
+GUARDED_VERDICTS = (Verdict.MATTERS.value, Verdict.EQUIVALENT.value, Verdict.INCONCLUSIVE.value)
+
+
+def _equals(values: pd.Series, level: Any) -> np.ndarray:
+    """``value == level`` per row with Python semantics (tuple levels compare as tuples)."""
+    return np.fromiter((v == level for v in values.tolist()), dtype=bool, count=len(values))
+
+
+def check_guards(guards: Mapping[str, Any] | None, metrics: Sequence[Mapping[str, Any]]
+                 ) -> tuple[list[dict[str, Any]], dict[str, tuple[str, ...]]]:
+    """The guard specs and the dependents among ``metrics`` (the screened ones) from ``guards``.
+
+    ``guards`` is ``{"guards": [spec, ...], "conditional_on": {metric: [guard, ...]}}`` (what
+    :func:`tunelab.tidy.design_info` builds from a design and its load); None means no guards.
+    Returns ``(specs of the guards some screened metric depends on, {metric: its guards})``;
+    a metric is never its own guard. :class:`DataError` for a malformed mapping or a
+    ``conditional_on`` name without a spec.
+    """
+    if guards is None:
+        return [], {}
+    if not isinstance(guards, Mapping) or not set(guards) <= {"guards", "conditional_on"}:
+        raise DataError("guards must be a mapping {'guards': [{name, direction, sesoi_pct|sesoi_abs}], "
+                        f"'conditional_on': {{metric: [guard, ...]}}}}, got {guards!r}")
+    specs: dict[str, dict[str, Any]] = {}
+    for spec in guards.get("guards") or ():
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
+            raise DataError(f"each guard must be a dict with a 'name', got {spec!r}")
+        if spec.get("direction", "maximize") not in ("maximize", "minimize"):
+            raise DataError(f"guard {spec['name']!r}: direction must be 'maximize' or 'minimize', "
+                            f"got {spec.get('direction')!r}")
+        sesoi = spec.get("sesoi_abs") if spec.get("sesoi_abs") is not None else spec.get("sesoi_pct", 5.0)
+        if isinstance(sesoi, bool) or not isinstance(sesoi, (int, float)) or not sesoi > 0:
+            raise DataError(f"guard {spec['name']!r}: its smallest effect of interest must be a positive number, "
+                            f"got {sesoi!r}")
+        specs[spec["name"]] = dict(spec)
+    conditional = guards.get("conditional_on") or {}
+    if not isinstance(conditional, Mapping):
+        raise DataError(f"guards['conditional_on'] must map a metric to its guards, got {conditional!r}")
+    dependents: dict[str, tuple[str, ...]] = {}
+    for metric in (m["name"] for m in metrics):
+        names = conditional.get(metric) or ()
+        if isinstance(names, str):
+            names = (names,)
+        for name in names:
+            if name not in specs:
+                raise DataError(f"metric {metric!r} is conditional on {name!r}, which is not among the guards "
+                                f"({', '.join(specs) or 'none'}); name it in guards")
+        kept = tuple(name for name in dict.fromkeys(names) if name != metric)
+        if kept:
+            dependents[metric] = kept
+    used = dict.fromkeys(name for names in dependents.values() for name in names)
+    return [specs[name] for name in used], dependents
+
+
+def _difference_ci(x: np.ndarray, base: np.ndarray, confidence: float) -> tuple[float, float]:
+    """CI of ``mean(x) - mean(base)``: Welch's t interval (scipy), the pooled-variance interval when a
+    group has a single run, the difference itself when neither group varies; NaN when not computable."""
+    diff = float(np.mean(x) - np.mean(base))
+    spread = (np.var(x, ddof=1) if len(x) > 1 else 0.0) + (np.var(base, ddof=1) if len(base) > 1 else 0.0)
+    if spread == 0 and len(x) + len(base) > 2:
+        return diff, diff
+    welch = len(x) > 1 and len(base) > 1
+    if not welch and len(x) + len(base) < 3:
+        return math.nan, math.nan
+    interval = sps.ttest_ind(x, base, equal_var=not welch).confidence_interval(confidence)
+    return float(interval.low), float(interval.high)
+
+
+def _effect_row(x: np.ndarray, base: np.ndarray, spec: Mapping[str, Any], confidence: float) -> dict[str, Any]:
+    """One guard's change at one level: estimates, interval, SESOI, ``tripped`` and its text."""
+    base_mean, mean = float(np.mean(base)), float(np.mean(x))
+    diff = mean - base_mean
+    low, high = _difference_ci(x, base, confidence)
+    pct = 100.0 * diff / abs(base_mean) if base_mean != 0 else math.nan
+    absolute = spec.get("sesoi_abs") is not None
+    if absolute:
+        effect, ci, sesoi, units = diff, (low, high), float(spec["sesoi_abs"]), "abs"
+    else:
+        scale = 100.0 / abs(base_mean) if base_mean != 0 else math.nan
+        effect, ci, sesoi, units = pct, (low * scale, high * scale), float(spec.get("sesoi_pct", 5.0)), "%"
+    bad = -1.0 if spec.get("direction", "maximize") == "maximize" else 1.0
+    no_degradation_excluded = (ci[1] < 0) if bad < 0 else (ci[0] > 0)
+    tripped = bool(math.isfinite(effect) and bad * effect >= sesoi and no_degradation_excluded)
+    return {"n": len(x), "baseline_n": len(base), "mean": mean, "baseline_mean": base_mean, "effect_pct": pct,
+            "effect_abs": diff, "ci_low": ci[0], "ci_high": ci[1], "sesoi": sesoi, "units": units,
+            "tripped": tripped, "text": change_text(spec, pct, diff)}
+
+
+def change_text(spec: Mapping[str, Any], effect_pct: float, effect_abs: float) -> str:
+    """A guard's change in a few characters: ``qps -99.8 %``, ``lost_pct +0.71 pt``, ``retransmits +523``.
+
+    >>> change_text({"name": "lost_pct", "sesoi_abs": 0.1, "unit": "%"}, float("nan"), 0.71)
+    'lost_pct +0.71 pt'
+    """
+    name = spec["name"]
+    if spec.get("sesoi_abs") is None and math.isfinite(effect_pct):
+        return f"{name} {effect_pct:+.1f} %"
+    unit = spec.get("unit") or ""
+    suffix = " pt" if unit == "%" else "" if unit in ("", "count") else f" {unit}"
+    return f"{name} {effect_abs:+.3g}{suffix}"
+
+
+def guard_table(data: pd.DataFrame, knobs: Sequence[str], baseline: Mapping[str, Any],
+                guards: Sequence[Mapping[str, Any]], kind: str = "oat", alpha: float = 0.05,
+                notes: list[str] | None = None) -> pd.DataFrame:
+    """Each guard's change at each non-baseline level of each knob, and whether it trips.
+
+    Parameters
+    ----------
+    data : DataFrame
+        Usable runs (one column per knob and metric).
+    knobs, baseline
+        Knob columns and their baseline levels.
+    guards : list of dict
+        Guard specs ``{name, direction, sesoi_pct | sesoi_abs[, unit]}``.
+    kind : {'oat', 'factorial', 'range'}
+        ``'oat'``: a knob's levels are compared on the runs whose other knobs sit at their
+        baselines; ``'factorial'``: on all runs (marginal means); ``'range'``: no levels to compare,
+        the table is empty (and a note says so).
+    alpha : float
+        The interval is the two-sided ``1 - alpha`` Welch t interval of the difference of means.
+    notes : list of str, optional
+        Gets a line for each guard that was not measured.
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`GUARD_COLUMNS`. ``tripped``: the guard degrades (its bad direction) by at
+        least its SESOI and the interval excludes no change. ``effect_pct`` is NaN when the
+        baseline mean is 0; a guard with a % SESOI then does not trip.
+    """
+    notes = notes if notes is not None else []
+    rows: list[dict[str, Any]] = []
+    if not guards or kind == "range":
+        if guards:
+            notes.append("guards are not checked in range designs (each configuration has levels of its own)")
+        return pd.DataFrame(rows, columns=GUARD_COLUMNS)
+    measured = []
+    for spec in guards:
+        if spec["name"] not in data.columns or data[spec["name"]].isna().all():
+            notes.append(f"guard {spec['name']} was not measured; metrics conditional on it are compared without it")
+        else:
+            measured.append(spec)
+    off = {knob: ~_equals(data[knob], baseline[knob]) for knob in knobs}
+    n_off = np.sum(list(off.values()), axis=0) if knobs else np.zeros(len(data), dtype=int)
+    for knob in knobs:
+        rows_here = data[(n_off - off[knob]) == 0] if kind == "oat" else data
+        at_base = _equals(rows_here[knob], baseline[knob])
+        for level in sorted_levels(rows_here[knob].dropna()):
+            if level == baseline[knob]:
+                continue
+            at_level = _equals(rows_here[knob], level)
+            for spec in measured:
+                x = rows_here.loc[at_level, spec["name"]].dropna().to_numpy(dtype=float)
+                base = rows_here.loc[at_base, spec["name"]].dropna().to_numpy(dtype=float)
+                if len(x) == 0 or len(base) == 0:
+                    continue
+                rows.append({"knob": knob, "level": level, "guard": spec["name"], "baseline": baseline[knob],
+                             **_effect_row(x, base, spec, 1.0 - alpha)})
+    table = pd.DataFrame(rows, columns=GUARD_COLUMNS)
+    # levels keep their type (pandas would turn [128, 16] next to a tuple level into objects anyway)
+    table["level"] = pd.Series([row["level"] for row in rows], dtype=object)
+    table["baseline"] = pd.Series([row["baseline"] for row in rows], dtype=object)
+    return table
+
+
+def guard_sentence(metric: str, knob: str, level: Any, tripped: pd.DataFrame,
+                   specs: Mapping[str, Mapping[str, Any]]) -> str:
+    """Why ``metric`` cannot be compared at ``knob = level``, in an operator's words.
+
+    ``tripped`` holds the guard-table rows that tripped there. Example: "latency_mean_ms cannot be
+    compared at net.core.somaxconn=16: answered queries per second fell 99.8 % (more than the 5 % the
+    guard qps allows), so only the queries still answered were timed".
+    """
+    clauses, consequences = [], []
+    for row in tripped.itertuples(index=False):
+        spec = specs.get(row.guard, {"name": row.guard})
+        noun, consequence = (list(spec.get("words") or ()) + [None, None])[:2]
+        change = row.effect_abs if row.units == "abs" else row.effect_pct
+        verb = "fell" if change < 0 else "rose"
+        if row.units == "abs":
+            unit = spec.get("unit") or ""
+            amount = f"{abs(change):.3g}" + (" percentage points" if unit == "%" else
+                                            "" if unit in ("", "count") else f" {unit}")
+            band = f"{row.sesoi:g}" + (" pt" if unit == "%" else "")
+        else:
+            amount, band = f"{abs(change):.1f} %", f"{row.sesoi:g} %"
+        clauses.append(f"{noun or row.guard} {verb} {amount} (more than the {band} the guard {row.guard} allows)")
+        if consequence and consequence not in consequences:
+            consequences.append(consequence)
+    why = " and ".join(consequences) or f"{metric} there is not measured on the same work as at the baseline"
+    return f"{metric} cannot be compared at {knob}={level_text(level)}: {' and '.join(clauses)}, so {why}"
+
+
+def apply_guards(verdicts: pd.DataFrame, table: pd.DataFrame, dependents: Mapping[str, Sequence[str]],
+                 specs: Sequence[Mapping[str, Any]] = (), notes: list[str] | None = None) -> pd.DataFrame:
+    """The verdicts with the guard rule applied (a copy with a ``guard`` column).
+
+    A dependent metric's verdict (matters, equivalent or inconclusive) becomes ``not comparable``,
+    its ``direction`` ``'none'``, its ``guard`` the tripped guards' text (``guard: qps -99.8 %``, plus
+    ``at LEVEL`` when that is not the reported level) and its ``reason`` starts with
+    :func:`guard_sentence`, when one of its guards tripped at the reported level (``best_level``), at
+    every non-baseline level, or, for an equivalence verdict (a claim about every level), at any
+    level. Otherwise, when a guard tripped at another level, the verdict stays and its reason (and
+    ``notes``) name the levels where the metric is not comparable. Other rows are unchanged.
+    """
+    out = verdicts.copy()
+    existing = out["guard"].tolist() if "guard" in out.columns else [None] * len(out)
+    out["guard"] = pd.Series([g if isinstance(g, str) else None for g in existing], dtype=object, index=out.index)
+    if table.empty or not dependents:
+        return out
+    notes = notes if notes is not None else []
+    by_name = {spec["name"]: spec for spec in specs}
+    for index, row in out.iterrows():
+        guards = dependents.get(row["metric"])
+        if not guards or row["verdict"] not in GUARDED_VERDICTS:
+            continue
+        mine = table[(table["knob"] == row["knob"]) & table["guard"].isin(guards)]
+        if mine.empty:
+            continue
+        levels = list(dict.fromkeys(mine["level"].tolist()))
+        hit = mine[mine["tripped"].astype(bool)]
+        tripped_levels = list(dict.fromkeys(hit["level"].tolist()))
+        if not tripped_levels:
+            continue
+        reported = row["best_level"]
+        overrule = (reported in tripped_levels or len(tripped_levels) == len(levels)
+                    or row["verdict"] == Verdict.EQUIVALENT.value)
+        if not overrule:
+            where = ", ".join(f"{row['knob']}={level_text(level)}" for level in tripped_levels)
+            texts = "; ".join(f"{level_text(level)}: " + ", ".join(hit.loc[_equals(hit["level"], level), "text"])
+                              for level in tripped_levels)
+            note = (f"{row['metric']} is not comparable at {where} (guard tripped: {texts}); the verdict is about "
+                    f"{row['knob']}={level_text(reported)}")
+            out.at[index, "reason"] = f"{row['reason']}; {note}" if row["reason"] else note
+            notes.append(f"{row['knob']} × {note}")
+            continue
+        level = reported if reported in tripped_levels else _worst_level(hit)
+        here = hit[_equals(hit["level"], level)]
+        text = "guard: " + ", ".join(here["text"])
+        out.at[index, "guard"] = text if level == reported else f"{text} at {level_text(level)}"
+        out.at[index, "verdict"] = Verdict.NOT_COMPARABLE.value
+        out.at[index, "direction"] = "none"
+        sentence = guard_sentence(row["metric"], row["knob"], level, here, by_name)
+        out.at[index, "reason"] = f"{sentence}; {row['reason']}" if row["reason"] else sentence
+    return out
+
+
+def _worst_level(hit: pd.DataFrame) -> Any:
+    """The tripped level whose guard moved furthest, in multiples of its SESOI."""
+    size = [abs(a if u == "abs" else p) / s for a, p, u, s in zip(hit["effect_abs"], hit["effect_pct"], hit["units"],
+                                                                 hit["sesoi"])]
+    return hit["level"].tolist()[int(np.argmax(size))]
