@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
     up.add_argument("--queue-limit-bytes", type=int, help="tbf queue length (default 20 ms at the rate)")
     up.add_argument("--disk-mb", type=int, help="attach a sparse file of this size as a loop device")
     up.add_argument("--records", type=int, default=1000, help="A records in the DNS zone (default 1000)")
-    up.add_argument("--no-pin", action="store_true", help="do not pin server/client to CPUs 0/1")
+    up.add_argument("--no-pin", action="store_true", help="do not pin the server and the client to separate CPUs (default: pinned when 2 or more)")
     up.set_defaults(func=cmd_up)
 
     status = sub.add_parser("status", help="list labs, their namespaces and whether services are alive")

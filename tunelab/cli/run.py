@@ -37,13 +37,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--store", metavar="PATH", type=Path, help="trial store (default: data/<study>.sqlite)")
     parser.add_argument("--retry-failed", action="store_true", help="run failed trials again on resume")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--repeat-busy", metavar="PCT", type=float,
+                        help="measure a trial again when other processes used more than PCT %% of the machine during "
+                             "it (overrides the design's noise.repeat_busy_pct; the busy attempt stays in the store, "
+                             "set aside)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     summary = tunelab.run(args.design, target=args.target, store=args.store, allow_host_global=args.allow_host_global,
                           progress=not args.no_progress, retry_failed=args.retry_failed,
-                          allow_design_commands=args.allow_design_commands)
+                          allow_design_commands=args.allow_design_commands, repeat_busy_pct=args.repeat_busy)
     if summary.skipped:
         print(f"resumed: {summary.skipped} of {summary.planned} trials were already done and were skipped")
     print(summary)

@@ -51,7 +51,7 @@ from tunelab.paths import DISK_DIR, RUN_DIR, is_inside, private_dir
 from tunelab.registry import Registry
 from tunelab.targets import netns
 from tunelab.targets import services as svc
-from tunelab.targets.base import TARGETS, CommandResult, Target
+from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
 from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local
 from tunelab.targets.local import read_file, write_file
 from tunelab.targets.process import check_argv, process_alive, run_argv
@@ -345,6 +345,79 @@ def _install_hooks() -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# CPU pinning: the server's services and the client's load on disjoint CPUs
+
+#: what ``pin_cpus`` may be
+PIN_CHOICES = ("auto", True, False)
+
+
+def cpu_list_text(cpus: Sequence[int]) -> str:
+    """A ``taskset --cpu-list`` text of ``cpus``, runs as ranges.
+
+    >>> cpu_list_text([0, 1, 2, 5, 7, 8])
+    '0-2,5,7-8'
+    """
+    parts: list[str] = []
+    ordered = sorted(set(cpus))
+    start = prev = None
+    for cpu in ordered + [None]:
+        if cpu is not None and prev is not None and cpu == prev + 1:
+            prev = cpu
+            continue
+        if start is not None:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = cpu
+    return ",".join(parts)
+
+
+def check_pin_cpus(pin_cpus: Any) -> None:
+    """TargetError unless ``pin_cpus`` is ``auto``, true or false."""
+    if not any(pin_cpus is choice or (isinstance(choice, str) and pin_cpus == choice) for choice in PIN_CHOICES):
+        raise TargetError(f"pin_cpus must be auto, true or false, got {pin_cpus!r} (auto pins the server and the "
+                          "load to separate CPUs when at least 2 are available)")
+
+
+def plan_pinning(pin_cpus: Any, available: Sequence[int], server_cpu: int | None = None,
+                 client_cpu: int | None = None) -> tuple[dict[str, str | None], str]:
+    """Which CPUs the server's services and the client's commands run on, and why.
+
+    ``pin_cpus``: ``auto`` pins when at least 2 CPUs are ``available`` (the server gets the first
+    half, the client the rest: CPU 0 and CPU 1 on two cores), ``true`` pins or raises, ``false``
+    never pins. ``server_cpu``/``client_cpu`` pin that host to one CPU whatever ``pin_cpus`` says
+    (unless it is false). Returns ``({"server": cpu list or None, "client": ...}, note)``.
+
+    >>> plan_pinning("auto", [0, 1, 2, 3])
+    ({'server': '0-1', 'client': '2-3'}, 'pinned (auto): server CPUs 0-1, client CPUs 2-3 of 4 available')
+    >>> plan_pinning("auto", [0])[1]
+    'not pinned: only 1 CPU available to this process (pin_cpus=auto needs 2)'
+    """
+    check_pin_cpus(pin_cpus)
+    cpus = sorted(available)
+    explicit = {"server": server_cpu, "client": client_cpu}
+    if pin_cpus is False:
+        if any(cpu is not None for cpu in explicit.values()):
+            raise TargetError("pin_cpus=false contradicts server_cpu/client_cpu; drop one of them")
+        return {"server": None, "client": None}, "not pinned: pin_cpus=false"
+    for label, cpu in explicit.items():
+        if cpu is not None and cpu not in cpus:
+            raise TargetError(f"{label}_cpu={cpu} is not a CPU this process may use ({cpus}); pick one of those "
+                              f"or leave {label}_cpu out")
+    if len(cpus) < 2 and not any(cpu is not None for cpu in explicit.values()):
+        if pin_cpus is True:
+            raise TargetError(f"pin_cpus=true needs at least 2 CPUs for the server and the load, but this process "
+                              f"may use only {cpu_list_text(cpus)}; use pin_cpus=auto or false")
+        return ({"server": None, "client": None},
+                f"not pinned: only {len(cpus)} CPU available to this process (pin_cpus={pin_cpus} needs 2)")
+    half = max(1, len(cpus) // 2)
+    split = {"server": cpus[:half], "client": cpus[half:] or cpus[:half]}
+    sets = {host: cpu_list_text([explicit[host]] if explicit[host] is not None else split[host])
+            for host in ("server", "client")}
+    mode = "explicit" if any(cpu is not None for cpu in explicit.values()) else str(pin_cpus).lower()
+    return sets, (f"pinned ({mode}): server CPUs {sets['server']}, client CPUs {sets['client']} "
+                  f"of {len(cpus)} available")
+
+
+# --------------------------------------------------------------------------------------------
 # the target
 
 
@@ -376,8 +449,13 @@ class LabTarget(Target):
         A records in the DNS zone (``r0`` ... ``r{records-1}``).
     disk_mb : int, optional
         Size of a sparse file attached to a loop device (``resolve_device("@disk")``).
+    pin_cpus : "auto", True or False
+        Pin the server's services and commands, and the client's commands (the load generator),
+        to disjoint CPU sets with ``taskset`` (:func:`plan_pinning`): ``auto`` (default) when at
+        least 2 CPUs are available, ``True`` always (TargetError with fewer), ``False`` never.
+        ``describe()["lab"]["pinning"]`` records the sets or why nothing was pinned.
     server_cpu, client_cpu : int or None
-        CPU the server's services and commands, resp. the client's commands, are pinned to.
+        Pin that host to this one CPU instead of its half of the available CPUs.
     services : sequence of str
         Services started by ``up()`` (default ``("dns", "iperf3")``).
     """
@@ -388,8 +466,8 @@ class LabTarget(Target):
 
     def __init__(self, name: str | None = None, bottleneck_mbit: float | None = None,
                  queue_limit_bytes: int | None = None, records: int = 1000, disk_mb: int | None = None,
-                 server_cpu: int | None = 0, client_cpu: int | None = 1,
-                 services: Sequence[str] = ("dns", "iperf3")) -> None:
+                 server_cpu: int | None = None, client_cpu: int | None = None,
+                 services: Sequence[str] = ("dns", "iperf3"), pin_cpus: bool | str = "auto") -> None:
         self.lab_name = name if name is not None else secrets.token_hex(3)
         if not _NAME_RE.match(self.lab_name):
             raise TargetError(f"lab name {self.lab_name!r} is invalid; use 1-24 characters of a-z, 0-9 and '-', "
@@ -405,18 +483,16 @@ class LabTarget(Target):
         if disk_mb is not None and (isinstance(disk_mb, bool) or not isinstance(disk_mb, int)
                                     or not 16 <= disk_mb <= MAX_DISK_MB):
             raise TargetError(f"disk_mb must be an integer from 16 to {MAX_DISK_MB} MiB, got {disk_mb!r}")
-        available = os.sched_getaffinity(0)
-        for label, cpu in (("server_cpu", server_cpu), ("client_cpu", client_cpu)):
-            if cpu is not None and cpu not in available:
-                raise TargetError(f"{label}={cpu} is not a CPU this process may use ({sorted(available)}); "
-                                  f"pick one of those or pass {label}=None for no pinning")
+        cpus, self.pinning_note = plan_pinning(pin_cpus, sorted(os.sched_getaffinity(0)), server_cpu, client_cpu)
+        self.pin_cpus = pin_cpus
         for service in services:
             LAB_SERVICES.get(service)
         self.bottleneck_mbit = bottleneck_mbit
         self.queue_limit_bytes = queue_limit_bytes
         self.records = records
         self.disk_mb = disk_mb
-        self.cpus = {"server": server_cpu, "client": client_cpu}
+        #: host -> taskset CPU list (``"0"``, ``"2-3"``) or None: the server's services and commands, the client's
+        self.cpus: dict[str, str | None] = cpus
         self.initial_services = tuple(services)
         routed = bottleneck_mbit is not None
         roles = ("server", "client", "router") if routed else ("server", "client")
@@ -430,6 +506,15 @@ class LabTarget(Target):
         self._meter: ForeignCpuMeter | None = None
         self._lock = threading.RLock()
         self.timings: dict[str, float] = {}
+
+    @classmethod
+    def validate_options(cls, options: dict[str, Any]) -> None:
+        """``pin_cpus`` must be auto, true or false (checked when a design is planned)."""
+        if "pin_cpus" in options:
+            try:
+                check_pin_cpus(options["pin_cpus"])
+            except TargetError as exc:
+                raise TargetOptionError(f"target lab: {exc}", "pin_cpus") from None
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -521,7 +606,7 @@ class LabTarget(Target):
     def _options(self) -> dict[str, Any]:
         return {"bottleneck_mbit": self.bottleneck_mbit, "queue_limit_bytes": self.queue_limit_bytes,
                 "records": self.records, "disk_mb": self.disk_mb, "server_cpu": self.cpus["server"],
-                "client_cpu": self.cpus["client"]}
+                "client_cpu": self.cpus["client"], "pin_cpus": self.pin_cpus}
 
     def _check_tools(self) -> None:
         needed = ["ip"] + [LAB_SERVICES.get(s).tool for s in self.initial_services]
@@ -646,7 +731,7 @@ class LabTarget(Target):
         return bool(self.in_namespace(host, os.access, netns.thread_path(path), os.W_OK))
 
     def run(self, host: str, argv: Sequence[str], timeout_s: float, cpu: int | None = None) -> CommandResult:
-        """Run ``argv`` in ``host``'s namespace, pinned to ``cpu`` (default: the host's CPU)."""
+        """Run ``argv`` in ``host``'s namespace, pinned to ``cpu`` (default: the host's CPU set, if pinned)."""
         self.check_host(host)
         self._require_up()
         argv = check_argv(argv)
@@ -701,7 +786,8 @@ class LabTarget(Target):
         info = describe_local()
         info.update({"target": "lab", "lab": {
             "name": self.lab_name, "namespaces": dict(self.namespaces), "addresses": dict(self.addresses),
-            "link": LINK, "disk": self.state.disk_device if self.state else None, **self._options()}})
+            "link": LINK, "disk": self.state.disk_device if self.state else None, **self._options(),
+            "pinning": {"server": self.cpus["server"], "client": self.cpus["client"], "note": self.pinning_note}}})
         return info
 
     def foreign_cpu_s(self) -> float:

@@ -152,8 +152,9 @@ def delete_namespace(name: str) -> None:
         raise TargetError(f"could not delete network namespace {name!r}: {proc.stderr.strip()}")
 
 
-def exec_argv(namespace: str, argv: Sequence[str], cpu: int | None = None) -> list[str]:
-    """The argv that runs ``argv`` inside ``namespace``, pinned to ``cpu`` with taskset if given."""
+def exec_argv(namespace: str, argv: Sequence[str], cpu: int | str | None = None) -> list[str]:
+    """The argv that runs ``argv`` inside ``namespace``, pinned to ``cpu`` (a CPU or a
+    ``taskset --cpu-list`` text such as ``"0-1"``) with taskset if given."""
     prefix = ["ip", "netns", "exec", namespace]
     if cpu is not None:
         prefix += ["taskset", "--cpu-list", str(cpu)]

@@ -1,0 +1,90 @@
+"""The A/A calibration (design ``noise: {calibration_runs: N}``) on the SYNTHETIC simulator target,
+whose noise CV at the baseline configuration is known (18 % here): recorded in its own phase, resumable, and
+its CV and replicate warning follow the known noise."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tunelab.calibration import CALIBRATE, assess_noise, run_calibration
+from tunelab.designs import load_design_text
+from tunelab.simulator import SimulatorTarget
+from tunelab.simulator.load import SimulatorLoad
+from tunelab.simulator.surfaces import get_surface
+from tunelab.stats.noise import replicates_for_sesoi
+from tunelab.store import Store
+
+CV = 0.12
+DESIGN = textwrap.dedent("""
+    name: calib-sim
+    target: {type: simulator, options: {surface: simple, cv: 0.12}}
+    load: {generator: dnsperf, profile: overload}
+    measure_s: 1
+    metrics: [{name: qps, direction: maximize, sesoi_pct: 5}]
+    knobs:
+      - {name: net.core.somaxconn, levels: [128, 16], baseline: 128}
+      - {name: net.ipv4.tcp_congestion_control, levels: [cubic, bbr], baseline: cubic}
+    design: {type: oat, replicates: REPLICATES, seed: 5}
+    noise: {calibration_runs: 30}
+""")
+
+
+def calibrate(store_path: Path, replicates: int = 3, checkpoint=None):
+    text = DESIGN.replace("REPLICATES", str(replicates))
+    design = load_design_text(text, source="calib-sim.yaml")
+    load = SimulatorLoad(get_surface("simple", CV))
+    with Store.open(store_path, study=design.name, design_hash=design.design_hash, design_text=text) as store:
+        calibration = run_calibration(design, SimulatorTarget("simple", cv=CV, seed=11), store, progress=False,
+                                      load=load, load_settings=load.settings("overload"), checkpoint=checkpoint)
+        return design, calibration, store.trials(), store.tidy(CALIBRATE)
+
+
+def test_calibration_runs_baseline_trials_in_their_own_phase_and_measures_the_known_noise(tmp_path: Path) -> None:
+    design, calibration, trials, tidy = calibrate(tmp_path / "c.sqlite")
+    assert trials["phase"].unique().tolist() == [CALIBRATE]
+    assert sorted(trials["run_key"]) == sorted(f"calibrate:{i}" for i in range(30))
+    assert all(config == design.baseline for config in trials["config"])
+    # the surface's noise CV at the configuration the baseline trials ran (its other knobs at their defaults)
+    at_baseline = {**SimulatorTarget("simple", cv=CV).current_config(), **design.baseline}
+    truth = 100 * get_surface("simple", CV).config_cv(at_baseline)
+    measured = calibration.table.set_index("metric").loc["qps", "cv_pct"]
+    assert measured == pytest.approx(100 * np.std(tidy["qps"], ddof=1) / np.mean(tidy["qps"]))
+    # 30 runs: the CV's standard error is about truth / sqrt(58), 13 % of it
+    assert measured == pytest.approx(truth, rel=0.35)
+    assert calibration.usable == 30 and calibration.lines()[0].startswith("calibration: 30 of 30 A/A trials usable")
+    # 3 replicates cannot resolve ±5 % at a CV near 18 %; the warning says how many would
+    needed = replicates_for_sesoi(measured, 5.0)
+    assert needed > 3
+    assert len(calibration.warnings) == 1 and f": {needed} would" in calibration.warnings[0]
+
+
+def test_enough_replicates_give_no_warning(tmp_path: Path) -> None:
+    _, calibration, _, _ = calibrate(tmp_path / "c.sqlite", replicates=400)
+    assert calibration.warnings == []
+
+
+def test_an_interrupted_calibration_resumes_where_it_stopped(tmp_path: Path) -> None:
+    begins = []
+
+    def ctrl_c_at_the_fifth(name: str) -> None:
+        if name == "begin":
+            begins.append(name)
+            if len(begins) == 5:
+                raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        calibrate(tmp_path / "c.sqlite", checkpoint=ctrl_c_at_the_fifth)
+    _, calibration, trials, tidy = calibrate(tmp_path / "c.sqlite")
+    assert calibration.summary.skipped == 4 and calibration.summary.ok == 26
+    assert len(tidy) == 30 and trials["status"].tolist().count("interrupted") == 1
+    _, again, trials_after, _ = calibrate(tmp_path / "c.sqlite")
+    assert again.summary.skipped == 30 and len(trials_after) == len(trials)
+
+
+def test_assess_noise_reports_too_few_trials(tmp_path: Path) -> None:
+    design, _, _, tidy = calibrate(tmp_path / "c.sqlite")
+    one = assess_noise(tidy.head(1), design, runs=30)
+    assert one.lines() == ["calibration: 1 of 30 A/A trials usable; at least 2 are needed for a noise CV"]
+    assert one.warnings == []

@@ -1,0 +1,139 @@
+"""A/A calibration: the study's baseline run again and again before its own trials, to measure the noise.
+
+With ``noise: {calibration_runs: N}`` in the design, :func:`run_calibration` runs N trials of the
+baseline configuration in their own phase (``calibrate``, run keys ``calibrate:<i>``, resumable
+like any run) and :func:`assess_noise` turns them into each metric's noise CV
+(:func:`tunelab.stats.noise.noise_cv`) and the replicates per level the design's analysis needs
+to resolve the metric's SESOI at that noise (:func:`tunelab.stats.noise.noise_table`: detect a
+change of the SESOI and bound a null one within it, each with 80 % power at the design's alpha).
+A warning names each metric whose SESOI the design's replicates (a sequential design's ``max``)
+cannot resolve, and how many would.
+
+The replicates compare one level's runs with the baseline's: for OAT a level has ``replicates``
+runs; for factorial and screening designs a main effect's level has ``replicates x
+runs_per_replicate / levels`` runs. Latin hypercube and Morris designs are analysed by a response
+model, not level against baseline, so only the CV is reported for them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from tunelab import runner
+from tunelab.designs import Design
+from tunelab.designs.generators import runs_per_replicate
+from tunelab.designs.plan import PLAN_COLUMNS
+from tunelab.model import Phase, json_value
+from tunelab.stats.noise import noise_table
+from tunelab.stats.screen import RANGE_DESIGNS
+from tunelab.store import Store
+from tunelab.targets import Target
+
+#: the phase of the A/A trials
+CALIBRATE = Phase.CALIBRATE.value
+#: the power the replicate advice asks for
+POWER = 0.8
+
+
+def calibration_plan(design: Design, runs: int) -> pd.DataFrame:
+    """``runs`` rows of the design's baseline configuration, a plan per Contract 2 (run ids 0..runs-1)."""
+    rows = [{"run_id": i, "config_id": 0, "block": 0, "replicate": i, "run_order": i, "is_baseline": True,
+             "varied_knob": None, **design.baseline} for i in range(runs)]
+    return pd.DataFrame(rows, columns=PLAN_COLUMNS + design.knob_ids)
+
+
+def design_replicates(design: Design) -> int:
+    """The replicates the design can give each level: a sequential design's ``max``, else ``replicates``."""
+    most = getattr(design, "replicates_max", None)
+    if most is None and getattr(design, "sequential", None) is not None:
+        most = design.sequential.max
+    return int(most or design.replicates)
+
+
+def runs_per_level(design: Design, replicates: int) -> float | None:
+    """Runs behind one level's mean that a level-vs-baseline comparison uses; None for range designs."""
+    if design.design_type in RANGE_DESIGNS:
+        return None
+    if design.design_type == "oat":
+        return float(replicates)
+    levels = max(len(knob.levels) for knob in design.knobs)
+    return replicates * runs_per_replicate(design) / levels
+
+
+def replicates_for_runs(design: Design, per_level: float) -> int:
+    """The design's replicates that give every level at least ``per_level`` runs (inverse of :func:`runs_per_level`)."""
+    one = runs_per_level(design, 1) or 1.0
+    return max(1, math.ceil(per_level / one - 1e-9))
+
+
+@dataclass
+class Calibration:
+    """What the A/A trials showed: the noise table, the design's replicates and the warnings."""
+
+    runs: int
+    usable: int
+    table: pd.DataFrame
+    replicates: int
+    warnings: list[str] = field(default_factory=list)
+    summary: "runner.RunSummary | None" = None
+
+    def cv_text(self) -> str:
+        """``qps CV 5.7 %, latency_mean_ms CV 8.1 %`` (``?`` when a CV could not be measured)."""
+        parts = [f"{row.metric} CV {row.cv_pct:.1f} %" if math.isfinite(row.cv_pct) else f"{row.metric} CV ?"
+                 for row in self.table.itertuples()]
+        return ", ".join(parts)
+
+    def lines(self) -> list[str]:
+        """The calibration's lines: the noise CVs, then one warning per unresolvable SESOI."""
+        head = f"calibration: {self.usable} of {self.runs} A/A trials usable"
+        if self.summary is not None and self.summary.repeated:
+            head += f" ({self.summary.repeated} busy attempt(s) measured again)"
+        if self.usable < 2:
+            return [head + "; at least 2 are needed for a noise CV"]
+        return [f"{head}; noise {self.cv_text()}", *self.warnings]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": self.runs, "usable": self.usable, "replicates": self.replicates, "warnings": list(self.warnings),
+                "metrics": [json_value(row) for row in self.table.to_dict("records")]}
+
+
+def assess_noise(frame: pd.DataFrame, design: Design, runs: int | None = None) -> Calibration:
+    """The :class:`Calibration` of the A/A trials in ``frame`` (the store's tidy ``calibrate`` frame)."""
+    metrics = [metric.to_json() for metric in design.metrics]
+    usable = frame.reindex(columns=[m["name"] for m in metrics])
+    table = noise_table(usable, metrics, alpha=design.analysis.alpha, power=POWER)
+    replicates = design_replicates(design)
+    per_level = runs_per_level(design, replicates)
+    warnings = []
+    for row in table.itertuples():
+        if per_level is None or not math.isfinite(row.needed) or per_level >= row.needed:
+            continue
+        would = replicates_for_runs(design, row.needed)
+        warnings.append(
+            f"warning: at the measured noise ({row.metric} CV {row.cv_pct:.1f} %), {replicates} replicates cannot "
+            f"resolve {row.metric}'s ±{row.sesoi_pct:g} % SESOI: {would} would (to detect a {row.sesoi_pct:g} % "
+            f"change and to show a null one within it, each with {100 * POWER:.0f} % power at alpha "
+            f"{design.analysis.alpha:g}); raise the replicates, the SESOI, or quiet the machine")
+    return Calibration(runs=len(frame) if runs is None else runs, usable=int(len(frame)), table=table,
+                       replicates=replicates, warnings=warnings)
+
+
+def run_calibration(design: Design, target: Target, store: Store, **run_options: Any) -> Calibration | None:
+    """Run the design's ``noise.calibration_runs`` A/A trials (skipping those already recorded) and
+    assess them; None when the design asks for none. ``run_options`` go to
+    :func:`tunelab.runner.run_design` (``allow_host_global``, ``progress``, ``checkpoint``, ``load``, ...)."""
+    runs = int(getattr(getattr(design, "noise", None), "calibration_runs", 0) or 0)
+    if runs <= 0:
+        return None
+    summary = runner.run_design(design, target, store, phase=CALIBRATE, plan=calibration_plan(design, runs),
+                                **run_options)
+    calibration = assess_noise(store.tidy(CALIBRATE), design, runs)
+    calibration.summary = summary
+    return calibration
+
+
+__all__ = ["CALIBRATE", "Calibration", "assess_noise", "calibration_plan", "design_replicates", "run_calibration",
+           "runs_per_level"]
