@@ -34,6 +34,7 @@ PosixPath('reports/default/index.html')
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -47,6 +48,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import pandas as pd
 import yaml
 
+from tunelab import calibration as calibration_mod
 from tunelab import journal, leases, runner
 from tunelab.designs import Design, check_design_commands, load_design, make_plan, plan_records, plan_summary
 from tunelab.errors import DesignError, StoreError, TargetError, TunelabError
@@ -59,6 +61,7 @@ from tunelab.optimize.confirm import validate as validate_configs
 from tunelab.optimize.export import design_fragment, sysctl_conf
 from tunelab.optimize.workflow import run_refinement, setup_from_design
 from tunelab.report import ReportError, build_report
+from tunelab.rounds import run_study
 from tunelab.signals import sigterm_interrupts
 from tunelab.simulator import refine_setup        # importing it registers the SYNTHETIC "simulator" target
 from tunelab.store import Store, check_study_name, default_store_path, store_path_for
@@ -142,6 +145,11 @@ class RunResult:
 
     summary: runner.RunSummary
     labs_removed: list[str] = field(default_factory=list)
+    #: a sequential design's rounds (``rounds.RoundRecord``) and why it stopped; empty for a fixed design
+    rounds: list[Any] = field(default_factory=list)
+    stop_reason: str | None = None
+    #: the A/A calibration before the study's trials (``noise.calibration_runs``), or None
+    calibration: calibration_mod.Calibration | None = None
 
     def __getattr__(self, name: str) -> Any:
         if name == "summary":
@@ -149,19 +157,29 @@ class RunResult:
         return getattr(self.summary, name)
 
     def __str__(self) -> str:
-        return str(self.summary)
+        lines = [str(self.summary)] + [f"  {record.line()}" for record in self.rounds]
+        lines += [f"  stopped: {self.stop_reason}"] if self.stop_reason else []
+        if self.calibration is not None:
+            lines.append(f"noise: {self.calibration.cv_text() or 'no metric'} over {self.calibration.usable} A/A trials"
+                         + (f"; {len(self.calibration.warnings)} SESOI warning(s), see above"
+                            if self.calibration.warnings else ""))
+        return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
         s = self.summary
         return {"study": s.study, "store": str(s.store_path), "recorded": s.recorded, "planned": s.planned,
                 "skipped": s.skipped, "ok": s.ok, "flagged": s.flagged, "failed": s.failed,
                 "interrupted": s.interrupted, "wall_s": s.wall_s, "failures": list(s.failures),
-                "foreign_load": list(s.foreign_load), "labs_removed": list(self.labs_removed)}
+                "foreign_load": list(s.foreign_load), "labs_removed": list(self.labs_removed),
+                "rounds": [json_value(vars(record)) for record in self.rounds], "stop_reason": self.stop_reason,
+                "repeated": s.repeated, "repeats": list(s.repeats),
+                "noise": self.calibration.to_json() if self.calibration is not None else None}
 
 
 def run(design_path: PathLike, *, target: str | None = None, store: PathLike | None = None,
         allow_host_global: bool = False, progress: bool = True, retry_failed: bool = False,
-        allow_design_commands: bool = False, checkpoint: Checkpoint | None = None) -> RunResult:
+        allow_design_commands: bool = False, checkpoint: Checkpoint | None = None,
+        repeat_busy_pct: float | None = None) -> RunResult:
     """Run a design's plan on its target (or ``target``) and record every trial in the store.
 
     Resumes: trials already recorded are skipped. Target options that run commands (e.g.
@@ -169,9 +187,14 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
     first (named on stderr); a crash of another study that left knobs changed stops the run. A
     dry run (``target="dry-run"``) records into a throw-away store: the study's store is untouched.
     ``checkpoint`` is passed to :func:`tunelab.runner.run_design` (the kill-point tests use it).
+    ``repeat_busy_pct`` overrides the design's ``noise.repeat_busy_pct`` (measure a trial again when
+    other processes used more than this % of the machine). With ``noise.calibration_runs`` the
+    study's A/A calibration runs first (:mod:`tunelab.calibration`); its lines go to stderr.
     See ``tunelab run --help`` for the safety rules.
     """
     design = load_design(design_path)
+    hash_of_design = design.design_hash
+    design = _with_busy_rule(design, repeat_busy_pct)
     spec = target_spec_for(design, target)
     target_cls = check_target_spec(spec, allow_commands=allow_design_commands)   # refuses before the store opens
     path = Path(store) if store is not None else default_store_path(design.name)
@@ -182,15 +205,33 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
             print(f"removed orphaned lab {name} (its run had died)", file=sys.stderr)
         if not dry:
             leases.check_crashed_runs(own_store=path)
-        with Store.open(path, study=design.name, design_hash=design.design_hash,
+        with Store.open(path, study=design.name, design_hash=hash_of_design,
                         design_text=Path(design_path).read_text(),
                         target_spec={"type": spec["type"], "options": spec["options"]}) as opened:
             with build_target(spec, allow_commands=allow_design_commands) as live:
-                summary = runner.run_design(design, live, opened, allow_host_global=allow_host_global,
-                                            progress=progress, retry_failed=retry_failed, checkpoint=checkpoint)
+                # ---- noise calibration: A/A baseline trials before the study's own (noise.calibration_runs)
+                calibration = calibration_mod.run_calibration(design, live, opened, allow_host_global=allow_host_global,
+                                                              progress=progress, checkpoint=checkpoint)
+                for line in calibration.lines() if calibration is not None else []:
+                    print(line, file=sys.stderr)
+                # ---- end of noise calibration
+                study = run_study(design, live, opened, allow_host_global=allow_host_global,
+                                  progress=progress, retry_failed=retry_failed, checkpoint=checkpoint)
         leases.sweep()                # a crashed run of this study, now recovered, leaves no lease
-    summary.recorded = not dry
-    return RunResult(summary, removed)
+    study.summary.recorded = not dry
+    return RunResult(study.summary, removed, study.rounds, study.stop_reason, calibration)
+
+
+def _with_busy_rule(design: Design, repeat_busy_pct: float | None) -> Design:
+    """``design`` with ``noise.repeat_busy_pct`` set from ``tunelab run --repeat-busy PCT`` (DesignError unless 0 < PCT < 100)."""
+    if repeat_busy_pct is None:
+        return design
+    if isinstance(repeat_busy_pct, bool) or not isinstance(repeat_busy_pct, (int, float)) \
+            or not 0 < repeat_busy_pct < 100:
+        raise DesignError(f"--repeat-busy must be a percentage of the machine above 0 and below 100, got "
+                          f"{repeat_busy_pct!r} (e.g. 20: measure a trial again when other processes used more than "
+                          "20 % of the CPUs)")
+    return dataclasses.replace(design, noise=dataclasses.replace(design.noise, repeat_busy_pct=float(repeat_busy_pct)))
 
 
 @contextmanager
@@ -727,9 +768,8 @@ class LabUp:
 def lab_up(name: str | None = None, *, bottleneck_mbit: float | None = None, queue_limit_bytes: int | None = None,
            disk_mb: int | None = None, records: int = 1000, pin: bool = True) -> LabUp:
     """Create a lab that stays up after this process exits (remove it with :func:`lab_down`)."""
-    cpus = {} if pin else {"server_cpu": None, "client_cpu": None}
     lab = lab_target.LabTarget(name=name, bottleneck_mbit=bottleneck_mbit, queue_limit_bytes=queue_limit_bytes,
-                               records=records, disk_mb=disk_mb, **cpus)
+                               records=records, disk_mb=disk_mb, pin_cpus="auto" if pin else False)
     lab.up()
     disk = lab.resolve_device("@disk") if disk_mb else None
     lab.detach()

@@ -11,7 +11,7 @@ type                   text form                                   used for
 :class:`Metric`        ``name[:max|:min][:SESOI]``                  designs, screen, refine, validate
 :class:`TrialStatus`   ``ok``, ``flagged``, ...                     store, runner, stats
 :class:`Phase`         ``screen``, ``refine``, ...                  store, runner, optimize
-:class:`Verdict`       ``matters``, ``no effect (equivalent)``...   stats, reports
+:class:`Verdict`       ``matters``, ``not comparable``, ...         stats, reports
 =====================  ==========================================  ==================================
 
 The enums are ``str`` enums: ``TrialStatus.OK == "ok"``, so stored text and JSON stay plain strings.
@@ -361,6 +361,8 @@ class Phase(str, Enum):
     """Which step of a study a trial belongs to."""
 
     SCREEN = "screen"
+    #: baseline-only A/A trials before a study's own, to measure the noise (``noise.calibration_runs``)
+    CALIBRATE = "calibrate"
     REFINE = "refine"
     CONFIRM = "confirm"
     VALIDATE = "validate"
@@ -379,13 +381,19 @@ class Verdict(str, Enum):
     EQUIVALENT = "no effect (equivalent)"
     INCONCLUSIVE = "inconclusive"      # more replicates needed
     UNTESTABLE = "untestable"          # e.g. the load failed at a level; the reason names the failures
+    #: a guard metric (answered queries, lost share, retransmits) degraded beyond its SESOI at the
+    #: reported level, so a metric conditional on it (latency of the answered queries) is not compared
+    NOT_COMPARABLE = "not comparable"
 
     def __str__(self) -> str:
         return self.value
 
 
 VERDICTS = tuple(Verdict)
+#: verdicts that need no more replicates: a relevant effect, equivalence, or a guard that tripped
+DECIDED_VERDICTS = (Verdict.MATTERS, Verdict.EQUIVALENT, Verdict.NOT_COMPARABLE)
 
-__all__ = ["DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES", "Direction", "FINAL_STATUSES", "HOSTS",
-           "KnobId", "Metric", "PHASES", "ParseError", "Phase", "TrialStatus", "USABLE_STATUSES", "VERDICTS",
-           "Verdict", "json_value", "knob_id", "level_from_json", "level_text", "level_to_json", "level_value"]
+__all__ = ["DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES", "Direction",
+           "FINAL_STATUSES", "HOSTS", "KnobId", "Metric", "PHASES", "ParseError", "Phase", "TrialStatus",
+           "USABLE_STATUSES", "VERDICTS", "Verdict", "json_value", "knob_id", "level_from_json", "level_text",
+           "level_to_json", "level_value"]

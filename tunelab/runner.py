@@ -56,7 +56,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from tunelab.designs import Design, make_plan
-from tunelab.designs.plan import PLAN_COLUMNS
+from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS, PLAN_COLUMNS
 from tunelab.errors import DesignError, KnobError, SafetyError, TargetError, TunelabError
 from tunelab.journal import host_identity, restore_journal
 from tunelab.knobs import Knob, get_knob
@@ -215,6 +215,10 @@ class RunSummary:
     foreign_load: list[float] = field(default_factory=list)
     #: False for a dry run: its trials went to a throw-away store, the study's store was not touched
     recorded: bool = True
+    #: attempts set aside and measured again because other processes were busy (noise.repeat_busy_pct)
+    repeated: int = 0
+    #: one line per such attempt, and per run still busy after its last repeat
+    repeats: list[str] = field(default_factory=list)
 
     def count(self, outcome: TrialOutcome, machine_cpu_s: float | None = None) -> None:
         """Count a trial; ``machine_cpu_s`` (CPUs x trial seconds) turns its foreign CPU into a share."""
@@ -239,6 +243,10 @@ class RunSummary:
                 lines.append(f"warning: other processes used {100 * median:.0f} % of the machine during the median "
                              "trial; that is the main noise source in lab measurements, so intervals will be wider "
                              "and effects may shift. Rerun on a quiet machine if you can (the report shows the drift).")
+        if self.repeats:
+            lines.append(f"{self.repeated} trial(s) measured again because other processes were busy "
+                         "(the busy attempts stay in the store, status interrupted, reason 'repeated: ...'):")
+            lines += [f"  {line}" for line in self.repeats[:20]]
         lines += [f"  {line}" for line in self.failures[:20]]
         if len(self.failures) > 20:
             lines.append(f"  ... and {len(self.failures) - 20} more (see the store)")
@@ -548,6 +556,20 @@ def load_of(design: Design | Mapping[str, Any]) -> tuple[Load, dict[str, Any]]:
 PlannedTrial = tuple[str, dict[str, Any], dict[str, Any]]
 
 
+def profile_settings(design: Design | Mapping[str, Any], load: Load,
+                     rows: Sequence[PlannedTrial]) -> dict[str, dict[str, Any]]:
+    """The load settings of each profile the planned trials name (plan column ``profile``).
+
+    Each is the profile merged with the design's ``load.settings``, as :func:`load_of` merges the
+    single profile; empty for a plan without profiles. A profile the load does not know raises
+    :class:`~tunelab.errors.LoadError` here, before anything runs.
+    """
+    section = _field(design, "load", {}) or {}
+    overrides = dict(_field(section, "settings", {}) or {})
+    names = dict.fromkeys(info["profile"] for _, _, info in rows if info.get("profile") is not None)
+    return {name: load.settings(name, overrides) for name in names}
+
+
 def _planned_trials(plan: pd.DataFrame, specs: Sequence[BoundKnob], phase: str) -> list[PlannedTrial]:
     """The plan's rows in ``run_order`` as trials: run key ``"<phase>:<run_id>"``, config, bookkeeping."""
     missing = [spec.id for spec in specs if spec.id not in plan.columns]
@@ -557,7 +579,8 @@ def _planned_trials(plan: pd.DataFrame, specs: Sequence[BoundKnob], phase: str) 
     rows: list[PlannedTrial] = []
     for record in plan.to_dict("records"):
         config = {spec.id: level_from_json(level_to_json(record[spec.id])) for spec in specs}
-        info = {col: level_from_json(level_to_json(record[col])) for col in PLAN_COLUMNS if col in record}
+        info = {col: level_from_json(level_to_json(record[col])) for col in (*PLAN_COLUMNS, *OPTIONAL_PLAN_COLUMNS)
+                if col in record}
         rows.append((f"{phase}:{info.get('run_id', len(rows))}", config, info))
     return rows
 
@@ -631,7 +654,11 @@ def run_design(
     here or by the design's ``target.allow_host_global``) before the first write.
 
     ``plan``, ``load``/``load_settings`` and ``knob_lookup`` default to ``make_plan(design)``,
-    the design's load and :func:`tunelab.knobs.get_knob`; pass them to run a custom plan.
+    the design's load and :func:`tunelab.knobs.get_knob`; pass them to run a custom plan. A
+    trial whose plan row names a load ``profile`` runs with that profile's settings
+    (:func:`profile_settings`); the others with ``load_settings``.
+    With the design's ``noise.repeat_busy_pct``, a trial during which other processes used more
+    of the machine is set aside and its run measured again (:class:`BusyRule`).
     A progress bar with ETA goes to stderr when ``progress`` and stderr is a terminal.
 
     Examples
@@ -650,6 +677,7 @@ def run_design(
     allow = allow_host_global or target_spec_of(design)["allow_host_global"]
     warmup_s, measure_s = _durations(design)
     _check_plan(specs, rows, allow)
+    by_profile = profile_settings(design, load, rows)      # an unknown profile stops here, before any write
 
     recover_journal(store, target, allow_host_global=allow, knob_lookup=knob_lookup)
     todo = _still_to_run(store, rows, phase, retry_failed)
@@ -670,9 +698,12 @@ def run_design(
         for run_key, config, info in todo:
             with deferred_interrupts():
                 target.reset()
-            outcome = run_trial(target, load, specs, config, run_key, phase, store, warmup_s, measure_s,
-                                load_settings=load_settings, plan_info=info, allow_host_global=allow,
-                                provenance=run_provenance, checkpoint=checkpoint)
+            measure = lambda provenance: run_trial(  # noqa: E731 - this run, measured again if busy
+                target, load, specs, config, run_key, phase, store, warmup_s, measure_s,
+                load_settings=by_profile.get(info.get("profile"), load_settings), plan_info=info,
+                allow_host_global=allow, provenance=provenance, checkpoint=checkpoint)
+            outcome = _repeat_while_busy(measure(run_provenance), measure, target, store, run_provenance,
+                                         busy_rule(design), machine_cpu_s, summary)
             summary.count(outcome, machine_cpu_s)
             bar.update(1)
             bar.set_postfix(ok=summary.ok, flagged=summary.flagged, failed=summary.failed, refresh=False)
@@ -681,6 +712,50 @@ def run_design(
         _cleanup_load(load, target)
         summary.wall_s = time.perf_counter() - started
     return summary
+
+
+@dataclass(frozen=True)
+class BusyRule:
+    """``noise.repeat_busy_pct`` / ``max_repeats``: measure a run again while other processes used
+    more than ``pct`` % of the machine during it, at most ``max_repeats`` times."""
+
+    pct: float
+    max_repeats: int = 2
+
+
+def busy_rule(design: Design | Mapping[str, Any]) -> BusyRule | None:
+    """The design's :class:`BusyRule` (its ``noise`` section), or None when busy trials are kept."""
+    noise = _field(design, "noise")
+    pct = _field(noise, "repeat_busy_pct") if noise is not None else None
+    return None if pct is None else BusyRule(float(pct), int(_field(noise, "max_repeats", 2)))
+
+
+def _repeat_while_busy(outcome: TrialOutcome, measure: Callable[[Mapping[str, Any]], TrialOutcome], target: Target,
+                       store: Store, provenance: Mapping[str, Any], rule: BusyRule | None, machine_cpu_s: float,
+                       summary: RunSummary) -> TrialOutcome:
+    """While ``outcome`` is a measurement during which other processes used more than ``rule.pct`` %
+    of the machine, set it aside (kept in the store: status ``interrupted``, reason ``repeated: ...``,
+    provenance ``repeated``/``busy_pct``) and ``measure`` the run again with ``repeat_of`` (the set-aside
+    trial) in its provenance; at most ``rule.max_repeats`` times. The last attempt is the run's."""
+    repeats = 0
+    while rule is not None and outcome.status in (TrialStatus.OK, TrialStatus.FLAGGED):
+        busy = 100 * outcome.foreign_cpu_s / machine_cpu_s if outcome.foreign_cpu_s is not None and machine_cpu_s else None
+        if busy is None or busy <= rule.pct:
+            break
+        if repeats == rule.max_repeats:
+            summary.repeats.append(f"{outcome.run_key}: still busy ({busy:.0f} %) after {repeats} repeat(s); "
+                                   f"trial {outcome.trial_id} kept")
+            break
+        reason = f"repeated: other processes used {busy:.0f} % of the machine (threshold {rule.pct:g} %)"
+        store.set_aside_trial(outcome.trial_id, reason,
+                              {"repeated": True, "busy_pct": round(busy, 1), "repeat_threshold_pct": rule.pct})
+        summary.repeats.append(f"{outcome.run_key} (trial {outcome.trial_id}): other processes used {busy:.0f} %")
+        summary.repeated += 1
+        repeats += 1
+        with deferred_interrupts():
+            target.reset()
+        outcome = measure({**provenance, "repeat_of": outcome.trial_id, "attempt": repeats + 1})
+    return outcome
 
 
 def recover_journal(store: Store, target: Target, *, allow_host_global: bool = False,
@@ -734,5 +809,6 @@ def describe_target(target: Target) -> dict[str, Any]:
         return {"target": getattr(target, "name", "?"), "describe_error": f"{type(exc).__name__}: {exc}"}
 
 
-__all__ = ["BoundKnob", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs", "check_host_global",
-           "check_trial", "load_of", "run_design", "run_trial", "target_spec_of", "validate_config"]
+__all__ = ["BoundKnob", "BusyRule", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs", "busy_rule",
+           "check_host_global", "check_trial", "load_of", "profile_settings", "run_design", "run_trial", "target_spec_of",
+           "validate_config"]

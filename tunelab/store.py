@@ -7,7 +7,8 @@
     spec (so ``tunelab restore`` can rebuild the target after a crash).
 ``trials``
     one row per attempted trial: planned config, status (``running`` while live, then ``ok``,
-    ``flagged``, ``failed`` or ``interrupted``), knobs as read back, metrics, per-second series,
+    ``flagged``, ``failed`` or ``interrupted``: cut short, or set aside to be repeated because other
+    processes were busy), knobs as read back, metrics, per-second series,
     phase timings, foreign CPU seconds and provenance.
 ``journal``
     one row per knob change, written (and fsynced) *before* the change is made, marked
@@ -48,7 +49,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import pandas as pd
 import psutil
 
-from tunelab.designs.plan import PLAN_COLUMNS
+from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS, PLAN_COLUMNS
 from tunelab.designs.schema import MAX_NAME_LENGTH, NAME_PATTERN
 from tunelab.errors import StoreError, quoted
 from tunelab.model import (DONE_STATUSES, FINAL_STATUSES, HOSTS, PHASES, KnobId, ParseError, TrialStatus,
@@ -322,7 +323,8 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
 
 
 #: types of the plan bookkeeping a trial may carry (Contract 2)
-_PLAN_TYPES = {"run_id": int, "config_id": int, "block": int, "replicate": int, "run_order": int, "is_baseline": bool}
+_PLAN_TYPES = {"run_id": int, "config_id": int, "block": int, "replicate": int, "run_order": int, "is_baseline": bool,
+               "profile": str}
 
 
 def _check_plan(plan: dict[str, Any], where: str) -> dict[str, Any]:
@@ -746,6 +748,23 @@ class Store:
             if cur.rowcount != 1:
                 raise StoreError(f"trial {trial_id} is not running in {self.path}; it was finished already or never begun")
 
+    def set_aside_trial(self, trial_id: int, reason: str, provenance: Mapping[str, Any]) -> None:
+        """Keep a recorded ``ok``/``flagged`` trial but take it out of its run: status ``interrupted``
+        (never used by the statistics, and its run key counts as not done, so the run is measured
+        again, also after a crash), ``reason`` saying why, ``provenance`` merged into its own.
+
+        The runner sets aside a trial during which other processes were busy
+        (``noise.repeat_busy_pct``; reason ``repeated: ...``, provenance ``{"repeated": true, ...}``).
+        """
+        with self._transaction() as db:
+            row = db.execute("SELECT provenance, status FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
+            if row is None or row[1] not in (TrialStatus.OK, TrialStatus.FLAGGED):
+                raise StoreError(f"trial {trial_id} in {self.path} is not an ok or flagged trial; only a measurement "
+                                 "can be set aside to be repeated")
+            merged = {**_mapping(_loads(row[0]), f"{self.path}: trial {trial_id} provenance"), **provenance}
+            db.execute("UPDATE trials SET status = ?, reason = ?, provenance = ? WHERE trial_id = ?",
+                       (TrialStatus.INTERRUPTED.value, reason, _dumps(merged), trial_id))
+
     def add_timings(self, trial_id: int, timings: Mapping[str, float]) -> None:
         """Merge durations measured after the trial was recorded (restore) into its timings."""
         with self._transaction() as db:
@@ -974,6 +993,7 @@ class Store:
         study = self.study.name if self.study else self.path.stem
         knob_cols: dict[str, None] = {}
         metric_cols: dict[str, None] = {}
+        optional: dict[str, None] = {}       # optional plan columns some trial has (round, ...)
         records = []
         for trial_id, config, plan, status, reason, knobs_read, metrics, foreign, started, ended in rows:
             self._check_row(trial_id, phase, status, reason, foreign, started, ended)
@@ -987,6 +1007,8 @@ class Store:
             start = pd.Timestamp(started)
             record = {"study": study, "trial_id": trial_id}
             record.update({col: plan.get(col) for col in PLAN_COLUMNS})
+            optional.update(dict.fromkeys(col for col in OPTIONAL_PLAN_COLUMNS if col in plan))
+            record.update({col: plan[col] for col in OPTIONAL_PLAN_COLUMNS if col in plan})
             record.update({
                 "status": status, "reason": reason, "started_at": start,
                 "duration_s": (pd.Timestamp(ended) - start).total_seconds() if ended else None,
@@ -999,15 +1021,16 @@ class Store:
         if clash:
             raise StoreError(f"{self.path}: knob ids {sorted(clash)[:5]} clash with metric or bookkeeping column names; "
                              "rename them")
-        columns = TIDY_COLUMNS + list(knob_cols) + list(metric_cols)
+        bookkeeping = TIDY_COLUMNS + [col for col in OPTIONAL_PLAN_COLUMNS if col in optional]
+        columns = bookkeeping + list(knob_cols) + list(metric_cols)
         frame = pd.DataFrame.from_records(
-            [{**{c: r.get(c) for c in TIDY_COLUMNS},
+            [{**{c: r.get(c) for c in bookkeeping},
               **{k: r.get(f"knob:{k}") for k in knob_cols},
               **{m: r.get(f"metric:{m}", math.nan) for m in metric_cols}} for r in records],
             columns=columns,
         )
-        for col in ("trial_id", "run_id", "config_id", "block", "replicate", "run_order"):
-            if frame[col].notna().all():
+        for col in ("trial_id", "run_id", "config_id", "block", "replicate", "run_order", "round"):
+            if col in frame.columns and frame[col].notna().all():
                 frame[col] = frame[col].astype("int64")
         if frame["is_baseline"].notna().all():
             frame["is_baseline"] = frame["is_baseline"].astype(bool)

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from tunelab.designs import load_design_text
+from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS
 from tunelab.errors import DataError
 from tunelab.loads.metrics import METRICS
 from tunelab.model import Metric, ParseError, level_text
@@ -21,8 +22,9 @@ from tunelab.store import TIDY_COLUMNS, Store, store_path_for
 # tunelab.stats (scipy, statsmodels: about two seconds) is imported inside the two functions that
 # sort levels, so importing this module (as tunelab.api does) stays cheap.
 
-#: columns of a tidy trial table that are neither knobs nor metrics (the store's own bookkeeping)
-BOOKKEEPING = tuple(TIDY_COLUMNS)
+#: columns of a tidy trial table that are neither knobs nor metrics (the store's own bookkeeping, and
+#: the plan columns only some studies have: ``round``, the load ``profile``)
+BOOKKEEPING = (*TIDY_COLUMNS, *OPTIONAL_PLAN_COLUMNS)
 
 
 def _metrics(texts: Sequence[str]) -> list[dict[str, Any]]:
@@ -205,17 +207,30 @@ def screen_inputs(source: str | Path, *, metrics: Sequence[str] = (), knobs: Seq
 def design_info(design: Any) -> dict[str, Any]:
     """What the screen needs to know about a study's design beyond its runs (``stats.screen(design=…)``).
 
-    ``type`` (the design generator) and ``interactions`` (``analysis.interactions``); for Latin
+    ``type`` (the design generator) and ``interactions`` (``analysis.interactions``); for a
+    sequential design ``sequential`` (``max_replicates`` and ``spending``: the screen replays its
+    looks, :func:`tunelab.stats.sequential_screen`); for a profile-crossed design ``profiles``
+    (the load profiles in design order: the screen's ``profile`` factor); for Latin
     hypercube and Morris designs the generator's ``ranges`` (every knob's low, high and scale),
     and for Morris designs its ``points`` in trajectory order and grid ``levels``. Aliases are not
-    passed: the screen's model finds them in the runs themselves.
+    passed: the screen's model finds them in the runs themselves. ``guards``
+    (:func:`tunelab.designs.schema.design_guards`): the guard metrics and what each metric is
+    conditional on, from the design and its load's defaults.
     """
     from tunelab.designs.generators import GENERATORS
+    from tunelab.designs.schema import design_guards
     from tunelab.stats.screen import RANGE_DESIGNS
 
     import numpy as np
 
-    info: dict[str, Any] = {"type": design.design_type, "interactions": design.analysis.interactions}
+    info: dict[str, Any] = {"type": design.design_type, "interactions": design.analysis.interactions,
+                            "guards": design_guards(design)}
+    sequential = getattr(design, "sequential", None)
+    if sequential is not None:
+        info["sequential"] = {"max_replicates": sequential.max,
+                              **({"spending": sequential.spending} if sequential.spending else {})}
+    if design.load.crossed:      # the screen models the load profile as a factor (the first is its reference)
+        info["profiles"] = list(design.load.profiles)
     if design.design_type not in RANGE_DESIGNS:
         return info              # building a factorial's rows would only import pyDOE3 for nothing
     generated = GENERATORS.get(design.design_type).build(design, np.random.default_rng(design.seed)).info

@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"journal", "signals", "leases", "runner"},
     {"stats"},
     {"tidy"},
-    {"optimize"},
+    {"optimize", "rounds", "calibration"},
     {"simulator"},
     {"report"},
     {"api", "__init__"},

@@ -40,8 +40,11 @@ def run(args: argparse.Namespace) -> int:
     if summary["design"]["target"] == "lab" and os.geteuid() != 0:
         raise TunelabError("the embedded lab builds network namespaces and needs root; run as root (sudo), "
                            f"or look at the plan without running it: tunelab plan {args.design}")
-    print(f"quickstart: study {planned.design.name!r}: {summary['runs']} runs on target {summary['design']['target']!r}, "
-          f"about {summary['estimated_wall_s'] / 60:.0f} min", flush=True)
+    rule = summary.get("sequential")
+    size = (f"{summary['runs']} runs in round 1, more rounds for undecided knobs (at most {rule['max_runs']} runs, "
+            f"~{rule['max_wall_s'] / 60:.0f} min)" if rule else
+            f"{summary['runs']} runs, about {summary['estimated_wall_s'] / 60:.0f} min")
+    print(f"quickstart: study {planned.design.name!r} on target {summary['design']['target']!r}: {size}", flush=True)
     outcome = tunelab.run(args.design, progress=not args.no_progress, allow_design_commands=args.allow_design_commands)
     print(outcome, flush=True)
     result = tunelab.screen(outcome.store_path)

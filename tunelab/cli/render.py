@@ -88,6 +88,7 @@ def plan_table(summary: dict[str, Any], plan: Any) -> str:
         f"wall time   ~{duration(summary['estimated_wall_s'])} (runs x (warmup {t['warmup_s']:g} s + "
         f"measure {t['measure_s']:g} s + {t['run_overhead_s']:g} s) + "
         f"{summary['restarts']} restarts x {t['restart_s']:g} s)",
+        *_sequential_lines(summary.get("sequential")),
         "",
     ]
     knobs = pd.DataFrame([{
@@ -119,8 +120,22 @@ def plan_table(summary: dict[str, Any], plan: Any) -> str:
     return "\n".join(lines)
 
 
+def _sequential_lines(rule: dict[str, Any] | None) -> list[str]:
+    """What a sequential design's plan shows beyond its first round."""
+    if not rule:
+        return []
+    budgets = [f"budget_trials {rule['budget_trials']}" if rule.get("budget_trials") else "",
+               f"budget_minutes {rule['budget_minutes']:g}" if rule.get("budget_minutes") else ""]
+    budget = "; ".join(b for b in budgets if b)
+    return [f"sequential  the plan below is round 1 ({rule['min']} replicates); then {rule['step']} more replicates "
+            f"of each still-inconclusive level per round until every verdict is decided, up to {rule['max']} "
+            f"replicates{'; ' + budget if budget else ''}",
+            f"            at most {rule['max_runs']} runs, ~{duration(rule['max_wall_s'])}"]
+
+
 def verdict_table(verdicts: Any, absolute: frozenset[str] = frozenset()) -> str:
-    """The screen's verdict table as readable text (rounded numbers, no reasons).
+    """The screen's verdict table as readable text (rounded numbers, no reasons); a verdict a guard
+    overruled reads ``not comparable (guard: qps -99.8 %)``.
 
     Effects are % changes, or differences in the metric's units for the metrics in ``absolute``
     (those with a ``sesoi_abs``) and wherever a % change is undefined (a baseline mean of 0).
@@ -128,6 +143,8 @@ def verdict_table(verdicts: Any, absolute: frozenset[str] = frozenset()) -> str:
     import pandas as pd
 
     table = verdicts[VERDICT_COLUMNS].copy()
+    guards = verdicts["guard"].tolist() if "guard" in verdicts.columns else [None] * len(verdicts)
+    table["verdict"] = [f"{v} ({g})" if isinstance(g, str) and g else v for v, g in zip(verdicts["verdict"], guards)]
     table["best_level"] = [("-" if v is None or (isinstance(v, float) and math.isnan(v)) else level_text(v))
                            for v in verdicts["best_level"].tolist()]
     table["p_adj"] = table["p_adj"].map(lambda p: f"{p:.3g}" if pd.notna(p) else "-")

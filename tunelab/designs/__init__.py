@@ -4,15 +4,16 @@
 >>> design = load_design("designs/default.yaml")        # relative to the repository root
 >>> plan = make_plan(design)
 >>> len(plan), plan_summary(design, plan)["estimated_wall_s"]
-(45, 422.0)
+(27, 254.0)
 """
 from tunelab.designs.generators import GENERATORS, Generator, fractional_factorial, hadamard, plackett_burman
-from tunelab.designs.plan import estimated_wall_s, make_plan, plan_records, plan_summary
+from tunelab.designs.plan import estimated_wall_s, make_plan, plan_records, plan_summary, round_plan
 from tunelab.designs.schema import (
     AnalysisSpec,
     Design,
     KnobSpec,
     LoadSpec,
+    SequentialSpec,
     TargetSpec,
     check_design_commands,
     design_commands,
@@ -23,7 +24,7 @@ from tunelab.designs.schema import (
 
 __all__ = [
     "GENERATORS", "Generator", "fractional_factorial", "hadamard", "plackett_burman",
-    "estimated_wall_s", "make_plan", "plan_records", "plan_summary",
-    "AnalysisSpec", "Design", "KnobSpec", "LoadSpec", "TargetSpec",
+    "estimated_wall_s", "make_plan", "plan_records", "plan_summary", "round_plan",
+    "AnalysisSpec", "Design", "KnobSpec", "LoadSpec", "SequentialSpec", "TargetSpec",
     "check_design_commands", "design_commands", "load_design", "load_design_text", "parse_design",
 ]

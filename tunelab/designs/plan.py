@@ -8,18 +8,30 @@ Replicates repeat the design's runs; consecutive replicates form blocks (``block
   opens the replicate and follows every ``baseline_every`` (default 2) varied runs, so baseline
   runs are spread through the whole plan and drift shows up as a trend in the baselines.
 
-``run_id`` numbers the runs in standard order (replicate by replicate, design row by row), so it
-does not depend on the seed; ``config_id`` numbers distinct knob settings in order of appearance.
+A design with several load profiles (``load.profile: [low, overload]``) crosses every design row
+with every profile; the plan column ``profile`` names each run's profile (single-profile plans
+have no such column). Profiles are shuffled, not blocked: a block's runs are shuffled together
+over all profiles, and an OAT replicate's groups (a baseline run of one profile and the
+``baseline_every`` varied runs of that profile that follow it) are shuffled over the profiles, so
+each profile's baselines stay interleaved with its own varied runs while drift falls on every
+profile alike (blocking the profiles would confound the load with time). The runner runs each
+trial with its own profile's settings (one load invocation per trial).
+
+``run_id`` numbers the runs in standard order (replicate by replicate, then profile by profile,
+design row by row), so it does not depend on the seed; ``config_id`` numbers distinct knob settings in order of appearance.
 """
 from __future__ import annotations
 
+import itertools
 import math
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from tunelab.designs.generators import GENERATORS, DesignRows
 from tunelab.designs.schema import Design, design_commands
+from tunelab.errors import DesignError
 from tunelab.model import level_to_json
 
 if TYPE_CHECKING:
@@ -32,6 +44,8 @@ RESTART_S = 1.0
 
 #: bookkeeping columns of a plan (Contract 2), before the knob columns; they travel with each trial into the store
 PLAN_COLUMNS = ["run_id", "config_id", "block", "replicate", "run_order", "is_baseline", "varied_knob"]
+#: bookkeeping columns only some plans have: ``round`` (sequential designs, 1, 2, ...)
+OPTIONAL_PLAN_COLUMNS = ["round", "profile"]
 
 
 def _rows(design: Design) -> DesignRows:
@@ -51,23 +65,33 @@ def _replicate_template(design: Design, rows: DesignRows) -> tuple[list[dict[str
 
 
 def _order(design: Design, rows: DesignRows, per_rep: int, varied: list[str | None],
-           rng: np.random.Generator) -> list[int]:
-    """Run ids (standard numbering) in execution order."""
+           rng: np.random.Generator, profiles: int = 1) -> list[int]:
+    """Run ids (standard numbering) in execution order.
+
+    ``per_rep`` runs per replicate and profile; a replicate holds ``profiles`` such segments
+    (standard order: profile by profile). With one profile the random draws are those of a
+    single-load plan, so existing plans keep their order.
+    """
     order: list[int] = []
     reps_per_block = design.replicates // design.blocks
     if rows.baseline_every is not None:
         for rep in range(design.replicates):
-            start = rep * per_rep
-            baselines = [start + i for i, v in enumerate(varied) if v is None]
-            changed = [start + i for i, v in enumerate(varied) if v is not None]
-            changed = [changed[i] for i in rng.permutation(len(changed))]
-            for group in range(len(baselines)):
-                order.append(baselines[group])
-                order.extend(changed[group * rows.baseline_every:(group + 1) * rows.baseline_every])
+            groups: list[list[int]] = []
+            for profile in range(profiles):
+                start = (rep * profiles + profile) * per_rep
+                baselines = [start + i for i, v in enumerate(varied) if v is None]
+                changed = [start + i for i, v in enumerate(varied) if v is not None]
+                changed = [changed[i] for i in rng.permutation(len(changed))]
+                groups += [[baselines[group], *changed[group * rows.baseline_every:(group + 1) * rows.baseline_every]]
+                           for group in range(len(baselines))]
+            if profiles > 1:
+                groups = [groups[i] for i in rng.permutation(len(groups))]
+            for group in groups:
+                order.extend(group)
         return order
     for block in range(design.blocks):
-        start = block * reps_per_block * per_rep
-        ids = np.arange(start, start + reps_per_block * per_rep)
+        size = reps_per_block * per_rep * profiles
+        ids = np.arange(block * size, (block + 1) * size)
         order.extend(int(i) for i in rng.permutation(ids))
     return order
 
@@ -106,15 +130,17 @@ def make_plan(design: Design) -> pd.DataFrame:
     for config in configs:
         config_ids.setdefault(tuple(config[k] for k in ids), len(config_ids))
 
-    order = _order(design, rows, per_rep, varied, rng)
+    profiles = design.load.profiles if design.load.crossed else (None,)
+    order = _order(design, rows, per_rep, varied, rng, len(profiles))
     run_order = {run_id: position for position, run_id in enumerate(order)}
     baseline = design.baseline
     reps_per_block = design.replicates // design.blocks
-    records: dict[str, list[Any]] = {c: [] for c in PLAN_COLUMNS}
+    records: dict[str, list[Any]] = {c: [] for c in [*PLAN_COLUMNS, "profile"]}
     knob_values: dict[str, list[Any]] = {k: [] for k in ids}
-    for rep in range(design.replicates):
+    for rep, (p, profile) in itertools.product(range(design.replicates), enumerate(profiles)):
         for i, (config, knob) in enumerate(zip(configs, varied)):
-            run_id = rep * per_rep + i
+            run_id = (rep * len(profiles) + p) * per_rep + i
+            records["profile"].append(profile)
             records["run_id"].append(run_id)
             records["config_id"].append(config_ids[tuple(config[k] for k in ids)])
             records["block"].append(rep // reps_per_block)
@@ -134,7 +160,62 @@ def make_plan(design: Design) -> pd.DataFrame:
         "varied_knob": pd.Series(records["varied_knob"], dtype=object),
         **{knob.id: _column(knob_values[knob.id], knob.type) for knob in design.knobs},
     })
+    if design.load.crossed:
+        frame.insert(len(PLAN_COLUMNS), "profile", pd.Series(records["profile"], dtype=object))
+    if design.sequential is not None:
+        frame.insert(len(PLAN_COLUMNS), "round", pd.Series([1] * len(frame), dtype="int64"))
     return frame.sort_values("run_order", kind="stable").reset_index(drop=True)
+
+
+def round_plan(design: Design, pending: Mapping[str, Sequence[Any]], round_number: int,
+               first_run_id: int, replicates: int | None = None) -> pd.DataFrame:
+    """The plan of a later round of a sequential design: ``step`` (or ``replicates``) more
+    replicates of ``pending``.
+
+    ``pending`` maps knob id -> the non-baseline levels that need more replicates (what the
+    sequential screen left undecided). The (one-at-a-time) design runs ``step`` replicates of
+    just those levels with fresh baseline runs interleaved as in round 1. Run ids continue from
+    ``first_run_id``, ``round`` is ``round_number``, ``block`` numbers the rounds from 0 and the
+    order is randomised from ``seed + round_number - 1``, so a resumed study plans the same round.
+
+    Examples
+    --------
+    >>> from tunelab.designs import load_design
+    >>> design = load_design("designs/default.yaml")
+    >>> later = round_plan(design, {"net.ipv4.tcp_fin_timeout": [10]}, round_number=2, first_run_id=100)
+    >>> sorted(set(later["varied_knob"].dropna())), int(later["run_id"].min()), set(later["round"])
+    (['net.ipv4.tcp_fin_timeout'], 100, {2})
+    """
+    if design.sequential is None:
+        raise DesignError(f"design {design.name!r} has a fixed number of replicates; only a sequential design "
+                          "(replicates: {min, max, until: decided}) has later rounds")
+    unknown = sorted(set(pending) - set(design.knob_ids))
+    if unknown:
+        raise DesignError(f"pending knob(s) {', '.join(unknown)} are not knobs of design {design.name!r}")
+    knobs = tuple(replace(k, levels=(k.baseline, *[v for v in k.levels if v != k.baseline
+                                                   and v in set(pending.get(k.id, ()))]))
+                  for k in design.knobs)
+    sub = replace(design, knobs=knobs, replicates=replicates or design.sequential.step, blocks=1,
+                  seed=design.seed + round_number - 1)
+    frame = make_plan(sub)
+    ids = design.knob_ids
+    known = _config_ids(make_plan(design), ids)
+    configs = [tuple(row) for row in frame[ids].itertuples(index=False, name=None)]
+    for config in configs:
+        known.setdefault(config, len(known))
+    frame["config_id"] = [known[config] for config in configs]
+    frame["run_id"] += first_run_id
+    frame["run_order"] += first_run_id
+    frame["replicate"] += design.sequential.min + design.sequential.step * (round_number - 2)
+    frame["block"] = round_number - 1
+    frame["round"] = round_number
+    return frame
+
+
+def _config_ids(plan: pd.DataFrame, ids: list[str]) -> dict[tuple[Any, ...], int]:
+    """Knob settings -> ``config_id`` as a plan numbered them."""
+    rows = plan.sort_values("config_id")[[*ids, "config_id"]].itertuples(index=False, name=None)
+    return {tuple(row[:-1]): int(row[-1]) for row in rows}
 
 
 def count_restarts(design: Design, plan: pd.DataFrame) -> int:
@@ -161,12 +242,15 @@ def plan_records(plan: pd.DataFrame) -> list[dict[str, Any]]:
 def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
     """What a plan costs and touches, as a JSON-able dict (schema in designs/README.md).
 
-    Keys: ``design`` (name, type, source, hash, seed, replicates, blocks, options, target, load),
-    ``runs``, ``runs_per_replicate``, ``configs``, ``baseline_runs``, ``knobs`` (id, name, host,
+    Keys: ``design`` (name, type, source, hash, seed, replicates, blocks, options, target, load:
+    generator, profile (a list for a profile-crossed design) and profiles), ``runs``,
+    ``runs_per_replicate`` (every profile's runs of one replicate), ``configs``, ``baseline_runs``, ``knobs`` (id, name, host,
     device, family, scope, type, requires_restart, levels, baseline), ``host_global``, ``commands``
     (every command the design names, one line each; see ``--allow-design-commands``),
     ``warnings``, ``restarts``, ``estimated_wall_s``, ``timing`` and ``fractional`` (resolution,
-    generators, defining relation, aliases of main effects and 2FIs; None for other types).
+    generators, defining relation, aliases of main effects and 2FIs; None for other types) and
+    ``sequential`` (a sequential design's rule, ``first_round_runs``, and the worst case
+    ``max_runs``/``max_wall_s`` within ``max`` and the budgets; None for a fixed design).
     """
     rows = _rows(design)
     fractional = None
@@ -184,7 +268,9 @@ def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
             "seed": design.seed, "replicates": design.replicates, "blocks": design.blocks,
             "options": level_to_json(design.options), "target": design.target.type,
             "allow_host_global": design.target.allow_host_global,
-            "load": {"generator": design.load.generator, "profile": design.load.profile},
+            "load": {"generator": design.load.generator,
+                     "profile": list(design.load.profiles) if design.load.crossed else design.load.profile,
+                     "profiles": list(design.load.profiles)},
         },
         "runs": len(plan),
         "runs_per_replicate": len(plan) // design.replicates,
@@ -199,4 +285,18 @@ def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
         "timing": {"warmup_s": design.warmup_s, "measure_s": design.measure_s,
                    "run_overhead_s": RUN_OVERHEAD_S, "restart_s": RESTART_S},
         "fractional": fractional,
+        "sequential": _sequential_summary(design, plan),
     }
+
+
+def _sequential_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any] | None:
+    """A sequential design's rule and its worst case: every level run to ``max`` replicates."""
+    spec = design.sequential
+    if spec is None:
+        return None
+    most = len(plan) * spec.max // spec.min
+    if spec.budget_trials is not None:
+        most = min(most, spec.budget_trials)
+    per_run = estimated_wall_s(design, plan) / max(len(plan), 1)
+    return {**spec.to_dict(), "first_round_runs": len(plan), "max_runs": most,
+            "max_wall_s": min(most * per_run, 60 * spec.budget_minutes) if spec.budget_minutes else most * per_run}

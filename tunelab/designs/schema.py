@@ -71,7 +71,8 @@ MAX_SEED = 2**63 - 1
 #: longest error message; values quoted in errors are cut to this
 MAX_MESSAGE_CHARS = 600
 
-TOP_KEYS = ("name", "description", "target", "load", "warmup_s", "measure_s", "metrics", "knobs", "design", "analysis")
+TOP_KEYS = ("name", "description", "target", "load", "warmup_s", "measure_s", "metrics", "knobs", "design", "analysis",
+            "noise", "guards")
 KNOB_KEYS = ("name", "host", "device", "levels", "low", "high", "step", "scale", "n", "baseline")
 
 Path_ = tuple[Any, ...]
@@ -144,11 +145,27 @@ class KnobSpec:
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """The load generator, its named profile and overrides of the profile's settings."""
+    """The load generator, its named profile(s) and overrides of the profiles' settings.
+
+    ``profiles`` lists the load profiles the plan crosses with the knob levels: one name (or none)
+    for a single-load design, two or more distinct names when ``load.profile`` is a list (each
+    run then names its profile in the plan column ``profile``). ``profile`` is the single
+    profile, or the first of the list: the load a single-load phase (refine, validate) uses.
+    """
 
     generator: str
     profile: str | None
     settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    profiles: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.profiles and self.profile is not None:
+            object.__setattr__(self, "profiles", (self.profile,))
+
+    @property
+    def crossed(self) -> bool:
+        """True when the plan crosses two or more load profiles with the knob levels."""
+        return len(self.profiles) > 1
 
 
 @dataclass(frozen=True)
@@ -173,9 +190,69 @@ class AnalysisSpec:
     interactions: Any = "auto"
 
 
+#: what ``replicates: {until: ...}`` may say: keep adding rounds until every verdict is decided
+SEQUENTIAL_UNTIL = ("decided",)
+#: the alpha-spending functions of ``tunelab.stats.sequential`` a design may name (kept in step by a test)
+SPENDING_FUNCTIONS = ("obrien-fleming", "pocock", "linear")
+
+
+@dataclass(frozen=True)
+class SequentialSpec:
+    """``replicates: {min, max, step, until: decided}``: replicates added in rounds until decided.
+
+    Round 1 runs ``min`` replicates of every level; each later round runs ``step`` more of the
+    levels whose knob is still ``inconclusive`` (with fresh baseline runs), until every verdict is
+    decided, a knob level has ``max`` replicates, or ``budget_trials`` / ``budget_minutes`` (of the
+    whole study) would be exceeded. ``spending`` names the alpha-spending function of the looks
+    (``tunelab.stats.sequential``); None takes its default.
+    """
+
+    min: int
+    max: int
+    step: int
+    until: str = "decided"
+    budget_trials: int | None = None
+    budget_minutes: float | None = None
+    spending: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"min": self.min, "max": self.max, "step": self.step, "until": self.until,
+                "budget_trials": self.budget_trials, "budget_minutes": self.budget_minutes,
+                "spending": self.spending}
+
+
+#: most repeats of one busy trial (``noise.max_repeats``)
+MAX_BUSY_REPEATS = 10
+#: most A/A calibration trials (``noise.calibration_runs``)
+MAX_CALIBRATION_RUNS = 1_000
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """``noise: {repeat_busy_pct, max_repeats, calibration_runs}``: noise control of a study's trials.
+
+    ``repeat_busy_pct``: repeat a trial while other processes used more than this percentage of
+    the machine during it (None: never), at most ``max_repeats`` times; the busy attempts are kept
+    in the store, marked repeated. ``calibration_runs``: baseline-only A/A trials (phase
+    ``calibrate``) run before the study's own, whose spread gives the noise CV (0: none).
+    """
+
+    repeat_busy_pct: float | None = None
+    max_repeats: int = 2
+    calibration_runs: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"repeat_busy_pct": self.repeat_busy_pct, "max_repeats": self.max_repeats,
+                "calibration_runs": self.calibration_runs}
+
+
 @dataclass(frozen=True)
 class Design:
-    """A parsed, validated design file. ``design_hash`` identifies it for provenance."""
+    """A parsed, validated design file. ``design_hash`` identifies it for provenance.
+
+    ``replicates`` is the fixed number of replicates, or for a sequential design (``sequential``
+    set) the replicates of its first round (``sequential.min``).
+    """
 
     name: str
     description: str
@@ -192,6 +269,9 @@ class Design:
     options: Mapping[str, Any]
     analysis: AnalysisSpec
     source: str = "<string>"
+    sequential: SequentialSpec | None = None
+    noise: NoiseSpec = NoiseSpec()
+    guards: "GuardSpec" = field(default_factory=lambda: GuardSpec())
 
     @property
     def knob_ids(self) -> list[str]:
@@ -213,22 +293,34 @@ class Design:
             "description": self.description,
             "target": {"type": self.target.type, "options": level_to_json(self.target.options),
                        "allow_host_global": self.target.allow_host_global},
-            "load": {"generator": self.load.generator, "profile": self.load.profile,
+            "load": {"generator": self.load.generator,
+                     # a list only for profile-crossed designs, so single-profile designs keep their hash
+                     "profile": list(self.load.profiles) if self.load.crossed else self.load.profile,
                      "settings": level_to_json(self.load.settings)},
             "warmup_s": self.warmup_s,
             "measure_s": self.measure_s,
             "metrics": [m.to_json() for m in self.metrics],
             "knobs": [k.to_dict() for k in self.knobs],
-            "design": {"type": self.design_type, "replicates": self.replicates, "blocks": self.blocks,
-                       "seed": self.seed, "options": level_to_json(self.options)},
+            "design": {"type": self.design_type,
+                       "replicates": self.sequential.to_dict() if self.sequential else self.replicates,
+                       "blocks": self.blocks, "seed": self.seed, "options": level_to_json(self.options)},
             "analysis": {"alpha": self.analysis.alpha, "correction": self.analysis.correction},
+            # only when set: a design without a noise section keeps its canonical form
+            **({"noise": self.noise.to_dict()} if self.noise != NoiseSpec() else {}),
+            # only when declared: a design that keeps its load's default guards keeps its hash
+            **({"guards": self.guards.to_dict()} if self.guards.declared else {}),
         }
 
     @property
     def design_hash(self) -> str:
-        """sha256 of the canonical design (everything but ``description`` and the file path)."""
+        """sha256 of the canonical design (everything but ``description``, ``noise`` and the file path).
+
+        ``noise`` only decides which attempts are kept and adds calibration trials of their own
+        phase, never what a screen trial measures, so turning it on resumes the same study.
+        """
         canonical = self.to_dict()
         canonical.pop("description")
+        canonical.pop("noise", None)
         text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -559,19 +651,40 @@ def _parse_load(ctx: _Context, raw: Any) -> LoadSpec:
     if load_cls is None and generator not in LOAD_GENERATORS:
         raise ctx.error(path + ("generator",), f"unknown load generator {generator!r}; "
                         f"choose one of {', '.join(LOAD_GENERATORS)}")
-    profile = raw.get("profile")
-    if profile is not None:
-        profile = ctx.string(profile, path + ("profile",))
-        known = getattr(load_cls, "profiles", None) if load_cls is not None else None
-        if known and profile not in known:
-            raise ctx.error(path + ("profile",), f"{generator} has no profile {profile!r}; "
-                            f"known: {', '.join(sorted(known))}")
+    profiles = _parse_profiles(ctx, raw.get("profile"), generator, load_cls)
     settings = raw.get("settings", {}) or {}
     if not isinstance(settings, dict):
         raise ctx.error(path + ("settings",), f"must be a mapping of setting: value, got {quoted(settings)}")
     if load_cls is not None:
-        _check_load_settings(ctx, load_cls, profile, settings)
-    return LoadSpec(generator=generator, profile=profile, settings=_freeze(settings))
+        for profile in profiles or (None,):
+            _check_load_settings(ctx, load_cls, profile, settings)
+    return LoadSpec(generator=generator, profile=profiles[0] if profiles else None, settings=_freeze(settings),
+                    profiles=profiles)
+
+
+def _parse_profiles(ctx: _Context, raw: Any, generator: str, load_cls: type[Load] | None) -> tuple[str, ...]:
+    """``load.profile``: one profile name, or a list of at least two distinct ones (a profile-crossed
+    design); each must be one of the load's ``profiles``. Empty when no profile is given."""
+    path: Path_ = ("load", "profile")
+    if raw is None:
+        return ()
+    if isinstance(raw, list):
+        if len(raw) < 2:
+            raise ctx.error(path, f"a list of load profiles crosses two or more of them with the knob levels, got "
+                            f"{quoted(raw)}; give one name (profile: NAME) or at least two (profile: [low, overload])")
+        names = [ctx.string(item, path + (i,)) for i, item in enumerate(raw)]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ctx.error(path + (i,), f"profile {name!r} is listed twice; list each load profile once")
+        items = list(enumerate(names))
+    else:
+        items = [(None, ctx.string(raw, path))]
+    known = getattr(load_cls, "profiles", None) if load_cls is not None else None
+    for i, name in items:
+        if known and name not in known:
+            raise ctx.error(path + ((i,) if i is not None else ()), f"{generator} has no profile {name!r}; "
+                            f"known: {', '.join(sorted(known))}")
+    return tuple(name for _, name in items)
 
 
 def _check_load_settings(ctx: _Context, load_cls: type[Load], profile: str | None,
@@ -600,7 +713,8 @@ def _parse_metrics(ctx: _Context, raw: Any, load: LoadSpec) -> tuple[Metric, ...
     known = dict(getattr(load_cls, "metrics", {}) or {}) if load_cls is not None else {}
     metrics: list[Metric] = []
     for i, item in enumerate(raw):
-        item = ctx.mapping(item, path + (i,), ("name", "direction", "sesoi_pct", "sesoi_abs", "scale"))
+        item = ctx.mapping(item, path + (i,), ("name", "direction", "sesoi_pct", "sesoi_abs", "scale",
+                                               "conditional_on"))
         if "name" not in item:
             raise ctx.error(path + (i,), "every metric needs a `name`")
         name = ctx.string(item["name"], path + (i, "name"))
@@ -629,6 +743,127 @@ def _parse_metrics(ctx: _Context, raw: Any, load: LoadSpec) -> tuple[Metric, ...
         except ParseError as exc:
             raise ctx.error(path + (i, "sesoi_abs" if "sesoi_abs" in str(exc) else "sesoi_pct"), str(exc)) from None
     return tuple(metrics)
+
+
+@dataclass(frozen=True)
+class GuardSpec:
+    """What a design says about guard metrics (see :mod:`tunelab.stats.guards`).
+
+    ``guards``: the top-level ``guards:`` entries (metrics that must not degrade, with their SESOI);
+    ``conditional_on``: the metrics entries' own ``conditional_on`` (metric -> guard names), which
+    replace the load's default (:attr:`tunelab.loads.Load.conditional_on`). Empty: the load's
+    defaults alone; :func:`design_guards` resolves both into what the screen takes.
+    """
+
+    guards: tuple[Metric, ...] = ()
+    conditional_on: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def declared(self) -> bool:
+        return bool(self.guards or self.conditional_on)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"guards": [m.to_json() for m in self.guards],
+                "conditional_on": {name: list(names) for name, names in self.conditional_on.items()}}
+
+
+def _parse_guards(ctx: _Context, data: Mapping[str, Any], load: LoadSpec) -> GuardSpec:
+    """Top-level ``guards:`` (names or ``{name, sesoi_pct | sesoi_abs}``) and each metric's ``conditional_on:``.
+
+    Every name must be a metric the load reports: DesignError naming it and the load's metrics.
+    """
+    load_cls = _load_class(load.generator)
+    known = dict(getattr(load_cls, "metrics", {}) or {}) if load_cls is not None else {}
+
+    def check_name(value: Any, path: Path_, role: str) -> str:
+        name = ctx.string(value, path)
+        if known and name not in known:
+            raise ctx.error(path, f"{role} {name!r} is not a metric {load.generator} reports; its metrics: "
+                            f"{', '.join(known)}")
+        return name
+
+    raw = data.get("guards", [])
+    if not isinstance(raw, list) or len(raw) > MAX_METRICS:
+        raise ctx.error(("guards",), f"must be a list of at most MAX_METRICS={MAX_METRICS} metric names or "
+                        f"{{name, sesoi_pct | sesoi_abs}}, got {quoted(raw)}")
+    guards: list[Metric] = []
+    for i, item in enumerate(raw):
+        path: Path_ = ("guards", i)
+        item = {"name": item} if isinstance(item, str) else ctx.mapping(item, path, ("name", "sesoi_pct", "sesoi_abs"))
+        if "name" not in item:
+            raise ctx.error(path, "every guard needs a `name`, e.g. {name: lost_pct, sesoi_abs: 0.1}")
+        name = check_name(item["name"], path if isinstance(raw[i], str) else path + ("name",), "guard")
+        if any(g.name == name for g in guards):
+            raise ctx.error(path, f"guard {name!r} is listed twice")
+        if "sesoi_pct" in item and "sesoi_abs" in item:
+            raise ctx.error(path + ("sesoi_abs",), "give sesoi_pct (a % of the baseline) or sesoi_abs (a difference "
+                            "in the metric's units), not both")
+        info = known.get(name)
+        sesoi = ctx.number(item.get("sesoi_pct", 5), path + ("sesoi_pct",), 0.0, strict=True)
+        sesoi_abs = (ctx.number(item["sesoi_abs"], path + ("sesoi_abs",), 0.0, strict=True) if "sesoi_abs" in item
+                     else getattr(info, "sesoi_abs", None) if "sesoi_pct" not in item else None)
+        try:
+            guards.append(Metric(name, info.direction if info else "maximize", sesoi, sesoi_abs))
+        except ParseError as exc:
+            raise ctx.error(path + ("sesoi_abs" if "sesoi_abs" in str(exc) else "sesoi_pct",), str(exc)) from None
+    conditional: dict[str, tuple[str, ...]] = {}
+    for i, item in enumerate(data["metrics"]):
+        if "conditional_on" not in item:
+            continue
+        path = ("metrics", i, "conditional_on")
+        names = item["conditional_on"]
+        if not isinstance(names, list):
+            raise ctx.error(path, f"must be a list of guard metric names such as [qps, lost_pct] ([] for none), "
+                            f"got {quoted(names)}")
+        checked = tuple(dict.fromkeys(check_name(name, path + (j,), "conditional_on") for j, name in enumerate(names)))
+        if item["name"] in checked:
+            raise ctx.error(path, f"metric {item['name']!r} cannot be conditional on itself")
+        conditional[item["name"]] = checked
+    return GuardSpec(guards=tuple(guards), conditional_on=_freeze(conditional))
+
+
+def design_guards(design: "Design") -> dict[str, Any]:
+    """The guards a screen of ``design`` applies: ``{"guards": [spec, ...], "conditional_on": {metric: [guard]}}``.
+
+    Every metric the load reports is conditional on its metrics entry's ``conditional_on`` or else on
+    the load's default (:attr:`tunelab.loads.Load.conditional_on`); a ``guards:`` entry that no metric
+    is conditional on guards every metric that is not itself a guard and has no ``conditional_on`` of
+    its own. A guard's direction and SESOI come from its ``guards:`` entry, else from the design's
+    metrics entry of that name, else from the load's schema (``sesoi_abs`` or 5 %); each spec adds
+    the guard's ``unit`` and plain ``words`` (:data:`tunelab.loads.metrics.GUARD_WORDS`).
+
+    >>> design = parse_design({"name": "d", "load": {"generator": "dnsperf"}, "metrics": [{"name": "qps"}],
+    ...                        "knobs": [{"name": "net.core.somaxconn", "levels": [4096, 16]}],
+    ...                        "design": {"type": "oat"}})
+    >>> design_guards(design)["conditional_on"]["latency_mean_ms"]
+    ['qps', 'lost_pct']
+    """
+    from tunelab.loads.metrics import GUARD_WORDS
+
+    load_cls = _load_class(design.load.generator)
+    known = dict(getattr(load_cls, "metrics", {}) or {}) if load_cls is not None else {}
+    defaults = dict(getattr(load_cls, "conditional_on", {}) or {}) if load_cls is not None else {}
+    explicit = design.guards.conditional_on
+    names = list(dict.fromkeys([*known, *(m.name for m in design.metrics)]))
+    conditional = {name: list(explicit.get(name, defaults.get(name, ()))) for name in names}
+    named = dict.fromkeys(g for guards in conditional.values() for g in guards)
+    declared = {m.name: m for m in design.guards.guards}
+    active = list(dict.fromkeys([*named, *declared]))
+    unattached = [g for g in declared if g not in named]
+    for name, guards in conditional.items():
+        if name not in explicit and name not in active:
+            guards.extend(g for g in unattached if g != name and g not in guards)
+    metrics = {m.name: m for m in design.metrics}
+    specs = []
+    for name in active:
+        info = known.get(name)
+        metric = declared.get(name) or metrics.get(name) or Metric(
+            name, info.direction if info else "maximize", sesoi_abs=getattr(info, "sesoi_abs", None))
+        spec = {**metric.to_json(), **({"unit": info.unit} if info else {})}
+        if name in GUARD_WORDS:
+            spec["words"] = list(GUARD_WORDS[name])
+        specs.append(spec)
+    return {"guards": specs, "conditional_on": {name: guards for name, guards in conditional.items() if guards}}
 
 
 def _parse_identity(ctx: _Context, data: Mapping[str, Any]) -> dict[str, str]:
@@ -692,8 +927,13 @@ def _parse_design_section(ctx: _Context, raw: Any) -> dict[str, Any]:
     if "type" not in raw:
         raise ctx.error(("design",), f"`type` is required; one of {', '.join(GENERATORS.names())}")
     design_type = ctx.string(raw["type"], ("design", "type"), GENERATORS.names())
-    replicates = ctx.integer(raw.get("replicates", 1), ("design", "replicates"), minimum=1,
-                             maximum=("MAX_REPLICATES", MAX_REPLICATES))
+    sequential = None
+    if isinstance(raw.get("replicates"), dict):
+        sequential = _parse_sequential(ctx, raw["replicates"])
+        replicates = sequential.min
+    else:
+        replicates = ctx.integer(raw.get("replicates", 1), ("design", "replicates"), minimum=1,
+                                 maximum=("MAX_REPLICATES", MAX_REPLICATES))
     blocks = ctx.integer(raw.get("blocks", 1), ("design", "blocks"), minimum=1,
                          maximum=("MAX_REPLICATES", MAX_REPLICATES))
     if replicates % blocks:
@@ -704,8 +944,41 @@ def _parse_design_section(ctx: _Context, raw: Any) -> dict[str, Any]:
     for key, value in options.items():
         if isinstance(value, int) and not isinstance(value, bool) and value > MAX_OPTION_VALUE:
             raise ctx.limit(("design", "options", key), ("MAX_OPTION_VALUE", MAX_OPTION_VALUE), value)
+    if sequential is not None and design_type != "oat":
+        raise ctx.error(("design", "replicates"), f"sequential replicates add runs to the undecided levels of a "
+                        f"one-at-a-time (oat) design; a {design_type} design is read through one model of all its "
+                        "runs, so give it a fixed number: replicates: N")
+    if sequential is not None and blocks != 1:
+        raise ctx.error(("design", "blocks"), "a sequential design (replicates: {min, max, ...}) blocks by round "
+                        "itself; leave `blocks` out")
     return {"design_type": design_type, "replicates": replicates, "blocks": blocks, "seed": seed,
-            "options": _freeze(options)}
+            "options": _freeze(options), "sequential": sequential}
+
+
+def _parse_sequential(ctx: _Context, raw: dict[str, Any]) -> SequentialSpec:
+    """``replicates: {min, max, step, until: decided, budget_trials, budget_minutes, spending}``."""
+    path = ("design", "replicates")
+    raw = ctx.mapping(raw, path, ("min", "max", "step", "until", "budget_trials", "budget_minutes", "spending"))
+    for key in ("min", "max"):
+        if key not in raw:
+            raise ctx.error(path, f"`{key}` is required in the sequential form, e.g. "
+                            "replicates: {min: 3, max: 20, until: decided}")
+    limit = ("MAX_REPLICATES", MAX_REPLICATES)
+    low = ctx.integer(raw["min"], path + ("min",), minimum=2, maximum=limit)
+    high = ctx.integer(raw["max"], path + ("max",), minimum=1, maximum=limit)
+    if low > high:
+        raise ctx.error(path, f"min={low} is larger than max={high}; the study starts with `min` replicates and "
+                        "adds rounds up to `max`")
+    step = ctx.integer(raw.get("step", low), path + ("step",), minimum=1, maximum=limit)
+    until = ctx.string(raw.get("until", "decided"), path + ("until",), SEQUENTIAL_UNTIL)
+    budget_trials = None if raw.get("budget_trials") is None else ctx.integer(
+        raw["budget_trials"], path + ("budget_trials",), minimum=1, maximum=("MAX_PLAN_RUNS", MAX_PLAN_RUNS))
+    budget_minutes = None if raw.get("budget_minutes") is None else ctx.number(
+        raw["budget_minutes"], path + ("budget_minutes",), 0.0, strict=True)
+    spending = None if raw.get("spending") is None else ctx.string(raw["spending"], path + ("spending",),
+                                                                    SPENDING_FUNCTIONS)
+    return SequentialSpec(min=low, max=high, step=step, until=until, budget_trials=budget_trials,
+                          budget_minutes=budget_minutes, spending=spending)
 
 
 def _parse_analysis(ctx: _Context, raw: Any) -> AnalysisSpec:
@@ -732,6 +1005,26 @@ def _parse_analysis(ctx: _Context, raw: Any) -> AnalysisSpec:
                                                            CORRECTIONS), interactions=interactions)
 
 
+def _parse_noise(ctx: _Context, raw: Any) -> NoiseSpec:
+    """``noise: {repeat_busy_pct, max_repeats, calibration_runs}`` (all optional; see :class:`NoiseSpec`)."""
+    path: Path_ = ("noise",)
+    raw = ctx.mapping(raw, path, ("repeat_busy_pct", "max_repeats", "calibration_runs"))
+    busy = raw.get("repeat_busy_pct")
+    if busy is not None:
+        busy = ctx.number(busy, path + ("repeat_busy_pct",), 0.0, strict=True)
+        if busy >= 100:
+            raise ctx.error(path + ("repeat_busy_pct",), f"must be a percentage of the machine below 100, got {busy:g} "
+                            "(e.g. 20: repeat a trial when other processes used more than 20 % of the CPUs)")
+    repeats = ctx.integer(raw.get("max_repeats", NoiseSpec.max_repeats), path + ("max_repeats",), minimum=1,
+                          maximum=("MAX_BUSY_REPEATS", MAX_BUSY_REPEATS))
+    runs = ctx.integer(raw.get("calibration_runs", 0), path + ("calibration_runs",), minimum=0,
+                       maximum=("MAX_CALIBRATION_RUNS", MAX_CALIBRATION_RUNS))
+    if runs == 1:
+        raise ctx.error(path + ("calibration_runs",), "must be 0 (no calibration) or at least 2: one run has no "
+                        "spread to measure; 5 to 10 give a usable noise CV")
+    return NoiseSpec(repeat_busy_pct=busy, max_repeats=repeats, calibration_runs=runs)
+
+
 def _check_model_size(ctx: _Context, design: Design) -> None:
     """The screen's model must leave residual degrees of freedom (or be a saturated two-level design)."""
     interactions = design.analysis.interactions
@@ -749,11 +1042,31 @@ def _check_model_size(ctx: _Context, design: Design) -> None:
                                     f"knobs are {', '.join(ids)}")
         pairs = list(interactions)
     parameters = 1 + sum(n - 1 for n in levels.values()) + sum((levels[a] - 1) * (levels[b] - 1) for a, b in pairs)
-    runs = runs_per_replicate(design) * design.replicates
+    profiles = len(design.load.profiles)
+    if profiles > 1:     # the screen adds the profile and its interaction with every knob
+        parameters += (profiles - 1) * (1 + sum(n - 1 for n in levels.values()))
+    runs = plan_runs_per_replicate(design) * design.replicates
     if parameters >= runs:
         raise ctx.error(("analysis", "interactions"), f"the screen's model would have {parameters} parameters (main "
                         f"effects and {len(pairs)} interactions) but the design has only {runs} runs, so nothing is "
                         "left to test them; use interactions: auto, fewer interactions, or more replicates")
+
+
+def plan_runs_per_replicate(design: Design) -> int:
+    """The runs one replicate of the plan holds: the design's runs times its load profiles."""
+    return runs_per_replicate(design) * max(1, len(design.load.profiles))
+
+
+#: design types whose screen reads knob ranges (regression, elementary effects): no profile factor there
+_RANGE_TYPES = ("latin_hypercube", "morris")
+
+
+def _check_profiles(ctx: _Context, design: Design) -> None:
+    """A list of load profiles crosses level-based designs only (the range screen has no load factor)."""
+    if design.load.crossed and design.design_type in _RANGE_TYPES:
+        raise ctx.error(("load", "profile"), f"a list of load profiles is not supported by {design.design_type} "
+                        "designs (their screen models knob ranges, with no load factor); give one profile and run "
+                        "one study per load, or use a full/fractional factorial or oat design")
 
 
 def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int] | None = None,
@@ -782,12 +1095,15 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
     load = _parse_load(ctx, data["load"])
     durations = _parse_durations(ctx, data)
     metrics = _parse_metrics(ctx, data["metrics"], load)
+    guards = _parse_guards(ctx, data, load)
     knobs = _parse_knobs(ctx, data["knobs"], knob_lookup or _default_knob_lookup)
     section = _parse_design_section(ctx, data["design"])
     analysis = _parse_analysis(ctx, data.get("analysis", {}))
+    noise = _parse_noise(ctx, data.get("noise", {}))
     design = Design(**identity, target=target, load=load, **durations, metrics=metrics, knobs=knobs, **section,
-                    analysis=analysis, source=source)
+                    analysis=analysis, source=source, noise=noise, guards=guards)
     _check_plan_size(ctx, design)
+    _check_profiles(ctx, design)
     GENERATORS.get(design.design_type).check(design, ctx)
     _check_model_size(ctx, design)
     return design
@@ -795,12 +1111,13 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
 
 def _check_plan_size(ctx: _Context, design: Design) -> None:
     """Refuse a plan above MAX_PLAN_RUNS before any of it is generated."""
-    per_replicate = runs_per_replicate(design)
-    runs = per_replicate * design.replicates
+    per_replicate = plan_runs_per_replicate(design)     # a profile-crossed design: x its profiles
+    replicates = design.sequential.max if design.sequential else design.replicates
+    runs = per_replicate * replicates
     if runs > MAX_PLAN_RUNS:
         shown = f"{runs}" if runs < 10**12 else f"about 10^{len(str(runs)) - 1}"
         raise ctx.error(("design",), f"the plan would have {shown} runs ({per_replicate} per replicate x "
-                        f"{design.replicates} replicates), above the limit MAX_PLAN_RUNS={MAX_PLAN_RUNS}; use fewer "
+                        f"{replicates} replicates), above the limit MAX_PLAN_RUNS={MAX_PLAN_RUNS}; use fewer "
                         "levels, knobs or replicates, or a fractional design")
 
 

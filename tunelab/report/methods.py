@@ -49,7 +49,7 @@ CORRECTION_TEXT = {"holm": "Holm's step-down method (family-wise error rate)",
 DESIGN_TEXT = {"oat": "one-at-a-time (OAT)", "full_factorial": "full factorial",
                "fractional_factorial": "fractional factorial", "plackett_burman": "Plackett–Burman",
                "latin_hypercube": "Latin hypercube"}
-VERDICT_ORDER = {"matters": 0, "inconclusive": 1, "no effect (equivalent)": 2, "untestable": 3}
+VERDICT_ORDER = {"matters": 0, "not comparable": 1, "inconclusive": 2, "no effect (equivalent)": 3, "untestable": 4}
 
 
 def software_versions() -> dict[str, str]:
@@ -246,7 +246,7 @@ def summary_sentences(result: ScreenResult, inputs: ScreenInputs) -> list[str]:
     own units.
     """
     specs = {m["name"]: m for m in inputs.metrics}
-    verdicts = result.verdicts.assign(_order=result.verdicts["verdict"].map(VERDICT_ORDER).fillna(4))
+    verdicts = result.verdicts.assign(_order=result.verdicts["verdict"].map(VERDICT_ORDER).fillna(5))
     partners = _interacting(result.verdicts)
     terms = result.model_terms
     aliases = {(m, t): str(a) for m, t, a in zip(terms["metric"], terms["term"], terms["aliases"]) if _present(a)}
@@ -272,6 +272,12 @@ def summary_sentences(result: ScreenResult, inputs: ScreenInputs) -> list[str]:
             lines.append(f"`{row.knob}` has **no effect** on {row.metric} that matters: every level is within {band} "
                          f"of the baseline {base} (TOST equivalence); the largest change, at {level}, is "
                          f"{_change_text(row, absolute)}, {fmt_p(row.p_adj)}.")
+        elif row.verdict == "not comparable":
+            # the reason starts with the guard's plain-words sentence (tunelab.stats.guards.guard_sentence)
+            head, _, detail = str(row.reason).split("; ")[0].partition(": ")
+            where = head.partition(f" at {row.knob}=")[2] or level
+            lines.append(f"`{row.knob}` = {where}: {row.metric} **cannot be compared** with the baseline {base}: "
+                         f"{detail}.")
         elif row.verdict == "untestable" or row.test is None or pd.isna(row.test):
             lines.append(f"`{row.knob}` × {row.metric} could **not be tested**: {row.reason}.")
         else:
@@ -318,6 +324,11 @@ def summary_markdown(result: ScreenResult, inputs: ScreenInputs) -> str:
                  zip(interacting["knob"].astype(str).str.partition(":").itertuples(index=False, name=None),
                      interacting["metric"])]
         head += " The effect of " + "; of ".join(pairs) + "."
+    guarded = verdicts[verdicts["verdict"] == "not comparable"]
+    if len(guarded):
+        head += (f" {len(guarded)} verdict(s) are **not comparable**: a guard metric (answered queries, losses, "
+                 "errors or retransmissions) degraded beyond its smallest effect of interest, so the metric there "
+                 "was measured on what was left.")
     return head + "\n\n" + "\n".join(f"- {line}" for line in summary_sentences(result, inputs))
 
 
@@ -352,7 +363,8 @@ def verdict_frame(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] |
     out = pd.DataFrame({
         "knob": verdicts["knob"],
         "metric": verdicts["metric"],
-        "verdict": verdicts["verdict"],
+        "verdict": [f"{v} ({g})" if _present(g) else v for v, g in
+                    zip(verdicts["verdict"], verdicts.get("guard", pd.Series([None] * len(verdicts))))],
         "level": verdicts["best_level"].map(lambda v: "-" if not _present(v) else level_label(v)),
         "change vs baseline": [_verdict_change(r, r["metric"] in absolute) for r in records],
         "p_adj": verdicts["p_adj"].map(fmt_p_value),
@@ -370,8 +382,9 @@ def verdicts_html(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] |
     frame = verdict_frame(verdicts, metrics)
     rows = []
     for record in frame.to_dict("records"):
-        css = {"matters": "matters", "no effect (equivalent)": "equivalent", "untestable": "untestable"}.get(
-            record["verdict"], "inconclusive")
+        css = {"matters": "matters", "no effect (equivalent)": "equivalent", "untestable": "untestable",
+               "not comparable": "untestable"}.get(
+            record["verdict"].split(" (guard")[0], "inconclusive")
         cells = "".join(f"<td>{escape(str(v))}</td>" for v in record.values())
         rows.append(f'<tr class="verdict-{css}">{cells}</tr>')
     head = "".join(f"<th>{escape(c)}</th>" for c in frame.columns)
@@ -601,12 +614,46 @@ def _foreign_load_text(study: Study, host: Mapping[str, Any], trial_s: float) ->
     return text + ". "
 
 
+def rounds_markdown(result: ScreenResult, design: Any) -> str:
+    """The **Sequential replicates** paragraph: the rule, the looks and how the alpha was spent; empty
+    for a study with a fixed number of replicates."""
+    rounds = getattr(result, "rounds", None)
+    spec = getattr(design, "sequential", None)
+    if spec is None or rounds is None or rounds.empty:
+        return ""
+    spending = result.settings.get("sequential", {}).get("spending", spec.spending or "default")
+    looks = "; ".join(
+        f"round {int(r['round'])}: {int(r['runs'])} runs, {int(r['replicates'])} per undecided level, "
+        f"tested at alpha {r['alpha_nominal']:.4g}, {int(r['decided'])} verdict(s) final"
+        for r in rounds.to_dict("records"))
+    return (f"**Sequential replicates.** The study ran in rounds: {spec.min} replicates of every level, then "
+            f"{spec.step} more of each level whose knob was still inconclusive (with fresh baseline runs), up to "
+            f"{spec.max}. Every round is a look at all the data so far, tested at the part of alpha = "
+            f"{result.settings.get('alpha', 0.05):g} that the {spending} alpha-spending function releases at that "
+            "look's information fraction (replicates / max), so the looks together keep the family-wise error rate "
+            "at alpha; a verdict that became final at a look is kept from that look. Looks: " + looks + ".")
+
+
+def rounds_frame(result: ScreenResult) -> pd.DataFrame:
+    """The looks of a sequential screen for the report, one row per round (empty otherwise)."""
+    rounds = getattr(result, "rounds", None)
+    if rounds is None or rounds.empty:
+        return pd.DataFrame()
+    frame = rounds.rename(columns={"runs": "runs so far", "replicates": "replicates per undecided level",
+                                   "information_fraction": "information", "alpha_spent": "alpha spent",
+                                   "alpha_nominal": "alpha of this look", "decided": "final verdicts",
+                                   "inconclusive": "still inconclusive"})
+    return frame
+
+
 def methods_markdown(study: Study, inputs: ScreenInputs, result: ScreenResult, n_boot: int | None = None) -> str:
     """The methods section (Markdown): design, runs, load, tests chosen and why, multiplicity
     correction, effect sizes and equivalence, software versions, kernel and CPU."""
     design = study.design
     counts = study.trials[study.trials["phase"] == "screen"]["status"].value_counts()
     usable = int(counts.get("ok", 0)) + (int(counts.get("flagged", 0)) if study.include_flagged else 0)
+    repeated_screen = int((repeated_trials(study)["phase"] == "screen").sum())
+    noise_text = noise_markdown(study)
     planned = _planned_runs(study)
     settings = result.settings
     provenance = _trial_provenance(study)
@@ -652,12 +699,19 @@ def methods_markdown(study: Study, inputs: ScreenInputs, result: ScreenResult, n
         f"{design.blocks} block(s), seed {design.seed}"
         + (f", {planned} runs planned" if planned is not None else "") + ". "
         f"{usable} runs were usable{flagged}, {int(counts.get('failed', 0))} failed and "
-        f"{int(counts.get('interrupted', 0))} were interrupted; only usable runs enter the statistics. "
+        f"{int(counts.get('interrupted', 0)) - repeated_screen} were interrupted"
+        + (f" ({repeated_screen} busy attempt(s) set aside and measured again)" if repeated_screen else "")
+        + "; only usable runs enter the statistics. "
         f"{_order_text(design)} Knobs:",
         *_knob_lines(study, inputs),
         "",
-        f"**Load and measurement.** Load generator `{design.load.generator}`, profile `{design.load.profile}`"
-        + (f" ({load_text})" if load_text else "") + f", on the `{design.target.type}` target. Each trial: knobs "
+        (f"**Load and measurement.** Load generator `{design.load.generator}`, profile `{design.load.profile}`"
+         + (f" ({load_text})" if load_text else "")
+         if not getattr(design.load, "crossed", False) else
+         f"**Load and measurement.** Load generator `{design.load.generator}`; every configuration ran under each "
+         f"of the profiles {', '.join(f'`{p}`' for p in design.load.profiles)} (shuffled together; the profile is "
+         "a factor of the analysis, not a knob)")
+        + f", on the `{design.target.type}` target. Each trial: knobs "
         f"written and read back, {design.warmup_s:g} s warm-up (discarded), {design.measure_s:g} s measured; "
         "the trial's value is the mean over the measured seconds. Metrics: "
         + ", ".join(f"{m['name']} ({m['direction']})" for m in inputs.metrics) + ".",
@@ -669,6 +723,8 @@ def methods_markdown(study: Study, inputs: ScreenInputs, result: ScreenResult, n
            f"({host.get('nproc', '?')} CPUs)" if host else "no target description recorded")
         + (f"; tools: {tools}" if tools else "") + ".",
         "",
+        *([noise_text, ""] if noise_text else []),
+        *([rounds_text, ""] if (rounds_text := rounds_markdown(result, design)) else []),
         "**Software.** " + ", ".join(f"{k} {v}" for k, v in versions.items())
         + f". Trials recorded by tunelab {study.tunelab_version or '?'}"
         + (f" at git commit {study.git_sha[:12]}" if study.git_sha else "") + ".",
@@ -775,3 +831,59 @@ def is_synthetic(study: Study) -> bool:
         return True
     loads = {(p or {}).get("load") for p in study.trials.get("provenance", []) if isinstance(p, Mapping)}
     return "simulated" in loads
+
+
+# ---- noise control: CPU pinning, A/A calibration, busy trials measured again ------------------------
+
+#: columns of :func:`repeated_trials`
+REPEATED_COLUMNS = ["phase", "run_key", "trial_id", "busy_pct", "reason"]
+
+
+def repeated_trials(study: Study) -> pd.DataFrame:
+    """The attempts set aside and measured again because other processes were busy
+    (``noise.repeat_busy_pct``): phase, run key, trial id, busy % of the machine, reason."""
+    trials = study.trials
+    if trials.empty:
+        return pd.DataFrame(columns=REPEATED_COLUMNS)
+    provenance = trials["provenance"].map(lambda p: p if isinstance(p, Mapping) else {})
+    rows = trials[[bool(p.get("repeated")) for p in provenance]]
+    return pd.DataFrame({"phase": rows["phase"], "run_key": rows["run_key"], "trial_id": rows["trial_id"],
+                         "busy_pct": [provenance[i].get("busy_pct") for i in rows.index], "reason": rows["reason"]},
+                        columns=REPEATED_COLUMNS).reset_index(drop=True)
+
+
+def pinning_text(study: Study) -> str | None:
+    """Where the lab pinned the server and the load (``describe()["lab"]["pinning"]``), or None."""
+    pinning = (machine(study).get("lab") or {}).get("pinning")
+    return str(pinning.get("note")) if isinstance(pinning, Mapping) and pinning.get("note") else None
+
+
+def noise_markdown(study: Study) -> str:
+    """The **Noise** paragraph: CPU pinning, the A/A calibration's noise CV and what it means for the
+    design's replicates, and the busy trials measured again; empty when there is nothing to say."""
+    from tunelab.calibration import CALIBRATE, assess_noise   # deferred: imports the statistics
+
+    parts = []
+    pinned = pinning_text(study)
+    if pinned:
+        parts.append(f"Server and load generator CPUs: {pinned}.")
+    calibrate = study.tidy.get(CALIBRATE, pd.DataFrame())
+    if not calibrate.empty and study.design is not None:
+        noise = assess_noise(calibrate, study.design)
+        if noise.usable >= 2:
+            parts.append(f"{noise.usable} A/A trials of the baseline ran before the study (phase `calibrate`): noise "
+                         f"{noise.cv_text()}.")
+            needed = [f"{row.metric} ±{row.sesoi_pct:g} %: {int(row.needed)}" for row in noise.table.itertuples()
+                      if math.isfinite(row.needed)]
+            if needed:
+                parts.append("Replicates per level to detect a change of the SESOI and to show a null one within it "
+                             f"(80 % power each, alpha {study.design.analysis.alpha:g}): {', '.join(needed)}; the "
+                             f"design has {noise.replicates}.")
+            if noise.warnings:
+                parts.append("**At this noise the design's replicates cannot resolve every SESOI**: inconclusive "
+                             "verdicts are expected there.")
+    repeats = repeated_trials(study)
+    if not repeats.empty:
+        parts.append(f"{len(repeats)} attempt(s) during which other processes were busy were set aside and measured "
+                     "again (listed in the data overview); only the final attempts enter the statistics.")
+    return ("**Noise.** " + " ".join(parts)) if parts else ""

@@ -21,6 +21,7 @@ from tunelab.stats.omnibus import anova_factorial, anova_oneway, kruskal, lenth_
 from tunelab.stats.posthoc import compact_letters, dunn, games_howell, to_matrix, tukey_hsd
 from tunelab.stats.power import achieved_power, replicates_needed
 from tunelab.stats.screen import ScreenResult, design_kind, recommend, schema, screen
+from tunelab.stats.sequential import SPENDING, look_alphas, pending_levels, sequential_screen, spent_alpha
 
 __all__ = [
     "check_input", "sorted_levels", "check_bootstrap", "MIN_N_BOOT", "MAX_N_BOOT",
@@ -32,4 +33,5 @@ __all__ = [
     "tost",
     "replicates_needed", "achieved_power",
     "screen", "ScreenResult", "design_kind", "recommend", "schema",
+    "sequential_screen", "pending_levels", "look_alphas", "spent_alpha", "SPENDING",
 ]

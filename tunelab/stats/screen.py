@@ -8,6 +8,7 @@ of knob × metric tests, and states a verdict per knob × metric.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from tunelab.stats._validate import Groups, check_input, sorted_levels
 from tunelab.stats.assumptions import _homoscedasticity_rows, _normality_row, _sd_ratio
 from tunelab.stats.effects import _pct_change_table, _sample, check_bootstrap
 from tunelab.stats.equivalence import _tost_row
+from tunelab.stats.guards import GUARD_COLUMNS, apply_guards, check_guards, guard_table
+from tunelab.stats.linear_model import MIN_RESIDUAL_DF
 from tunelab.stats.model_screen import (MODEL_CONTRAST_COLUMNS, MODEL_EFFECT_COLUMNS, MODEL_EMMEANS_COLUMNS,
                                         MODEL_RESIDUAL_COLUMNS, MODEL_TERM_COLUMNS, model_parts, model_verdict)
 from tunelab.stats.multiplicity import METHODS, adjust
@@ -41,7 +44,7 @@ SD_RATIO_MAX = 1.5
 
 VERDICT_COLUMNS = ["knob", "metric", "test", "reason", "p", "p_adj", "significant", "best_level", "effect_pct",
                    "effect_ci_low", "effect_ci_high", "eta2", "direction", "relevant", "equivalent", "verdict",
-                   "effect_abs", "effect_abs_ci_low", "effect_abs_ci_high", "scale", "only_when"]
+                   "effect_abs", "effect_abs_ci_low", "effect_abs_ci_high", "scale", "only_when", "guard"]
 ASSUMPTION_COLUMNS = ["knob", "metric", "test", "statistic", "df1", "df2", "p", "n"]
 OMNIBUS_COLUMNS = ["knob", "metric", "test", "source", "statistic", "df1", "df2", "p", "effect_size",
                    "effect_size_name", "recommended", "reason"]
@@ -55,6 +58,11 @@ RANGE_DESIGNS = ("latin_hypercube", "morris")
 #: below this many runs in some level of an OAT comparison the assumption checks say nothing, so the
 #: screen uses the pooled-error model (log scale for ratio metrics) instead of choosing a route
 MIN_RUNS_FOR_CHECKS = 3
+
+
+#: the looks of a sequential screen (:attr:`ScreenResult.rounds`, see :mod:`tunelab.stats.sequential`)
+ROUND_COLUMNS = ["round", "runs", "replicates", "information_fraction", "alpha_spent", "alpha_nominal", "decided",
+                 "inconclusive"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,12 @@ class ScreenResult:
         The range route's tables (Latin hypercube, Morris; see :mod:`tunelab.stats.range_screen`):
         each knob's predicted change against its baseline value over its range, or its Morris
         elementary effects.
+    guards : DataFrame
+        Each guard metric's change at each non-baseline level (:func:`tunelab.stats.guards.guard_table`,
+        columns :data:`tunelab.stats.guards.GUARD_COLUMNS`); empty without guards.
+    rounds : DataFrame
+        One row per look of a sequential study (:func:`tunelab.stats.sequential.sequential_screen`),
+        columns :data:`ROUND_COLUMNS`; empty, and not in ``tables`` (so not in the JSON), for a plain screen.
     """
 
     design: str
@@ -113,9 +127,11 @@ class ScreenResult:
     standardized_effects: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MODEL_EFFECT_COLUMNS))
     response: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RESPONSE_COLUMNS))
     morris: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MORRIS_COLUMNS))
+    guards: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GUARD_COLUMNS))
+    rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLUMNS))
     tables: tuple[str, ...] = field(default=("verdicts", "assumptions", "omnibus", "posthoc", "effects",
                                              "equivalence", "model_terms", "contrasts", "emmeans", "residuals",
-                                             "standardized_effects", "response", "morris"), repr=False)
+                                             "standardized_effects", "response", "morris", "guards"), repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict following ``tunelab/stats/screen.schema.json`` (see docs/screen-json-schema.md).
@@ -412,6 +428,7 @@ def screen(
     n_boot: int = 1000,
     seed: int = 0,
     design: Mapping[str, Any] | None = None,
+    guards: Mapping[str, Any] | None = None,
 ) -> ScreenResult:
     """Screen knobs: which change which metric, by how much, and is the evidence strong enough?
 
@@ -435,6 +452,17 @@ def screen(
         for Dunn's pairwise p; ``'none'`` falls back to Holm there).
     n_boot, seed : int
         Bootstrap resamples and seed of the percent-change intervals.
+    design : dict, optional
+        What the screen knows of the design beyond the runs (:func:`tunelab.tidy.design_info`):
+        ``type``, ``interactions``, ranges, profiles, guards; with ``sequential``
+        (``{max_replicates, spending}``) and a ``round`` column the study's looks are replayed by
+        :func:`tunelab.stats.sequential.sequential_screen`.
+    guards : dict, optional
+        ``{"guards": [{name, direction, sesoi_pct | sesoi_abs}], "conditional_on": {metric: [guard]}}``
+        (:func:`tunelab.tidy.design_info` builds it from the design and its load); None takes
+        ``design["guards"]``. A screened metric conditional on a guard that degrades beyond its SESOI
+        at the reported level becomes ``'not comparable'`` with the ``guard`` text (see
+        :mod:`tunelab.stats.guards`); the ``guards`` table holds every guard's change per level.
 
     Returns
     -------
@@ -466,9 +494,25 @@ def screen(
     knob on the baseline runs plus that knob's runs. Otherwise (factorial) each knob is analysed
     on all runs grouped by its level, and the ``omnibus`` table also holds a type II factorial
     ANOVA (main effects + 2-way interactions, blocks if a ``block`` column varies) of all runs.
+
+    Load profiles: when ``data`` has a ``profile`` column with two or more profiles (a design with
+    ``load.profile: [low, overload]``; ``design['profiles']`` gives their order, the first is the
+    reference) the profile is a factor of the model that is not a knob: each OAT knob is modelled
+    as knob × profile on its runs and the baseline runs, a factorial's model adds the profile and its
+    interaction with every knob. Verdict rows ``KNOB:profile`` test the knob × load interaction,
+    a knob's row says ``only_when`` (e.g. ``profile=overload``) when its effect holds at some
+    profiles only, ``contrasts`` holds its effect at each profile (``at == 'profile=NAME'``, see
+    :func:`tunelab.stats.model_screen.profile_effects`) and ``settings['profiles']`` lists them.
     """
     if not 0 < alpha < 1:
         raise DataError(f"alpha must be between 0 and 1, got {alpha!r}; 0.05 is the usual choice")
+    sequential = dict(design or {}).get("sequential")
+    if sequential and isinstance(data, pd.DataFrame) and "round" in data.columns:
+        from tunelab.stats.sequential import sequential_screen   # it calls this function for every look
+
+        return sequential_screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=n_boot,
+                                 seed=seed, guards=guards, **sequential,
+                                 design={k: v for k, v in design.items() if k != "sequential"})
     check_bootstrap(n_boot, seed)
     if correction not in METHODS:
         raise DataError(f"unknown correction {correction!r}; choose one of {', '.join(METHODS)}")
@@ -477,6 +521,7 @@ def screen(
     metrics = _normalise_metrics(metrics, data)
     knobs = list(knobs) if not isinstance(knobs, str) else knobs
     design = dict(design or {})
+    guard_specs, dependents = check_guards(guards if guards is not None else design.get("guards"), metrics)
     _check_knobs(data, knobs, baseline, need_runs=design.get("type") not in RANGE_DESIGNS)
     failed = data.iloc[0:0]
     if "status" in data.columns:
@@ -486,14 +531,18 @@ def screen(
     if design.get("type") in RANGE_DESIGNS or (not design and kind == "factorial" and _looks_like_ranges(data, knobs)):
         kind = "range"
     notes: list[str] = []
+    profiles = profile_levels(data, knobs, design)
+    if profiles:
+        data = _with_profiles(data, kind, profiles, notes)
     parts: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     untestable: list[dict[str, Any]] = []
     tables: dict[str, list[pd.DataFrame]] = {}
     if kind == "oat":
-        _oat_parts(data, failed, metrics, knobs, baseline, alpha, correction, n_boot, seed, notes, parts, untestable)
+        _oat_parts(data, failed, metrics, knobs, baseline, alpha, correction, n_boot, seed, notes, parts, untestable,
+                   tables=tables, profiles=profiles)
     else:
         _model_route(data, failed, metrics, knobs, baseline, alpha, seed, design, kind, notes, parts, untestable,
-                     tables)
+                     tables, profiles=profiles)
 
     p_adj = adjust([part["p"] for _, _, part in parts], method=correction)
     significant_terms = {(metric["name"], knob) for (knob, metric, part), q in zip(parts, p_adj)
@@ -528,10 +577,15 @@ def screen(
         frames += [f for f in (extra or []) if len(f)]
         return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
+    guard_rows = guard_table(data, knobs, baseline, guard_specs, kind, alpha, notes)
+    verdicts = apply_guards(verdicts, guard_rows, dependents, guard_specs, notes)
     settings = {"alpha": alpha, "correction": correction, "n_boot": n_boot, "seed": seed, "metrics": metrics,
                 "knobs": knobs, "baseline": dict(baseline), "n_runs": len(data),
                 "normality_alpha": NORMALITY_ALPHA, "variance_alpha": VARIANCE_ALPHA, "sd_ratio_max": SD_RATIO_MAX,
-                "design_type": design.get("type"), "notes": notes}
+                "design_type": design.get("type"), "notes": notes,
+                "guards": {"guards": guard_specs, "conditional_on": {m: list(g) for m, g in dependents.items()}}}
+    if profiles:
+        settings["profiles"] = profiles
     extra = {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items() if frames}
     return ScreenResult(
         design=kind, settings=settings,
@@ -540,22 +594,72 @@ def screen(
         posthoc=gather("posthoc", POSTHOC_TABLE_COLUMNS),
         effects=gather("effects", EFFECT_COLUMNS),
         equivalence=gather("equivalence", EQUIVALENCE_COLUMNS),
-        verdicts=verdicts, **extra,
+        verdicts=verdicts, guards=guard_rows, **extra,
     )
+
+
+#: the tidy column naming each run's load profile (plan column ``profile``); a factor, never a knob
+PROFILE = "profile"
+
+
+def profile_levels(data: pd.DataFrame, knobs: Sequence[str], design: Mapping[str, Any] | None = None) -> list[Any]:
+    """The load profiles of a profile-crossed study, reference first; empty unless the data's
+    ``profile`` column holds two or more profiles (and is not one of ``knobs``).
+
+    The order is the design's (``design['profiles']``, from :func:`tunelab.tidy.design_info`),
+    then any other profile in sorted order; the first profile is the reference level of the
+    profile factor (its contrasts and the interaction contrasts are against it).
+
+    >>> profile_levels(pd.DataFrame({"profile": ["overload", "low", "low"]}), ["k"], {"profiles": ["low", "overload"]})
+    ['low', 'overload']
+    >>> profile_levels(pd.DataFrame({"profile": ["low", "low"]}), ["k"])
+    []
+    """
+    if PROFILE in knobs or PROFILE not in data.columns:
+        return []
+    present = sorted_levels(data[PROFILE].dropna())
+    if len(present) < 2:
+        return []
+    listed = [p for p in (design or {}).get("profiles") or () if p in present]
+    return listed + [p for p in present if p not in listed]
+
+
+def _with_profiles(data: pd.DataFrame, kind: str, profiles: list[Any], notes: list[str]) -> pd.DataFrame:
+    """The usable runs that name a profile (noting the others); the settings note says the profiles."""
+    if kind == "range":
+        raise DataError(f"the data holds {len(profiles)} load profiles ({', '.join(map(str, profiles))}), but a "
+                        "Latin hypercube or Morris screen has no load factor; screen each profile's runs on their own")
+    missing = int(data[PROFILE].isna().sum())
+    if missing:
+        notes.append(f"{missing} run(s) without a load profile left out (the other runs name one)")
+        data = data[data[PROFILE].notna()]
+    notes.append(f"load profiles {', '.join(map(str, profiles))}: the profile is a factor of every knob's model, not a "
+                 f"knob; each knob's effect is estimated at every profile (contrasts at '{PROFILE}=...') and its "
+                 f"knob × {PROFILE} interaction is tested (verdict rows 'knob:{PROFILE}'); the reference profile is "
+                 f"{profiles[0]}")
+    return data
 
 
 def _oat_parts(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[str, Any]], knobs: list[str],
                baseline: dict[str, Any], alpha: float, correction: str, n_boot: int, seed: int, notes: list[str],
-               parts: list, untestable: list) -> None:
-    """One-at-a-time designs: each knob on the baseline runs plus its own runs."""
+               parts: list, untestable: list, tables: dict[str, list[pd.DataFrame]] | None = None,
+               profiles: Sequence[Any] = ()) -> None:
+    """One-at-a-time designs: each knob on the baseline runs plus its own runs.
+
+    With load ``profiles`` (a profile-crossed design) each knob's runs and the baseline runs of
+    every profile are modelled as knob × profile (:func:`_profile_oat_part`); its model tables go
+    to ``tables``.
+    """
     boot_cache: dict = {}   # baseline bootstrap resamples, shared by knobs with the same baseline runs
+    tables = {} if tables is None else tables
     rows_of, failed_rows_of = _rows_per_knob(data, knobs, baseline, "oat"), _rows_per_knob(failed, knobs, baseline, "oat")
+    by_profile = [PROFILE] if profiles else []
     for knob in knobs:
         # only the columns the analysis reads (copying every knob column per knob is slow)
-        subset = data.loc[rows_of[knob], list(dict.fromkeys([knob, *(m["name"] for m in metrics)]))]
+        subset = data.loc[rows_of[knob], list(dict.fromkeys([knob, *by_profile, *(m["name"] for m in metrics)]))]
         failed_here = failed[failed_rows_of[knob]]
         for metric in metrics:
-            sub = subset[[knob, metric["name"]]]
+            sub = subset[[knob, *by_profile, metric["name"]]]
             if sub[metric["name"]].isna().any():
                 sub = sub.dropna(subset=[metric["name"]])
             if len(sub) < len(subset):
@@ -565,6 +669,22 @@ def _oat_parts(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[str,
                 untestable.append(_untestable_verdict(knob, metric["name"], problem))
                 notes.append(f"{knob} × {metric['name']} not tested: {problem}")
                 continue
+            if profiles and sub[PROFILE].nunique() > 1:
+                try:
+                    found, model_tables = _profile_oat_part(sub, knob, metric, baseline[knob], profiles, alpha, seed)
+                except DataError as exc:
+                    problem = f"the model of {knob} × {PROFILE} cannot be fitted: {exc}"
+                    untestable.append(_untestable_verdict(knob, metric["name"], problem))
+                    notes.append(f"{knob} × {metric['name']} not tested: {problem}")
+                    continue
+                parts.extend((label, metric, part) for label, part in found)
+                for key, frame in model_tables.items():
+                    tables.setdefault(key, []).append(frame)
+                continue
+            if profiles:
+                notes.append(f"{knob} × {metric['name']}: usable runs at one load profile only "
+                             f"({sub[PROFILE].iloc[0]}), analysed without the profile factor")
+                sub = sub.drop(columns=PROFILE)
             smallest = int(sub.groupby(knob, sort=False).size().min())
             try:
                 if metric.get("sesoi_abs") is not None or smallest < MIN_RUNS_FOR_CHECKS:
@@ -593,10 +713,72 @@ def _pooled_oat_part(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base:
     return found
 
 
+#: the model tables an OAT knob × profile fit keeps (its residuals repeat the shared baseline runs)
+_PROFILE_OAT_TABLES = ("model_terms", "contrasts", "emmeans", "standardized_effects")
+
+
+def _profile_oat_part(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, profiles: Sequence[Any],
+                      alpha: float, seed: int) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, pd.DataFrame]]:
+    """An OAT knob of a profile-crossed design: its runs and the baseline runs of every profile,
+    modelled as knob × profile (main effects and their interaction).
+
+    Returns the knob's part (its effect averaged over the profiles; ``only_when`` names the
+    profile when the interaction is significant and the effect is clear at some profiles only),
+    the ``knob:profile`` interaction part, and the fit's tables restricted to this knob's terms
+    (contrasts hold the knob's simple effect at each profile: ``at == 'profile=NAME'``). The
+    profile's own main effect is not a part: the profile is not a knob.
+    """
+    reference = next(p for p in profiles if (sub[PROFILE] == p).any())
+    found, model_tables = model_parts(sub, metric, [knob, PROFILE], {knob: base, PROFILE: reference}, alpha, seed,
+                                      interactions=[(knob, PROFILE)])
+    kept = [(label, part) for label, part in found if label != PROFILE]
+    for label, part in kept:
+        _model_part_tables(part, label)
+    terms = {knob, f"{knob}:{PROFILE}"}
+    out = {}
+    for key in _PROFILE_OAT_TABLES:
+        frame = model_tables[key]
+        column = "knob" if "knob" in frame.columns else "term"
+        out[key] = frame[frame[column].isin(terms)].reset_index(drop=True)
+    return kept, out
+
+
+def _profile_interactions(sub: pd.DataFrame, knobs: list[str], setting: Any, block: str | None) -> Any:
+    """The model's interactions when the load profile is a factor: every knob × profile, plus the
+    knob × knob pairs ``setting`` asks for (``auto``: every pair, when the knobs form a full
+    factorial in the runs; a list: its pairs among ``knobs``; ``none``: none).
+
+    Falls back to knob × profile only, then to ``auto``, when the runs leave fewer than
+    :data:`~tunelab.stats.linear_model.MIN_RESIDUAL_DF` residual degrees of freedom.
+    """
+    with_profile = [(knob, PROFILE) for knob in knobs]
+    if setting == "all":
+        pairs = list(itertools.combinations(knobs, 2))
+    elif setting == "auto":
+        full = len(sub[knobs].astype(str).drop_duplicates()) == math.prod(sub[k].nunique() for k in knobs)
+        pairs = list(itertools.combinations(knobs, 2)) if full else []
+    elif isinstance(setting, (list, tuple)):
+        pairs = [(a, b) for a, b in setting if a in knobs and b in knobs]
+    else:
+        pairs = []
+    levels = {f: sub[f].nunique() for f in [*knobs, PROFILE]}
+    fixed = 1 + sum(n - 1 for n in levels.values()) + (sub[block].nunique() - 1 if block else 0)
+    for candidate in (pairs + with_profile, with_profile):
+        size = fixed + sum((levels[a] - 1) * (levels[b] - 1) for a, b in candidate)
+        if len(sub) - size >= MIN_RESIDUAL_DF:
+            return candidate
+    return "auto"
+
+
 def _model_route(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[str, Any]], knobs: list[str],
                  baseline: dict[str, Any], alpha: float, seed: int, design: dict[str, Any], kind: str,
-                 notes: list[str], parts: list, untestable: list, tables: dict[str, list[pd.DataFrame]]) -> None:
-    """Factorial, fractional and Plackett–Burman designs: one model per metric on all usable runs."""
+                 notes: list[str], parts: list, untestable: list, tables: dict[str, list[pd.DataFrame]],
+                 profiles: Sequence[Any] = ()) -> None:
+    """Factorial, fractional and Plackett–Burman designs: one model per metric on all usable runs.
+
+    With load ``profiles`` the profile joins the model's factors (reference: the first profile),
+    with its interaction with every knob (:func:`_profile_interactions`); it gets no verdict row.
+    """
     block = "block" if "block" in data.columns and data["block"].nunique(dropna=True) > 1 else None
     for metric in metrics:
         name = metric["name"]
@@ -613,6 +795,13 @@ def _model_route(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[st
         try:
             if kind == "range":
                 found, model_tables = range_parts(sub, metric, active, baseline, design, alpha, seed)
+            elif profiles and sub[PROFILE].nunique() > 1:
+                found, model_tables = model_parts(
+                    sub, metric, [*active, PROFILE],
+                    {**baseline, PROFILE: next(p for p in profiles if (sub[PROFILE] == p).any())}, alpha, seed,
+                    block=block, interactions=_profile_interactions(sub, active, design.get("interactions", "auto"),
+                                                                    block))
+                found = [(label, part) for label, part in found if label != PROFILE]
             else:
                 found, model_tables = model_parts(sub, metric, active, baseline, alpha, seed, block=block,
                                                   interactions=design.get("interactions", "auto"))

@@ -1,0 +1,346 @@
+"""Sequential replicates (tunelab.stats.sequential): spending functions, looks, replay, and error rates.
+
+Reference values of the spending functions are computed here from their published formulas with
+the standard library only (``math.erfc``, ``math.log``), not with the code under test:
+
+* Lan & DeMets (1983), Biometrika 70(3) 659-663, O'Brien–Fleming type:
+  ``alpha(t) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(t)) = erfc(z_{1-alpha/2} / sqrt(2 t))``;
+  for two-sided alpha = 0.05 at t = 0.5 this is 0.00557 (the 0.0056 of Jennison & Turnbull 2000,
+  "Group Sequential Methods", ch. 7); z_0.975 = 1.959963984540054.
+* Lan–DeMets Pocock type: ``alpha(t) = alpha ln(1 + (e - 1) t)``; 0.0310 at t = 0.5.
+
+The simulation test runs the sequential rule on thousands of simulated studies. A full ``screen``
+per look costs ~0.1 s, so (as in test_simulation_screen.py) the p-values of every look of every
+simulated study are computed in one vectorised pass with the scipy functions that tunelab's own
+functions reproduce, and the rule itself uses tunelab's ``recommend``, ``adjust`` and
+``look_alphas`` unchanged. ``test_pipeline_matches_sequential_screen`` guards the substitution:
+on a sample of the simulated studies the real :func:`sequential_screen` on the data the rule
+collected gives the same verdicts, decision rounds and adjusted p-values.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as ss
+
+from tunelab.errors import DataError
+from tunelab.stats import (SPENDING, adjust, look_alphas, pending_levels, recommend, screen, sequential_screen,
+                           spent_alpha)
+
+ALPHA = 0.05
+Z975 = 1.959963984540054
+SESOI = 5.0
+METRICS = [{"name": "y", "direction": "maximize", "sesoi_pct": SESOI}]
+
+
+# ---- spending functions ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("t", [0.1, 0.25, 0.5, 0.75, 0.9])
+def test_obrien_fleming_matches_lan_demets(t: float) -> None:
+    reference = math.erfc(Z975 / math.sqrt(t) / math.sqrt(2))
+    assert spent_alpha(t, ALPHA, "obrien-fleming") == pytest.approx(reference, rel=1e-9)
+
+
+def test_known_values_at_half_the_information() -> None:
+    assert spent_alpha(0.5, ALPHA, "obrien-fleming") == pytest.approx(0.0056, abs=5e-5)
+    assert spent_alpha(0.5, ALPHA, "pocock") == pytest.approx(0.05 * math.log(1 + (math.e - 1) / 2), rel=1e-12)
+    assert spent_alpha(0.5, ALPHA, "pocock") == pytest.approx(0.0310, abs=5e-5)
+    assert spent_alpha(0.5, ALPHA, "linear") == pytest.approx(0.025)
+
+
+@pytest.mark.parametrize("name", SPENDING.names())
+def test_spending_runs_from_zero_to_alpha_and_never_falls(name: str) -> None:
+    grid = np.linspace(0, 1, 101)
+    spent = np.array([spent_alpha(float(t), ALPHA, name) for t in grid])
+    assert spent[0] == 0 and spent[-1] == pytest.approx(ALPHA)
+    assert (np.diff(spent) >= 0).all() and (spent <= ALPHA).all()
+
+
+def test_obrien_fleming_spends_less_early_than_pocock() -> None:
+    assert spent_alpha(0.2, ALPHA, "obrien-fleming") < spent_alpha(0.2, ALPHA, "linear") \
+        < spent_alpha(0.2, ALPHA, "pocock")
+
+
+@pytest.mark.parametrize("name", SPENDING.names())
+@pytest.mark.parametrize("fractions", [[0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.0], [0.3, 0.5], [1.0], [0.2, 0.2, 0.7]])
+def test_look_alphas_spend_at_most_alpha(name: str, fractions: list[float]) -> None:
+    alphas = look_alphas(fractions, ALPHA, name)
+    assert len(alphas) == len(fractions) and min(alphas) >= 0
+    assert sum(alphas) <= ALPHA + 1e-15
+    assert sum(alphas) == pytest.approx(spent_alpha(fractions[-1], ALPHA, name))
+    if fractions[-1] == 1.0:
+        assert sum(alphas) == pytest.approx(ALPHA)   # the last look spends what is left
+
+
+def test_spending_input_errors() -> None:
+    with pytest.raises(DataError, match="No alpha-spending function named 'haybittle'; known: linear, "):
+        spent_alpha(0.5, ALPHA, "haybittle")
+    with pytest.raises(DataError, match=r"information fraction must lie in \[0, 1\]"):
+        spent_alpha(1.2, ALPHA, "pocock")
+    with pytest.raises(DataError, match="must not decrease"):
+        look_alphas([0.5, 0.3], ALPHA, "pocock")
+    with pytest.raises(DataError, match="alpha must be between 0 and 1"):
+        look_alphas([0.5], 1.5, "pocock")
+
+
+# ---- replay ----------------------------------------------------------------------------------------
+
+def _oat(rng: np.random.Generator, counts: dict[str, int], round_number: int, effects: dict[str, float],
+         cv: float = 0.06, baseline_runs: int | None = None) -> pd.DataFrame:
+    """One round of an OAT study over knobs a, b (baseline 0, other level 1)."""
+    knobs = ["a", "b"]
+    rows = [{"a": 0, "b": 0, "y": 1000 * math.exp(rng.normal(0, cv))}
+            for _ in range(baseline_runs if baseline_runs is not None else max(counts.values()))]
+    for knob, n in counts.items():
+        rows += [{**{k: 0 for k in knobs}, knob: 1, "y": 1000 * (1 + effects[knob]) * math.exp(rng.normal(0, cv))}
+                 for _ in range(n)]
+    frame = pd.DataFrame(rows)
+    frame["round"] = round_number
+    return frame
+
+
+def _without_sequential_columns(result) -> pd.DataFrame:
+    return result.verdicts.drop(columns=["round", "alpha_nominal"])
+
+
+def test_one_look_is_the_plain_screen() -> None:
+    data = _oat(np.random.default_rng(1), {"a": 6, "b": 6}, 1, {"a": 0.2, "b": 0.0})
+    plain = screen(data.drop(columns="round"), METRICS, ["a", "b"], {"a": 0, "b": 0}, n_boot=200)
+    for frame in (data.drop(columns="round"), data):   # no round column; one round with every replicate (t = 1)
+        result = sequential_screen(frame, METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=6, n_boot=200)
+        pd.testing.assert_frame_equal(_without_sequential_columns(result), plain.verdicts)
+        for name in plain.tables[1:]:
+            pd.testing.assert_frame_equal(getattr(result, name), getattr(plain, name))
+        assert result.verdicts["round"].tolist() == [1, 1] and result.verdicts["alpha_nominal"].tolist() == [ALPHA] * 2
+        assert result.rounds[["round", "information_fraction", "alpha_spent"]].values.tolist() == [[1, 1.0, ALPHA]]
+        assert result.settings["alpha"] == ALPHA and "rounds" in result.tables
+
+
+def _two_rounds(seed: int = 3) -> pd.DataFrame:
+    """Knob a: +100 % (decided at round 1); knob b: +4 % with CV 2 % (inconclusive): round 2 runs only b."""
+    rng = np.random.default_rng(seed)
+    first = _oat(rng, {"a": 3, "b": 3}, 1, {"a": 1.0, "b": 0.04}, cv=0.02)
+    second = _oat(rng, {"b": 3}, 2, {"a": 1.0, "b": 0.04}, cv=0.02)
+    return pd.concat([first, second], ignore_index=True)
+
+
+def test_a_row_decided_at_round_one_keeps_its_round_one_row() -> None:
+    data = _two_rounds()
+    first_look, second_look = look_alphas([3 / 20, 6 / 20], ALPHA, "pocock")
+    result = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20, spending="pocock",
+                               n_boot=200)
+    round1 = screen(data[data["round"] == 1], METRICS, ["a", "b"], {"a": 0, "b": 0}, alpha=first_look, n_boot=200)
+    a = result.verdicts.set_index("knob").loc["a"]
+    expected = round1.verdicts.set_index("knob").loc["a"]
+    assert expected["verdict"] == "matters" and round1.verdicts.set_index("knob").loc["b", "verdict"] == "inconclusive"
+    assert a["verdict"] == "matters" and a["round"] == 1 and a["alpha_nominal"] == pytest.approx(first_look)
+    assert a["p"] == expected["p"] and a["effect_pct"] == expected["effect_pct"]
+    # a's detail rows come from round 1 too (round 2 added baseline runs, so a re-screen would differ)
+    later = screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, alpha=second_look, n_boot=200)
+    assert later.effects.set_index("knob").loc["a", "pct_change"] != a["effect_pct"]
+    assert result.effects.set_index("knob").loc["a", "pct_change"] == pytest.approx(a["effect_pct"])
+    b = result.verdicts.set_index("knob").loc["b"]
+    assert b["round"] == 2 and b["alpha_nominal"] == pytest.approx(second_look)
+    rounds = result.rounds
+    assert rounds["replicates"].tolist() == [3, 6]
+    assert rounds["information_fraction"].tolist() == pytest.approx([0.15, 0.3])
+    assert rounds["alpha_spent"].tolist() == pytest.approx([spent_alpha(0.15, ALPHA, "pocock"),
+                                                           spent_alpha(0.3, ALPHA, "pocock")])
+    assert rounds["runs"].tolist() == [9, 15]
+    assert (rounds["decided"] + rounds["inconclusive"]).tolist() == [2, 2]
+
+
+def test_frozen_rows_count_as_p_one_in_holm() -> None:
+    """At round 2 b's adjusted p is Holm over {b, a := 1}: twice its p (family of 2), not its p alone."""
+    data = _two_rounds()
+    result = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20, n_boot=200)
+    b = result.verdicts.set_index("knob").loc["b"]
+    assert b["p_adj"] == pytest.approx(min(1.0, 2 * b["p"]))
+    assert b["significant"] == (b["p_adj"] < b["alpha_nominal"])
+
+
+def test_resuming_from_a_previous_look_equals_the_full_replay() -> None:
+    data = _two_rounds()
+    kwargs = {"max_replicates": 20, "n_boot": 200, "seed": 4}
+    earlier = sequential_screen(data[data["round"] == 1], METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs)
+    resumed = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, previous=earlier, **kwargs)
+    full = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs)
+    for name in full.tables:
+        pd.testing.assert_frame_equal(getattr(resumed, name), getattr(full, name))
+    with pytest.raises(DataError, match="same settings"):
+        sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, previous=earlier,
+                          **{**kwargs, "max_replicates": 12})
+    with pytest.raises(DataError, match="previous saw 9 runs up to round 1"):
+        sequential_screen(data.iloc[1:], METRICS, ["a", "b"], {"a": 0, "b": 0}, previous=earlier, **kwargs)
+
+
+def test_the_json_of_a_sequential_screen_follows_the_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from tunelab.stats import schema
+    result = sequential_screen(_two_rounds(), METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20, n_boot=200)
+    document = result.to_json()
+    jsonschema.validate(document, schema())
+    assert [row["round"] for row in document["rounds"]] == [1, 2]
+    assert {"round", "alpha_nominal"} <= set(document["verdicts"][0])
+
+
+def test_sequential_input_errors() -> None:
+    data = _two_rounds()
+    base = {"a": 0, "b": 0}
+    with pytest.raises(DataError, match="max_replicates must be a whole number"):
+        sequential_screen(data, METRICS, ["a", "b"], base, max_replicates=0)
+    with pytest.raises(DataError, match="must hold each trial's round as a whole number"):
+        sequential_screen(data.assign(round=data["round"] - 1.5), METRICS, ["a", "b"], base, max_replicates=20)
+    factorial = data.copy()
+    factorial.loc[factorial.index[-1], ["a", "b"]] = 1
+    with pytest.raises(DataError, match="need a one-at-a-time design"):
+        sequential_screen(factorial, METRICS, ["a", "b"], base, max_replicates=20)
+
+
+def test_pending_levels() -> None:
+    data = pd.DataFrame({"a": [0, 1, 2, 0], "b": ["x", "x", "y", "z"], "c": [(1, 2), (1, 2), (3, 4), (5, 6)]})
+    verdicts = pd.DataFrame({"knob": ["a", "a", "b", "c"], "metric": ["y", "z", "y", "y"],
+                             "verdict": ["matters", "inconclusive", "no effect (equivalent)", "inconclusive"]})
+    baseline = {"a": 0, "b": "x", "c": (1, 2)}
+    assert pending_levels(verdicts, data, ["a", "b", "c"], baseline) == {"a": [1, 2], "c": [(3, 4), (5, 6)]}
+    decided = verdicts.assign(verdict="untestable")
+    assert pending_levels(decided, data, ["a", "b", "c"], baseline) == {}
+    with pytest.raises(DataError, match="columns 'knob' and 'verdict'"):
+        pending_levels(verdicts.drop(columns="verdict"), data, ["a"], baseline)
+
+
+# ---- simulation ------------------------------------------------------------------------------------
+
+K = 4                     # knobs, one non-baseline level each; one baseline run per replicate
+SCHEDULE = [3, 6, 9, 12, 15, 18]   # replicates per level at each look: min 3, step 3, max 18
+N_STUDIES = 2000
+CV = 0.06
+Z99 = 2.58
+ROUTE_TEST = {"anova+tukey": "anova", "welch+games_howell": "welch", "kruskal+dunn": "kruskal"}
+MATTERS, EQUIVALENT, INCONCLUSIVE = "matters", "no effect (equivalent)", "inconclusive"
+
+
+def simulate(rng: np.random.Generator, studies: int, effects: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Every run a study could make (all rounds): baseline (study, run), levels (study, knob, run)."""
+    sd = math.sqrt(math.log1p(CV ** 2))
+    n = SCHEDULE[-1]
+    base = 1000 * np.exp(rng.normal(0, sd, (studies, n)))
+    levels = 1000 * (1 + np.asarray(effects)[None, :, None]) * np.exp(rng.normal(0, sd, (studies, K, n)))
+    return base, levels
+
+
+def look_values(base: np.ndarray, levels: np.ndarray, n: int) -> dict[str, np.ndarray]:
+    """Route p-values, chosen p, % change and TOST p of every (study, knob) on its first ``n`` runs."""
+    s, k = levels.shape[:2]
+    b = np.broadcast_to(base[:, None, :n], (s, k, n)).reshape(s * k, n)
+    x = levels[:, :, :n].reshape(s * k, n)
+    sds = np.stack([b.std(axis=1, ddof=1), x.std(axis=1, ddof=1)], axis=1)
+    residuals = np.concatenate([(b - b.mean(axis=1, keepdims=True)) / sds[:, :1],
+                                (x - x.mean(axis=1, keepdims=True)) / sds[:, 1:]], axis=1)
+    p = {"shapiro": ss.shapiro(residuals, axis=1).pvalue, "bf": ss.levene(b, x, center="median", axis=1).pvalue,
+         "ratio": sds.max(axis=1) / sds.min(axis=1), "anova": ss.f_oneway(b, x, axis=1).pvalue,
+         "welch": ss.ttest_ind(b, x, axis=1, equal_var=False).pvalue, "kruskal": ss.kruskal(b, x, axis=1).pvalue}
+    routes = [recommend(float(a), float(c), float(r))[0] for a, c, r in zip(p["shapiro"], p["bf"], p["ratio"])]
+    chosen = np.array([p[ROUTE_TEST[route]][i] for i, route in enumerate(routes)])
+    mb, mx = b.mean(axis=1), x.mean(axis=1)
+    vb, vx = b.var(axis=1, ddof=1) / n, x.var(axis=1, ddof=1) / n
+    se, df = np.sqrt(vb + vx), (vb + vx) ** 2 / (vb ** 2 / (n - 1) + vx ** 2 / (n - 1))
+    margin = SESOI / 100 * np.abs(mb)
+    tost = np.maximum(ss.t.sf((mx - mb + margin) / se, df), ss.t.cdf((mx - mb - margin) / se, df))
+    return {"p": chosen.reshape(s, k), "effect": (100 * (mx / mb - 1)).reshape(s, k), "tost": tost.reshape(s, k)}
+
+
+def sequential_rule(looks: list[dict[str, np.ndarray]], alphas: list[float]) -> dict[str, np.ndarray]:
+    """tunelab's rule per study: look j at alphas[j]; final rows frozen, counted with p = 1 in Holm."""
+    s = looks[0]["p"].shape[0]
+    verdict = np.full((s, K), INCONCLUSIVE, dtype=object)
+    decided_at = np.full((s, K), len(looks), dtype=int)
+    p_adj = np.full((s, K), np.nan)
+    for i in range(s):
+        for j, (look, a) in enumerate(zip(looks, alphas)):
+            open_ = np.flatnonzero(verdict[i] == INCONCLUSIVE)
+            if not len(open_):
+                break
+            q = adjust(np.concatenate([look["p"][i, open_], np.ones(K - len(open_))]), "holm")[:len(open_)]
+            for knob, qk in zip(open_, q):
+                p_adj[i, knob] = qk
+                decided_at[i, knob] = j + 1
+                if qk < a and abs(look["effect"][i, knob]) >= SESOI:
+                    verdict[i, knob] = MATTERS
+                elif look["tost"][i, knob] < a:
+                    verdict[i, knob] = EQUIVALENT
+    return {"verdict": verdict, "round": decided_at, "p_adj": p_adj}
+
+
+def upper_bound(rate: float, n: int) -> float:
+    """Largest observed rate compatible with a true ``rate`` (99 % one-sided)."""
+    return rate + Z99 * math.sqrt(rate * (1 - rate) / n)
+
+
+@pytest.fixture(scope="module")
+def simulated() -> dict[str, tuple]:
+    out = {}
+    for index, (name, effects) in enumerate({"null": [0.0] * K,
+                                             "sesoi": [SESOI / 100, -SESOI / 100] * (K // 2)}.items()):
+        base, levels = simulate(np.random.default_rng([7, index]), N_STUDIES, effects)
+        looks = [look_values(base, levels, n) for n in SCHEDULE]
+        out[name] = (base, levels, looks)
+    return out
+
+
+@pytest.mark.parametrize("spending", ["linear", "pocock", "obrien-fleming"])
+def test_family_wise_error_and_false_equivalence_stay_below_alpha(simulated: dict, spending: str) -> None:
+    alphas = look_alphas([n / SCHEDULE[-1] for n in SCHEDULE], ALPHA, spending)
+    naive = [ALPHA] * len(SCHEDULE)
+    bound = upper_bound(ALPHA, N_STUDIES)                       # 0.0626 for 2000 studies
+
+    null = simulated["null"][2]
+    fwer = (sequential_rule(null, alphas)["verdict"] == MATTERS).any(axis=1).mean()
+    naive_fwer = (sequential_rule(null, naive)["verdict"] == MATTERS).any(axis=1).mean()
+    assert fwer <= bound, f"family-wise error {fwer:.3f} > {bound:.3f}"
+    # the same simulation detects the inflation of testing at the full alpha at every look
+    assert naive_fwer > bound, f"naive FWER {naive_fwer:.3f}: the simulation cannot see inflation"
+
+    at_sesoi = simulated["sesoi"][2]
+    false_eq = (sequential_rule(at_sesoi, alphas)["verdict"] == EQUIVALENT).mean()   # per knob x metric row
+    naive_eq = (sequential_rule(at_sesoi, naive)["verdict"] == EQUIVALENT).mean()
+    rows_bound = upper_bound(0.05, N_STUDIES)   # rows of one study share the baseline: the study is the unit
+    assert false_eq <= rows_bound, f"false equivalence {false_eq:.3f} > {rows_bound:.3f}"
+    assert naive_eq > rows_bound, f"naive false equivalence {naive_eq:.3f}: the simulation cannot see inflation"
+
+
+def _collected(base: np.ndarray, levels: np.ndarray, study: int, rounds: np.ndarray) -> pd.DataFrame:
+    """The runs the sequential rule made in one study: a knob's runs up to the look that decided it,
+    one baseline run per replicate while any knob was open."""
+    knobs = [f"k{j}" for j in range(K)]
+    rows, start = [], 0
+    last = int(rounds.max())
+    for number, n in enumerate(SCHEDULE[:last], start=1):
+        for r in range(start, n):
+            rows.append({**{k: 0 for k in knobs}, "round": number, "y": base[study, r]})
+            for j, knob in enumerate(knobs):
+                if rounds[j] >= number:
+                    rows.append({**{k: 0 for k in knobs}, knob: 1, "round": number, "y": levels[study, j, r]})
+        start = n
+    return pd.DataFrame(rows)
+
+
+def test_pipeline_matches_sequential_screen() -> None:
+    """The vectorised rule above is tunelab's: the real sequential_screen on the collected runs agrees."""
+    knobs = [f"k{j}" for j in range(K)]
+    base, levels = simulate(np.random.default_rng(11), 4, [0.10, -0.10, 0.0, 0.05])
+    looks = [look_values(base, levels, n) for n in SCHEDULE]
+    alphas = look_alphas([n / SCHEDULE[-1] for n in SCHEDULE], ALPHA, "pocock")
+    rule = sequential_rule(looks, alphas)
+    assert (rule["round"] < len(SCHEDULE)).any() and (rule["round"] > 1).any()   # early and late decisions
+    for study in range(len(base)):
+        data = _collected(base, levels, study, rule["round"][study])
+        result = sequential_screen(data, METRICS, knobs, {k: 0 for k in knobs}, max_replicates=SCHEDULE[-1],
+                                   spending="pocock", n_boot=100)
+        v = result.verdicts.set_index("knob").loc[knobs]
+        assert v["verdict"].tolist() == rule["verdict"][study].tolist()
+        assert v["round"].tolist() == rule["round"][study].tolist()
+        assert v["p_adj"].to_numpy(dtype=float) == pytest.approx(rule["p_adj"][study], rel=1e-6)

@@ -1,0 +1,455 @@
+"""Sequential (adaptive) replicates: screen after every round, stop each knob once its verdicts are final.
+
+A study with ``replicates: {min, max, step, until: decided}`` runs ``min`` replicates of every
+level, screens, and then runs ``step`` more replicates (plus fresh baseline runs) only of the
+knobs with an ``inconclusive`` verdict, until every verdict is final or ``max`` is reached. Every
+trial carries its ``round`` (1, 2, ...). Looking at the data after every round and stopping early
+would inflate the error rates if every look used the full ``alpha``; here each look ``r`` uses the
+increment of an alpha-spending function, ``alpha_r = spent(t_r) - spent(t_{r-1})``, at the
+information fraction ``t_r`` (replicates so far / ``max``), so the looks together spend at most
+``alpha`` (the union bound; see docs/stats-notes.md, "Sequential replicates").
+
+:func:`sequential_screen` replays the looks from the data alone, so the run loop and a report that
+re-screens the stored study get the same verdicts. :func:`pending_levels` says which levels need
+more replicates.
+
+Examples
+--------
+>>> round(spent_alpha(0.5, 0.05, "obrien-fleming"), 4)
+0.0056
+>>> [round(a, 4) for a in look_alphas([0.5, 1.0], 0.05, "linear")]
+[0.025, 0.025]
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as ss
+
+from tunelab.errors import DataError
+from tunelab.model import DONE_STATUSES, USABLE_STATUSES, Metric, Verdict
+from tunelab.registry import Registry
+from tunelab.stats._validate import sorted_levels
+from tunelab.stats.multiplicity import adjust
+from tunelab.stats.screen import (ROUND_COLUMNS, VERDICT_COLUMNS, ScreenResult, _equals, _rows_per_knob, design_kind,
+                                   screen)
+
+#: an alpha-spending function: ``(information fraction in [0, 1], alpha) -> alpha spent so far``
+SpendingFunction = Callable[[float, float], float]
+
+SPENDING: Registry[SpendingFunction] = Registry("alpha-spending function", error=DataError)
+
+
+@SPENDING.register("obrien-fleming")
+def obrien_fleming(fraction: float, alpha: float) -> float:
+    """Lan–DeMets O'Brien–Fleming type: ``2 - 2 Phi(z_{1-alpha/2} / sqrt(t))`` (spends little early)."""
+    if fraction <= 0:
+        return 0.0
+    return float(2.0 * ss.norm.sf(ss.norm.isf(alpha / 2.0) / math.sqrt(fraction)))
+
+
+@SPENDING.register("pocock")
+def pocock(fraction: float, alpha: float) -> float:
+    """Lan–DeMets Pocock type: ``alpha ln(1 + (e - 1) t)`` (spends much early)."""
+    return float(alpha * math.log1p((math.e - 1.0) * fraction))
+
+
+@SPENDING.register("linear")
+def linear(fraction: float, alpha: float) -> float:
+    """``alpha t``: the same share of alpha per share of the replicates."""
+    return float(alpha * fraction)
+
+
+#: chosen by benchmarks/bench_sequential.py (docs/stats-notes.md, "Sequential replicates")
+DEFAULT_SPENDING = "linear"
+
+#: the verdict table of a sequential screen: the screen's columns plus the look that decided each row
+SEQUENTIAL_VERDICT_COLUMNS = [*VERDICT_COLUMNS, "round", "alpha_nominal"]
+
+
+def _check_alpha(alpha: float) -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise DataError(f"alpha must be between 0 and 1, got {alpha!r}; 0.05 is the usual choice")
+
+
+def spent_alpha(fraction: float, alpha: float, spending: str = DEFAULT_SPENDING) -> float:
+    """The alpha spent up to information fraction ``fraction`` by the spending function ``spending``.
+
+    Parameters
+    ----------
+    fraction : float
+        Information fraction in [0, 1] (replicates so far / the most replicates the study runs).
+    alpha : float
+        The family-wise level of the whole study (all looks).
+    spending : str
+        A name in :data:`SPENDING`: ``'obrien-fleming'``, ``'pocock'`` or ``'linear'``.
+
+    Returns
+    -------
+    float
+        Cumulative alpha, 0 at fraction 0 and ``alpha`` at fraction 1.
+    """
+    function = SPENDING.get(spending)
+    _check_alpha(alpha)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float, np.floating, np.integer)) \
+            or not 0 <= fraction <= 1:
+        raise DataError(f"an information fraction must lie in [0, 1], got {fraction!r}")
+    if fraction == 1:
+        return float(alpha)
+    return min(float(alpha), function(float(fraction), float(alpha)))
+
+
+def look_alphas(fractions: Sequence[float], alpha: float, spending: str = DEFAULT_SPENDING) -> list[float]:
+    """The nominal level of every look: the alpha spent since the previous look.
+
+    ``alpha_k = spent(t_k) - spent(t_{k-1})``; by the union bound the looks together make a false
+    decision with probability at most ``sum(alpha_k) = spent(t_last) <= alpha`` whatever the
+    dependence between looks. A look at fraction 1 spends all that is left; looks after it get 0.
+
+    Parameters
+    ----------
+    fractions : sequence of float
+        Non-decreasing information fractions in [0, 1], one per look.
+    alpha, spending
+        As in :func:`spent_alpha`.
+    """
+    values = [float(f) for f in fractions]
+    if any(b < a for a, b in zip(values, values[1:])):
+        raise DataError(f"information fractions must not decrease from look to look, got {values}")
+    spent = [spent_alpha(f, alpha, spending) for f in values]
+    return [max(0.0, now - before) for before, now in zip([0.0, *spent], spent)]
+
+
+def pending_levels(result_or_verdicts: ScreenResult | pd.DataFrame, data: pd.DataFrame, knobs: Sequence[str],
+                   baseline: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The levels that need more replicates: knob -> its non-baseline levels in ``data``, for every knob
+    with an ``inconclusive`` verdict (any metric). Knobs whose verdicts are all final are left out.
+
+    Parameters
+    ----------
+    result_or_verdicts : ScreenResult or DataFrame
+        A (sequential) screen result or its ``verdicts`` table (columns ``knob``, ``verdict``).
+    data : DataFrame
+        The study's runs (one column per knob).
+    knobs : list of str
+        Knob columns, in the order of the answer.
+    baseline : dict
+        Knob -> baseline level.
+    """
+    verdicts = result_or_verdicts.verdicts if isinstance(result_or_verdicts, ScreenResult) else result_or_verdicts
+    if not isinstance(verdicts, pd.DataFrame) or not {"knob", "verdict"} <= set(verdicts.columns):
+        raise DataError("pending_levels needs a ScreenResult or a verdicts table with columns 'knob' and 'verdict'")
+    undecided = set(verdicts.loc[verdicts["verdict"] == Verdict.INCONCLUSIVE.value, "knob"])
+    out: dict[str, list[Any]] = {}
+    for knob in knobs:
+        if knob not in undecided:
+            continue
+        if knob not in data.columns or knob not in baseline:
+            raise DataError(f"knob {knob!r} needs a column in the data and a baseline level")
+        levels = sorted_levels(data[knob].dropna())
+        out[knob] = [level for level in levels if not _equals(pd.Series([level], dtype=object), baseline[knob])[0]]
+    return out
+
+
+def sequential_screen(
+    data: pd.DataFrame,
+    metrics: Sequence[Metric | dict[str, Any]],
+    knobs: list[str],
+    baseline: dict[str, Any],
+    *,
+    max_replicates: int,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    spending: str = DEFAULT_SPENDING,
+    round_column: str = "round",
+    n_boot: int = 1000,
+    seed: int = 0,
+    design: Mapping[str, Any] | None = None,
+    guards: Mapping[str, Any] | None = None,
+    previous: ScreenResult | None = None,
+    recycle: bool = True,
+) -> ScreenResult:
+    """Screen a study run in rounds, replaying the looks so that early stopping keeps the error rates.
+
+    For every round ``r`` (the distinct values of ``round_column``) the rows with round <= ``r`` are
+    screened at the nominal level ``alpha_r`` (:func:`look_alphas` at the information fraction of
+    that look): the tests (``p_adj < alpha_r``) and the TOST equivalence tests both use it. A
+    knob × metric verdict other than ``inconclusive`` is final: it is frozen with the row (and the
+    effects, equivalence, omnibus, post-hoc and assumption rows) of the look that decided it, and
+    later looks count it in the multiplicity family with p = 1 (so it can never help another row
+    to significance). Later looks screen only the knobs that still have an inconclusive verdict.
+
+    Parameters
+    ----------
+    data, metrics, knobs, baseline, correction, n_boot, seed, design, guards
+        As in :func:`tunelab.stats.screen`; ``data`` must be one-at-a-time when it has several rounds.
+    max_replicates : int
+        The replicates per level at which the study stops (the design's ``replicates.max``; the
+        last round should bring the pending levels to exactly this many runs, so the last look
+        spends all of ``alpha``).
+    alpha : float
+        Family-wise level of the whole study, over all looks.
+    spending : str
+        Alpha-spending function, a name in :data:`SPENDING`.
+    round_column : str
+        The plan column with each trial's round (whole numbers >= 1). Without it the data are one
+        look at ``alpha``: exactly :func:`tunelab.stats.screen`.
+    previous : ScreenResult, optional
+        The result of this function on the same study up to an earlier round (same settings);
+        only the later rounds are screened. The answer equals a full replay.
+
+    Returns
+    -------
+    ScreenResult
+        The last look's result whose ``verdicts`` hold the frozen rows, with two more columns:
+        ``round`` (the look that decided the row, or the last look) and ``alpha_nominal`` (that
+        look's level; ``significant`` means ``p_adj < alpha_nominal``); every other table with
+        ``knob`` and ``metric`` columns holds each row's data from that same look. ``rounds``
+        has one row per look: ``round``, ``runs`` (runs in the look, all rounds so far),
+        ``replicates`` (runs of the least-replicated level among the knobs the look screened),
+        ``information_fraction`` (replicates / max_replicates, at most 1), ``alpha_spent``
+        (cumulative), ``alpha_nominal``, ``decided`` and ``inconclusive`` (knob × metric rows
+        final / still inconclusive after the look). ``settings['sequential']`` records the
+        sequential settings.
+
+    Notes
+    -----
+    Validity (docs/stats-notes.md, "Sequential replicates"): a row still open at look ``r`` is
+    analysed on exactly the runs it would have had if every knob had kept running, provided the
+    run loop gives every pending level ``step`` more runs per round and adds the same number of
+    baseline runs every round; with frozen rows at p = 1, Holm's rejections at look ``r`` are a
+    subset of those of a fixed-size screen of all knobs at ``alpha_r``, so the chance of any
+    false ``matters`` (or of a false ``no effect (equivalent)`` for one row) is at most
+    ``sum(alpha_r) <= alpha``.
+    """
+    if not isinstance(data, pd.DataFrame):
+        raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}")
+    _check_alpha(alpha)
+    SPENDING.get(spending)
+    if isinstance(max_replicates, bool) or not isinstance(max_replicates, (int, np.integer)) or max_replicates < 1:
+        raise DataError(f"max_replicates must be a whole number >= 1 (the design's replicates.max), "
+                        f"got {max_replicates!r}")
+    knobs = list(knobs) if not isinstance(knobs, str) else knobs
+    # each look is a plain screen: a `sequential` entry would make `screen` replay the looks again
+    design = None if design is None else {k: v for k, v in design.items() if k != "sequential"}
+    if not isinstance(recycle, bool):
+        raise DataError(f"recycle must be True or False, got {recycle!r}")
+    options = {"max_replicates": int(max_replicates), "spending": spending, "round_column": round_column,
+               "recycle": recycle}
+    screen_args = {"metrics": metrics, "correction": correction, "n_boot": n_boot, "seed": seed, "design": design,
+                   **({"guards": guards} if guards is not None else {})}
+    if round_column not in data.columns:
+        result = screen(data, knobs=knobs, baseline=baseline, alpha=alpha, **screen_args)
+        replicates = _least_replicated(data, knobs, baseline)
+        rounds = [_round_row(1, len(data), replicates, 1.0, alpha, alpha, result.verdicts)]
+        looks = {key: (result, 1, alpha) for key in _keys(result.verdicts)}
+        return _assemble(result, looks, rounds, {**options, "looks": 1}, alpha, data)
+
+    round_of = _round_numbers(data[round_column], round_column)
+    numbers = sorted(set(round_of.tolist()))
+    if len(numbers) > 1 and design_kind(data, knobs, baseline) != "oat":
+        raise DataError("sequential replicates (several rounds) need a one-at-a-time design: every run with at most "
+                        "one knob away from its baseline")
+    looks, rounds, first, last, spent = _resume(previous, data, round_of, knobs, alpha, options, screen_args)
+    screened_up_to = rounds[-1]["round"] if rounds else 0
+    for number in [n for n in numbers if n > screened_up_to]:
+        upto = data[(round_of <= number).to_numpy()]
+        pending = _pending(looks, knobs)
+        if not pending:
+            break
+        replicates = _least_replicated(upto, pending, baseline)
+        fraction = min(1.0, replicates / max_replicates)
+        now = spent_alpha(fraction, alpha, spending)
+        nominal = max(0.0, now - spent)
+        if nominal > 0:
+            rows = upto[_only_knobs(upto, knobs, pending, baseline)]
+            result = screen(rows, knobs=pending, baseline={k: baseline[k] for k in pending}, alpha=nominal,
+                            **screen_args)
+            first = first or result
+            last = result
+            _freeze(result, looks, number, nominal, correction, recycle)
+        spent = max(spent, now)
+        rounds.append(_round_row(number, len(upto), replicates, fraction, spent, nominal,
+                                 _current_verdicts(looks)))
+    if last is None:
+        raise DataError("no look had any alpha to spend: the levels of the knobs have no runs in any round")
+    return _assemble(first, looks, rounds, {**options, "looks": len(rounds)}, alpha, data, last)
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+
+def _round_numbers(values: pd.Series, column: str) -> pd.Series:
+    """The round of every row as integers; DataError unless every value is a whole number >= 1."""
+    numeric = pd.to_numeric(values, errors="coerce")
+    bad = numeric.isna() | (numeric < 1) | (numeric % 1 != 0)
+    if bad.any():
+        examples = ", ".join(map(repr, values[bad].unique()[:3].tolist()))
+        raise DataError(f"column {column!r} must hold each trial's round as a whole number 1, 2, ...; found {examples}")
+    return numeric.astype(int)
+
+
+def _keys(verdicts: pd.DataFrame) -> list[tuple[str, str]]:
+    return list(zip(verdicts["knob"].tolist(), verdicts["metric"].tolist()))
+
+
+def _least_replicated(data: pd.DataFrame, knobs: list[str], baseline: Mapping[str, Any]) -> int:
+    """Runs of the least-replicated non-baseline level of ``knobs`` (one-at-a-time rows, finished trials of any
+    outcome: the count follows the plan, not the measurements)."""
+    if "status" in data.columns:
+        data = data[data["status"].isin([status.value for status in DONE_STATUSES])]
+    rows_of = _rows_per_knob(data, knobs, dict(baseline), "oat")
+    counts = []
+    for knob in knobs:
+        values = data.loc[rows_of[knob], knob].dropna()
+        off = values[~_equals(values, baseline[knob])]
+        counts += [int(_equals(off, level).sum()) for level in sorted_levels(off)]
+    return min(counts, default=0)
+
+
+def _only_knobs(data: pd.DataFrame, knobs: list[str], keep: list[str], baseline: Mapping[str, Any]) -> np.ndarray:
+    """Rows whose knobs outside ``keep`` all sit at their baselines."""
+    mask = np.ones(len(data), dtype=bool)
+    for knob in knobs:
+        if knob not in keep:
+            mask &= _equals(data[knob], baseline[knob])
+    return mask
+
+
+def _pending(looks: dict, knobs: list[str]) -> list[str]:
+    """Knobs with an inconclusive row (all knobs before the first look)."""
+    if not looks:
+        return list(knobs)
+    open_knobs = {key[0] for key, (result, _, _) in looks.items()
+                  if _row(result, *key)["verdict"] == Verdict.INCONCLUSIVE.value}
+    return [knob for knob in knobs if knob in open_knobs]
+
+
+def _row(result: ScreenResult, knob: str, metric: str) -> pd.Series:
+    verdicts = result.verdicts
+    return verdicts[(verdicts["knob"] == knob) & (verdicts["metric"] == metric)].iloc[0]
+
+
+def _freeze(result: ScreenResult, looks: dict, number: int, nominal: float, correction: str,
+            recycle: bool = True) -> None:
+    """Record the look's rows of the open knob × metric pairs; frozen rows count with p = 1 in the family.
+
+    With ``recycle`` a row frozen as ``matters`` (a rejected no-effect null) leaves the family
+    instead (group-sequential Holm); rows frozen with any other verdict stay in it with p = 1.
+    Raising p-values never adds rejections (Holm, Bonferroni and BH are monotone), so a row can only
+    lose ``significant`` here: a ``matters`` row that loses it becomes ``no effect (equivalent)`` if
+    TOST passed, else ``inconclusive``.
+    """
+    verdicts = result.verdicts
+    frozen = {key: _row(found, *key) for key, (found, _, _) in looks.items()}
+    frozen = {key: row for key, row in frozen.items() if row["verdict"] != Verdict.INCONCLUSIVE.value}
+    open_rows = np.array([key not in frozen for key in _keys(verdicts)])
+    in_family = sum(1 for row in frozen.values() if not math.isnan(float(row["p"]))
+                    and not (recycle and row["verdict"] == Verdict.MATTERS.value))
+    if in_family and open_rows.any():
+        verdicts = verdicts.copy()
+        p = verdicts.loc[open_rows, "p"].to_numpy(dtype=float)
+        q = adjust(np.concatenate([p, np.ones(in_family)]), method=correction)[:len(p)]
+        significant = np.where(np.isnan(q), False, q < nominal)
+        index = verdicts.index[open_rows]
+        verdicts.loc[index, "p_adj"] = q
+        verdicts.loc[index, "significant"] = significant
+        lost = index[~significant]
+        verdicts.loc[lost, "direction"] = "none"
+        demoted = lost[(verdicts.loc[lost, "verdict"] == Verdict.MATTERS.value).to_numpy()]
+        verdicts.loc[demoted, "relevant"] = False
+        verdicts.loc[demoted, "verdict"] = np.where(verdicts.loc[demoted, "equivalent"].astype(bool),
+                                                    Verdict.EQUIVALENT.value, Verdict.INCONCLUSIVE.value)
+        result = replace(result, verdicts=verdicts)
+    for key, is_open in zip(_keys(verdicts), open_rows):
+        if is_open:
+            looks[key] = (result, number, nominal)
+
+
+def _current_verdicts(looks: dict) -> pd.Series:
+    return pd.Series([_row(result, *key)["verdict"] for key, (result, _, _) in looks.items()], dtype=object)
+
+
+def _round_row(number: int, runs: int, replicates: int, fraction: float, spent: float, nominal: float,
+               verdicts: pd.Series | pd.DataFrame) -> dict[str, Any]:
+    column = verdicts["verdict"] if isinstance(verdicts, pd.DataFrame) else verdicts
+    undecided = int((column == Verdict.INCONCLUSIVE.value).sum())
+    return {"round": int(number), "runs": int(runs), "replicates": int(replicates),
+            "information_fraction": float(fraction), "alpha_spent": float(spent), "alpha_nominal": float(nominal),
+            "decided": int(len(column) - undecided), "inconclusive": undecided}
+
+
+def _resume(previous: ScreenResult | None, data: pd.DataFrame, round_of: pd.Series, knobs: list[str], alpha: float,
+            options: dict[str, Any], screen_args: dict[str, Any]) -> tuple[dict, list, Any, Any, float]:
+    """The state after the looks of ``previous`` (empty when None), checked against the data and settings."""
+    if previous is None:
+        return {}, [], None, None, 0.0
+    if not isinstance(previous, ScreenResult):
+        raise DataError(f"previous must be a ScreenResult of sequential_screen, got {type(previous).__name__}")
+    settings = previous.settings
+    earlier = settings.get("sequential") or {}
+    same = ({k: earlier.get(k) for k in options} == options and settings.get("alpha") == alpha
+            and settings.get("knobs") == knobs and settings.get("correction") == screen_args["correction"]
+            and settings.get("n_boot") == screen_args["n_boot"] and settings.get("seed") == screen_args["seed"])
+    if not same or not len(previous.rounds):
+        raise DataError("previous must be the sequential_screen result of the same study with the same settings "
+                        "(alpha, correction, spending, max_replicates, knobs, n_boot, seed); re-screen without it")
+    rounds = previous.rounds.to_dict(orient="records")
+    for row in rounds:
+        seen = int((round_of <= row["round"]).sum())
+        if seen != row["runs"]:
+            raise DataError(f"previous saw {row['runs']} runs up to round {row['round']} but the data have {seen}; "
+                            "re-screen without previous")
+    verdicts = previous.verdicts
+    looks = {key: (previous, int(r), float(a))
+             for key, r, a in zip(_keys(verdicts), verdicts["round"], verdicts["alpha_nominal"])}
+    return looks, rounds, previous, previous, float(rounds[-1]["alpha_spent"])
+
+
+def _assemble(first: ScreenResult, looks: dict, rounds: list[dict[str, Any]], options: dict[str, Any], alpha: float,
+              data: pd.DataFrame, last: ScreenResult | None = None) -> ScreenResult:
+    """One ScreenResult: every knob × metric row (and its detail rows) from the look that decided it."""
+    last = last or first
+    order = {key: i for i, key in enumerate(looks)}
+    by_source: dict[int, tuple[ScreenResult, set]] = {}
+    for key, (result, _, _) in looks.items():
+        by_source.setdefault(id(result), (result, set()))[1].add(key)
+
+    def gather(name: str) -> pd.DataFrame:
+        frame = getattr(last, name)
+        if not {"knob", "metric"} <= set(frame.columns):
+            return frame
+        parts = []
+        for result, keys in by_source.values():
+            part = getattr(result, name)
+            if len(part):
+                mask = np.fromiter(((k, m) in keys for k, m in zip(part["knob"], part["metric"])), bool, len(part))
+                parts.append(part[mask])
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return frame.iloc[0:0]
+        out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
+        rank = [order.get((k, m), len(order)) for k, m in zip(out["knob"], out["metric"])]
+        return out.iloc[np.argsort(rank, kind="stable")].reset_index(drop=True)
+
+    tables = {name: gather(name) for name in last.tables if name not in ("verdicts", "rounds")}
+    rows = []
+    for key, (result, number, nominal) in looks.items():
+        row = result.verdicts[(result.verdicts["knob"] == key[0]) & (result.verdicts["metric"] == key[1])]
+        rows.append(row.assign(round=int(number), alpha_nominal=float(nominal)))
+    verdicts = pd.concat(rows, ignore_index=True) if len(rows) > 1 else rows[0].reset_index(drop=True)
+    verdicts["best_level"] = pd.Series(
+        [level for row in rows for level in row["best_level"].tolist()], dtype=object)
+    verdicts = verdicts[SEQUENTIAL_VERDICT_COLUMNS]
+    notes = list(dict.fromkeys(note for result in (first, *[r for r, _ in by_source.values()], last)
+                               for note in result.settings.get("notes", [])))
+    usable = data
+    if "status" in data.columns:
+        usable = data[data["status"].isin([status.value for status in USABLE_STATUSES])]
+    settings = {**first.settings, "alpha": alpha, "n_runs": len(usable), "notes": notes, "sequential": options}
+    names = tuple(dict.fromkeys([*last.tables, "rounds"]))
+    return replace(last, settings=settings, verdicts=verdicts, rounds=pd.DataFrame(rounds, columns=ROUND_COLUMNS),
+                   tables=names, **tables)
