@@ -386,10 +386,12 @@ def main(argv: list[str] | None = None) -> int:
             saved = 1 - s["trials"] / match["trials"]
             savings[(variant, truth)] = saved
             low, high = match["low"], match["high"]
+            same_trials = float(np.interp(s["trials"], [row["trials"] for row in curve], [row["power"] for row in curve]))
             print(f"  {variant.label():44} {truth:6}: power {100 * s['power']:5.2f} %, {s['trials']:6.1f} trials | "
                   f"fixed n={low['n']} {100 * low['power']:5.2f} % / n={high['n']} {100 * high['power']:5.2f} % "
                   f"-> {match['n']:5.2f} replicates, {match['trials']:6.1f} trials: {100 * saved:+5.1f} % fewer "
-                  f"[{100 * (1 - s['trials'] / low['trials']):+5.1f}, {100 * (1 - s['trials'] / high['trials']):+5.1f}]")
+                  f"[{100 * (1 - s['trials'] / low['trials']):+5.1f}, {100 * (1 - s['trials'] / high['trials']):+5.1f}]; "
+                  f"fixed power at the same trials {100 * same_trials:5.1f} %")
     print()
     null, sesoi, mixed = (results[(setup, t)] for t in ("null", "sesoi", "mixed"))
     for name, row in (("all null", null), ("mixed", mixed)):

@@ -95,6 +95,9 @@ def run_study(design: Design, target: Target, store: Store, **run_options: Any) 
         study.rounds.append(RoundRecord(number, len(plan), pending, decided, verdicts))
         replicates_done = spec.min + spec.step * (number - 1)
         more = min(spec.step, spec.max - replicates_done)
+        if result is None:
+            study.stop_reason = f"round {number} left no trials to screen (see the failures above)"
+            break
         if not pending:
             study.stop_reason = "every verdict is decided"
             break

@@ -153,13 +153,40 @@ def test_a_row_decided_at_round_one_keeps_its_round_one_row() -> None:
     assert (rounds["decided"] + rounds["inconclusive"]).tolist() == [2, 2]
 
 
-def test_frozen_rows_count_as_p_one_in_holm() -> None:
-    """At round 2 b's adjusted p is Holm over {b, a := 1}: twice its p (family of 2), not its p alone."""
+def test_a_rejected_row_leaves_the_family_of_later_looks() -> None:
+    """a is ``matters`` at round 1: with alpha recycling (default) b is alone in round 2's Holm family
+    (p_adj = p); without, the family is {b, a := 1} and b's adjusted p is twice its p."""
     data = _two_rounds()
-    result = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20, n_boot=200)
-    b = result.verdicts.set_index("knob").loc["b"]
-    assert b["p_adj"] == pytest.approx(min(1.0, 2 * b["p"]))
-    assert b["significant"] == (b["p_adj"] < b["alpha_nominal"])
+    kwargs = {"max_replicates": 20, "n_boot": 200}
+    recycled = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs)
+    kept = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, recycle=False, **kwargs)
+    for result, factor in ((recycled, 1), (kept, 2)):
+        assert result.verdicts.set_index("knob").loc["a", "verdict"] == "matters"
+        b = result.verdicts.set_index("knob").loc["b"]
+        assert b["round"] == 2 and 0 < b["p"] < 1
+        assert b["p_adj"] == pytest.approx(min(1.0, factor * b["p"]))
+        assert b["significant"] == (b["p_adj"] < b["alpha_nominal"])
+    assert recycled.settings["sequential"]["recycle"] is True and kept.settings["sequential"]["recycle"] is False
+    with pytest.raises(DataError, match="recycle must be True or False"):
+        sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, recycle="yes", **kwargs)
+
+
+def test_an_equivalent_row_stays_in_the_family_with_p_one() -> None:
+    """a is ``no effect (equivalent)`` at round 1 (no rejection): round 2's family is {b, a := 1}."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for number, knobs in ((1, ["a", "b"]), (2, ["b"])):
+        rows += [{"a": 0, "b": 0, "round": number, "y": 1000 * math.exp(rng.normal(0, 0.002))} for _ in range(3)]
+        for knob, effect, cv in (("a", 0.0, 0.002), ("b", 0.03, 0.08)):
+            if knob in knobs:
+                rows += [{"a": int(knob == "a"), "b": int(knob == "b"), "round": number,
+                          "y": 1000 * (1 + effect) * math.exp(rng.normal(0, cv))} for _ in range(3)]
+    result = sequential_screen(pd.DataFrame(rows), METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20,
+                               n_boot=200)
+    v = result.verdicts.set_index("knob")
+    assert v.loc["a", "verdict"] == "no effect (equivalent)" and v.loc["a", "round"] == 1
+    assert v.loc["b", "round"] == 2
+    assert v.loc["b", "p_adj"] == pytest.approx(min(1.0, 2 * v.loc["b", "p"]))
 
 
 def test_resuming_from_a_previous_look_equals_the_full_replay() -> None:
@@ -253,8 +280,11 @@ def look_values(base: np.ndarray, levels: np.ndarray, n: int) -> dict[str, np.nd
     return {"p": chosen.reshape(s, k), "effect": (100 * (mx / mb - 1)).reshape(s, k), "tost": tost.reshape(s, k)}
 
 
-def sequential_rule(looks: list[dict[str, np.ndarray]], alphas: list[float]) -> dict[str, np.ndarray]:
-    """tunelab's rule per study: look j at alphas[j]; final rows frozen, counted with p = 1 in Holm."""
+def sequential_rule(looks: list[dict[str, np.ndarray]], alphas: list[float], recycle: str = "matters"
+                    ) -> dict[str, np.ndarray]:
+    """tunelab's rule per study: look j at alphas[j]; final rows frozen; in Holm, frozen ``matters`` rows
+    leave the family (``recycle='matters'``, the default rule) or count with p = 1 (``'none'``);
+    ``'all'`` (every frozen row leaves: not the rule, an invalid variant) is for comparison."""
     s = looks[0]["p"].shape[0]
     verdict = np.full((s, K), INCONCLUSIVE, dtype=object)
     decided_at = np.full((s, K), len(looks), dtype=int)
@@ -264,7 +294,9 @@ def sequential_rule(looks: list[dict[str, np.ndarray]], alphas: list[float]) -> 
             open_ = np.flatnonzero(verdict[i] == INCONCLUSIVE)
             if not len(open_):
                 break
-            q = adjust(np.concatenate([look["p"][i, open_], np.ones(K - len(open_))]), "holm")[:len(open_)]
+            frozen = verdict[i] != INCONCLUSIVE
+            kept = {"none": frozen, "matters": frozen & (verdict[i] != MATTERS), "all": frozen & False}[recycle]
+            q = adjust(np.concatenate([look["p"][i, open_], np.ones(int(kept.sum()))]), "holm")[:len(open_)]
             for knob, qk in zip(open_, q):
                 p_adj[i, knob] = qk
                 decided_at[i, knob] = j + 1
@@ -284,7 +316,9 @@ def upper_bound(rate: float, n: int) -> float:
 def simulated() -> dict[str, tuple]:
     out = {}
     for index, (name, effects) in enumerate({"null": [0.0] * K,
-                                             "sesoi": [SESOI / 100, -SESOI / 100] * (K // 2)}.items()):
+                                             "sesoi": [SESOI / 100, -SESOI / 100] * (K // 2),
+                                             "mixed": [2 * SESOI / 100, -2 * SESOI / 100] + [0.0] * (K - 2)
+                                             }.items()):
         base, levels = simulate(np.random.default_rng([7, index]), N_STUDIES, effects)
         looks = [look_values(base, levels, n) for n in SCHEDULE]
         out[name] = (base, levels, looks)
@@ -310,6 +344,23 @@ def test_family_wise_error_and_false_equivalence_stay_below_alpha(simulated: dic
     rows_bound = upper_bound(0.05, N_STUDIES)   # rows of one study share the baseline: the study is the unit
     assert false_eq <= rows_bound, f"false equivalence {false_eq:.3f} > {rows_bound:.3f}"
     assert naive_eq > rows_bound, f"naive false equivalence {naive_eq:.3f}: the simulation cannot see inflation"
+
+
+@pytest.mark.parametrize("spending", ["linear", "pocock"])
+def test_alpha_recycling_keeps_the_family_wise_error(simulated: dict, spending: str) -> None:
+    """Two knobs at +-2 SESOI, two null: rejected rows leave later families, the null knobs' FWER stays
+    below alpha, and recycling does reject more real effects than keeping them in the family."""
+    alphas = look_alphas([n / SCHEDULE[-1] for n in SCHEDULE], ALPHA, spending)
+    looks = simulated["mixed"][2]
+    recycled = sequential_rule(looks, alphas)["verdict"]
+    kept = sequential_rule(looks, alphas, recycle="none")["verdict"]
+    fwer = (recycled[:, 2:] == MATTERS).any(axis=1).mean()
+    assert fwer <= upper_bound(ALPHA, N_STUDIES), f"family-wise error with recycling {fwer:.3f}"
+    null_fwer = (sequential_rule(simulated["null"][2], alphas)["verdict"] == MATTERS).any(axis=1).mean()
+    assert null_fwer <= upper_bound(ALPHA, N_STUDIES)
+    # recycling can only add rejections (smaller families), and it does add real ones
+    assert ((kept == MATTERS) <= (recycled == MATTERS)).all()
+    assert (recycled[:, :2] == MATTERS).sum() > (kept[:, :2] == MATTERS).sum()
 
 
 def _collected(base: np.ndarray, levels: np.ndarray, study: int, rounds: np.ndarray) -> pd.DataFrame:

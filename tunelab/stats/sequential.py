@@ -7,7 +7,13 @@ trial carries its ``round`` (1, 2, ...). Looking at the data after every round a
 would inflate the error rates if every look used the full ``alpha``; here each look ``r`` uses the
 increment of an alpha-spending function, ``alpha_r = spent(t_r) - spent(t_{r-1})``, at the
 information fraction ``t_r`` (replicates so far / ``max``), so the looks together spend at most
-``alpha`` (the union bound; see docs/stats-notes.md, "Sequential replicates").
+``alpha`` (the union bound; see docs/stats-notes.md, "Sequential replicates"). Within a look the
+knob × metric rows form one Holm family; a row rejected (``matters``) at an earlier look leaves the
+families of later looks (alpha recycling, the group-sequential Holm procedure of Ye, Li, Jiang &
+Wang 2013), while rows frozen with any other verdict stay in them with p = 1. The first false
+``matters`` at look ``r`` needs, as in Holm's own proof, some true null with ``p <= alpha_r / m0``
+(every true null is still in the family then), which has probability at most ``alpha_r``; summing
+over the looks gives a family-wise error at most ``alpha``.
 
 :func:`sequential_screen` replays the looks from the data alone, so the run loop and a report that
 re-screens the stored study get the same verdicts. :func:`pending_levels` says which levels need
@@ -179,9 +185,10 @@ def sequential_screen(
     screened at the nominal level ``alpha_r`` (:func:`look_alphas` at the information fraction of
     that look): the tests (``p_adj < alpha_r``) and the TOST equivalence tests both use it. A
     knob × metric verdict other than ``inconclusive`` is final: it is frozen with the row (and the
-    effects, equivalence, omnibus, post-hoc and assumption rows) of the look that decided it, and
-    later looks count it in the multiplicity family with p = 1 (so it can never help another row
-    to significance). Later looks screen only the knobs that still have an inconclusive verdict.
+    effects, equivalence, omnibus, post-hoc and assumption rows) of the look that decided it. In
+    later looks' multiplicity family a frozen ``matters`` row (a rejected null) is left out when
+    ``recycle`` is True, and every other frozen row counts with p = 1 (so it can never help another
+    row to significance). Later looks screen only the knobs that still have an inconclusive verdict.
 
     Parameters
     ----------
@@ -201,6 +208,9 @@ def sequential_screen(
     previous : ScreenResult, optional
         The result of this function on the same study up to an earlier round (same settings);
         only the later rounds are screened. The answer equals a full replay.
+    recycle : bool
+        Alpha recycling (default True): rows decided ``matters`` leave the Holm family of later
+        looks. False keeps them in with p = 1 (the more conservative rule).
 
     Returns
     -------
@@ -221,10 +231,17 @@ def sequential_screen(
     Validity (docs/stats-notes.md, "Sequential replicates"): a row still open at look ``r`` is
     analysed on exactly the runs it would have had if every knob had kept running, provided the
     run loop gives every pending level ``step`` more runs per round and adds the same number of
-    baseline runs every round; with frozen rows at p = 1, Holm's rejections at look ``r`` are a
-    subset of those of a fixed-size screen of all knobs at ``alpha_r``, so the chance of any
-    false ``matters`` (or of a false ``no effect (equivalent)`` for one row) is at most
-    ``sum(alpha_r) <= alpha``.
+    baseline runs every round. Before the first false ``matters`` only false nulls have left the
+    family, so at the look ``r`` where it happens all ``m0`` true nulls are in it (open, or frozen
+    with p = 1) and Holm's step-down reaches the first true null at a threshold
+    ``<= alpha_r / m0``; that event has probability ``<= alpha_r`` and, summed over looks, the
+    chance of any false ``matters`` is at most ``sum(alpha_r) <= alpha``. Rows frozen as
+    equivalent must stay: dropping them would let a data-dependent, smaller ``m0`` set the
+    threshold. A false ``no effect (equivalent)`` for one row also has probability at most
+    ``sum(alpha_r)`` (TOST at ``alpha_r`` per look). benchmarks/bench_sequential.py (4,000 studies
+    per row, CV 6 %, SESOI 5 %, 4 knobs, min 3, step 3, max 20, linear): FWER 3.8 % (all null),
+    2.7 % (half null), false equivalence 1.5 % of rows, and at 2×SESOI 50.7 trials with 99.6 %
+    power against 93 trials for the fixed design of the same power (46 % fewer).
     """
     if not isinstance(data, pd.DataFrame):
         raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}")
