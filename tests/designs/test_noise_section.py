@@ -20,9 +20,12 @@ def with_noise(noise):
 
 
 def test_no_section_means_no_noise_control_and_an_unchanged_hash():
-    design = load_design(DEFAULT)
+    data = yaml.safe_load(DEFAULT.read_text())
+    data.pop("noise", None)
+    design = parse_design(data, "d.yaml")
     assert design.noise == NoiseSpec(repeat_busy_pct=None, max_repeats=2, calibration_runs=0)
     assert "noise" not in design.to_dict()
+    assert load_design(DEFAULT).noise == NoiseSpec(repeat_busy_pct=25.0, max_repeats=2, calibration_runs=4)
     noisy = with_noise({"repeat_busy_pct": 20, "max_repeats": 3, "calibration_runs": 8})
     assert noisy.noise == NoiseSpec(repeat_busy_pct=20.0, max_repeats=3, calibration_runs=8)
     assert noisy.to_dict()["noise"]["calibration_runs"] == 8

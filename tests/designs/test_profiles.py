@@ -162,6 +162,8 @@ def test_single_profile_plans_and_hashes_are_unchanged(example: str) -> None:
     assert "profile" not in plan.columns
     checked = 0
     for config, info in zip(trials["config"], trials["plan"]):
+        if info.get("round", 1) != 1:
+            continue                        # a sequential study's later rounds are planned from its looks
         row = plan.loc[info["run_id"]]
         for column in ("run_order", "config_id", "block", "replicate", "is_baseline"):
             assert row[column] == info[column], (example, info["run_id"], column)

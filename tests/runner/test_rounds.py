@@ -79,8 +79,8 @@ def test_rounds_stop_when_every_verdict_is_decided(tmp_path: Path) -> None:
 
 
 def test_max_replicates_stop_an_undecidable_study(tmp_path: Path) -> None:
-    # bbr's +3 % against a 1 % SESOI is neither an effect that matters nor provably below 1 %
-    text = DESIGN.replace("sesoi_pct: 10", "sesoi_pct: 1").replace("max: 18", "max: 6")
+    # bbr's true +3 % (+4.6 % measured here) against a 5 % SESOI: not beyond it, and not shown within it
+    text = DESIGN.replace("sesoi_pct: 10", "sesoi_pct: 5").replace("max: 18", "max: 6")
     design, outcome, data = run(tmp_path, text)
     assert "max=6" in outcome.stop_reason, str(outcome)
     assert data.groupby(CC).size()["bbr"] == 6                          # exactly max replicates, no more

@@ -435,8 +435,24 @@ def _assemble(first: ScreenResult, looks: dict, rounds: list[dict[str, Any]], op
     for key, (result, _, _) in looks.items():
         by_source.setdefault(id(result), (result, set()))[1].add(key)
 
+    # a knob's per-level tables without a metric (the guards) come from the last look that screened it
+    knob_source: dict[str, ScreenResult] = {}
+    for (knob, _), (result, number, _) in sorted(looks.items(), key=lambda item: item[1][1]):
+        knob_source[knob] = result
+
     def gather(name: str) -> pd.DataFrame:
         frame = getattr(last, name)
+        if "knob" in frame.columns and "metric" not in frame.columns:
+            parts = [getattr(result, name) for result in {id(r): r for r in knob_source.values()}.values()]
+            parts = [part[[knob_source.get(k) is result for k in part["knob"]]]
+                     for part, result in zip(parts, {id(r): r for r in knob_source.values()}.values())]
+            parts = [part for part in parts if len(part)]
+            if not parts:
+                return frame.iloc[0:0]
+            out = pd.concat(parts, ignore_index=True)
+            rank = {knob: i for i, knob in enumerate(dict.fromkeys(k for k, _ in looks))}
+            return out.iloc[np.argsort([rank.get(k, len(rank)) for k in out["knob"]], kind="stable")].reset_index(
+                drop=True)
         if not {"knob", "metric"} <= set(frame.columns):
             return frame
         parts = []
