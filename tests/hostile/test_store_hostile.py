@@ -184,23 +184,24 @@ def test_bad_store_is_one_error_and_stays_unchanged(kind: str, verb: str, cli, d
 
 # ---- trial content that is bad for the verbs that read trials ----------------------------------
 
+#: each crafts trial 7, a screen trial of the example store (trials 1-4 are its A/A calibration)
 TRIAL_KINDS = {
-    "metrics-not-json": ("UPDATE trials SET metrics = '{not json' WHERE trial_id = 3", "trial 3 column metrics"),
-    "config-not-object": ("UPDATE trials SET config = '[1, 2]' WHERE trial_id = 3", "json object is expected"),
-    "knob-id-traversal": ("""UPDATE trials SET knobs_read = '{"../../etc/passwd": 1}' WHERE trial_id = 3""",
+    "metrics-not-json": ("UPDATE trials SET metrics = '{not json' WHERE trial_id = 7", "trial 7 column metrics"),
+    "config-not-object": ("UPDATE trials SET config = '[1, 2]' WHERE trial_id = 7", "json object is expected"),
+    "knob-id-traversal": ("""UPDATE trials SET knobs_read = '{"../../etc/passwd": 1}' WHERE trial_id = 7""",
                           "not a valid knob id"),
-    "knob-id-html": ("""UPDATE trials SET config = '{"<script>x</script>": 1}' WHERE trial_id = 3""",
+    "knob-id-html": ("""UPDATE trials SET config = '{"<script>x</script>": 1}' WHERE trial_id = 7""",
                      "not a valid knob id"),
-    "device-dots": ("""UPDATE trials SET config = '{"block.queue.scheduler[..]": "none"}' WHERE trial_id = 3""",
+    "device-dots": ("""UPDATE trials SET config = '{"block.queue.scheduler[..]": "none"}' WHERE trial_id = 7""",
                     "its device"),
-    "metric-name-html": ("""UPDATE trials SET metrics = '{"<img src=x>": 1.0}' WHERE trial_id = 3""",
+    "metric-name-html": ("""UPDATE trials SET metrics = '{"<img src=x>": 1.0}' WHERE trial_id = 7""",
                          "not a valid metric name"),
-    "metric-infinite": ("""UPDATE trials SET metrics = '{"qps": Infinity}' WHERE trial_id = 3""", "finite number"),
-    "metric-text": ("""UPDATE trials SET metrics = '{"qps": "fast"}' WHERE trial_id = 3""", "finite number"),
-    "status-unknown": ("UPDATE trials SET status = 'pwned' WHERE trial_id = 3", "status 'pwned'"),
-    "phase-unknown": ("UPDATE trials SET phase = 'evil' WHERE trial_id = 3", "phase 'evil'"),
-    "started-garbage": ("UPDATE trials SET started_at = 'yesterday-ish' WHERE trial_id = 3", "iso 8601"),
-    "plan-run-id-text": ("""UPDATE trials SET plan = '{"run_id": "zero"}' WHERE trial_id = 3""", "run_id"),
+    "metric-infinite": ("""UPDATE trials SET metrics = '{"qps": Infinity}' WHERE trial_id = 7""", "finite number"),
+    "metric-text": ("""UPDATE trials SET metrics = '{"qps": "fast"}' WHERE trial_id = 7""", "finite number"),
+    "status-unknown": ("UPDATE trials SET status = 'pwned' WHERE trial_id = 7", "status 'pwned'"),
+    "phase-unknown": ("UPDATE trials SET phase = 'evil' WHERE trial_id = 7", "phase 'evil'"),
+    "started-garbage": ("UPDATE trials SET started_at = 'yesterday-ish' WHERE trial_id = 7", "iso 8601"),
+    "plan-run-id-text": ("""UPDATE trials SET plan = '{"run_id": "zero"}' WHERE trial_id = 7""", "run_id"),
 }
 
 
@@ -255,10 +256,10 @@ def test_zero_byte_file_becomes_a_store_only_through_store_open(data_dir: Path) 
 
 
 def test_old_store_without_user_version_is_accepted(data_dir: Path) -> None:
-    store = example(data_dir)
+    store = sql(example(data_dir), "PRAGMA user_version = 0")       # as stores were before the schema version
     assert sqlite3.connect(store).execute("PRAGMA user_version").fetchone()[0] == 0
     with Store(store, readonly=True) as reader:
-        assert reader.study.name == "default" and len(reader.tidy()) == 45
+        assert reader.study.name == "default" and len(reader.tidy()) == 54
 
 
 # ---- names -----------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 >>> design = load_design("designs/default.yaml")        # relative to the repository root
 >>> plan = make_plan(design)
 >>> len(plan), plan_summary(design, plan)["estimated_wall_s"]
-(27, 254.0)
+(27, 227.0)
 """
 from tunelab.designs.generators import GENERATORS, Generator, fractional_factorial, hadamard, plackett_burman
 from tunelab.designs.plan import estimated_wall_s, make_plan, plan_records, plan_summary, round_plan
