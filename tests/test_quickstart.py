@@ -1,6 +1,6 @@
 """`tunelab quickstart` end to end on the real lab: run -> screen -> report, with a tiny design.
 
-The README's first command runs the same verb on designs/default.yaml (about 7 minutes); this test
+The README's first command runs the same verb on designs/default.yaml (about 8 minutes); this test
 uses short trials so the whole path (lab up, real dnsperf/NSD trials, lab down, screen, papermill
 report) is proven in CI in well under a minute.
 

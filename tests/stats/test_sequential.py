@@ -395,3 +395,21 @@ def test_pipeline_matches_sequential_screen() -> None:
         assert v["verdict"].tolist() == rule["verdict"][study].tolist()
         assert v["round"].tolist() == rule["round"][study].tolist()
         assert v["p_adj"].to_numpy(dtype=float) == pytest.approx(rule["p_adj"][study], rel=1e-6)
+
+
+def test_a_replay_under_other_guards_says_why_its_looks_tested_nothing() -> None:
+    """The recorded default study stopped the MTU after round 1 because its guard made latency `not
+    comparable`; replayed without guards the MTU's latency stays open with no new runs, and the note says so."""
+    from pathlib import Path
+
+    import tunelab.tidy
+
+    store = Path(__file__).resolve().parents[2] / "data" / "examples" / "default.sqlite"
+    data, metrics, knobs, baseline, alpha, correction = tunelab.tidy.screen_inputs(store)
+    design = tunelab.tidy.screen_design(store)
+    own = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=200, design=design)
+    other = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=200, design=design,
+                   guards={"guards": [], "conditional_on": {}})
+    assert not [n for n in own.settings["notes"] if "had no runs in this round" in n]
+    idle = [n for n in other.settings["notes"] if "had no runs in this round" in n]
+    assert idle and all("link.mtu[@link]" in n for n in idle), other.settings["notes"]

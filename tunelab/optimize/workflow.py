@@ -12,13 +12,14 @@ from typing import Any, Sequence
 
 from tunelab.designs import Design, load_design
 from tunelab.errors import DesignError
-from tunelab.model import Metric, Verdict, level_value
+from tunelab.model import USABLE_STATUSES, Metric, Verdict, level_value
 from tunelab.optimize.confirm import ConfirmResult, config_digest, confirm
 from tunelab.optimize.evaluators import RunnerEvaluator, same_config
 from tunelab.optimize.search import RefineResult, objectives_of, refine
 from tunelab.optimize.space import SearchSpace, dimension_from_design_knob
 from tunelab.runner import BoundKnob, bind_knobs, load_of, target_spec_of
 from tunelab.store import Store, default_store_path
+from tunelab.tidy import design_info
 from tunelab.loads import Load
 from tunelab.targets import Target, get_target
 
@@ -60,12 +61,13 @@ def screened_knobs(store_path: str | Path, design: Design, metric: Metric) -> tu
                           "design first, or list the knobs: --knobs K1,K2")
     store = Store(path, readonly=True)
     try:
-        data = store.tidy("screen")
+        data = store.tidy("screen", include_failed=True)      # failed runs count in a sequential study's looks
     finally:
         store.close()
-    if data.empty:
+    if not data["status"].isin(USABLE_STATUSES).any():
         raise DesignError(f"{path} has no ok screen trials; run the screen first or list the knobs: --knobs K1,K2")
-    result = screen(data, [metric], design.knob_ids, design.baseline)
+    # the design tells the screen its guards, profiles and, for a sequential study, the looks to replay
+    result = screen(data, [metric], design.knob_ids, design.baseline, design=design_info(design))
     verdicts = result.verdicts
     chosen = verdicts[(verdicts["metric"] == metric.name) & (verdicts["verdict"] == Verdict.MATTERS)
                       & (verdicts["direction"] == "better")]

@@ -273,6 +273,7 @@ def sequential_screen(
                         "one knob away from its baseline")
     looks, rounds, first, last, spent = _resume(previous, data, round_of, knobs, alpha, options, screen_args)
     screened_up_to = rounds[-1]["round"] if rounds else 0
+    idle: list[str] = []                # looks that had no new runs to test (a replay under other settings)
     for number in [n for n in numbers if n > screened_up_to]:
         upto = data[(round_of <= number).to_numpy()]
         pending = _pending(looks, knobs)
@@ -282,6 +283,12 @@ def sequential_screen(
         fraction = min(1.0, replicates / max_replicates)
         now = spent_alpha(fraction, alpha, spending)
         nominal = max(0.0, now - spent)
+        if nominal == 0 and number > 1:
+            latest = data[(round_of == number).to_numpy()]
+            stopped = [k for k in pending if _least_replicated(latest, [k], baseline) == 0]
+            idle.append(f"round {number}: open knob(s) {', '.join(stopped)} had no runs in this round, so the look "
+                        "tested nothing; the study itself had decided them, so this replay (with other metrics or "
+                        "guards than the study ran with) is a different rule from the one the study ran")
         if nominal > 0:
             rows = upto[_only_knobs(upto, knobs, pending, baseline)]
             result = screen(rows, knobs=pending, baseline={k: baseline[k] for k in pending}, alpha=nominal,
@@ -294,7 +301,9 @@ def sequential_screen(
                                  _current_verdicts(looks)))
     if last is None:
         raise DataError("no look had any alpha to spend: the levels of the knobs have no runs in any round")
-    return _assemble(first, looks, rounds, {**options, "looks": len(rounds)}, alpha, data, last)
+    result = _assemble(first, looks, rounds, {**options, "looks": len(rounds)}, alpha, data, last)
+    result.settings["notes"].extend(idle)
+    return result
 
 
 # ---- helpers --------------------------------------------------------------------------------------
