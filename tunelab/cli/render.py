@@ -81,7 +81,7 @@ def plan_table(summary: dict[str, Any], plan: Any) -> str:
     lines = [
         f"design      {d['name']} ({d['type']}) from {d['source']}",
         f"hash        {d['hash']}",
-        f"target      {d['target']}; load {d['load']['generator']} profile {d['load']['profile']}",
+        f"target      {d['target']}; load {d['load']['generator']} " + _profile_text(d["load"]),
         f"runs        {summary['runs']} = {summary['runs_per_replicate']} per replicate x {d['replicates']} "
         f"replicates in {d['blocks']} block(s); {summary['configs']} configurations, "
         f"{summary['baseline_runs']} baseline runs; seed {d['seed']}",
@@ -118,6 +118,14 @@ def plan_table(summary: dict[str, Any], plan: Any) -> str:
         lines.append("")
     lines.append(plan_frame(plan).to_string(index=False))
     return "\n".join(lines)
+
+
+def _profile_text(load: dict[str, Any]) -> str:
+    """``profile overload``, or for a profile-crossed design ``profiles low, overload (crossed with every run)``."""
+    profiles = load.get("profiles") or load.get("profile")
+    if isinstance(profiles, (list, tuple)) and len(profiles) > 1:
+        return f"profiles {', '.join(map(str, profiles))} (crossed with every run)"
+    return f"profile {profiles[0] if isinstance(profiles, (list, tuple)) else profiles}"
 
 
 def _sequential_lines(rule: dict[str, Any] | None) -> list[str]:
