@@ -61,7 +61,7 @@ from tunelab.optimize.confirm import validate as validate_configs
 from tunelab.optimize.export import design_fragment, sysctl_conf
 from tunelab.optimize.workflow import run_refinement, setup_from_design
 from tunelab.report import ReportError, build_report
-from tunelab.rounds import run_study
+from tunelab.rounds import round_lines, run_study
 from tunelab.signals import sigterm_interrupts
 from tunelab.simulator import refine_setup        # importing it registers the SYNTHETIC "simulator" target
 from tunelab.store import Store, check_study_name, default_store_path, store_path_for
@@ -157,8 +157,7 @@ class RunResult:
         return getattr(self.summary, name)
 
     def __str__(self) -> str:
-        lines = [str(self.summary)] + [f"  {record.line()}" for record in self.rounds]
-        lines += [f"  stopped: {self.stop_reason}"] if self.stop_reason else []
+        lines = [str(self.summary), *round_lines(self.rounds, self.stop_reason)]
         if self.calibration is not None:
             lines.append(f"noise: {self.calibration.cv_text() or 'no metric'} over {self.calibration.usable} A/A trials"
                          + (f"; {len(self.calibration.warnings)} SESOI warning(s), see above"
@@ -193,7 +192,6 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
     See ``tunelab run --help`` for the safety rules.
     """
     design = load_design(design_path)
-    hash_of_design = design.design_hash
     design = _with_busy_rule(design, repeat_busy_pct)
     spec = target_spec_for(design, target)
     target_cls = check_target_spec(spec, allow_commands=allow_design_commands)   # refuses before the store opens
@@ -205,16 +203,15 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
             print(f"removed orphaned lab {name} (its run had died)", file=sys.stderr)
         if not dry:
             leases.check_crashed_runs(own_store=path)
-        with Store.open(path, study=design.name, design_hash=hash_of_design,
+        with Store.open(path, study=design.name, design_hash=design.design_hash,
                         design_text=Path(design_path).read_text(),
                         target_spec={"type": spec["type"], "options": spec["options"]}) as opened:
             with build_target(spec, allow_commands=allow_design_commands) as live:
-                # ---- noise calibration: A/A baseline trials before the study's own (noise.calibration_runs)
+                # the A/A calibration (noise.calibration_runs) runs before the study's own trials
                 calibration = calibration_mod.run_calibration(design, live, opened, allow_host_global=allow_host_global,
                                                               progress=progress, checkpoint=checkpoint)
                 for line in calibration.lines() if calibration is not None else []:
                     print(line, file=sys.stderr)
-                # ---- end of noise calibration
                 study = run_study(design, live, opened, allow_host_global=allow_host_global,
                                   progress=progress, retry_failed=retry_failed, checkpoint=checkpoint)
         leases.sweep()                # a crashed run of this study, now recovered, leaves no lease

@@ -47,10 +47,7 @@ def calibration_plan(design: Design, runs: int) -> pd.DataFrame:
 
 def design_replicates(design: Design) -> int:
     """The replicates the design can give each level: a sequential design's ``max``, else ``replicates``."""
-    most = getattr(design, "replicates_max", None)
-    if most is None and getattr(design, "sequential", None) is not None:
-        most = design.sequential.max
-    return int(most or design.replicates)
+    return design.sequential.max if design.sequential is not None else design.replicates
 
 
 def runs_per_level(design: Design, replicates: int) -> float | None:
@@ -125,7 +122,7 @@ def run_calibration(design: Design, target: Target, store: Store, **run_options:
     """Run the design's ``noise.calibration_runs`` A/A trials (skipping those already recorded) and
     assess them; None when the design asks for none. ``run_options`` go to
     :func:`tunelab.runner.run_design` (``allow_host_global``, ``progress``, ``checkpoint``, ``load``, ...)."""
-    runs = int(getattr(getattr(design, "noise", None), "calibration_runs", 0) or 0)
+    runs = design.noise.calibration_runs
     if runs <= 0:
         return None
     summary = runner.run_design(design, target, store, phase=CALIBRATE, plan=calibration_plan(design, runs),

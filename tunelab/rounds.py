@@ -62,11 +62,13 @@ class StudyRun:
         return getattr(self.summary, name)
 
     def __str__(self) -> str:
-        lines = [str(self.summary)]
-        if self.rounds:
-            lines += [f"  {record.line()}" for record in self.rounds]
-            lines.append(f"  stopped: {self.stop_reason}")
-        return "\n".join(lines)
+        return "\n".join([str(self.summary), *round_lines(self.rounds, self.stop_reason)])
+
+
+def round_lines(rounds: list[RoundRecord], stop_reason: str | None) -> list[str]:
+    """The run summary's lines about a sequential study: one per round, then why it stopped."""
+    lines = [f"  {record.line()}" for record in rounds]
+    return lines + ([f"  stopped: {stop_reason}"] if stop_reason else [])
 
 
 def run_study(design: Design, target: Target, store: Store, **run_options: Any) -> StudyRun:
@@ -78,14 +80,14 @@ def run_study(design: Design, target: Target, store: Store, **run_options: Any) 
     if design.sequential is None:
         return StudyRun(run_design(design, target, store, **run_options))
     spec = design.sequential
-    plan = make_plan(design)
-    total: RunSummary | None = None
-    study = StudyRun(summary=RunSummary(study=design.name, store_path=store.path, planned=0))
-    number, result = 1, None
+    plan, number, result = make_plan(design), 1, None
+    study: StudyRun | None = None
     while True:
         summary = run_design(design, target, store, plan=plan, **run_options)
-        total = summary if total is None else _add(total, summary)
-        study.summary = total
+        if study is None:
+            study = StudyRun(summary)
+        else:
+            _add(study.summary, summary)
         data = store.tidy(phase="screen", include_failed=True)
         data = data[data["round"] <= number] if "round" in data.columns else data.iloc[0:0]
         result = _look(design, data, result)
@@ -105,8 +107,8 @@ def run_study(design: Design, target: Target, store: Store, **run_options: Any) 
             study.stop_reason = (f"the undecided levels reached max={spec.max} replicates; more would decide them "
                                  "(raise `max`, or accept `inconclusive`)")
             break
-        next_plan = round_plan(design, pending, number + 1, first_run_id=int(_planned_so_far(study)), replicates=more)
-        reason = _over_budget(design, store, study, len(next_plan))
+        next_plan = round_plan(design, pending, number + 1, first_run_id=_planned_so_far(study), replicates=more)
+        reason = _over_budget(design, data, _planned_so_far(study), len(next_plan))
         if reason:
             study.stop_reason = reason
             break
@@ -114,14 +116,13 @@ def run_study(design: Design, target: Target, store: Store, **run_options: Any) 
     return study
 
 
-def _add(total: RunSummary, more: RunSummary) -> RunSummary:
-    """Two rounds' runner counts as one."""
+def _add(total: RunSummary, more: RunSummary) -> None:
+    """Add a round's runner counts to the study's."""
     for name in ("planned", "skipped", "ok", "flagged", "failed", "interrupted", "repeated", "wall_s"):
         setattr(total, name, getattr(total, name) + getattr(more, name))
     total.failures += more.failures
     total.foreign_load += more.foreign_load
     total.repeats += more.repeats
-    return total
 
 
 def _planned_so_far(study: StudyRun) -> int:
@@ -162,21 +163,20 @@ def _spending(design: Design) -> dict[str, Any]:
     return {"spending": design.sequential.spending} if design.sequential.spending else {}
 
 
-def _over_budget(design: Design, store: Store, study: StudyRun, next_trials: int) -> str | None:
-    """Why the next round must not start (its trials or its expected minutes overrun a budget), or None."""
+def _over_budget(design: Design, trials: pd.DataFrame, planned: int, next_trials: int) -> str | None:
+    """Why the next round must not start (its trials or its expected minutes, judged from ``trials`` so
+    far, overrun a budget), or None."""
     spec = design.sequential
-    done = _planned_so_far(study)
-    if spec.budget_trials is not None and done + next_trials > spec.budget_trials:
+    if spec.budget_trials is not None and planned + next_trials > spec.budget_trials:
         return (f"the next round ({next_trials} trials) would pass budget_trials={spec.budget_trials} "
-                f"({done} planned so far)")
-    if spec.budget_minutes is not None:
-        durations = store.tidy(phase="screen", include_failed=True)["duration_s"].dropna()
-        if len(durations):
-            spent, per_trial = durations.sum() / 60, durations.mean() / 60
-            if spent + per_trial * next_trials > spec.budget_minutes:
-                return (f"the next round ({next_trials} trials, ~{per_trial * next_trials:.1f} min) would pass "
-                        f"budget_minutes={spec.budget_minutes:g} ({spent:.1f} min of trials so far)")
+                f"({planned} planned so far)")
+    durations = trials["duration_s"].dropna()
+    if spec.budget_minutes is not None and len(durations):
+        spent, per_trial = durations.sum() / 60, durations.mean() / 60
+        if spent + per_trial * next_trials > spec.budget_minutes:
+            return (f"the next round ({next_trials} trials, ~{per_trial * next_trials:.1f} min) would pass "
+                    f"budget_minutes={spec.budget_minutes:g} ({spent:.1f} min of trials so far)")
     return None
 
 
-__all__ = ["RoundRecord", "StudyRun", "run_study"]
+__all__ = ["RoundRecord", "StudyRun", "round_lines", "run_study"]

@@ -20,6 +20,24 @@ def _as_list(between: str | Sequence[str]) -> list[str]:
     return [between] if isinstance(between, str) else list(between)
 
 
+def level_matches(values: pd.Series, level: Any) -> np.ndarray:
+    """Elementwise ``value == level`` with Python semantics (tuple levels compare as tuples).
+
+    Scalar levels use one vectorised numpy comparison (also on object columns that mix tuples and
+    scalars, where numpy falls back to ``==`` per element); tuple levels compare element by element.
+    """
+    if isinstance(level, (tuple, list)):
+        return np.fromiter((v == level for v in values.tolist()), dtype=bool, count=len(values))
+    array = values.to_numpy()
+    try:
+        result = array == level
+    except (TypeError, ValueError):
+        result = None
+    if isinstance(result, np.ndarray) and result.shape == array.shape and result.dtype == bool:
+        return result
+    return np.fromiter((v == level for v in values.tolist()), dtype=bool, count=len(values))
+
+
 def check_columns(data: pd.DataFrame, dv: str, columns: Sequence[str], role: str = "between") -> None:
     """DataError unless ``data`` is a DataFrame holding ``dv`` (numeric) and ``columns`` (not ``dv``)."""
     if not isinstance(data, pd.DataFrame):

@@ -41,7 +41,7 @@ from scipy import stats as sps
 
 from tunelab.errors import DataError
 from tunelab.model import Verdict, level_text
-from tunelab.stats._validate import sorted_levels
+from tunelab.stats._validate import level_matches, sorted_levels
 
 #: columns of the guard table: ``ci_low``/``ci_high``/``sesoi`` are in % of the baseline mean when
 #: ``units`` is ``'%'`` and in the guard metric's own units when it is ``'abs'``
@@ -49,11 +49,6 @@ GUARD_COLUMNS = ["knob", "level", "guard", "baseline", "n", "baseline_n", "mean"
                  "effect_abs", "ci_low", "ci_high", "sesoi", "units", "tripped", "text"]
 #: verdicts a tripped guard can overrule (untestable rows keep their own reason)
 GUARDED_VERDICTS = (Verdict.MATTERS.value, Verdict.EQUIVALENT.value, Verdict.INCONCLUSIVE.value)
-
-
-def _equals(values: pd.Series, level: Any) -> np.ndarray:
-    """``value == level`` per row with Python semantics (tuple levels compare as tuples)."""
-    return np.fromiter((v == level for v in values.tolist()), dtype=bool, count=len(values))
 
 
 def check_guards(guards: Mapping[str, Any] | None, metrics: Sequence[Mapping[str, Any]]
@@ -191,15 +186,15 @@ def guard_table(data: pd.DataFrame, knobs: Sequence[str], baseline: Mapping[str,
             notes.append(f"guard {spec['name']} was not measured; metrics conditional on it are compared without it")
         else:
             measured.append(spec)
-    off = {knob: ~_equals(data[knob], baseline[knob]) for knob in knobs}
+    off = {knob: ~level_matches(data[knob], baseline[knob]) for knob in knobs}
     n_off = np.sum(list(off.values()), axis=0) if knobs else np.zeros(len(data), dtype=int)
     for knob in knobs:
         rows_here = data[(n_off - off[knob]) == 0] if kind == "oat" else data
-        at_base = _equals(rows_here[knob], baseline[knob])
+        at_base = level_matches(rows_here[knob], baseline[knob])
         for level in sorted_levels(rows_here[knob].dropna()):
             if level == baseline[knob]:
                 continue
-            at_level = _equals(rows_here[knob], level)
+            at_level = level_matches(rows_here[knob], level)
             for spec in measured:
                 x = rows_here.loc[at_level, spec["name"]].dropna().to_numpy(dtype=float)
                 base = rows_here.loc[at_base, spec["name"]].dropna().to_numpy(dtype=float)
@@ -278,7 +273,7 @@ def apply_guards(verdicts: pd.DataFrame, table: pd.DataFrame, dependents: Mappin
                     or row["verdict"] == Verdict.EQUIVALENT.value)
         if not overrule:
             where = ", ".join(f"{row['knob']}={level_text(level)}" for level in tripped_levels)
-            texts = "; ".join(f"{level_text(level)}: " + ", ".join(hit.loc[_equals(hit["level"], level), "text"])
+            texts = "; ".join(f"{level_text(level)}: " + ", ".join(hit.loc[level_matches(hit["level"], level), "text"])
                               for level in tripped_levels)
             note = (f"{row['metric']} is not comparable at {where} (guard tripped: {texts}); the verdict is about "
                     f"{row['knob']}={level_text(reported)}")
@@ -286,7 +281,7 @@ def apply_guards(verdicts: pd.DataFrame, table: pd.DataFrame, dependents: Mappin
             notes.append(f"{row['knob']} × {note}")
             continue
         level = reported if reported in tripped_levels else _worst_level(hit)
-        here = hit[_equals(hit["level"], level)]
+        here = hit[level_matches(hit["level"], level)]
         text = "guard: " + ", ".join(here["text"])
         out.at[index, "guard"] = text if level == reported else f"{text} at {level_text(level)}"
         out.at[index, "verdict"] = Verdict.NOT_COMPARABLE.value

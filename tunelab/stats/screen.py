@@ -20,7 +20,7 @@ import pandas as pd
 
 from tunelab.errors import DataError
 from tunelab.model import DEFAULT_SESOI_PCT, METRIC_SCALES, USABLE_STATUSES, Metric, Verdict, json_value
-from tunelab.stats._validate import Groups, check_input, sorted_levels
+from tunelab.stats._validate import Groups, check_input, level_matches, sorted_levels
 from tunelab.stats.assumptions import _homoscedasticity_rows, _normality_row, _sd_ratio
 from tunelab.stats.effects import _pct_change_table, _sample, check_bootstrap
 from tunelab.stats.equivalence import _tost_row
@@ -197,24 +197,6 @@ def _normalise_metrics(metrics: Sequence[Metric | dict[str, Any]], data: pd.Data
     return out
 
 
-def _equals(values: pd.Series, level: Any) -> np.ndarray:
-    """Elementwise ``value == level`` with Python semantics (tuple levels compare as tuples).
-
-    Scalar levels use one vectorised numpy comparison (also on object columns that mix tuples and
-    scalars, where numpy falls back to ``==`` per element); tuple levels compare element by element.
-    """
-    if isinstance(level, (tuple, list)):
-        return np.fromiter((v == level for v in values.tolist()), dtype=bool, count=len(values))
-    array = values.to_numpy()
-    try:
-        result = array == level
-    except (TypeError, ValueError):
-        result = None
-    if isinstance(result, np.ndarray) and result.shape == array.shape and result.dtype == bool:
-        return result
-    return np.fromiter((v == level for v in values.tolist()), dtype=bool, count=len(values))
-
-
 def _check_knobs(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], need_runs: bool = True) -> None:
     if isinstance(knobs, str) or not knobs:
         raise DataError(f"knobs must be a non-empty list of knob column names, got {knobs!r}")
@@ -224,7 +206,7 @@ def _check_knobs(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any],
         if knob not in baseline:
             raise DataError(f"no baseline level for knob {knob!r}; pass baseline={{{knob!r}: <level>}}")
         levels = sorted_levels(data[knob].dropna())
-        if need_runs and not _equals(data[knob], baseline[knob]).any():
+        if need_runs and not level_matches(data[knob], baseline[knob]).any():
             raise DataError(f"baseline {baseline[knob]!r} of knob {knob!r} never occurs in the data; "
                             f"its levels are {levels}")
 
@@ -233,7 +215,7 @@ def design_kind(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any]) 
     """``'oat'`` when every run has at most one knob away from its baseline, else ``'factorial'``."""
     off = np.zeros(len(data), dtype=int)
     for knob in knobs:
-        off += ~_equals(data[knob], baseline[knob])
+        off += ~level_matches(data[knob], baseline[knob])
     return "oat" if (off <= 1).all() else "factorial"
 
 
@@ -334,13 +316,13 @@ def _rows_per_knob(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any
     other knobs sit at their baselines (one pass per knob: O(knobs x rows))."""
     if kind != "oat":
         return {knob: np.ones(len(data), dtype=bool) for knob in knobs}
-    off = {knob: ~_equals(data[knob], baseline[knob]) for knob in knobs}
+    off = {knob: ~level_matches(data[knob], baseline[knob]) for knob in knobs}
     n_off = np.sum(list(off.values()), axis=0) if knobs else np.zeros(len(data), dtype=int)
     return {knob: (n_off - off[knob]) == 0 for knob in knobs}
 
 
 def _failure_summary(failed: pd.DataFrame, knob: str, level: Any) -> str:
-    at_level = failed[_equals(failed[knob], level)] if len(failed) else failed
+    at_level = failed[level_matches(failed[knob], level)] if len(failed) else failed
     if not len(at_level):
         return ""
     reasons = at_level["reason"].dropna().astype(str) if "reason" in at_level.columns else pd.Series(dtype=str)
@@ -358,11 +340,11 @@ def _testable_levels(sub: pd.DataFrame, knob: str, base: Any, failed: pd.DataFra
     """
     metric = spec["name"]
     levels = sorted_levels(pd.concat([sub[knob], failed[knob]]) if len(failed) else sub[knob])
-    counts = {i: int(_equals(sub[knob], level).sum()) for i, level in enumerate(levels)}
+    counts = {i: int(level_matches(sub[knob], level).sum()) for i, level in enumerate(levels)}
     thin = [i for i, n in counts.items() if n < 2]
     described = {i: f"level {levels[i]!r}: {counts[i]} usable run(s){_failure_summary(failed, knob, levels[i])}"
                  for i in thin}
-    base_index = next((i for i, level in enumerate(levels) if _equals(pd.Series([level]), base)[0]), None)
+    base_index = next((i for i, level in enumerate(levels) if level_matches(pd.Series([level]), base)[0]), None)
     if base_index is None or base_index in thin:
         return sub, (described.get(base_index) or f"baseline level {base!r} has no usable run") + \
             " (the baseline is needed for every comparison)"
@@ -370,8 +352,8 @@ def _testable_levels(sub: pd.DataFrame, knob: str, base: Any, failed: pd.DataFra
         return sub, "; ".join(described[i] for i in thin) or f"only the baseline level {base!r} was run"
     for i in thin:
         notes.append(f"{knob} × {metric}: {described[i]}; level left out (a level needs at least two runs)")
-        sub = sub[~_equals(sub[knob], levels[i])]
-    base_mean = float(sub.loc[_equals(sub[knob], base), metric].mean())
+        sub = sub[~level_matches(sub[knob], levels[i])]
+    base_mean = float(sub.loc[level_matches(sub[knob], base), metric].mean())
     if base_mean == 0 and spec.get("sesoi_abs") is None:
         return sub, (f"the baseline level {base!r} has mean 0 for {metric!r}, so % changes and the SESOI (a % of the "
                      "baseline) are undefined; give the metric an absolute smallest effect of interest (sesoi_abs, "

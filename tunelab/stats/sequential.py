@@ -39,9 +39,9 @@ from scipy import stats as ss
 from tunelab.errors import DataError
 from tunelab.model import DONE_STATUSES, USABLE_STATUSES, Metric, Verdict
 from tunelab.registry import Registry
-from tunelab.stats._validate import sorted_levels
+from tunelab.stats._validate import level_matches, sorted_levels
 from tunelab.stats.multiplicity import adjust
-from tunelab.stats.screen import (ROUND_COLUMNS, VERDICT_COLUMNS, ScreenResult, _equals, _rows_per_knob, design_kind,
+from tunelab.stats.screen import (ROUND_COLUMNS, VERDICT_COLUMNS, ScreenResult, _rows_per_knob, design_kind,
                                    screen)
 
 #: an alpha-spending function: ``(information fraction in [0, 1], alpha) -> alpha spent so far``
@@ -157,7 +157,7 @@ def pending_levels(result_or_verdicts: ScreenResult | pd.DataFrame, data: pd.Dat
         if knob not in data.columns or knob not in baseline:
             raise DataError(f"knob {knob!r} needs a column in the data and a baseline level")
         levels = sorted_levels(data[knob].dropna())
-        out[knob] = [level for level in levels if not _equals(pd.Series([level], dtype=object), baseline[knob])[0]]
+        out[knob] = [level for level in levels if not level_matches(pd.Series([level], dtype=object), baseline[knob])[0]]
     return out
 
 
@@ -331,8 +331,8 @@ def _least_replicated(data: pd.DataFrame, knobs: list[str], baseline: Mapping[st
     counts = []
     for knob in knobs:
         values = data.loc[rows_of[knob], knob].dropna()
-        off = values[~_equals(values, baseline[knob])]
-        counts += [int(_equals(off, level).sum()) for level in sorted_levels(off)]
+        off = values[~level_matches(values, baseline[knob])]
+        counts += [int(level_matches(off, level).sum()) for level in sorted_levels(off)]
     return min(counts, default=0)
 
 
@@ -341,7 +341,7 @@ def _only_knobs(data: pd.DataFrame, knobs: list[str], keep: list[str], baseline:
     mask = np.ones(len(data), dtype=bool)
     for knob in knobs:
         if knob not in keep:
-            mask &= _equals(data[knob], baseline[knob])
+            mask &= level_matches(data[knob], baseline[knob])
     return mask
 
 
@@ -449,19 +449,21 @@ def _assemble(first: ScreenResult, looks: dict, rounds: list[dict[str, Any]], op
     for (knob, _), (result, number, _) in sorted(looks.items(), key=lambda item: item[1][1]):
         knob_source[knob] = result
 
+    def gather_by_knob(name: str) -> pd.DataFrame:
+        sources = {id(result): result for result in knob_source.values()}.values()
+        parts = [table[[knob_source.get(knob) is result for knob in table["knob"]]]
+                 for result in sources if len(table := getattr(result, name))]
+        parts = [part for part in parts if len(part)]
+        if not parts:
+            return getattr(last, name).iloc[0:0]
+        out = pd.concat(parts, ignore_index=True)
+        rank = {knob: i for i, knob in enumerate(dict.fromkeys(knob for knob, _ in looks))}
+        return out.iloc[np.argsort([rank[knob] for knob in out["knob"]], kind="stable")].reset_index(drop=True)
+
     def gather(name: str) -> pd.DataFrame:
         frame = getattr(last, name)
         if "knob" in frame.columns and "metric" not in frame.columns:
-            parts = [getattr(result, name) for result in {id(r): r for r in knob_source.values()}.values()]
-            parts = [part[[knob_source.get(k) is result for k in part["knob"]]]
-                     for part, result in zip(parts, {id(r): r for r in knob_source.values()}.values())]
-            parts = [part for part in parts if len(part)]
-            if not parts:
-                return frame.iloc[0:0]
-            out = pd.concat(parts, ignore_index=True)
-            rank = {knob: i for i, knob in enumerate(dict.fromkeys(k for k, _ in looks))}
-            return out.iloc[np.argsort([rank.get(k, len(rank)) for k in out["knob"]], kind="stable")].reset_index(
-                drop=True)
+            return gather_by_knob(name)
         if not {"knob", "metric"} <= set(frame.columns):
             return frame
         parts = []
