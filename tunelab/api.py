@@ -56,6 +56,7 @@ from tunelab.knobs import FAMILIES, discover, get_knob
 from tunelab.loads import get_load
 from tunelab.model import KnobId, Metric, json_value, level_from_json, level_to_json
 from tunelab.optimize import objectives_of
+from tunelab.optimize.driver import check_engine
 from tunelab.optimize.confirm import EXIT_STATUS
 from tunelab.optimize.confirm import validate as validate_configs
 from tunelab.optimize.export import design_fragment, sysctl_conf
@@ -309,13 +310,13 @@ class RefineRun:
         return design_fragment(self.result.winner, self.levels)
 
     def to_json(self) -> dict[str, Any]:
-        """Winner, estimates, generations, Pareto set and confirmation (``tunelab refine --json``)."""
+        """Winner, estimates, batches, race, Pareto set and confirmation (``tunelab refine --json``)."""
         result, confirmation = self.result, self.confirmation
         return {
             "study": self.study, "winner": level_to_json(result.winner), "evaluations": result.evaluations,
-            "preset": result.preset, "seed": result.seed,
-            "estimates": _frame_json(result.estimates), "generations": _frame_json(result.generations),
-            "pareto": _frame_json(result.pareto),
+            "engine": result.engine, "preset": result.preset, "seed": result.seed,
+            "estimates": _frame_json(result.estimates), "batches": _frame_json(result.batches),
+            "race": _frame_json(result.race), "pareto": _frame_json(result.pareto),
             "confirmation": None if confirmation is None else {
                 "verdict": confirmation.verdict, "table": _frame_json(confirmation.table)},
         }
@@ -326,18 +327,21 @@ def _metric_name(objective: Any) -> str:
 
 
 def refine(design_path: PathLike | None = None, *, knobs: str | None = None, objectives: Sequence[str] = (),
-           budget: int | None = None, preset: str = "lab", seed: int = 0, replicates: int | None = None,
-           confirm_blocks: int = 6, target: str | None = None, surface: str = "simple", cv: float = 0.03,
-           allow_host_global: bool = False, allow_design_commands: bool = False,
-           store: PathLike | None = None) -> RefineRun:
-    """Search the knobs with a GA (one objective) or NSGA-II (several), then confirm the winner.
+           budget: int | None = None, engine: str = "tunelab", preset: str | None = None, seed: int = 0,
+           options: dict[str, Any] | None = None, confirm_blocks: int = 6, target: str | None = None,
+           surface: str = "simple", cv: float = 0.03, allow_host_global: bool = False,
+           allow_design_commands: bool = False, store: PathLike | None = None) -> RefineRun:
+    """Search the knobs with an ask/tell engine and race its leaders, then confirm the winner.
 
     Parameters
     ----------
     design_path : the design file; optional with ``target="simulator"`` (then ``surface`` gives the knobs)
-    knobs : ``None``/``"all"``, ``"screened"`` (what the screen found to matter) or ``"K1,K2"``
+    knobs : ``None``/``"all"``, ``"screened"``, ``"screened+inconclusive"``, ``"K1,K2"`` or ``"screened+K1,K2"``
     objectives : ``METRIC:max|min`` strings (default: the design's first metric)
-    budget, preset, seed, replicates : the search (see ``tunelab refine --help``)
+    budget : measurements in the search and its race (default: the preset's, else 60)
+    engine, preset, options : the search engine (``tunelab``, ``ga``, ``nsga2``, ``tpe``, ``gp``, ``cmaes``,
+        ``optuna-nsga2``, ``model``, ``random``), a preset of it and options on top
+    seed : the search seed (keep it to resume)
     confirm_blocks : ABBA blocks confirming the winner (0: skip)
     target : override the design's target type
     surface, cv : the SYNTHETIC simulator surface and its noise, without a design
@@ -348,6 +352,7 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
     -------
     RefineRun
     """
+    check_engine(engine, preset, budget)   # bad engine, preset or budget: one line before anything runs
     parsed = objectives_of(objectives)
     if design_path is not None:
         setup = setup_from_design(design_path, knobs=knobs, target_type=target, objectives=parsed,
@@ -366,8 +371,8 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
         with Store.open(path, study=setup.study, design_hash=setup.design_hash, design_text=setup.design_text,
                         target_spec=dict(spec)) as opened:
             with build_target(spec, allow_commands=allow_design_commands) as live:
-                outcome = run_refinement(setup, live, opened, parsed, budget=budget, preset=preset, seed=seed,
-                                         replicates=replicates, confirm_blocks=confirm_blocks)
+                outcome = run_refinement(setup, live, opened, parsed, budget=budget, engine=engine, preset=preset,
+                                         seed=seed, options=options, confirm_blocks=confirm_blocks)
     return RefineRun(setup.study, path, setup.target_type, outcome.result, outcome.confirmation, outcome.measured,
                      outcome.reused, parsed, setup.levels, outcome.note)
 

@@ -28,6 +28,14 @@ from typing import Callable, Generic, Iterator, TypeVar
 T = TypeVar("T")
 
 
+def same_definition(a: object, b: object) -> bool:
+    """True when ``a`` and ``b`` are the same object, or the same definition imported twice (a module
+    loaded again under pytest's importlib mode registers its classes again)."""
+    def name(obj: object) -> tuple[str | None, str | None]:
+        return getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    return a is b or (name(a)[1] is not None and name(a) == name(b))
+
+
 class Registry(Generic[T]):
     """Map names to implementations; ``get`` fails with the list of known names.
 
@@ -44,7 +52,8 @@ class Registry(Generic[T]):
 
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(obj: T) -> T:
-            if name in self._items:
+            known = self._items.get(name)
+            if known is not None and not same_definition(known, obj):
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             self._items[name] = obj
             return obj

@@ -59,8 +59,17 @@ from tunelab.version import __version__
 #: bookkeeping columns of :meth:`Store.tidy`, in order (Contract 6)
 TIDY_COLUMNS = ["study", "trial_id", *PLAN_COLUMNS, "status", "reason", "started_at", "duration_s", "foreign_cpu_s"]
 
-#: ``PRAGMA user_version`` of stores this tunelab writes; 0 is an older store, accepted when its tables match
-SCHEMA_VERSION = 1
+#: ``PRAGMA user_version`` of stores this tunelab writes; 0 is an older store, accepted when its tables match.
+#: 2 added the stored search state (``searches``, ``search_batches``), optional for reading
+SCHEMA_VERSION = 2
+#: version of the JSON a search writes in ``searches.settings`` / ``search_batches.record`` (see
+#: :meth:`Store.add_search_batch`); a store with a newer one is refused with a clear line
+SEARCH_STATE_VERSION = 1
+#: columns of :meth:`Store.searches` and :meth:`Store.search_batches`
+SEARCH_COLUMNS = ["search_id", "settings", "state_version", "status", "winner", "created"]
+SEARCH_BATCH_COLUMNS = ["search_id", "batch", "stage", "evaluations", "record"]
+#: most batches one search may store (a bound on what a shared store can make a report read)
+MAX_SEARCH_BATCHES = 100_000
 #: the first 16 bytes of every SQLite 3 database file
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: tables every tunelab store has, with the columns tunelab reads from them
@@ -129,6 +138,23 @@ CREATE TABLE IF NOT EXISTS journal (
     boot_id TEXT
 );
 CREATE INDEX IF NOT EXISTS journal_by_state ON journal (state);
+CREATE TABLE IF NOT EXISTS searches (
+    search_id TEXT PRIMARY KEY,
+    settings TEXT NOT NULL,
+    state_version INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'done')),
+    winner TEXT,
+    created TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS search_batches (
+    search_id TEXT NOT NULL REFERENCES searches (search_id),
+    batch INTEGER NOT NULL,
+    stage TEXT NOT NULL CHECK (stage IN ('search', 'race')),
+    evaluations INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    PRIMARY KEY (search_id, batch)
+);
 CREATE TABLE IF NOT EXISTS runs (
     run_id INTEGER PRIMARY KEY AUTOINCREMENT,
     started_at TEXT NOT NULL,
@@ -297,6 +323,23 @@ def _dumps(value: Any) -> str | None:
     if isinstance(value, pd.DataFrame):
         value = {str(column): value[column].tolist() for column in value.columns}
     return json.dumps(level_to_json(value), allow_nan=False)
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by ``None`` (JSON has no NaN).
+
+    >>> _json_safe({"a": [1.0, float("nan")], "b": (2, 3)})
+    {'a': [1.0, None], 'b': (2, 3)}
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_json_safe(v) for v in value)
+    return value
 
 
 def _loads(text: str | None, where: str = "a JSON column") -> Any:
@@ -951,6 +994,96 @@ class Store:
             " FROM journal WHERE state = 'applied' ORDER BY entry_id DESC"
         )
         return [JournalEntry(*row) for row in rows]
+
+    # ---- stored search state (refinement) ------------------------------------------------------
+
+    def begin_search(self, search_id: str, settings: Mapping[str, Any]) -> None:
+        """Record that search ``search_id`` starts with ``settings``, or check that a stored one has the same.
+
+        Raises
+        ------
+        StoreError
+            When the store holds a search of that id with other settings (resuming it with other
+            settings would mix two searches).
+        """
+        settings = _json_safe(dict(settings))
+        with self._transaction() as db:
+            row = db.execute("SELECT settings FROM searches WHERE search_id = ?", (search_id,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO searches (search_id, settings, state_version, status, created)"
+                           " VALUES (?, ?, ?, 'running', ?)",
+                           (search_id, _dumps(settings), SEARCH_STATE_VERSION, utc_now()))
+                return
+        stored = _mapping(_loads(row[0], f"{self.path}: search {search_id} settings"), f"{self.path}: search settings")
+        if stored != json.loads(_dumps(settings)):
+            changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != json.loads(_dumps(settings)).get(k))
+            raise StoreError(f"{self.path} holds search {search_id!r} with other settings ({', '.join(changed)} "
+                             "differ); rerun with the original settings to resume it, or pass a new --store")
+
+    def add_search_batch(self, search_id: str, batch: int, record: Mapping[str, Any]) -> None:
+        """Store one batch of search ``search_id`` (its ``stage`` and ``evaluations`` are read from
+        ``record``); a batch stored twice is an error (the driver resumes after the last one)."""
+        record = _json_safe(dict(record))
+        with self._transaction() as db:
+            db.execute("INSERT INTO search_batches (search_id, batch, stage, evaluations, record, ts)"
+                       " VALUES (?, ?, ?, ?, ?, ?)",
+                       (search_id, int(batch), record["stage"], int(record["evaluations"]), _dumps(record), utc_now()))
+
+    def finish_search(self, search_id: str, winner: Mapping[str, Any]) -> None:
+        """Mark search ``search_id`` done with its ``winner`` record."""
+        with self._transaction() as db:
+            db.execute("UPDATE searches SET status = 'done', winner = ? WHERE search_id = ?",
+                       (_dumps(_json_safe(dict(winner))), search_id))
+
+    def _has_table(self, name: str) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() \
+            is not None
+
+    def searches(self) -> pd.DataFrame:
+        """Every stored search: ``search_id, settings (dict), state_version, status, winner (dict or None),
+        created``; empty for a store written before searches were stored."""
+        with self._sql_errors():
+            if not self._has_table("searches"):
+                return pd.DataFrame(columns=SEARCH_COLUMNS)
+            rows = self._db.execute(f"SELECT {', '.join(SEARCH_COLUMNS)} FROM searches ORDER BY created, search_id"
+                                    ).fetchall()
+        out = []
+        for search_id, settings, version, status, winner, created in rows:
+            where = f"{self.path}: search {quoted(search_id)}"
+            if not isinstance(search_id, str) or not isinstance(version, int) or status not in ("running", "done"):
+                raise StoreError(f"{where} has a malformed row (id, state_version or status); the store is damaged "
+                                 "or was edited by hand: use the original file")
+            if version > SEARCH_STATE_VERSION:
+                raise StoreError(f"{where} was stored by a newer tunelab (search state {version}, this tunelab reads "
+                                 f"up to {SEARCH_STATE_VERSION}); upgrade tunelab to read it")
+            out.append({"search_id": search_id, "settings": _mapping(_loads(settings, f"{where} settings"), where),
+                        "state_version": version, "status": status,
+                        "winner": None if winner is None else _mapping(_loads(winner, f"{where} winner"), where),
+                        "created": created})
+        return pd.DataFrame(out, columns=SEARCH_COLUMNS)
+
+    def search_batches(self, search_id: str | None = None) -> pd.DataFrame:
+        """The stored batches of one search (or of all), in order: ``search_id, batch, stage,
+        evaluations, record (dict)``; empty for a store written before searches were stored."""
+        with self._sql_errors():
+            if not self._has_table("search_batches"):
+                return pd.DataFrame(columns=SEARCH_BATCH_COLUMNS)
+            query = "SELECT search_id, batch, stage, evaluations, record FROM search_batches"
+            query += (" WHERE search_id = ?" if search_id is not None else "") + " ORDER BY search_id, batch"
+            rows = self._db.execute(query + f" LIMIT {MAX_SEARCH_BATCHES + 1}",
+                                    (search_id,) if search_id is not None else ()).fetchall()
+        if len(rows) > MAX_SEARCH_BATCHES:
+            raise StoreError(f"{self.path} holds more than {MAX_SEARCH_BATCHES} search batches; the store is damaged "
+                             "or was edited by hand: use the original file")
+        out = []
+        for sid, batch, stage, evaluations, record in rows:
+            where = f"{self.path}: search {quoted(sid)} batch {quoted(batch)}"
+            if not isinstance(batch, int) or not isinstance(evaluations, int) or stage not in ("search", "race"):
+                raise StoreError(f"{where} has a malformed row (batch, stage or evaluations); the store is damaged "
+                                 "or was edited by hand: use the original file")
+            out.append({"search_id": sid, "batch": batch, "stage": stage, "evaluations": evaluations,
+                        "record": _mapping(_loads(record, f"{where} record"), where)})
+        return pd.DataFrame(out, columns=SEARCH_BATCH_COLUMNS)
 
     def journal(self) -> pd.DataFrame:
         """The whole journal as a DataFrame, in entry order."""

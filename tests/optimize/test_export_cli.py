@@ -98,5 +98,6 @@ def test_cli_refine_from_a_design_searches_only_the_listed_knobs(tmp_path, capsy
     assert status == 0, capsys.readouterr().out
     knobs = yaml.safe_load(fragment.read_text())["knobs"]
     assert [k["name"] for k in knobs] == ["net.core.somaxconn", "net.ipv4.tcp_congestion_control"]
-    assert knobs[1]["baseline"] == "bbr"     # the surface's best congestion control
+    assert knobs[0]["levels"] == [16, 128, 1024] and knobs[1]["levels"] == ["cubic", "reno", "bbr"]
+    assert knobs[0]["baseline"] in knobs[0]["levels"] and knobs[1]["baseline"] in knobs[1]["levels"]
     assert main(["refine", str(design), "--knobs", "net.core.nope"]) == 2

@@ -1,16 +1,19 @@
-"""``tunelab refine DESIGN``: search the screened knobs with a GA (one objective) or NSGA-II (several),
-then confirm the winner against the baseline in fresh interleaved ABBA blocks.
+"""``tunelab refine DESIGN``: search the screened knobs with an ask/tell engine, race its leaders for the
+winner, then confirm the winner against the baseline in fresh interleaved ABBA blocks.
 
-Every measurement is a trial in the study's store (phases ``refine`` and ``confirm``). The search is seeded, so
-running the same command again after a crash replays it and takes finished trials from the store.
+Every measurement is a trial in the study's store (phases ``refine`` and ``confirm``) and every batch of the
+search is stored with the engine's state, so running the same command again after a crash resumes from the
+last stored batch (no measurement is repeated, the search is not re-run).
 
 Examples::
 
-    tunelab refine designs/default.yaml --knobs screened --objective qps:max --budget 40
+    tunelab refine designs/default.yaml --knobs screened+inconclusive --objective qps:max --budget 40
     tunelab refine designs/default.yaml --knobs K1,K2 --objective qps:max --objective latency_p99_ms:min
-    tunelab refine --target simulator --surface hard512 --budget 60 --export-sysctl winner.conf
+    tunelab refine designs/default.yaml --engine ga --preset gembala2013
+    tunelab refine --target simulator --surface hard512 --budget 60 --engine tpe --export-sysctl winner.conf
 
-Presets: lab (population 8, 40 measurements), ioperf (adaptive rates), gembala2013 (population 80, 40 generations).
+Engines: tunelab (default: model of main effects and pairwise interactions, then a race), ga and nsga2 (pymoo;
+presets lab, ioperf, gembala2013, nsga2-crowding), tpe, gp, cmaes, optuna-nsga2 (Optuna), model, random.
 Exit status: 0 when the confirmation says improve or equivalent (or was skipped), 3 regress, 4 inconclusive, 2 errors.
 """
 from __future__ import annotations
@@ -20,21 +23,26 @@ from pathlib import Path
 from typing import Any
 
 import tunelab
+from tunelab.errors import TunelabError
 from tunelab.cli import render
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("refine", help="GA / NSGA-II refinement of screened knobs, then ABBA confirmation",
+    parser = subparsers.add_parser("refine", help="search the screened knobs (ask/tell engines), then ABBA confirmation",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
     add("design", metavar="DESIGN", nargs="?", help="design file (YAML); optional with --target simulator")
-    add("--knobs", metavar="screened|K1,K2", help="knobs to search: 'screened' (those the screen found to matter, "
-        "seeded with their best levels) or a comma-separated list of knob ids (default: all of the design's knobs)")
-    add("--objective", metavar="METRIC:max|min", action="append", default=[], help="objective; repeat for NSGA-II")
-    add("--budget", type=int, metavar="N", help="measurements in the search (default: the preset's)")
-    add("--preset", default="lab", help="search preset: lab, ioperf, gembala2013 (default lab)")
+    add("--knobs", metavar="SPEC", help="knobs to search: 'screened' (those the screen found to matter, started at "
+        "their best levels), 'screened+inconclusive' (also those still inconclusive), a comma-separated list of "
+        "knob ids, or 'screened+K1,K2' (default: all of the design's knobs)")
+    add("--objective", metavar="METRIC:max|min", action="append", default=[], help="objective; repeat for several")
+    add("--engine", default="tunelab", help="search engine: tunelab (default), ga, nsga2, tpe, gp, cmaes, "
+        "optuna-nsga2, model, random")
+    add("--preset", help="a preset of the engine: lab, ioperf, gembala2013 (ga), nsga2-crowding (nsga2)")
+    add("--option", metavar="KEY=VALUE", action="append", default=[], help="an engine option, e.g. pop_size=20")
+    add("--budget", type=int, metavar="N", help="measurements in the search and its race (default: the preset's, "
+        "else 60)")
     add("--seed", type=int, default=0, help="search seed (keep it to resume; default 0)")
-    add("--replicates", type=int, metavar="R", help="measurements per new configuration")
     add("--confirm-blocks", type=int, default=6, metavar="B", help="ABBA blocks confirming the winner (0: skip)")
     add("--target", metavar="TYPE", help="override the design's target (lab, local, ssh, simulator)")
     add("--surface", default="simple", help="SYNTHETIC simulator surface without a design: simple, null, hard512...")
@@ -48,9 +56,30 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def engine_options(pairs: list[str]) -> dict[str, Any]:
+    """``--option KEY=VALUE`` pairs as a dict, each value read as YAML (numbers, booleans, lists).
+
+    >>> engine_options(["pop_size=20", "crossover=[0.9, 0.7]"])
+    {'pop_size': 20, 'crossover': [0.9, 0.7]}
+    """
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise TunelabError(f"--option {pair!r} must look like KEY=VALUE, e.g. --option pop_size=20")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise TunelabError(f"--option {pair!r}: {value!r} is not a number, boolean, word or list") from None
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     outcome = tunelab.refine(args.design, knobs=args.knobs, objectives=args.objective, budget=args.budget, cv=args.cv,
-                             preset=args.preset, seed=args.seed, replicates=args.replicates, surface=args.surface,
+                             engine=args.engine, preset=args.preset, options=engine_options(args.option),
+                             seed=args.seed, surface=args.surface,
                              confirm_blocks=args.confirm_blocks, target=args.target, store=args.store,
                              allow_host_global=args.allow_host_global, allow_design_commands=args.allow_design_commands)
     print(render.refine_text(outcome))

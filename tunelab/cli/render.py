@@ -180,19 +180,24 @@ def screen_text(result: Any) -> str:
 
 
 def refine_text(run: Any) -> str:
-    """What ``tunelab refine`` prints: counts, generations, winner, Pareto set, confirmation."""
+    """What ``tunelab refine`` prints: counts, batches, the race, winner, Pareto set, confirmation."""
     result = run.result
     lines = [SYNTHETIC] if run.synthetic else []
+    preset = f" (preset {result.preset})" if result.preset else ""
     lines.append(f"study {run.study}: {result.evaluations} measurements ({run.reused} taken from the store, "
-                 f"{run.measured} new), preset {result.preset}, seed {result.seed}; store {run.store_path}")
-    if not result.generations.empty:
-        cols = ["generation", "evaluations", "best", "mean", "worst", "baseline"]
-        lines.append(result.generations[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    lines.append("winner (by pessimistic bound, not best draw):")
+                 f"{run.measured} new), engine {result.engine}{preset}, seed {result.seed}; store {run.store_path}")
+    number = lambda v: f"{v:.4g}"   # noqa: E731
+    if not result.batches.empty:
+        cols = ["batch", "stage", "evaluations", "incumbent_mean", "best_mean", "baseline_mean"]
+        lines.append(result.batches[cols].to_string(index=False, float_format=number))
+    if not result.race.empty:
+        lines.append("race (successive halving of the leaders; the better half by mean survives each round):")
+        lines.append(result.race.to_string(index=False, float_format=number))
+    lines.append("winner (best mean among the race's survivors):" if not result.race.empty else "winner (best mean):")
     lines += [f"  {kid} = {value}" for kid, value in result.winner.items()]
     if result.pareto is not None:
         lines.append(f"Pareto set ({len(result.pareto)} configurations by mean estimates):")
-        lines.append(result.pareto.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        lines.append(result.pareto.to_string(index=False, float_format=number))
     if run.note:
         lines.append(run.note)
     if run.confirmation is not None:

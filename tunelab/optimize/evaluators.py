@@ -8,8 +8,7 @@ the same seed asks for the same keys, so finished ones are read back instead of 
 
 ``SimulatorEvaluator`` (SYNTHETIC surfaces) lives in :mod:`tunelab.simulator`;
 :class:`StoreEvaluator` records any evaluator's results in a store (resume for pure functions);
-:class:`RunnerEvaluator` runs real trials through :func:`tunelab.runner.run_trial`;
-:class:`ReplayEvaluator` answers from recorded trials only (a report replays a search with it).
+:class:`RunnerEvaluator` runs real trials through :func:`tunelab.runner.run_trial`.
 
 A failed measurement returns NaN for every metric; the search treats it as the worst value.
 """
@@ -56,7 +55,7 @@ def same_config(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     return all(k in stored and level_value(stored[k]) == level_value(v) for k, v in wanted.items())
 
 
-class _Resumable:
+class ResumableEvaluator:
     """Shared bookkeeping: read finished run keys once, count reused and new measurements.
 
     ``trials`` are the phase's recorded trials; ``source`` names where they come from in errors.
@@ -91,7 +90,7 @@ class _Resumable:
         return found
 
 
-class StoreEvaluator(_Resumable):
+class StoreEvaluator(ResumableEvaluator):
     """Record every evaluation of ``inner`` in ``store`` as a trial of ``phase``; reuse finished ones.
 
     For evaluators that do not touch a machine (the simulator): the trial holds the config and
@@ -116,7 +115,7 @@ class StoreEvaluator(_Resumable):
         return metrics
 
 
-class RunnerEvaluator(_Resumable):
+class RunnerEvaluator(ResumableEvaluator):
     """Run one real trial per evaluation with :func:`tunelab.runner.run_trial` (apply, verify,
     measure, record, restore), recorded as ``"<phase>:<key>"``; finished keys are read back.
 
@@ -169,36 +168,3 @@ class RunnerEvaluator(_Resumable):
             metrics = dict(outcome.metrics)
         self.done[run_key] = (dict(config), metrics)
         return metrics
-
-
-class ReplayMismatch(StoreError):
-    """A replay asked for an evaluation the recorded trials do not hold (other settings, or an interrupted search)."""
-
-
-class ReplayEvaluator(_Resumable):
-    """Answer every evaluation from recorded trials of ``phase``; never measures.
-
-    Replaying a deterministic search (same space, objectives, preset, seed) against the trials it
-    recorded asks for exactly the recorded keys, so the replay rebuilds the original result.
-
-    Parameters
-    ----------
-    trials : the recorded trials (:meth:`tunelab.store.Store.trials`; other phases are ignored)
-    phase : the phase whose run keys ``"<phase>:<key>"`` are read
-    source : where the trials come from (a store path), named in errors
-
-    Raises
-    ------
-    ReplayMismatch
-        From :meth:`evaluate`, for a key the trials do not hold.
-    """
-
-    def __init__(self, trials: pd.DataFrame, phase: str = "refine", source: Any = "the recorded trials") -> None:
-        super().__init__(phase, trials[trials["phase"] == phase], source)
-
-    def evaluate(self, config: Mapping[str, Any], replicate: int, key: str | None = None) -> dict[str, float]:
-        found = self.cached(self.run_key(key, config, replicate), config)
-        if found is None:
-            raise ReplayMismatch(f"{self.source}: {self.phase}:{key} was not recorded, so the search cannot be "
-                                 "replayed")
-        return found

@@ -1,5 +1,10 @@
-"""The refine workflow the CLI and notebooks use: design -> space, target, evaluator -> search -> ABBA
-confirmation -> exports. Each step is a small function so notebooks can run them one by one.
+"""The refine workflow the CLI and notebooks use: design -> space, target, evaluator -> search (logged in the
+store) -> ABBA confirmation -> exports. Each step is a small function so notebooks can run them one by one.
+
+Which knobs are searched (``--knobs``): all of the design's, a list ``K1,K2``, ``screened`` (those the
+screen found to matter in the better direction, started at their best levels), and ``+`` joins
+more: ``screened+inconclusive`` adds the knobs whose verdict is still inconclusive (an effect may
+hide behind an interaction), ``screened+K1,K2`` adds named knobs.
 
 A refinement on a SYNTHETIC surface without a design file is built by :func:`tunelab.simulator.refine_setup`
 (the simulator sits above this package).
@@ -15,7 +20,9 @@ from tunelab.errors import DesignError
 from tunelab.model import USABLE_STATUSES, Metric, Verdict, level_value
 from tunelab.optimize.confirm import ConfirmResult, config_digest, confirm
 from tunelab.optimize.evaluators import RunnerEvaluator, same_config
-from tunelab.optimize.search import RefineResult, objectives_of, refine
+from tunelab.optimize.driver import RefineResult, refine
+from tunelab.optimize.engines import objectives_of
+from tunelab.optimize.history import StoreSearchLog
 from tunelab.optimize.space import SearchSpace, dimension_from_design_knob
 from tunelab.runner import BoundKnob, bind_knobs, load_of, target_spec_of
 from tunelab.store import Store, default_store_path
@@ -48,8 +55,10 @@ class RefineSetup:
     side_goals: list[Metric] = field(default_factory=list)
 
 
-def screened_knobs(store_path: str | Path, design: Design, metric: Metric) -> tuple[list[str], dict[str, Any]]:
-    """Knob ids the screen found to matter for ``metric`` in the better direction, and their best levels.
+def screened_knobs(store_path: str | Path, design: Design, metric: Metric,
+                   include_inconclusive: bool = False) -> tuple[list[str], dict[str, Any]]:
+    """Knob ids the screen found to matter for ``metric`` in the better direction, and their best levels;
+    with ``include_inconclusive`` also the knobs whose verdict is inconclusive (no best level).
 
     Reads the study's screen trials (``store.tidy("screen")``) and runs :func:`tunelab.stats.screen`.
     """
@@ -68,13 +77,42 @@ def screened_knobs(store_path: str | Path, design: Design, metric: Metric) -> tu
         raise DesignError(f"{path} has no ok screen trials; run the screen first or list the knobs: --knobs K1,K2")
     # the design tells the screen its guards, profiles and, for a sequential study, the looks to replay
     result = screen(data, [metric], design.knob_ids, design.baseline, design=design_info(design))
-    verdicts = result.verdicts
-    chosen = verdicts[(verdicts["metric"] == metric.name) & (verdicts["verdict"] == Verdict.MATTERS)
-                      & (verdicts["direction"] == "better")]
-    if chosen.empty:
-        raise DesignError(f"the screen found no knob that makes {metric.name} better by at least its SESOI; "
-                          "there is nothing to refine (list knobs with --knobs K1,K2 to search anyway)")
-    return list(chosen["knob"]), {row.knob: level_value(row.best_level) for row in chosen.itertuples()}
+    verdicts = result.verdicts[result.verdicts["metric"] == metric.name]
+    chosen = verdicts[(verdicts["verdict"] == Verdict.MATTERS) & (verdicts["direction"] == "better")]
+    best = {row.knob: level_value(row.best_level) for row in chosen.itertuples()}
+    knobs = list(dict.fromkeys(chosen["knob"]))
+    if include_inconclusive:
+        knobs += [k for k in dict.fromkeys(verdicts.loc[verdicts["verdict"] == Verdict.INCONCLUSIVE, "knob"])
+                  if k not in knobs]
+    if not knobs:
+        raise DesignError(f"the screen found no knob that makes {metric.name} better by at least its SESOI"
+                          + ("" if include_inconclusive else " (try --knobs screened+inconclusive)")
+                          + "; there is nothing to refine (list knobs with --knobs K1,K2 to search anyway)")
+    return knobs, best
+
+
+def chosen_knobs(spec: str | None, design: Design, goal: Metric,
+                 store_path: str | Path) -> tuple[list[str], dict[str, Any]]:
+    """The knob ids ``--knobs`` names (see the module docstring) and the screen's best levels of them."""
+    if spec is None or spec == "all":
+        return list(design.knob_ids), {}
+    chosen: list[str] = []
+    best: dict[str, Any] = {}
+    parts = [p.strip() for p in spec.split("+") if p.strip()]
+    if "inconclusive" in parts and "screened" not in parts:
+        raise DesignError("--knobs inconclusive needs the screen's other knobs too: --knobs screened+inconclusive")
+    if "screened" in parts:
+        chosen, best = screened_knobs(store_path, design, goal, include_inconclusive="inconclusive" in parts)
+    for part in parts:
+        if part in ("screened", "inconclusive"):
+            continue
+        named = [k.strip() for k in part.split(",") if k.strip()]
+        unknown = [k for k in named if k not in design.knob_ids]
+        if unknown:
+            raise DesignError(f"--knobs {', '.join(unknown)} not in the design; its knob ids are "
+                              f"{', '.join(design.knob_ids)} (or screened, screened+inconclusive)")
+        chosen += [k for k in named if k not in chosen]
+    return chosen, best
 
 
 def _target_load(spec: dict[str, Any]) -> Load | None:
@@ -99,7 +137,7 @@ def _design_goals(design: Design, objectives: Sequence[Metric]) -> tuple[list[Me
 def setup_from_design(design_path: str | Path, *, knobs: str | None = None, target_type: str | None = None,
                       objectives: Sequence[Metric | str] = (), store_path: str | Path | None = None,
                       allow_host_global: bool = False) -> RefineSetup:
-    """Build a :class:`RefineSetup` from a design file; ``knobs`` is ``None`` (all), ``"screened"`` or ``"K1,K2"``.
+    """Build a :class:`RefineSetup` from a design file; ``knobs`` as ``--knobs`` (see the module docstring).
 
     A target that synthesises its own measurements (``tunelab.simulator``; its package must be
     imported so the target is registered) is measured with its own load instead of the design's.
@@ -108,18 +146,8 @@ def setup_from_design(design_path: str | Path, *, knobs: str | None = None, targ
     first_metric = design.metrics[0]
     objs = objectives_of(objectives) or [Metric(first_metric.name, first_metric.direction)]
     goals, side_goals = _design_goals(design, objs)
-    initial: list[dict[str, Any]] = []
-    if knobs is None or knobs == "all":
-        chosen = design.knob_ids
-    elif knobs == "screened":
-        chosen, best = screened_knobs(store_path or default_store_path(design.name), design, goals[0])
-        initial.append({kid: best.get(kid, design.baseline[kid]) for kid in chosen})
-    else:
-        chosen = [k.strip() for k in knobs.split(",") if k.strip()]
-        unknown = [k for k in chosen if k not in design.knob_ids]
-        if unknown:
-            raise DesignError(f"--knobs {', '.join(unknown)} not in the design; its knob ids are "
-                              f"{', '.join(design.knob_ids)}")
+    chosen, best = chosen_knobs(knobs, design, goals[0], store_path or default_store_path(design.name))
+    initial = [{kid: best.get(kid, design.baseline[kid]) for kid in chosen}] if best else []
     by_id = {k.id: k for k in design.knobs}
     space = SearchSpace([dimension_from_design_knob(by_id[kid]) for kid in chosen])
     spec = target_spec_of(design)
@@ -152,19 +180,33 @@ class RefineOutcome:
     note: str | None = None
 
 
+def search_name(engine: str, preset: str | None, seed: int) -> str:
+    """How a search is named in the store (and its trials' run keys): engine, preset and seed, so searches by
+    other engines (or seeds) can share a study's store and be compared in its report.
+
+    >>> search_name("tunelab", None, 0), search_name("ga", "gembala2013", 3)
+    ('tunelab', 'ga-gembala2013-s3')
+    """
+    return "-".join([engine, *([preset] if preset else []), *([f"s{seed}"] if seed else [])])
+
+
 def run_refinement(setup: RefineSetup, target: Target, store: Store, objectives: Sequence[Metric | str], *,
-                   budget: int | None, preset: str, seed: int, replicates: int | None,
-                   confirm_blocks: int) -> RefineOutcome:
-    """Search with real (or simulated) trials recorded in ``store`` (phase ``refine``), then confirm the
-    winner against the baseline in ABBA blocks (phase ``confirm``). Re-running resumes both."""
-    provenance = {"refine": {"preset": preset, "seed": seed, "budget": budget}}
+                   budget: int | None, engine: str = "tunelab", preset: str | None = None, seed: int = 0,
+                   options: dict[str, Any] | None = None, confirm_blocks: int = 6) -> RefineOutcome:
+    """Search with real (or simulated) trials recorded in ``store`` (phase ``refine``, every batch logged as
+    search :func:`search_name`), then confirm the winner against the baseline in ABBA blocks (phase ``confirm``).
+    Re-running resumes both: the search from its last stored batch, measurements from their trials."""
+    provenance = {"refine": {"engine": engine, "preset": preset, "seed": seed, "budget": budget}}
     evaluator = RunnerEvaluator(target, setup.load, setup.knob_specs, store, phase="refine", warmup_s=setup.warmup_s,
                                 measure_s=setup.measure_s, load_settings=setup.load_settings,
                                 allow_host_global=setup.allow_host_global, provenance=provenance)
-    result = refine(setup.space, evaluator, objectives, budget=budget, preset=preset, seed=seed,
-                    baseline=setup.baseline, initial=setup.initial, replicates=replicates)
+    search_id = search_name(engine, preset, seed)
+    result = refine(setup.space, evaluator, objectives, engine=engine, budget=budget, preset=preset, seed=seed,
+                    baseline=setup.baseline, initial=setup.initial, options=options,
+                    log=StoreSearchLog(store, search_id), key_prefix=f"{search_id}/")
     confirmation, note = None, None
-    measured, reused = evaluator.measured, evaluator.reused
+    # what the search did not measure now came from the store (the stored batches, or the trials of a batch cut short)
+    measured, reused = evaluator.measured, result.evaluations - evaluator.measured
     if confirm_blocks and same_config(setup.baseline, result.winner):
         note = ("the winner is the baseline configuration: no tested configuration beat the defaults, "
                 "so there is no change to confirm")
@@ -178,4 +220,3 @@ def run_refinement(setup: RefineSetup, target: Target, store: Store, objectives:
                                side_metrics=setup.side_goals)
         measured, reused = measured + checker.measured, reused + checker.reused
     return RefineOutcome(result, confirmation, measured, reused, note)
-

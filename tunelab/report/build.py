@@ -44,7 +44,8 @@ KERNEL_NAME = "python3"
 NOTEBOOKS = {
     "01_screen": "Which knobs matter? Data overview, drift, warm-up, assumption checks, omnibus tests, verdicts.",
     "02_posthoc": "Which levels differ? Post-hoc tests, compact letters and p-value heatmaps per significant knob.",
-    "03_refine": "What did the search find? Progress per generation, Pareto fronts, confirmation of the winner.",
+    "03_refine": "What did the search find? Search settings, convergence of each engine, racing rounds, Pareto fronts, "
+                 "confirmation of the winner.",
     "04_validate": "Is the candidate better than the baseline? ABBA blocks, % change with CI, TOST, verdict.",
 }
 #: parameters every notebook declares; build_report passes them to each

@@ -729,6 +729,111 @@ def progress_figure(history: pd.DataFrame, metric: str, direction: str = "maximi
     return fig
 
 
+def _search_colors(n: int) -> list[Any]:
+    """One colour per search: the candidate colour alone, else a viridis ramp (never the baseline's orange)."""
+    return [CANDIDATE_COLOR] if n == 1 else list(sns.color_palette("viridis", n))
+
+
+def convergence_figure(conv: pd.DataFrame, objective: str) -> Figure:
+    """How each stored search converged: the incumbent's estimate of ``objective`` (its pooled mean,
+    ±SE band) after each batch against the measurements spent, one line per search (engine) on the
+    same axes; race batches as open markers; the baseline's estimate as a horizontal line.
+
+    Parameters
+    ----------
+    conv : DataFrame
+        :func:`tunelab.report.refinement.convergence`: ``search_id, engine, stage, evaluations,
+        incumbent_mean, incumbent_se, baseline_mean``.
+    objective : str
+        The objective's name (axis label).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> conv = pd.DataFrame({"search_id": "s", "engine": "random", "stage": ["search", "race"],
+    ...                      "evaluations": [5, 9], "incumbent_mean": [10.0, 11.0], "incumbent_se": [None, 0.5],
+    ...                      "baseline_mean": [9.0, 9.0]})
+    >>> convergence_figure(conv, "qps").axes[0].get_xlabel()
+    'measurements'
+    """
+    _require(conv, ["search_id", "engine", "stage", "evaluations", "incumbent_mean", "incumbent_se", "baseline_mean"])
+    fig, ax = _single(7.5, 4.0)
+    groups = [(s, rows) for s, rows in conv.groupby("search_id", sort=False) if rows["incumbent_mean"].notna().any()]
+    if not groups:
+        raise DataError(f"no search stored an estimate of {objective!r}: it was not one of their objectives")
+    for (search_id, rows), color in zip(groups, _search_colors(len(groups))):
+        x = rows["evaluations"].to_numpy(float)
+        mean = rows["incumbent_mean"].to_numpy(float)
+        se = rows["incumbent_se"].to_numpy(float)
+        engine = str(rows["engine"].iloc[0])
+        label = engine if engine == search_id else f"{engine} ({search_id})"
+        ax.fill_between(x, mean - se, mean + se, color=color, alpha=0.2, lw=0, step="post")
+        ax.step(x, mean, where="post", color=color, lw=2, label=label)
+        race = (rows["stage"] == "race").to_numpy()
+        ax.plot(x[~race], mean[~race], "o", color=color, ms=4)
+        ax.plot(x[race], mean[race], "o", mfc="white", mec=color, ms=6, mew=1.5)
+    base = conv.groupby("search_id", sort=False)["baseline_mean"].last().dropna()
+    if len(base):
+        ax.axhline(float(base.mean()), color=BASELINE_COLOR, ls="--", lw=1.5, label="baseline (default)")
+    if (conv["stage"] == "race").any():
+        ax.plot([], [], "o", mfc="white", mec="0.3", mew=1.5, label="race batch (re-measured)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("measurements")
+    ax.set_ylabel(f"{objective}: incumbent estimate (±SE)")
+    ax.legend(fontsize=8, loc="best")
+    return fig
+
+
+def racing_figure(rounds: pd.DataFrame, objective: str) -> Figure:
+    """The race of each search: per round, every racer's pooled mean of ``objective`` with its 95 %
+    interval; survivors filled, eliminated racers as grey crosses, the baseline ringed in orange;
+    thin lines follow a racer through the rounds, ``#k`` labels it (the table lists the configurations).
+
+    Parameters
+    ----------
+    rounds : DataFrame
+        :func:`tunelab.report.refinement.race_rounds`: ``search_id, engine, round, racer, mean,
+        ci_low, ci_high, survived, is_baseline``.
+    objective : str
+        The objective's name (axis label).
+    """
+    _require(rounds, ["search_id", "engine", "round", "racer", "mean", "ci_low", "ci_high", "survived", "is_baseline"])
+    if rounds.empty:
+        raise DataError("no race rounds to draw: the searches stored no race (library engines do not race)")
+    searches = list(rounds.groupby("search_id", sort=False))
+    fig, axes = _grid(len(searches), ncols=2, width=6.0, height=4.0)
+    for ax, (search_id, rows) in zip(axes, searches):
+        racers = sorted(rows["racer"].unique())
+        place = rows.groupby("round")["racer"].rank(method="first").to_numpy(float) - 1   # spread within a round
+        width = rows.groupby("round")["racer"].transform("size").to_numpy(float) - 1
+        x = rows["round"].to_numpy(float) + 0.5 * (np.divide(place, width, out=np.full_like(place, 0.5),
+                                                             where=width > 0) - 0.5)
+        mean = rows["mean"].to_numpy(float)
+        survived = rows["survived"].astype(bool).to_numpy()
+        base = rows["is_baseline"].astype(bool).to_numpy()
+        for racer in racers:
+            own = (rows["racer"] == racer).to_numpy()
+            ax.plot(x[own], mean[own], "-", color="0.75", lw=1, zorder=1)
+        for xi, yi, racer in zip(x, mean, rows["racer"]):
+            ax.annotate(f"#{racer}", (xi, yi), textcoords="offset points", xytext=(5, 3), fontsize=7)
+        low, high = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
+        ax.errorbar(x, mean, yerr=np.vstack([mean - low, high - mean]), fmt="none", ecolor="0.55", capsize=3, lw=1,
+                    zorder=2)
+        ax.plot(x[survived], mean[survived], "o", color=CANDIDATE_COLOR, ms=7, zorder=3, label="survived")
+        if (~survived).any():
+            ax.plot(x[~survived], mean[~survived], "X", color="0.45", ms=8, zorder=3, label="eliminated")
+        if base.any():
+            ax.plot(x[base], mean[base], "o", mfc="none", mec=BASELINE_COLOR, ms=12, mew=2, zorder=4,
+                    label="baseline (default)")
+        ax.set_xticks(sorted(rows["round"].unique()))
+        ax.set_xlabel("race round")
+        ax.set_ylabel(f"{objective}: pooled mean (95 % CI)")
+        engine = str(rows["engine"].iloc[0])
+        ax.set_title(engine if engine == search_id else f"{engine} ({search_id})", fontsize=10)
+        ax.legend(fontsize=8, loc="best")
+    return fig
+
+
 def pareto_figure(points: pd.DataFrame, x: str, y: str) -> Figure:
     """Configurations by their mean ``x`` and ``y``; the Pareto front (column ``front``) joined, the
     baseline (column ``is_baseline``) and the winner (optional column ``is_winner``) marked."""

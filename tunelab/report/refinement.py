@@ -1,43 +1,505 @@
-"""Refinement and confirmation as a report sees them: read back from the store's trials.
+"""Refinement and confirmation as a report sees them: read back from the store, never re-run.
 
-Refine trials carry run keys ``refine:<event>:r<replicate>``; confirmation trials
-``confirm:<digest>:b<block>:<position><arm>`` and validation trials
+A refinement (:func:`tunelab.optimize.driver.refine` with a
+:class:`~tunelab.optimize.history.StoreSearchLog`) stores its search as it goes (store schema 2):
+one row per search in ``searches`` (its settings, status and winner) and one JSON record per
+batch in ``search_batches`` (the candidates with their pooled estimates, the incumbent, the race
+rounds). The report reads that history only: :func:`searches`, :func:`search_batches`,
+:func:`convergence`, :func:`race_rounds`, :func:`candidate_estimates` and :func:`stored_winner`.
+Stores are shared files, so every record is untrusted JSON: each field read is checked first and
+a malformed one is a :class:`ReportError` naming the store and the field.
+
+Measurements are trials of phase ``refine`` with run keys ``refine:b<batch>:c<i>:r<k>`` (search),
+``refine:race<round>:c<i>:r<k>`` (race), or ``refine:<event>:r<k>`` in stores written before the
+search was stored; :func:`search_history` lists them in order for stores without a stored search.
+Confirmation trials are ``confirm:<digest>:b<block>:<position><arm>`` and validation trials
 ``validate:<profile>:<digest>:b<block>:<position><arm>`` (arm A = baseline, B = candidate).
-
-The store does not record which generation a refine measurement belonged to, so
-:func:`replay_search` replays :func:`tunelab.optimize.refine` with the recorded preset, seed and
-budget against an evaluator that only *reads* the stored measurements: the search is
-deterministic, so the replay asks for exactly the stored keys and returns the original
-:class:`~tunelab.optimize.search.RefineResult` (generations, estimates, winner). If the replay
-asks for anything the store does not hold (other objectives, an interrupted search), it gives
-up and the report shows the measurements in order instead (:func:`search_history`).
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats as ss
 
 from tunelab.errors import LoadError, TunelabError
 from tunelab.loads import get_load
-from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_value
+from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_text, level_value
 from tunelab.optimize.confirm import analyse_blocks, goals_of
-from tunelab.optimize.evaluators import ReplayEvaluator, trial_metrics
-from tunelab.optimize.search import RefineResult, non_dominated, objectives_of, refine
-from tunelab.optimize.space import SearchSpace, dimension_from_design_knob
+from tunelab.optimize.evaluators import trial_metrics
 from tunelab.report.study import ReportError, Study
 from tunelab.simulator import Surface, get_surface
 
-REFINE_KEY = re.compile(r"^refine:(?P<event>\d+):r(?P<replicate>\d+)$")
+REFINE_KEY = re.compile(r"^refine:(?:(?P<search>[a-z0-9][a-z0-9-]*)/)?(?:(?P<event>\d+)|b(?P<batch>\d+):c(?P<candidate>\d+)"
+                        r"|race(?P<round>\d+):c(?P<racer>\d+)):r(?P<replicate>\d+)$")
 ABBA_KEY = re.compile(r"^(?P<phase>confirm|validate):(?:(?P<profile>[^:]+):)?(?P<digest>[0-9a-f]{8}):"
                       r"b(?P<block>\d+):(?P<position>\d+)(?P<arm>[AB])$")
 #: statuses of the trials read back: usable ones, and failed ones (shown, with no metrics)
 _READ_BACK = (*USABLE_STATUSES, TrialStatus.FAILED)
+#: statuses a stored candidate may have (``measured`` in the search stage, the others in race rounds)
+CANDIDATE_STATUSES = ("measured", "survived", "eliminated")
+#: columns of :func:`searches`
+SEARCH_TABLE_COLUMNS = ["search_id", "engine", "preset", "seed", "budget", "objectives", "knobs", "baseline",
+                        "race_share", "options", "status", "winner", "created", "batches", "evaluations"]
+#: columns of :func:`search_batches`
+BATCH_TABLE_COLUMNS = ["search_id", "engine", "batch", "stage", "race_round", "evaluations", "objectives",
+                       "baseline", "record"]
+#: columns of :func:`convergence`
+CONVERGENCE_COLUMNS = ["search_id", "engine", "batch", "stage", "race_round", "evaluations", "incumbent_mean",
+                       "incumbent_se", "best_mean", "mean", "worst_mean", "baseline_mean", "baseline_se"]
+#: columns of :func:`race_rounds`
+RACE_COLUMNS = ["search_id", "engine", "round", "racer", "candidate", "n", "mean", "se", "ci_low", "ci_high",
+                "status", "survived", "is_baseline"]
+#: what a damaged record's message tells the reader to do
+_DAMAGED = "the stored search is damaged or was edited by hand; report from the original store"
 
+
+# ---- checking the stored search state (untrusted JSON) -------------------------------------------
+
+def _shown(value: Any) -> str:
+    """A short text of a bad value for an error line."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bad(where: str, field: str, expected: str, value: Any) -> ReportError:
+    return ReportError(f"{where}: {field} must be {expected}, got {_shown(value)}; {_DAMAGED}")
+
+
+def _get(record: Mapping[str, Any], key: str, where: str, field: str) -> Any:
+    if key not in record:
+        raise ReportError(f"{where}: {field}{key} is missing; {_DAMAGED}")
+    return record[key]
+
+
+def _mapping(value: Any, where: str, field: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise _bad(where, field, "an object", value)
+    return value
+
+
+def _text(value: Any, where: str, field: str, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise _bad(where, field, "a text" + (" or null" if optional else ""), value)
+    return value
+
+
+def _count(value: Any, where: str, field: str, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _bad(where, field, "a whole number >= 0" + (" or null" if optional else ""), value)
+    return value
+
+
+def _number(value: Any, where: str, field: str) -> float:
+    """A finite number, or NaN for ``null`` (how JSON stores NaN)."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _bad(where, field, "a finite number or null", value)
+    return float(value)
+
+
+def _level(value: Any, where: str, field: str) -> Any:
+    """A knob level: a number, a word, a bool, or a list of numbers (triplets) -> its Python form."""
+    if isinstance(value, list):
+        if not value or len(value) > 16 or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value):
+            raise _bad(where, field, "a level (a number, text, true/false or a list of numbers)", value)
+    elif not isinstance(value, (str, int, float, bool)):
+        raise _bad(where, field, "a level (a number, text, true/false or a list of numbers)", value)
+    return level_value(value)
+
+
+def _config(value: Any, where: str, field: str) -> dict[str, Any]:
+    config = _mapping(value, where, field)
+    if not config:
+        raise _bad(where, field, "a configuration (knob -> level)", value)
+    return {k: _level(v, where, f"{field}.{k}") for k, v in config.items()}
+
+
+def _estimates(value: Any, where: str, field: str) -> dict[str, dict[str, float]]:
+    """``{metric: {"mean", "se"}}`` with NaN for null; other keys (``n``) are ignored."""
+    out = {}
+    for metric, estimate in _mapping(value, where, field).items():
+        estimate = _mapping(estimate, where, f"{field}.{metric}")
+        out[metric] = {part: _number(_get(estimate, part, where, f"{field}.{metric}."), where,
+                                     f"{field}.{metric}.{part}") for part in ("mean", "se")}
+    return out
+
+
+def _entry(value: Any, where: str, field: str, candidate: bool = True) -> dict[str, Any]:
+    """A stored configuration with its estimates: the winner, the incumbent, or a batch's candidate."""
+    entry = _mapping(value, where, field)
+    out: dict[str, Any] = {"config": _config(_get(entry, "config", where, f"{field}."), where, f"{field}.config"),
+                           "n": _count(_get(entry, "n", where, f"{field}."), where, f"{field}.n"),
+                           "estimates": _estimates(_get(entry, "estimates", where, f"{field}."), where,
+                                                   f"{field}.estimates")}
+    if candidate:
+        out["origin"] = _text(entry.get("origin") or "?", where, f"{field}.origin")
+        status = _get(entry, "status", where, f"{field}.")
+        if status not in CANDIDATE_STATUSES:
+            raise _bad(where, f"{field}.status", " or ".join(CANDIDATE_STATUSES), status)
+        out["status"] = status
+    return out
+
+
+def _objective_texts(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not value:
+        raise _bad(where, "settings.objectives", "a non-empty list of METRIC:max|min", value)
+    for i, text in enumerate(value):
+        try:
+            Metric.parse(_text(text, where, f"settings.objectives[{i}]"))
+        except TunelabError:
+            raise _bad(where, f"settings.objectives[{i}]", "METRIC:max or METRIC:min", text) from None
+    return list(value)
+
+
+def check_settings(settings: Any, where: str) -> dict[str, Any]:
+    """A search's stored settings, checked: ``engine, preset, seed, budget, objectives, knobs, baseline,
+    race_share, options`` (:class:`ReportError` naming ``where`` and the bad field)."""
+    settings = _mapping(settings, where, "settings")
+    knobs = _get(settings, "knobs", where, "settings.")
+    if not isinstance(knobs, list) or not knobs or not all(isinstance(k, str) and k for k in knobs):
+        raise _bad(where, "settings.knobs", "a non-empty list of knob ids", knobs)
+    baseline = settings.get("baseline")
+    race_share = settings.get("race_share", 0.0)
+    if race_share is not None and (isinstance(race_share, bool) or not isinstance(race_share, (int, float))
+                                   or not 0 <= race_share < 1):
+        raise _bad(where, "settings.race_share", "a number in [0, 1)", race_share)
+    seed = _get(settings, "seed", where, "settings.")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise _bad(where, "settings.seed", "a whole number", seed)
+    return {"engine": _text(_get(settings, "engine", where, "settings."), where, "settings.engine"),
+            "preset": _text(settings.get("preset"), where, "settings.preset", optional=True),
+            "seed": seed,
+            "budget": _count(_get(settings, "budget", where, "settings."), where, "settings.budget"),
+            "objectives": _objective_texts(_get(settings, "objectives", where, "settings."), where),
+            "knobs": list(knobs),
+            "baseline": None if baseline is None else _config(baseline, where, "settings.baseline"),
+            "race_share": float(race_share or 0.0),
+            "options": dict(_mapping(settings.get("options") or {}, where, "settings.options"))}
+
+
+def check_record(record: Any, where: str) -> dict[str, Any]:
+    """One stored batch record, checked: ``stage, engine, evaluations, race_round, candidates,
+    incumbent`` (the engine's own state is not read)."""
+    record = _mapping(record, where, "record")
+    stage = _get(record, "stage", where, "record.")
+    if stage not in ("search", "race"):
+        raise _bad(where, "record.stage", "search or race", stage)
+    candidates = _get(record, "candidates", where, "record.")
+    if not isinstance(candidates, list):
+        raise _bad(where, "record.candidates", "a list", candidates)
+    incumbent = record.get("incumbent")
+    race_round = _count(record.get("race_round"), where, "record.race_round", optional=True)
+    if stage == "race" and race_round is None:
+        raise _bad(where, "record.race_round", "a whole number in a race batch", race_round)
+    return {"stage": stage, "engine": _text(_get(record, "engine", where, "record."), where, "record.engine"),
+            "evaluations": _count(_get(record, "evaluations", where, "record."), where, "record.evaluations"),
+            "race_round": race_round,
+            "candidates": [_entry(c, where, f"record.candidates[{i}]") for i, c in enumerate(candidates)],
+            "incumbent": None if incumbent is None else _entry(incumbent, where, "record.incumbent", candidate=False)}
+
+
+def _missing(value: Any) -> bool:
+    """True for ``None`` or NaN (how pandas may show a missing JSON column)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _where(study: Study, search_id: Any, batch: Any = None) -> str:
+    return f"{study.path}: search {search_id!r}" + (f" batch {batch!r}" if batch is not None else "")
+
+
+def _stored(study: Study) -> tuple[pd.DataFrame, pd.DataFrame]:
+    if study.search_error:
+        raise ReportError(study.search_error)
+    return study.searches, study.search_batches
+
+
+def has_search(study: Study) -> bool:
+    """True when the store holds a stored search (schema 2, written by ``tunelab refine``)."""
+    return study.search_error is not None or not study.searches.empty
+
+
+def searches(study: Study) -> pd.DataFrame:
+    """Every stored search, checked: one row per search with its settings (``engine, preset, seed,
+    budget, objectives, knobs, baseline, race_share, options``), ``status`` (``running`` for an
+    interrupted one), ``winner`` (``{"config", "n", "estimates"}`` or None), ``created``, and the
+    ``batches`` and ``evaluations`` (measurements) stored. Empty for a store without a stored search.
+
+    Raises
+    ------
+    ReportError
+        A malformed stored setting or winner (one line naming the store and the field).
+    """
+    stored, batches = _stored(study)
+    rows = []
+    for row in stored.itertuples(index=False):
+        where = _where(study, row.search_id)
+        mine = batches[batches["search_id"] == row.search_id]
+        winner = None if _missing(row.winner) else _entry(row.winner, where, "winner", candidate=False)
+        rows.append({"search_id": row.search_id, **check_settings(row.settings, where), "status": row.status,
+                     "winner": winner, "created": row.created, "batches": len(mine),
+                     "evaluations": int(mine["evaluations"].max()) if len(mine) else 0})
+    return pd.DataFrame(rows, columns=SEARCH_TABLE_COLUMNS)
+
+
+def search_batches(study: Study, search_id: str | None = None) -> pd.DataFrame:
+    """The stored batches of every search (or of ``search_id``) in order, checked: ``search_id, engine,
+    batch, stage, race_round, evaluations``, the search's ``objectives`` and ``baseline`` (from its
+    settings), and the checked ``record`` (:func:`check_record`: configurations with Python levels,
+    NaN for missing estimates).
+
+    Raises
+    ------
+    ReportError
+        A malformed record, or a batch of a search the store does not hold.
+    """
+    stored, batches = _stored(study)
+    settings = {row.search_id: check_settings(row.settings, _where(study, row.search_id))
+                for row in stored.itertuples(index=False)}
+    if search_id is not None:
+        if search_id not in settings:
+            raise ReportError(f"{study.path} holds no search {search_id!r}; it holds "
+                              f"{', '.join(map(repr, settings)) or 'none'}")
+        batches = batches[batches["search_id"] == search_id]
+    rows = []
+    for row in batches.itertuples(index=False):
+        where = _where(study, row.search_id, row.batch)
+        if row.search_id not in settings:
+            raise ReportError(f"{where} belongs to no stored search; {_DAMAGED}")
+        record = check_record(row.record, where)
+        if record["stage"] != row.stage or record["evaluations"] != row.evaluations:
+            raise ReportError(f"{where}: record.stage/evaluations disagree with the batch row; {_DAMAGED}")
+        own = settings[row.search_id]
+        rows.append({"search_id": row.search_id, "engine": own["engine"], "batch": int(row.batch),
+                     "stage": row.stage, "race_round": record["race_round"], "evaluations": int(row.evaluations),
+                     "objectives": own["objectives"], "baseline": own["baseline"], "record": record})
+    frame = pd.DataFrame(rows, columns=BATCH_TABLE_COLUMNS)
+    frame["race_round"] = frame["race_round"].astype("Int64")
+    order = {sid: i for i, sid in enumerate(settings)}      # searches in the order they were created
+    return frame.sort_values(["search_id", "batch"], key=lambda c: c.map(order) if c.name == "search_id" else c,
+                             kind="stable").reset_index(drop=True)
+
+
+# ---- what the stored search shows ------------------------------------------------------------------
+
+def _same(config: Mapping[str, Any], other: Mapping[str, Any] | None) -> bool:
+    """True when ``config`` holds every knob of ``other`` at the same level."""
+    return bool(other) and all(k in config and level_value(config[k]) == level_value(v) for k, v in other.items())
+
+
+def _objective(objective: Metric | str, batches: pd.DataFrame) -> Metric:
+    """``objective`` as a Metric: a Metric, ``NAME:max|min``, or a bare name whose direction the stored
+    settings give."""
+    if isinstance(objective, Metric):
+        return objective
+    text = str(objective)
+    if ":" not in text:
+        stored = [t for texts in batches.get("objectives", []) for t in texts if t.split(":")[0] == text]
+        if not stored:
+            raise ReportError(f"objective {text!r} is not an objective of the stored searches; give it as "
+                              f"{text}:max or {text}:min")
+        text = stored[0]
+    try:
+        return Metric.parse(text)
+    except TunelabError as exc:
+        raise ReportError(f"{exc}; write the objective as METRIC:max or METRIC:min") from None
+
+
+def _check_batches(batches: pd.DataFrame) -> None:
+    missing = [c for c in ("search_id", "engine", "batch", "stage", "evaluations", "record") if c not in batches]
+    if missing:
+        raise ReportError(f"the batches lack column(s) {', '.join(missing)}; pass search_batches(study)")
+
+
+def _estimate(entry: Mapping[str, Any] | None, metric: str) -> tuple[float, float]:
+    if not entry:
+        return math.nan, math.nan
+    found = entry["estimates"].get(metric) or {}
+    return found.get("mean", math.nan), found.get("se", math.nan)
+
+
+def convergence(batches: pd.DataFrame, objective: Metric | str) -> pd.DataFrame:
+    """One row per stored batch of each search: the measurements so far (``evaluations``), the
+    incumbent's estimate of ``objective`` (``incumbent_mean``, ``incumbent_se``), the best, mean and
+    worst estimate among the batch's candidates, and the baseline's latest estimate.
+
+    Parameters
+    ----------
+    batches : :func:`search_batches`
+    objective : a :class:`~tunelab.model.Metric`, ``NAME:max|min``, or the name of a stored objective
+    """
+    _check_batches(batches)
+    goal = _objective(objective, batches)
+    better, worse = (np.max, np.min) if goal.maximize else (np.min, np.max)
+    rows = []
+    for _, group in batches.groupby("search_id", sort=False):
+        base_mean = base_se = math.nan
+        for row in group.itertuples(index=False):
+            record = row.record
+            baseline = getattr(row, "baseline", None)
+            means = np.array([_estimate(c, goal.name)[0] for c in record["candidates"]], dtype=float)
+            means = means[np.isfinite(means)]
+            for entry in [*record["candidates"], record["incumbent"]]:
+                if entry and _same(entry["config"], baseline):
+                    base_mean, base_se = _estimate(entry, goal.name)
+            inc_mean, inc_se = _estimate(record["incumbent"], goal.name)
+            rows.append({"search_id": row.search_id, "engine": row.engine, "batch": row.batch, "stage": row.stage,
+                         "race_round": record["race_round"], "evaluations": row.evaluations,
+                         "incumbent_mean": inc_mean, "incumbent_se": inc_se,
+                         "best_mean": float(better(means)) if means.size else math.nan,
+                         "mean": float(means.mean()) if means.size else math.nan,
+                         "worst_mean": float(worse(means)) if means.size else math.nan,
+                         "baseline_mean": base_mean, "baseline_se": base_se})
+    frame = pd.DataFrame(rows, columns=CONVERGENCE_COLUMNS)
+    frame["race_round"] = frame["race_round"].astype("Int64")
+    return frame
+
+
+def config_label(config: Mapping[str, Any], knobs: Sequence[str] | None = None) -> str:
+    """A configuration as text: ``'a = 1, b = 1 2'`` (triplets as in sysctl).
+
+    >>> config_label({"a": 1, "b": (1, 2)})
+    'a = 1, b = 1 2'
+    """
+    keys = list(knobs) if knobs is not None else list(config)
+    return ", ".join(f"{k} = {level_text(config[k])}" for k in keys if k in config)
+
+
+def _interval(mean: float, se: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """A t-interval ``mean ± t(n-1) · se`` (NaN without an SE or with fewer than 2 measurements)."""
+    if n < 2 or not (math.isfinite(mean) and math.isfinite(se)):
+        return math.nan, math.nan
+    half = float(ss.t.ppf(0.5 + level / 2, n - 1)) * se
+    return mean - half, mean + half
+
+
+def race_rounds(batches: pd.DataFrame, objective: Metric | str) -> pd.DataFrame:
+    """One row per racer and race round of each search: ``round``, ``racer`` (its index in the race's
+    first round), ``candidate`` (the configuration as text), its pooled ``n``, ``mean`` and ``se`` of
+    ``objective`` after the round with a 95 % t-interval (``ci_low``, ``ci_high``), ``status``
+    (``survived``/``eliminated``), ``survived`` and ``is_baseline``. Empty without a race.
+
+    Parameters
+    ----------
+    batches : :func:`search_batches`
+    objective : a :class:`~tunelab.model.Metric`, ``NAME:max|min``, or the name of a stored objective
+    """
+    _check_batches(batches)
+    goal = _objective(objective, batches)
+    racers: dict[str, dict[str, int]] = {}
+    rows = []
+    for row in batches[batches["stage"] == "race"].itertuples(index=False):
+        order = racers.setdefault(row.search_id, {})
+        for entry in row.record["candidates"]:
+            label = config_label(entry["config"])
+            order.setdefault(label, len(order))
+            mean, se = _estimate(entry, goal.name)
+            low, high = _interval(mean, se, entry["n"])
+            rows.append({"search_id": row.search_id, "engine": row.engine, "round": row.record["race_round"],
+                         "racer": order[label], "candidate": label, "n": entry["n"], "mean": mean, "se": se,
+                         "ci_low": low, "ci_high": high, "status": entry["status"],
+                         "survived": entry["status"] != "eliminated",
+                         "is_baseline": _same(entry["config"], getattr(row, "baseline", None))})
+    return pd.DataFrame(rows, columns=RACE_COLUMNS)
+
+
+def candidate_estimates(batches: pd.DataFrame) -> pd.DataFrame:
+    """Every configuration a search measured, with its latest stored estimates: ``search_id, engine``,
+    the knob columns, ``origin`` (how the engine came to it first), ``n``, each objective's mean
+    (column named after the metric) and ``<metric>_se``, ``last_batch``, ``status`` and ``is_baseline``.
+    One row per search and configuration, in first-measured order."""
+    _check_batches(batches)
+    latest: dict[tuple[str, tuple], dict[str, Any]] = {}
+    for row in batches.itertuples(index=False):
+        baseline = getattr(row, "baseline", None)
+        for entry in [*row.record["candidates"], row.record["incumbent"]]:
+            if not entry or not entry["n"]:
+                continue
+            key = (row.search_id, tuple(sorted(entry["config"].items())))
+            first = latest.get(key, {})
+            out = {"search_id": row.search_id, "engine": row.engine, **entry["config"],
+                   "origin": first.get("origin", entry.get("origin", "incumbent")), "n": entry["n"]}
+            for metric, estimate in entry["estimates"].items():
+                out[metric], out[f"{metric}_se"] = estimate["mean"], estimate["se"]
+            out.update(last_batch=row.batch, status=entry.get("status", first.get("status", "measured")),
+                       is_baseline=_same(entry["config"], baseline))
+            latest[key] = out
+    metrics = list(dict.fromkeys(t.split(":")[0] for texts in batches.get("objectives", []) for t in texts))
+    columns = ["search_id", "engine", "origin", "n", *(c for m in metrics for c in (m, f"{m}_se")), "last_batch",
+               "status", "is_baseline"]
+    frame = pd.DataFrame(list(latest.values()))
+    return frame.reindex(columns=[*frame.columns, *(c for c in columns if c not in frame.columns)])
+
+
+def stored_winner(study: Study, search_id: str | None = None) -> dict[str, Any] | None:
+    """The winner a finished search stored: ``{"search_id", "engine", "config", "n", "estimates"}`` of
+    ``search_id`` (default: the newest finished search); ``None`` when no search finished."""
+    table = searches(study)
+    if search_id is not None:
+        table = table[table["search_id"] == search_id]
+    done = table[(table["status"] == "done") & table["winner"].notna()]
+    if done.empty:
+        return None
+    row = done.iloc[-1]
+    return {"search_id": row["search_id"], "engine": row["engine"], **row["winner"]}
+
+
+def winners_table(study: Study) -> pd.DataFrame:
+    """One row per finished search: ``search_id, engine``, the winner's knob columns, ``n`` and each
+    objective's stored ``<metric>_mean`` and ``<metric>_se``."""
+    rows = []
+    for row in searches(study).itertuples(index=False):
+        if row.winner is None:
+            continue
+        out: dict[str, Any] = {"search_id": row.search_id, "engine": row.engine, **row.winner["config"],
+                               "n": row.winner["n"]}
+        for metric, estimate in row.winner["estimates"].items():
+            out[f"{metric}_mean"], out[f"{metric}_se"] = estimate["mean"], estimate["se"]
+        rows.append(out)
+    return pd.DataFrame(rows)
+
+
+def search_objectives(table: pd.DataFrame, objectives: Sequence[str] | None = None) -> list[Metric]:
+    """The objectives to show: ``objectives`` (``METRIC:max|min``, as given to ``tunelab refine
+    --objective``; a bare stored name takes its stored direction), else every stored search's
+    objectives in order (the first one decided the winner)."""
+    stored = list(dict.fromkeys(t for texts in table["objectives"] for t in texts))
+    by_name = {t.split(":")[0]: t for t in stored}
+    wanted = [by_name.get(o, o) if ":" not in o else o for o in objectives] if objectives else stored
+    try:
+        goals = [Metric.parse(o) for o in wanted]
+    except TunelabError as exc:
+        raise ReportError(f"{exc}; give objectives as METRIC:max or METRIC:min") from None
+    return list({g.name: g for g in goals}.values())
+
+
+def settings_table(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`searches` as text for a reader: one row per search with its engine, preset, seed, budget,
+    race share, objectives, knobs, options, status and what it stored."""
+    def words(values: Any) -> str:
+        return ", ".join(map(str, values)) if values else "-"
+
+    return pd.DataFrame({
+        "search": table["search_id"], "engine": table["engine"], "preset": table["preset"].fillna("-"),
+        "seed": table["seed"], "budget": table["budget"],
+        "race share": [f"{100 * s:.0f} %" for s in table["race_share"]],
+        "objectives": table["objectives"].map(words), "knobs": table["knobs"].map(words),
+        "options": [words(f"{k}={v}" for k, v in (o or {}).items()) for o in table["options"]],
+        "status": ["finished" if s == "done" else "interrupted (running)" for s in table["status"]],
+        "batches": table["batches"], "measurements": table["evaluations"]})
+
+
+# ---- stores without a stored search: the measurements in order ------------------------------------
 
 def search_knobs(study: Study) -> list[str]:
     """Knob ids the refinement searched (the keys of its trials' configurations)."""
@@ -54,9 +516,12 @@ def _surface(study: Study) -> Surface | None:
         spec = json.loads(study.design_text) if study.design_text.lstrip().startswith("{") else {}
     except json.JSONDecodeError:
         return None
-    if "surface" not in spec:
+    if not isinstance(spec, dict) or "surface" not in spec:
         return None
-    return get_surface(spec["surface"], float(spec.get("cv", 0.03)))
+    try:
+        return get_surface(spec["surface"], float(spec.get("cv", 0.03)))
+    except (TunelabError, TypeError, ValueError):
+        return None
 
 
 def search_baseline(study: Study, knobs: Sequence[str] | None = None) -> dict[str, Any] | None:
@@ -95,8 +560,10 @@ def metric_directions(study: Study) -> dict[str, str]:
 
 
 def search_history(study: Study) -> pd.DataFrame:
-    """One row per refine measurement in order: ``measurement, trial_id, event, replicate, status``,
-    the knob columns, the metric columns and ``is_baseline``."""
+    """One row per refine measurement in order: ``measurement, trial_id, key`` (the run key without
+    ``refine:``), ``stage`` (``search``/``race``), ``batch`` (race round for the race; missing in
+    stores written before the search was stored), ``replicate, status``, the knob columns, the
+    metric columns and ``is_baseline``."""
     trials = study.trials[study.trials["phase"] == "refine"]
     rows = []
     for row in trials.itertuples():
@@ -104,11 +571,15 @@ def search_history(study: Study) -> pd.DataFrame:
         if match is None or row.status not in _READ_BACK:
             continue
         config = {k: level_value(v) for k, v in (row.config or {}).items()}
-        rows.append({"trial_id": row.trial_id, "event": int(match["event"]), "replicate": int(match["replicate"]),
+        stage = "race" if match["round"] is not None else "search"
+        batch = match["batch"] if match["batch"] is not None else match["round"]
+        rows.append({"trial_id": row.trial_id, "key": row.run_key.split(":", 1)[1], "stage": stage,
+                     "batch": pd.NA if batch is None else int(batch), "replicate": int(match["replicate"]),
                      "status": row.status, **config, **trial_metrics(row)})
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
+    frame["batch"] = frame["batch"].astype("Int64")
     frame = frame.sort_values("trial_id").reset_index(drop=True)
     frame.insert(0, "measurement", np.arange(1, len(frame) + 1))
     base = search_baseline(study)
@@ -116,69 +587,6 @@ def search_history(study: Study) -> pd.DataFrame:
     frame["is_baseline"] = [base is not None and all(level_value(r[k]) == base[k] for k in knobs)
                             for r in frame[knobs].to_dict("records")]
     return frame
-
-
-def _search_space(study: Study, knobs: Sequence[str]) -> SearchSpace | None:
-    """The space the refinement searched: the design's knobs, or the simulator surface's; ``None`` if unknown."""
-    if study.design is not None:
-        by_id = {k.id: k for k in study.design.knobs}
-        if all(k in by_id for k in knobs):
-            return SearchSpace([dimension_from_design_knob(by_id[k]) for k in knobs])
-        return None
-    surface = _surface(study)
-    if surface is None:
-        return None
-    space = surface.search_space()
-    return space if list(space.ids) == list(knobs) else None
-
-
-def _objective_candidates(study: Study, objectives: Sequence[str] | None) -> list[list[Metric]]:
-    """The objective lists a replay tries: the given ones, else the first metric, then all metrics."""
-    if objectives:
-        return [objectives_of(objectives)]
-    directions = metric_directions(study)
-    goals = [Metric(name, direction) for name, direction in directions.items()]
-    candidates = [goals[:1]] if goals else []
-    if len(goals) > 1:
-        candidates.append(goals)
-    return candidates
-
-
-def replay_search(study: Study, objectives: Sequence[str] | None = None) -> RefineResult | None:
-    """Replay the study's refinement from its stored measurements; the :class:`RefineResult`, or ``None``.
-
-    Parameters
-    ----------
-    objectives : list of str, optional
-        ``"metric:max|min"`` as given to ``tunelab refine --objective``; by default the design's
-        first metric (the CLI's default) and then all of the design's metrics are tried.
-    """
-    history = search_history(study)
-    if history.empty:
-        return None
-    knobs = search_knobs(study)
-    space = _search_space(study, knobs)
-    baseline = search_baseline(study, knobs)
-    if space is None:
-        return None
-    provenance = (study.trials[study.trials["phase"] == "refine"]["provenance"].iloc[0] or {}).get("refine", {})
-    replicates = int((history["event"] == history["event"].min()).sum())
-    first_new = history.loc[history["event"] == 1, knobs]
-    initials: list[list[dict[str, Any]]] = [[]]
-    if not first_new.empty:
-        initials.append([{k: level_value(v) for k, v in first_new.iloc[0].items()}])
-    for objs in _objective_candidates(study, objectives):
-        for initial in initials:
-            evaluator = ReplayEvaluator(study.trials, "refine", study.path)
-            try:
-                result = refine(space, evaluator, objs, budget=provenance.get("budget"),
-                                preset=provenance.get("preset", "lab"), seed=int(provenance.get("seed", 0)),
-                                baseline=baseline, initial=initial, replicates=replicates)
-            except TunelabError:   # ReplayMismatch: other settings, or an interrupted search
-                continue
-            if evaluator.reused == len(history):
-                return result
-    return None
 
 
 def config_means(history: pd.DataFrame, knobs: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
@@ -195,9 +603,23 @@ def config_means(history: pd.DataFrame, knobs: Sequence[str], metrics: Sequence[
     return out
 
 
+def non_dominated(points: np.ndarray) -> np.ndarray:
+    """Boolean mask of the rows of ``points`` (every column minimised) that no other row dominates
+    (no worse in every column and better in one). Pure numpy, so a report needs no optimiser.
+
+    >>> non_dominated(np.array([[1, 2], [2, 1], [2, 2]])).tolist()
+    [True, True, False]
+    """
+    points = np.atleast_2d(np.asarray(points, dtype=float))
+    no_worse = (points[:, None, :] <= points[None, :, :]).all(axis=2)
+    better = (points[:, None, :] < points[None, :, :]).any(axis=2)
+    return ~(no_worse & better).any(axis=0)
+
+
 def pareto_points(means: pd.DataFrame, x: str, y: str, directions: Mapping[str, str],
                   winner: Mapping[str, Any] | None = None, knobs: Sequence[str] = ()) -> pd.DataFrame:
-    """``means`` with ``front`` (non-dominated in ``x`` and ``y`` by their directions) and ``is_winner``."""
+    """``means`` (:func:`config_means` or :func:`candidate_estimates`) with ``front`` (non-dominated in
+    ``x`` and ``y`` by their directions) and ``is_winner``."""
     points = means.dropna(subset=[x, y]).reset_index(drop=True)
     signs = [-1.0 if directions.get(m, "maximize") == "maximize" else 1.0 for m in (x, y)]
     vectors = np.column_stack([signs[0] * points[x].to_numpy(float), signs[1] * points[y].to_numpy(float)])

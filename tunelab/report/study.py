@@ -26,7 +26,7 @@ import pandas as pd
 from tunelab.designs import load_design_text
 from tunelab.errors import DesignError, TunelabError
 from tunelab.model import PHASES, USABLE_STATUSES, Metric
-from tunelab.store import Store, store_path_for
+from tunelab.store import SEARCH_BATCH_COLUMNS, SEARCH_COLUMNS, Store, store_path_for
 from tunelab.tidy import design_info
 from tunelab.tidy import screen_inputs as read_screen_inputs
 
@@ -67,6 +67,13 @@ class Study:
         Provenance of the store.
     include_flagged : bool
         Whether ``tidy`` includes flagged trials.
+    searches, search_batches : DataFrame
+        The stored search state as read (:meth:`tunelab.store.Store.searches`,
+        :meth:`~tunelab.store.Store.search_batches`; empty for stores without it), not yet checked:
+        :mod:`tunelab.report.refinement` validates it.
+    search_error : str or None
+        Why the stored search state could not be read (a damaged or newer store), raised by the
+        refinement read-back only, so the other notebooks still build.
     """
 
     path: Path
@@ -80,6 +87,9 @@ class Study:
     tunelab_version: str | None = None
     created: str | None = None
     include_flagged: bool = False
+    searches: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SEARCH_COLUMNS))
+    search_batches: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SEARCH_BATCH_COLUMNS))
+    search_error: str | None = None
 
     def phase_counts(self) -> pd.DataFrame:
         """Trials per phase and status (all trials, not only usable ones)."""
@@ -162,11 +172,21 @@ def load_study(study: str | os.PathLike[str], data_dir: str | os.PathLike[str] =
         trials = store.trials()
         tidy = {str(phase): store.tidy(phase, include_flagged=include_flagged) for phase in PHASES}
         targets = store.run_targets()
+        searches, batches, error = _search_state(store)
     text = info.design_text if info else ""
     return Study(path=path, name=info.name if info else path.stem, design=_parse_design(text, str(path)),
                  design_text=text, trials=trials, tidy=tidy, targets=targets,
                  git_sha=info.git_sha if info else None, tunelab_version=info.tunelab_version if info else None,
-                 created=info.created if info else None, include_flagged=include_flagged)
+                 created=info.created if info else None, include_flagged=include_flagged,
+                 searches=searches, search_batches=batches, search_error=error)
+
+
+def _search_state(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
+    """The store's searches and their batches, or empty frames and the reason they could not be read."""
+    try:
+        return store.searches(), store.search_batches(), None
+    except TunelabError as exc:
+        return pd.DataFrame(columns=SEARCH_COLUMNS), pd.DataFrame(columns=SEARCH_BATCH_COLUMNS), str(exc)
 
 
 def require_screen(study: Study) -> None:

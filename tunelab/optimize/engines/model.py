@@ -1,0 +1,312 @@
+"""``tunelab`` (the default) and ``model``: proposals from a model of main effects and pairwise interactions.
+
+The model is Bayesian regression on every knob's main effect and every pair's interaction,
+written as a Gaussian process whose kernel counts what two configurations share (an additive
+kernel of first and second order, Duvenaud et al. 2011):
+
+    k(x, x') = t_main * sum_g s_g + t_pair * sum_{g<h} s_g s_h,
+
+where ``s_g`` is 1 when knob ``g`` has the same level in both (enum and bool knobs) or decays
+with the distance between grid points (ordered knobs: ``exp(-d^2 / 2 l^2)``). The kernel costs
+``O(knobs)`` per pair of configurations however many levels the knobs have, so the same model
+serves 5 knobs or 27. It is fitted to the log of the measured objective (effects are relative);
+the share of interaction variance, the noise and ``l`` are chosen by marginal likelihood on a
+small grid.
+
+Each ask proposes the configuration with the best predicted mean not yet measured, and the rest
+of the batch by expected improvement (EI). The first batch is the baseline, the initial
+configurations and a level-balanced random design. Candidates are all configurations when the
+space has at most :data:`ENUMERATE_LIMIT`, else a seeded random pool improved by coordinate
+ascent. With several objectives each ask scalarises them with random weights (ParEGO, Knowles
+2006). ``leaders(k)`` ranks configurations by the model's predicted mean, measured or not: the
+driver's race then re-measures the predicted best rather than the luckiest draw.
+
+``tunelab`` races the leaders with :data:`RACE_SHARE` of the budget; ``model`` does not race.
+
+Options: ``batch`` (default 2), ``initial`` (size of the first random design).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy import stats as sstats
+
+from tunelab.optimize.engines.base import ENGINES, Candidate, EngineSettings, Measurement, first_batch
+from tunelab.optimize.history import config_key
+from tunelab.optimize.space import ChoiceDimension, SearchSpace
+
+#: spaces up to this many configurations are searched exhaustively by the model
+ENUMERATE_LIMIT = 20_000
+#: random configurations in the pool of a larger space (before coordinate ascent)
+POOL_SIZE = 2_000
+#: share of the budget the ``tunelab`` engine races its leaders with
+RACE_SHARE = 0.3
+#: grids of the hyperparameters chosen by marginal likelihood
+PAIR_SHARES = (0.0, 0.25, 0.5)
+NOISE_SHARES = (0.02, 0.1, 0.3, 0.6)
+LENGTHS = (0.75, 1.5, 3.0)
+
+
+def ordered_genes(space: SearchSpace) -> np.ndarray:
+    """Which genes have ordered levels (integer grids, triplet components, numeric choices)."""
+    flags: list[bool] = []
+    for dim in space.dimensions:
+        if isinstance(dim, ChoiceDimension):
+            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in dim.values)
+            flags.extend([numeric and len(dim.values) > 2] * len(dim.sizes))
+        else:
+            flags.extend([True] * len(dim.sizes))
+    return np.array(flags, dtype=bool)
+
+
+def shared_levels(A: np.ndarray, B: np.ndarray, ordered: np.ndarray, length: float) -> tuple[np.ndarray, np.ndarray]:
+    """``sum_g s_g`` and ``sum_g s_g^2`` for every pair of rows of gene matrices ``A`` (a x G) and ``B`` (b x G)."""
+    first = np.zeros((len(A), len(B)))
+    squares = np.zeros((len(A), len(B)))
+    for g in range(A.shape[1]):
+        diff = A[:, g, None] - B[None, :, g]
+        s = np.exp(-0.5 * (diff / length) ** 2) if ordered[g] else (diff == 0).astype(float)
+        first += s
+        squares += s * s
+    return first, squares
+
+
+def kernel(first: np.ndarray, squares: np.ndarray, n_genes: int, pair_share: float) -> np.ndarray:
+    """The additive kernel, scaled so a configuration's prior variance is 1."""
+    t_main = (1.0 - pair_share) / n_genes
+    t_pair = pair_share / max(1, n_genes * (n_genes - 1) / 2)
+    return t_main * first + t_pair * 0.5 * (first ** 2 - squares)
+
+
+class InteractionModel:
+    """The fitted model: posterior mean and SD of the (standardised) objective at any gene rows."""
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, ordered: np.ndarray) -> None:
+        self.X, self.ordered = X, ordered
+        self.center, self.scale = float(y.mean()), float(y.std()) or 1.0
+        z = (y - self.center) / self.scale
+        best = None
+        lengths = LENGTHS if ordered.any() else (1.0,)
+        for length in lengths:
+            first, squares = shared_levels(X, X, ordered, length)
+            for pair in PAIR_SHARES:
+                K0 = kernel(first, squares, X.shape[1], pair)
+                for noise in NOISE_SHARES:
+                    fit = self._fit(K0, z, noise)
+                    if fit is not None and (best is None or fit[0] > best[0]):
+                        best = (fit[0], length, pair, noise, fit[1], fit[2])
+        if best is None:
+            raise np.linalg.LinAlgError("the model could not be fitted")
+        _, self.length, self.pair, self.noise, self.chol, self.alpha = best
+
+    @staticmethod
+    def _fit(K0: np.ndarray, z: np.ndarray, noise: float) -> tuple[float, np.ndarray, np.ndarray] | None:
+        K = K0 + noise * np.eye(len(z))
+        try:
+            L = np.linalg.cholesky(K)
+        except np.linalg.LinAlgError:
+            return None
+        alpha = np.linalg.solve(L.T, np.linalg.solve(L, z))
+        loglik = -0.5 * float(z @ alpha) - float(np.log(np.diag(L)).sum())
+        return loglik, L, alpha
+
+    def predict(self, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and SD of the (log-scale, better = larger) objective at gene rows ``C``."""
+        first, squares = shared_levels(C, self.X, self.ordered, self.length)
+        Ks = kernel(first, squares, self.X.shape[1], self.pair)
+        mean = Ks @ self.alpha
+        v = np.linalg.solve(self.chol, Ks.T)
+        var = np.clip(1.0 - (v * v).sum(axis=0), 1e-12, None)
+        return self.center + self.scale * mean, self.scale * np.sqrt(var)
+
+
+def finite_mean(values: Sequence[float]) -> float:
+    """Mean of the finite values (NaN when there is none: every measurement failed)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(v.mean()) if v.size else math.nan
+
+
+def log_scale(values: np.ndarray) -> np.ndarray:
+    """``log(values)`` when all are positive (effects are relative), else the values."""
+    return np.log(values) if np.all(values > 0) else values
+
+
+class ModelSearch:
+    """The ``model`` engine (see the module docstring); ``tunelab`` is the same with a race."""
+
+    name = "model"
+    race_share = 0.0
+
+    def __init__(self, settings: EngineSettings) -> None:
+        self.settings = settings
+        self.space = settings.space
+        self.ordered = ordered_genes(self.space)
+        self.batch = int(settings.options.get("batch", 2))
+        levels = int((self.space.upper).sum())
+        default_initial = int(np.clip(round(0.3 * settings.budget), 5, levels + 2))
+        self.initial_size = int(settings.options.get("initial", default_initial))
+        self.asks = 0
+        self.told: dict[tuple, tuple[dict[str, Any], list[Measurement]]] = {}
+        self.asked: set[tuple] = set()
+
+    # ---- the contract --------------------------------------------------------------------------
+
+    def ask(self, n: int | None = None) -> list[Candidate]:
+        rng = np.random.default_rng([self.settings.seed, self.asks])
+        self.asks += 1
+        if self.asks == 1:
+            out = first_batch(self.settings)
+            out += self.balanced_design(rng, max(0, self.initial_size - len(out)), {config_key(c.config) for c in out})
+        else:
+            out = self.proposals(rng, n or self.batch)
+        self.asked.update(config_key(c.config) for c in out)
+        return out
+
+    def tell(self, candidate: Candidate, measurements: Sequence[Measurement]) -> None:
+        self.told[config_key(candidate.config)] = (dict(candidate.config), list(measurements))
+
+    def state(self) -> dict[str, Any]:
+        return {"asks": self.asks}
+
+    def restore(self, state: Mapping[str, Any], told: Sequence[tuple[Mapping[str, Any], Sequence[Measurement]]]) -> None:
+        self.asks = int(state.get("asks", 0))
+        self.told = {config_key(c): (dict(c), list(m)) for c, m in told}
+        self.asked = set(self.told)
+
+    def leaders(self, k: int) -> list[dict[str, Any]]:
+        """The ``k`` configurations with the best predicted mean (measured or not)."""
+        fitted = self.fit(np.random.default_rng([self.settings.seed, 10_000 + self.asks]))
+        if fitted is None:
+            return []
+        model, C = fitted
+        mean, _ = model.predict(C)
+        return [self.space.decode(C[i]) for i in np.argsort(-mean, kind="stable")[:k]]
+
+    # ---- proposals -----------------------------------------------------------------------------
+
+    def balanced_design(self, rng: np.random.Generator, size: int, taken: set[tuple]) -> list[Candidate]:
+        """``size`` random configurations whose levels are balanced per knob (each level equally often)."""
+        out: list[Candidate] = []
+        if size <= 0:
+            return out
+        columns = []
+        for upper in self.space.upper:
+            levels = np.arange(upper + 1)
+            reps = np.resize(rng.permutation(levels), size * 2)
+            columns.append(rng.permutation(reps))
+        G = np.stack(columns, axis=1)
+        for genes in G:
+            config = self.space.decode(genes)
+            if config_key(config) not in taken and config_key(config) not in self.asked:
+                taken.add(config_key(config))
+                out.append(Candidate(config, "design"))
+            if len(out) >= size:
+                break
+        return out
+
+    def targets(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray] | None:
+        """Gene rows and the value to model (log scale, larger is better; several objectives: ParEGO)."""
+        rows, values = [], []
+        for config, measurements in self.told.values():
+            rows.append(self.space.encode(config))
+            values.append([finite_mean([m.get(o.name, math.nan) for m in measurements])
+                           for o in self.settings.objectives])
+        if len(rows) < 3:
+            return None
+        V = np.array(values, dtype=float)
+        objectives = self.settings.objectives
+        columns = []
+        for j, o in enumerate(objectives):
+            v = V[:, j]
+            finite = np.isfinite(v)
+            if not finite.any():
+                return None
+            col = np.full(len(v), math.nan)
+            col[finite] = -o.sign * log_scale(v[finite])      # larger is better
+            worst = np.nanmin(col) - 3 * (np.nanstd(col) or 1.0)
+            columns.append(np.where(np.isfinite(col), col, worst))   # a failed configuration reads as very bad
+        if len(columns) == 1:
+            y = columns[0]
+        else:
+            F = np.column_stack(columns)
+            F = (F - F.min(axis=0)) / np.where(np.ptp(F, axis=0) > 0, np.ptp(F, axis=0), 1.0)   # 1 = best
+            w = rng.dirichlet(np.ones(F.shape[1]))
+            loss = (w * (1.0 - F)).max(axis=1) + 0.05 * (w * (1.0 - F)).sum(axis=1)
+            y = -loss
+        return np.array(rows, dtype=float), y
+
+    def candidates(self, model: InteractionModel, rng: np.random.Generator) -> np.ndarray:
+        """Every configuration's genes, or (large spaces) a random pool improved by coordinate ascent."""
+        if self.space.size <= ENUMERATE_LIMIT:
+            grids = np.meshgrid(*[np.arange(u + 1) for u in self.space.upper], indexing="ij")
+            return np.stack([g.ravel() for g in grids], axis=1).astype(float)
+        pool = self.space.random_genes(rng, POOL_SIZE).astype(float)
+        pool = np.vstack([pool, model.X])
+        mean, sd = model.predict(pool)
+        starts = pool[np.argsort(-mean)[:3]].tolist() + pool[np.argsort(-(mean + sd))[:2]].tolist()
+        climbed = [self.climb(model, np.array(s)) for s in starts]
+        return np.unique(np.vstack([pool, *climbed]), axis=0)
+
+    def climb(self, model: InteractionModel, genes: np.ndarray, sweeps: int = 6) -> np.ndarray:
+        """Coordinate ascent on the predicted mean from ``genes`` (every level of one knob at a time)."""
+        genes = genes.copy()
+        for _ in range(sweeps):
+            changed = False
+            for g, upper in enumerate(self.space.upper):
+                trial = np.repeat(genes[None, :], upper + 1, axis=0)
+                trial[:, g] = np.arange(upper + 1)
+                mean, _ = model.predict(trial)
+                best = float(np.argmax(mean))
+                if best != genes[g]:
+                    genes[g], changed = best, True
+            if not changed:
+                break
+        return genes
+
+    def fit(self, rng: np.random.Generator) -> tuple[InteractionModel, np.ndarray] | None:
+        data = self.targets(rng)
+        if data is None:
+            return None
+        try:
+            model = InteractionModel(data[0], data[1], self.ordered)
+        except np.linalg.LinAlgError:
+            return None
+        return model, self.candidates(model, rng)
+
+    def proposals(self, rng: np.random.Generator, n: int) -> list[Candidate]:
+        """The best predicted unmeasured configuration, then the best by expected improvement."""
+        fitted = self.fit(rng)
+        if fitted is None:
+            return self.balanced_design(rng, n, set())
+        model, C = fitted
+        keys = [config_key(self.space.decode(row)) for row in C]
+        fresh = np.array([k not in self.asked for k in keys])
+        if not fresh.any():
+            return []
+        mean, sd = model.predict(C)
+        incumbent = float(np.max(model.predict(model.X)[0]))
+        z = (mean - incumbent) / sd
+        ei = sd * (z * sstats.norm.cdf(z) + sstats.norm.pdf(z))
+        out: list[Candidate] = []
+        for score, origin in ((mean, "model"), *((ei, "ei"),) * max(0, n - 1)):
+            masked = np.where(fresh, score, -np.inf)
+            i = int(np.argmax(masked))
+            if not np.isfinite(masked[i]):
+                break
+            fresh[i] = False
+            out.append(Candidate(self.space.decode(C[i]), origin))
+        return out
+
+
+class TunelabSearch(ModelSearch):
+    """The default engine: :class:`ModelSearch` whose leaders the driver races."""
+
+    name = "tunelab"
+    race_share = RACE_SHARE
+
+
+ENGINES.add("model", ModelSearch)
+ENGINES.add("tunelab", TunelabSearch)
