@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 import yaml
 
 from tunelab.cli import main
 from tunelab.designs import load_design_text
+from tunelab.errors import DesignError
 from tunelab.optimize.export import design_fragment, sysctl_conf
 
 
@@ -101,3 +104,45 @@ def test_cli_refine_from_a_design_searches_only_the_listed_knobs(tmp_path, capsy
     assert knobs[0]["levels"] == [16, 128, 1024] and knobs[1]["levels"] == ["cubic", "reno", "bbr"]
     assert knobs[0]["baseline"] in knobs[0]["levels"] and knobs[1]["baseline"] in knobs[1]["levels"]
     assert main(["refine", str(design), "--knobs", "net.core.nope"]) == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--engine", "hillclimb"], "No search engine named 'hillclimb'; known: cmaes, ga, gp, model, nsga2"),
+    (["--engine", "tpe", "--preset", "gembala2013"], "preset 'gembala2013' is for the 'ga' engine, not 'tpe'"),
+    (["--budget", "0"], "budget must be a positive number of measurements, got 0"),
+    (["--budget", "-3"], "budget must be a positive number of measurements, got -3"),
+    (["--knobs", "screened+net.core.nope"], "--knobs net.core.nope not in the design"),
+    (["--option", "pop_size"], "--option 'pop_size' must look like KEY=VALUE"),
+])
+def test_cli_refine_bad_requests_get_one_error_line_and_touch_nothing(tmp_path, capsys, args, message) -> None:
+    design = tmp_path / "d.yaml"
+    design.write_text(DESIGN)
+    store = tmp_path / "d.sqlite"
+    before = store.read_bytes() if store.exists() else None
+    assert main(["refine", str(design), "--store", str(store), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert (store.read_bytes() if store.exists() else None) == before
+
+
+def test_screened_plus_inconclusive_adds_the_knobs_the_screen_could_not_decide(tmp_path) -> None:
+    """On the recorded iperf study no knob improves the RTT by its SESOI, but two are inconclusive: an
+    effect may still hide there, so ``screened+inconclusive`` searches them."""
+    import shutil
+
+    from tunelab.designs import load_design
+    from tunelab.optimize.workflow import chosen_knobs
+    from tunelab.store import Store
+
+    store = tmp_path / "s.sqlite"
+    shutil.copy(Path(__file__).parents[2] / "data" / "examples" / "iperf-bottleneck.sqlite", store)
+    with Store(store, readonly=True) as opened:
+        (tmp_path / "d.yaml").write_text(opened.study.design_text)
+    design = load_design(tmp_path / "d.yaml")
+    rtt = next(m for m in design.metrics if m.name == "rtt_mean_ms")
+    with pytest.raises(DesignError, match="no knob that makes rtt_mean_ms better.*screened\\+inconclusive"):
+        chosen_knobs("screened", design, rtt, store)
+    knobs, best = chosen_knobs("screened+inconclusive", design, rtt, store)
+    assert knobs == ["net.ipv4.tcp_congestion_control", "net.ipv4.tcp_notsent_lowat@client"] and best == {}
+    knobs, _ = chosen_knobs("screened+inconclusive+net.ipv4.tcp_congestion_control", design, rtt, store)
+    assert len(knobs) == 2                                   # a named knob already chosen is not repeated

@@ -101,18 +101,15 @@ def chosen_knobs(spec: str | None, design: Design, goal: Metric,
     parts = [p.strip() for p in spec.split("+") if p.strip()]
     if "inconclusive" in parts and "screened" not in parts:
         raise DesignError("--knobs inconclusive needs the screen's other knobs too: --knobs screened+inconclusive")
+    named = [k.strip() for part in parts if part not in ("screened", "inconclusive") for k in part.split(",")
+             if k.strip()]
+    unknown = [k for k in named if k not in design.knob_ids]
+    if unknown:        # before the screen is read: a typo costs nothing
+        raise DesignError(f"--knobs {', '.join(unknown)} not in the design; its knob ids are "
+                          f"{', '.join(design.knob_ids)} (or screened, screened+inconclusive)")
     if "screened" in parts:
         chosen, best = screened_knobs(store_path, design, goal, include_inconclusive="inconclusive" in parts)
-    for part in parts:
-        if part in ("screened", "inconclusive"):
-            continue
-        named = [k.strip() for k in part.split(",") if k.strip()]
-        unknown = [k for k in named if k not in design.knob_ids]
-        if unknown:
-            raise DesignError(f"--knobs {', '.join(unknown)} not in the design; its knob ids are "
-                              f"{', '.join(design.knob_ids)} (or screened, screened+inconclusive)")
-        chosen += [k for k in named if k not in chosen]
-    return chosen, best
+    return chosen + [k for k in dict.fromkeys(named) if k not in chosen], best
 
 
 def _target_load(spec: dict[str, Any]) -> Load | None:
