@@ -81,44 +81,44 @@ def kernel(first: np.ndarray, squares: np.ndarray, n_genes: int, pair_share: flo
 
 
 class InteractionModel:
-    """The fitted model: posterior mean and SD of the (standardised) objective at any gene rows."""
+    """The fitted model: posterior mean and SD of the (standardised) objective at any gene rows.
+
+    Hyperparameters are chosen by marginal likelihood on the grid :data:`LENGTHS` x :data:`PAIR_SHARES`
+    x :data:`NOISE_SHARES`; one eigendecomposition per kernel serves every noise level.
+    """
 
     def __init__(self, X: np.ndarray, y: np.ndarray, ordered: np.ndarray) -> None:
         self.X, self.ordered = X, ordered
         self.center, self.scale = float(y.mean()), float(y.std()) or 1.0
         z = (y - self.center) / self.scale
         best = None
-        lengths = LENGTHS if ordered.any() else (1.0,)
-        for length in lengths:
+        for length in (LENGTHS if ordered.any() else (1.0,)):
             first, squares = shared_levels(X, X, ordered, length)
             for pair in PAIR_SHARES:
-                K0 = kernel(first, squares, X.shape[1], pair)
+                values, vectors = np.linalg.eigh(kernel(first, squares, X.shape[1], pair))
+                values = np.clip(values, 0.0, None)
+                projected = vectors.T @ z
                 for noise in NOISE_SHARES:
-                    fit = self._fit(K0, z, noise)
-                    if fit is not None and (best is None or fit[0] > best[0]):
-                        best = (fit[0], length, pair, noise, fit[1], fit[2])
-        if best is None:
-            raise np.linalg.LinAlgError("the model could not be fitted")
-        _, self.length, self.pair, self.noise, self.chol, self.alpha = best
+                    loglik = -0.5 * float((projected ** 2 / (values + noise)).sum()) \
+                        - 0.5 * float(np.log(values + noise).sum())
+                    if best is None or loglik > best[0]:
+                        best = (loglik, length, pair, noise, values, vectors, projected)
+        _, self.length, self.pair, self.noise, values, vectors, projected = best
+        self.alpha = vectors @ (projected / (values + self.noise))
+        self.inverse_root = vectors / np.sqrt(values + self.noise)      # K^-1 = R R^T
 
-    @staticmethod
-    def _fit(K0: np.ndarray, z: np.ndarray, noise: float) -> tuple[float, np.ndarray, np.ndarray] | None:
-        K = K0 + noise * np.eye(len(z))
-        try:
-            L = np.linalg.cholesky(K)
-        except np.linalg.LinAlgError:
-            return None
-        alpha = np.linalg.solve(L.T, np.linalg.solve(L, z))
-        loglik = -0.5 * float(z @ alpha) - float(np.log(np.diag(L)).sum())
-        return loglik, L, alpha
+    def predict_mean(self, C: np.ndarray) -> np.ndarray:
+        """Posterior mean only (what coordinate ascent needs; no variance)."""
+        first, squares = shared_levels(C, self.X, self.ordered, self.length)
+        return self.center + self.scale * (kernel(first, squares, self.X.shape[1], self.pair) @ self.alpha)
 
     def predict(self, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and SD of the (log-scale, better = larger) objective at gene rows ``C``."""
         first, squares = shared_levels(C, self.X, self.ordered, self.length)
         Ks = kernel(first, squares, self.X.shape[1], self.pair)
         mean = Ks @ self.alpha
-        v = np.linalg.solve(self.chol, Ks.T)
-        var = np.clip(1.0 - (v * v).sum(axis=0), 1e-12, None)
+        v = Ks @ self.inverse_root
+        var = np.clip(1.0 - (v * v).sum(axis=1), 1e-12, None)
         return self.center + self.scale * mean, self.scale * np.sqrt(var)
 
 
@@ -150,7 +150,7 @@ class ModelSearch:
         self.initial_size = int(settings.options.get("initial", default_initial))
         self.asks = 0
         self.told: dict[tuple, tuple[dict[str, Any], list[Measurement]]] = {}
-        self.asked: set[tuple] = set()
+        self.asked: set[tuple[int, ...]] = set()      # gene rows of every configuration asked or told
 
     # ---- the contract --------------------------------------------------------------------------
 
@@ -159,11 +159,14 @@ class ModelSearch:
         self.asks += 1
         if self.asks == 1:
             out = first_batch(self.settings)
-            out += self.balanced_design(rng, max(0, self.initial_size - len(out)), {config_key(c.config) for c in out})
+            out += self.balanced_design(rng, max(0, self.initial_size - len(out)), {self.genes(c.config) for c in out})
         else:
             out = self.proposals(rng, n or self.batch)
-        self.asked.update(config_key(c.config) for c in out)
+        self.asked.update(self.genes(c.config) for c in out)
         return out
+
+    def genes(self, config: Mapping[str, Any]) -> tuple[int, ...]:
+        return tuple(int(g) for g in self.space.encode(config))
 
     def tell(self, candidate: Candidate, measurements: Sequence[Measurement]) -> None:
         self.told[config_key(candidate.config)] = (dict(candidate.config), list(measurements))
@@ -174,7 +177,7 @@ class ModelSearch:
     def restore(self, state: Mapping[str, Any], told: Sequence[tuple[Mapping[str, Any], Sequence[Measurement]]]) -> None:
         self.asks = int(state.get("asks", 0))
         self.told = {config_key(c): (dict(c), list(m)) for c, m in told}
-        self.asked = set(self.told)
+        self.asked = {self.genes(c) for c, _ in self.told.values()}
 
     def leaders(self, k: int) -> list[dict[str, Any]]:
         """The ``k`` configurations with the best predicted mean (measured or not)."""
@@ -199,10 +202,10 @@ class ModelSearch:
             columns.append(rng.permutation(reps))
         G = np.stack(columns, axis=1)
         for genes in G:
-            config = self.space.decode(genes)
-            if config_key(config) not in taken and config_key(config) not in self.asked:
-                taken.add(config_key(config))
-                out.append(Candidate(config, "design"))
+            row = tuple(int(g) for g in genes)
+            if row not in taken and row not in self.asked:
+                taken.add(row)
+                out.append(Candidate(self.space.decode(genes), "design"))
             if len(out) >= size:
                 break
         return out
@@ -246,11 +249,11 @@ class ModelSearch:
         pool = self.space.random_genes(rng, POOL_SIZE).astype(float)
         pool = np.vstack([pool, model.X])
         mean, sd = model.predict(pool)
-        starts = pool[np.argsort(-mean)[:3]].tolist() + pool[np.argsort(-(mean + sd))[:2]].tolist()
+        starts = pool[np.argsort(-mean)[:2]].tolist() + pool[np.argsort(-(mean + sd))[:1]].tolist()
         climbed = [self.climb(model, np.array(s)) for s in starts]
         return np.unique(np.vstack([pool, *climbed]), axis=0)
 
-    def climb(self, model: InteractionModel, genes: np.ndarray, sweeps: int = 6) -> np.ndarray:
+    def climb(self, model: InteractionModel, genes: np.ndarray, sweeps: int = 4) -> np.ndarray:
         """Coordinate ascent on the predicted mean from ``genes`` (every level of one knob at a time)."""
         genes = genes.copy()
         for _ in range(sweeps):
@@ -258,8 +261,7 @@ class ModelSearch:
             for g, upper in enumerate(self.space.upper):
                 trial = np.repeat(genes[None, :], upper + 1, axis=0)
                 trial[:, g] = np.arange(upper + 1)
-                mean, _ = model.predict(trial)
-                best = float(np.argmax(mean))
+                best = float(np.argmax(model.predict_mean(trial)))
                 if best != genes[g]:
                     genes[g], changed = best, True
             if not changed:
@@ -272,7 +274,7 @@ class ModelSearch:
             return None
         try:
             model = InteractionModel(data[0], data[1], self.ordered)
-        except np.linalg.LinAlgError:
+        except np.linalg.LinAlgError:       # eigh did not converge: propose without the model this time
             return None
         return model, self.candidates(model, rng)
 
@@ -282,8 +284,7 @@ class ModelSearch:
         if fitted is None:
             return self.balanced_design(rng, n, set())
         model, C = fitted
-        keys = [config_key(self.space.decode(row)) for row in C]
-        fresh = np.array([k not in self.asked for k in keys])
+        fresh = np.array([tuple(int(g) for g in row) not in self.asked for row in C])
         if not fresh.any():
             return []
         mean, sd = model.predict(C)
