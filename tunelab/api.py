@@ -361,6 +361,7 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
         if knobs not in (None, "all"):
             raise DesignError("--knobs needs a design; on the simulator without one every surface knob is searched")
         setup = refine_setup(surface, cv=cv, seed=seed, objectives=parsed)
+        setup.allow_host_global = allow_host_global     # wide27's net.core.* knobs, even in memory, need the flag
     else:
         raise DesignError("give a DESIGN file (or --target simulator to refine on a SYNTHETIC surface)")
     parsed = parsed or [Metric(g.name, g.direction) for g in setup.goals]

@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
     add("--seed", type=int, default=0, help="search seed (keep it to resume; default 0)")
     add("--confirm-blocks", type=int, default=6, metavar="B", help="ABBA blocks confirming the winner (0: skip)")
     add("--target", metavar="TYPE", help="override the design's target (lab, local, ssh, simulator)")
-    add("--surface", default="simple", help="SYNTHETIC simulator surface without a design: simple, null, hard512...")
+    add("--surface", default="simple", help="SYNTHETIC simulator surface without a design: simple, null, hard512, smooth, tradeoff, wide27 (its host-global knobs need --allow-host-global)")
     add("--cv", type=float, default=0.03, help="simulator noise CV (default 0.03)")
     add("--allow-host-global", action="store_true", help="permit host-global knobs")
     add("--allow-design-commands", action="store_true", help="let the design's target options run commands as root")

@@ -6,7 +6,7 @@ and statistical procedures can be scored against the truth. One module per conce
 
 ==================  ===========================================================================
 ``surface.py``      :class:`Surface`: truth, noise, exhaustive table, optimum
-``surfaces.py``     the registered surfaces (``simple``, ``null``, ``hard512``, ``tradeoff``), :func:`get_surface`
+``surfaces.py``     the registered surfaces (``simple``, ``null``, ``hard512``, ``smooth``, ``tradeoff``, ``wide27``)
 ``evaluator.py``    :class:`SimulatorEvaluator`: the fast path for searches (no store, no runner)
 ``load.py``         :class:`SimulatorLoad`: the load whose command the simulator target answers
 ``target.py``       :class:`SimulatorTarget` (registered as ``"simulator"``): knob files in memory

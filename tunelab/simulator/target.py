@@ -45,7 +45,8 @@ class SimulatorTarget(Target):
     name = "simulator"
     hosts = ("server", "client")
     cannot = {
-        "run": f"only the simulated load's command ({SIMULATE_COMMAND}) runs here; other commands exit 127",
+        "run": f"only the simulated load's command ({SIMULATE_COMMAND}) and `ip link set` of its links run here; "
+               "other commands exit 127",
         "client_files": "only the server's knob files exist (the surface's knobs)",
     }
 
@@ -113,6 +114,8 @@ class SimulatorTarget(Target):
         """Answer the simulated load's command with one draw of the surface at the current knob values."""
         self.check_host(host)
         argv = tuple(argv)
+        if argv[:3] == ("ip", "link", "set"):
+            return self.link_set(host, argv)
         if not argv or argv[0] != SIMULATE_COMMAND:
             return CommandResult(argv, 127, "", f"simulator: only {SIMULATE_COMMAND} runs here, not {argv[:1]}", 0.0)
         profile = argv[argv.index("--profile") + 1] if "--profile" in argv else "overload"
@@ -121,6 +124,18 @@ class SimulatorTarget(Target):
         self.measurements += 1
         metrics = self.surface.draw(self.current_config(), rng, profile)
         return CommandResult(argv, 0, json.dumps(metrics), "", 0.0)
+
+    def link_set(self, host: str, argv: tuple[str, ...]) -> CommandResult:
+        """``ip link set dev D mtu|txqueuelen V`` on a simulated link: writes its in-memory sysfs file
+        (how the link knob family applies MTU and txqueuelen); anything else exits 2 as ``ip`` would."""
+        files = {"mtu": "mtu", "txqueuelen": "tx_queue_len"}
+        if len(argv) != 7 or argv[3] != "dev" or argv[5] not in files:
+            return CommandResult(argv, 2, "", f"simulator: cannot parse {' '.join(argv)}", 0.0)
+        path = f"/sys/class/net/{argv[4]}/{files[argv[5]]}"
+        if (host, path) not in self._files:
+            return CommandResult(argv, 1, "", f"simulator: no link {argv[4]!r} with {argv[5]} on {host}", 0.0)
+        self._files[(host, path)] = argv[6].strip() + "\n"
+        return CommandResult(argv, 0, "", "", 0.0)
 
     def describe(self) -> dict[str, Any]:
         return {"target": self.name, "surface": self.surface.name, "cv": self.surface.cv, "seed": self.seed,
