@@ -434,7 +434,7 @@ def main() -> None:
         method_seeds[method] = int(count)
     work = tasks(parts, surfaces, methods, budgets, seeds, method_seeds)
     print(f"SYNTHETIC benchmark: simulated surfaces, no real kernel measured; {len(work)} runs, {seeds} seeds, "
-          f"{args.jobs} processes")
+          f"{args.jobs} processes; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start")
     started = time.perf_counter()
     results = execute(work, args.jobs)
     rates = hit_tables(results, surfaces, methods, budgets, seeds, parts)
@@ -444,7 +444,8 @@ def main() -> None:
     goals_report(rates, figures, surfaces, methods, budgets, parts)
     errors_report(results)
     print(f"\nwall time {time.perf_counter() - started:.0f} s on {args.jobs} processes "
-          "(s/run and total s above: summed run times, across processes)")
+          "(s/run and total s above: summed run times, across processes); load average over the last 15 min "
+          f"{os.getloadavg()[2]:.2f} (the benchmark's own {args.jobs} processes count in it)")
 
 
 if __name__ == "__main__":
