@@ -1015,8 +1015,9 @@ class Store:
                            (search_id, _dumps(settings), SEARCH_STATE_VERSION, utc_now()))
                 return
         stored = _mapping(_loads(row[0], f"{self.path}: search {search_id} settings"), f"{self.path}: search settings")
-        if stored != json.loads(_dumps(settings)):
-            changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != json.loads(_dumps(settings)).get(k))
+        wanted = json.loads(_dumps(settings))          # as JSON reads it back: tuples become lists
+        if stored != wanted:
+            changed = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
             raise StoreError(f"{self.path} holds search {search_id!r} with other settings ({', '.join(changed)} "
                              "differ); rerun with the original settings to resume it, or pass a new --store")
 

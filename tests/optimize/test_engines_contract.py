@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
 import pytest
 
 from tunelab.optimize import ENGINES, EngineSettings, RefineError, make_engine, refine
-from tunelab.optimize.engines import Candidate, typed_config
+from tunelab.optimize.engines import typed_config
 from tunelab.optimize.evaluators import StoreEvaluator
 from tunelab.optimize.history import MemorySearchLog, StoreSearchLog
 from tunelab.optimize.space import space_from_spec
@@ -38,7 +37,7 @@ def truth(config: dict) -> dict[str, float]:
     return {"qps": value, "latency_p99_ms": 1000.0 / value + (0.5 if config["net.ipv4.tcp_sack"] else 0.0)}
 
 
-def drive(engine, batches: int, objectives=("qps",)) -> list[list[dict]]:
+def drive(engine, batches: int) -> list[list[dict]]:
     """Ask/tell ``batches`` batches against :func:`truth`; the configurations asked per batch."""
     asked = []
     for _ in range(batches):
@@ -96,11 +95,9 @@ def test_engine_resumes_from_json_state_exactly(name: str) -> None:
 def test_every_engine_beats_nothing_but_finds_a_good_config_on_the_tiny_space(name: str) -> None:
     """Through the driver, with no noise: the winner is at least as good as the baseline (the
     baseline is measured first), and the budget is spent exactly."""
-    surface_free = lambda config, replicate=0, key=None: truth(config)   # noqa: E731
-
     class Exact:
         def evaluate(self, config, replicate=0, key=None):
-            return surface_free(config)
+            return truth(config)
 
     result = refine(TINY, Exact(), ["qps:max"], engine=name, budget=20, seed=1, baseline=BASELINE)
     assert result.evaluations == 20
@@ -141,6 +138,7 @@ def test_driver_resume_after_a_crash_equals_the_uninterrupted_search(store) -> N
     assert resumed.evaluations == whole.evaluations == 40
     assert inner.calls - calls_before == 40 - 35      # nothing measured twice
     assert list(resumed.history["key"]) == list(whole.history["key"])
+    assert list(resumed.history["replicate"]) == list(whole.history["replicate"])
     assert resumed.race.equals(whole.race)
     stored = store.searches()
     assert list(stored["status"]) == ["done"] and stored["winner"][0]["config"]["net.core.somaxconn"] == \
@@ -168,7 +166,6 @@ def test_race_keeps_the_better_half_and_the_winner_survived() -> None:
     sizes = rounds.size().tolist()
     assert all(b == math.ceil(a / 2) for a, b in zip(sizes, sizes[1:]))
     last = race[race["round"] == race["round"].max()]
-    winner_row = result.estimates.iloc[0]
     assert last["survived"].any()
     assert result.evaluations == 60
 

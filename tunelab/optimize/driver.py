@@ -224,11 +224,11 @@ class _Search:
             entries = record.get("candidates") or []
             for entry in entries:
                 config = typed_config(self.space, entry["config"])
-                for k, values in enumerate(entry.get("new") or []):
+                for key, values in zip(entry.get("keys") or [], entry.get("new") or []):
+                    self.history.append({"key": key, "batch": self.batch, "stage": stage,
+                                         "origin": entry.get("origin", ""), "replicate": self.tally.n(config),
+                                         **config, **values})      # as measure() writes it
                     self.tally.add(config, {m: (math.nan if v is None else float(v)) for m, v in values.items()})
-                    self.history.append({"key": entry.get("keys", [""] * (k + 1))[k], "batch": self.batch,
-                                         "stage": stage, "origin": entry.get("origin", ""), "replicate": k,
-                                         **config, **values})
             if stage == "search":
                 state = record.get("engine_state") or {}
             else:
