@@ -50,6 +50,7 @@ import yaml
 
 from tunelab import calibration as calibration_mod
 from tunelab import journal, leases, runner
+from tunelab import testbeds as testbeds_mod
 from tunelab.designs import Design, check_design_commands, load_design, make_plan, plan_records, plan_summary
 from tunelab.errors import DesignError, StoreError, TargetError, TunelabError
 from tunelab.knobs import FAMILIES, discover, get_knob
@@ -179,7 +180,8 @@ class RunResult:
 def run(design_path: PathLike, *, target: str | None = None, store: PathLike | None = None,
         allow_host_global: bool = False, progress: bool = True, retry_failed: bool = False,
         allow_design_commands: bool = False, checkpoint: Checkpoint | None = None,
-        repeat_busy_pct: float | None = None) -> RunResult:
+        repeat_busy_pct: float | None = None, testbeds: PathLike | None = None,
+        scheduler: str | None = None) -> RunResult:
     """Run a design's plan on its target (or ``target``) and record every trial in the store.
 
     Resumes: trials already recorded are skipped. Target options that run commands (e.g.
@@ -190,10 +192,16 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
     ``repeat_busy_pct`` overrides the design's ``noise.repeat_busy_pct`` (measure a trial again when
     other processes used more than this % of the machine). With ``noise.calibration_runs`` the
     study's A/A calibration runs first (:mod:`tunelab.calibration`); its lines go to stderr.
+    With ``testbeds`` (a testbeds file, :mod:`tunelab.testbeds`) the plan runs across them at once
+    on Dask (:mod:`tunelab.cluster`): a LocalCluster here, or the cluster at ``scheduler``.
     See ``tunelab run --help`` for the safety rules.
     """
     design = load_design(design_path)
     design = _with_busy_rule(design, repeat_busy_pct)
+    if testbeds is not None or scheduler is not None:
+        return _run_on_testbeds(design, Path(design_path), testbeds, scheduler, store=store, target=target,
+                                allow_host_global=allow_host_global, progress=progress, retry_failed=retry_failed,
+                                allow_design_commands=allow_design_commands)
     spec = target_spec_for(design, target)
     target_cls = check_target_spec(spec, allow_commands=allow_design_commands)   # refuses before the store opens
     path = Path(store) if store is not None else default_store_path(design.name)
@@ -213,11 +221,74 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
                                                               progress=progress, checkpoint=checkpoint)
                 for line in calibration.lines() if calibration is not None else []:
                     print(line, file=sys.stderr)
+                load, load_settings = runner.load_for(design, target_cls, spec["options"])
                 study = run_study(design, live, opened, allow_host_global=allow_host_global,
-                                  progress=progress, retry_failed=retry_failed, checkpoint=checkpoint)
+                                  progress=progress, retry_failed=retry_failed, checkpoint=checkpoint,
+                                  load=load, load_settings=load_settings)
         leases.sweep()                # a crashed run of this study, now recovered, leaves no lease
     study.summary.recorded = not dry
     return RunResult(study.summary, removed, study.rounds, study.stop_reason, calibration)
+
+
+def _testbed_specs(design: Design, testbeds: PathLike | None, allow_design_commands: bool) -> list[Any]:
+    """The design's testbeds (checked: file, options, keys, reachable hosts), shared-machine warnings on stderr."""
+    from tunelab.cluster import bed_specs
+
+    if testbeds is None:
+        raise TargetError("--scheduler needs --testbeds FILE: the file names the testbeds its workers drive")
+    beds = testbeds_mod.load_testbeds(testbeds, allow_commands=allow_design_commands)
+    testbeds_mod.check_testbeds(beds)
+    for line in testbeds_mod.shared_machine_warnings(beds):
+        print(line, file=sys.stderr)
+    return bed_specs(beds, runner.target_spec_of(design), allow_commands=allow_design_commands)
+
+
+def _run_on_testbeds(design: Design, design_path: Path, testbeds: PathLike | None, scheduler: str | None, *,
+                     store: PathLike | None, target: str | None, allow_host_global: bool, progress: bool,
+                     retry_failed: bool, allow_design_commands: bool) -> RunResult:
+    """:func:`run` across the testbeds of a testbeds file (see there); everything is checked before Dask starts."""
+    from tunelab.cluster import Dispatcher, TestbedCluster
+
+    if target is not None:
+        raise TargetError("--target and --testbeds do not mix: the testbeds file names each testbed's target")
+    if design.noise.calibration_runs:
+        raise DesignError("noise.calibration_runs is not supported with --testbeds yet: calibrate on one testbed "
+                          "(`tunelab run DESIGN`), then remove calibration_runs to run the study on the testbeds")
+    beds = _testbed_specs(design, testbeds, allow_design_commands)
+    loads = {type(runner.load_for(design, bed.target_cls, bed.options)[0]).__name__ for bed in beds}
+    if len(loads) > 1:
+        raise TargetError(f"the testbeds measure with different loads ({', '.join(sorted(loads))}): a simulator "
+                          "answers its own load, so do not mix simulator testbeds with real ones")
+    load, load_settings = runner.load_for(design, beds[0].target_cls, beds[0].options)
+    runner.prepare_run(design, _NoStore(), allow_host_global=allow_host_global, load=load,
+                       load_settings=load_settings)                           # bad values stop here
+    path = Path(store) if store is not None else default_store_path(design.name)
+    spec = target_spec_for(design, None)
+    with sigterm_interrupts(), leases.lease(path):
+        removed = journal.remove_orphan_labs()
+        for name in removed:
+            print(f"removed orphaned lab {name} (its run had died)", file=sys.stderr)
+        leases.check_crashed_runs(own_store=path)
+        with Store.open(path, study=design.name, design_hash=design.design_hash, design_text=design_path.read_text(),
+                        target_spec={"type": spec["type"], "options": spec["options"]}) as opened:
+            with TestbedCluster(beds, scheduler) as cluster:
+                if cluster.dashboard_link:
+                    print(f"Dask dashboard: {cluster.dashboard_link}", file=sys.stderr)
+                dispatcher = Dispatcher(cluster, opened, progress=progress)
+                study = run_study(design, None, opened, dispatcher=dispatcher, allow_host_global=allow_host_global,
+                                  retry_failed=retry_failed, load=load, load_settings=load_settings)
+        leases.sweep()
+    return RunResult(study.summary, removed, study.rounds, study.stop_reason, None)
+
+
+class _NoStore:
+    """What :func:`tunelab.runner.prepare_run` reads of a store, for checking a plan before any store opens."""
+
+    study = None
+
+    @staticmethod
+    def completed_run_keys(phase: str) -> set[str]:
+        return set()
 
 
 def _with_busy_rule(design: Design, repeat_busy_pct: float | None) -> Design:
@@ -330,7 +401,8 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
            budget: int | None = None, engine: str = "tunelab", preset: str | None = None, seed: int = 0,
            options: dict[str, Any] | None = None, confirm_blocks: int = 6, target: str | None = None,
            surface: str = "simple", cv: float = 0.03, allow_host_global: bool = False,
-           allow_design_commands: bool = False, store: PathLike | None = None) -> RefineRun:
+           allow_design_commands: bool = False, store: PathLike | None = None, testbeds: PathLike | None = None,
+           scheduler: str | None = None) -> RefineRun:
     """Search the knobs with an ask/tell engine and race its leaders, then confirm the winner.
 
     Parameters
@@ -347,6 +419,8 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
     surface, cv : the SYNTHETIC simulator surface and its noise, without a design
     allow_host_global, allow_design_commands : as for :func:`run`
     store : trial store (default ``data/<study>.sqlite``); rerunning resumes from it
+    testbeds, scheduler : measure each asked batch in parallel across the testbeds of this file (as
+        for :func:`run`); the confirmation's blocks are spread over them, each block on one testbed
 
     Returns
     -------
@@ -368,14 +442,37 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
     spec = {"type": setup.target_type, "options": setup.target_options}
     check_target_spec(spec, allow_commands=allow_design_commands)   # before the store is opened
     path = Path(store) if store is not None else default_store_path(setup.study)
+    beds = None
+    if testbeds is not None or scheduler is not None:
+        if design_path is None:
+            raise DesignError("--testbeds needs a DESIGN file (its target options are each testbed's defaults)")
+        beds = _testbed_specs(load_design(design_path), testbeds, allow_design_commands)
     with sigterm_interrupts():
         with Store.open(path, study=setup.study, design_hash=setup.design_hash, design_text=setup.design_text,
                         target_spec=dict(spec)) as opened:
-            with build_target(spec, allow_commands=allow_design_commands) as live:
-                outcome = run_refinement(setup, live, opened, parsed, budget=budget, engine=engine, preset=preset,
-                                         seed=seed, options=options, confirm_blocks=confirm_blocks)
+            if beds is not None:
+                outcome = _refine_on_testbeds(beds, scheduler, setup, opened, parsed, budget=budget, engine=engine,
+                                              preset=preset, seed=seed, options=options, confirm_blocks=confirm_blocks)
+            else:
+                with build_target(spec, allow_commands=allow_design_commands) as live:
+                    outcome = run_refinement(setup, live, opened, parsed, budget=budget, engine=engine,
+                                             preset=preset, seed=seed, options=options, confirm_blocks=confirm_blocks)
     return RefineRun(setup.study, path, setup.target_type, outcome.result, outcome.confirmation, outcome.measured,
                      outcome.reused, parsed, setup.levels, outcome.note)
+
+
+def _refine_on_testbeds(beds: list[Any], scheduler: str | None, setup: Any, store: Store, objectives: list[Metric],
+                        **settings: Any) -> Any:
+    """:func:`tunelab.optimize.workflow.run_refinement` with each batch measured across the testbeds."""
+    from tunelab.cluster import Dispatcher, TestbedCluster
+
+    if settings["engine"] in ("tunelab", "model") and "batch" not in (settings.get("options") or {}):
+        # one asked configuration per testbed (the engine's default asks 2 at a time)
+        settings["options"] = {**(settings.get("options") or {}), "batch": max(2, len(beds))}
+    with TestbedCluster(beds, scheduler) as cluster:
+        if cluster.dashboard_link:
+            print(f"Dask dashboard: {cluster.dashboard_link}", file=sys.stderr)
+        return run_refinement(setup, None, store, objectives, dispatcher=Dispatcher(cluster, store), **settings)
 
 
 @dataclass
@@ -664,18 +761,25 @@ class RestoreResult:
 
 
 def restore(studies: Sequence[PathLike] = (), *, all_stores: bool = False, data_dir: PathLike = "data",
-            allow_host_global: bool = False) -> RestoreResult:
+            allow_host_global: bool = False, testbeds: PathLike | None = None) -> RestoreResult:
     """Put back every knob a crashed or interrupted run left changed (see ``tunelab restore --help``).
 
     Orphaned labs are removed first. With ``all_stores`` every store in ``data_dir`` is restored
     and one bad store does not stop the others (its error is recorded); otherwise the first
     error is raised. Never replays another machine's entries, host-global knobs (unless
     ``allow_host_global``) or commands.
+    With ``testbeds`` (a testbeds file) each testbed's own journal on this machine is restored too:
+    what a lost Dask worker left changed (:mod:`tunelab.cluster`).
     """
-    if all_stores == bool(studies):
-        raise StoreError("name the studies to restore, or pass --all (not both)")
+    if all_stores == bool(studies) and testbeds is None:
+        raise StoreError("name the studies to restore, or pass --all (not both), or --testbeds FILE")
     removed = journal.remove_orphan_labs()
     paths = sorted(Path(data_dir).glob("*.sqlite")) if all_stores else [store_path_for(s, data_dir) for s in studies]
+    if testbeds is not None:
+        from tunelab.cluster import journal_path
+
+        paths += [journal_path(bed.name) for bed in testbeds_mod.load_testbeds(testbeds)
+                  if journal_path(bed.name).exists()]
     if not paths:
         return RestoreResult(removed, [])
     done = []

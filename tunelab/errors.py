@@ -55,3 +55,14 @@ class DataError(TunelabError):
 
 class SafetyError(TunelabError):
     """A change was refused to protect the machine (e.g. host-global knob without permission)."""
+
+
+class TestbedError(TargetError):
+    """A testbeds file is malformed, or a testbed it names cannot be used (unreachable, no key, not root)."""
+
+    __test__ = False   # a name pytest would otherwise try to collect where it is imported
+
+
+class ClusterError(TargetError):
+    """The Dask cluster of a many-testbed study could not be started or reached, or its workers do not
+    match the testbeds."""

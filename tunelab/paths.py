@@ -11,6 +11,8 @@ constant           default (environment override)    holds
 ``RUN_DIR``        ``/run/tunelab`` (TUNELAB_RUN_DIR)  lab state files and lab work directories
 ``DISK_DIR``       ``/var/tmp/tunelab`` (TUNELAB_DISK_DIR)  sparse files behind the lab's loop disks
 ``SCRATCH_DIR``    ``DISK_DIR/scratch`` (TUNELAB_SCRATCH_DIR)  the only files fio may read or write
+testbed journals   ``/var/lib/tunelab/testbeds`` (TUNELAB_TESTBED_DIR)  each testbed's own journal store
+                   (:func:`testbed_dir`, read at each call)
 =================  ===============================  ===========================================
 """
 from __future__ import annotations
@@ -66,3 +68,11 @@ def is_inside(path: str | os.PathLike[str], directory: str | os.PathLike[str]) -
     """Whether ``path`` resolves to ``directory`` itself or somewhere below it (symlinks resolved)."""
     resolved, base = Path(os.path.realpath(path)), Path(os.path.realpath(directory))
     return resolved == base or base in resolved.parents
+
+
+def testbed_dir() -> Path:
+    """Where each testbed of a study run on many (:mod:`tunelab.cluster`) keeps its own journal store,
+    on the machine of the Dask worker that drives it: ``TUNELAB_TESTBED_DIR`` or
+    ``/var/lib/tunelab/testbeds``, read at each call (worker processes inherit the environment).
+    It survives a reboot, so ``tunelab restore --testbeds FILE`` can put a lost testbed's knobs back."""
+    return private_dir(os.environ.get("TUNELAB_TESTBED_DIR") or "/var/lib/tunelab/testbeds")

@@ -19,7 +19,7 @@ of earlier rounds, so a resumed study plans the same rounds again and skips the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import pandas as pd
 
@@ -29,6 +29,9 @@ from tunelab.runner import RunSummary, run_design
 from tunelab.store import Store
 from tunelab.targets import Target
 from tunelab.tidy import design_info
+
+if TYPE_CHECKING:                       # dask is imported only when a study runs on many testbeds
+    from tunelab.cluster import Dispatcher
 
 #: bootstrap resamples of an interim look: the decisions use p-values and TOST, never the bootstrap
 INTERIM_N_BOOT = 200
@@ -71,19 +74,30 @@ def round_lines(rounds: list[RoundRecord], stop_reason: str | None) -> list[str]
     return lines + ([f"  stopped: {stop_reason}"] if stop_reason else [])
 
 
-def run_study(design: Design, target: Target, store: Store, **run_options: Any) -> StudyRun:
+def run_study(design: Design, target: Target | None, store: Store, *, dispatcher: Dispatcher | None = None,
+              **run_options: Any) -> StudyRun:
     """Run ``design`` on ``target`` into ``store``: its plan, then for a sequential design more rounds.
 
     ``run_options`` go to every :func:`tunelab.runner.run_design` call (``allow_host_global``,
-    ``progress``, ``retry_failed``, ``checkpoint``).
+    ``progress``, ``retry_failed``, ``checkpoint``). With a ``dispatcher`` (many testbeds,
+    :mod:`tunelab.cluster`) each round runs across its testbeds instead, and ``target`` is unused.
     """
+    def run_round(plan: Any = None) -> RunSummary:
+        if dispatcher is None:
+            return run_design(design, target, store, plan=plan, **run_options)
+        from tunelab.cluster import run_design_on_testbeds
+
+        options = {k: v for k, v in run_options.items() if k in ("allow_host_global", "retry_failed", "load",
+                                                                  "load_settings", "knob_lookup")}
+        return run_design_on_testbeds(design, dispatcher, store, plan=plan, **options)
+
     if design.sequential is None:
-        return StudyRun(run_design(design, target, store, **run_options))
+        return StudyRun(run_round())
     spec = design.sequential
     plan, number, result = make_plan(design), 1, None
     study: StudyRun | None = None
     while True:
-        summary = run_design(design, target, store, plan=plan, **run_options)
+        summary = run_round(plan)
         if study is None:
             study = StudyRun(summary)
         else:

@@ -552,6 +552,15 @@ def load_of(design: Design | Mapping[str, Any]) -> tuple[Load, dict[str, Any]]:
     return load, load.settings(_field(section, "profile"), _field(section, "settings", {}) or {})
 
 
+def load_for(design: Design | Mapping[str, Any], target_cls: type[Target],
+             options: Mapping[str, Any]) -> tuple[Load, dict[str, Any]]:
+    """The load a run of ``design`` measures with on a target of ``target_cls`` with ``options``: the
+    target's own (:meth:`~tunelab.targets.Target.paired_load`, the simulator's) or the design's."""
+    section = _field(design, "load", {}) or {}
+    paired = target_cls.paired_load(dict(options), _field(section, "profile"))
+    return paired if paired is not None else load_of(design)
+
+
 #: one planned trial: its run key, config (knob id -> level) and plan bookkeeping
 PlannedTrial = tuple[str, dict[str, Any], dict[str, Any]]
 
@@ -612,7 +621,7 @@ def _still_to_run(store: Store, rows: Sequence[PlannedTrial], phase: str, retry_
     return [row for row in rows if row[0] not in done]
 
 
-def _run_provenance(store: Store, load: Load, description: Mapping[str, Any]) -> dict[str, Any]:
+def run_provenance_of(store: Store, load: Load, description: Mapping[str, Any]) -> dict[str, Any]:
     """What every trial of this run records about where and with what it ran."""
     return {
         "target": description, "design_hash": store.study.design_hash if store.study else None,
@@ -621,7 +630,7 @@ def _run_provenance(store: Store, load: Load, description: Mapping[str, Any]) ->
     }
 
 
-def _cleanup_load(load: Load, target: Target) -> None:
+def cleanup_load(load: Load, target: Target) -> None:
     """Remove the load's private temporary files on the target; a problem is a warning, never the outcome."""
     with deferred_interrupts():
         try:
@@ -629,6 +638,74 @@ def _cleanup_load(load: Load, target: Target) -> None:
         except TunelabError as exc:
             print(f"warning: {getattr(load, 'name', 'load')} could not remove its temporary files: {exc}",
                   file=sys.stderr)
+
+
+@dataclass
+class RunSetup:
+    """Everything a run of a plan needs, checked before anything is written (:func:`prepare_run`):
+    the bound knobs, the planned trials in ``run_order`` and those still to run, the load and its
+    settings, the host-global permission, the durations and the busy rule. Shared by
+    :func:`run_design` (one target) and :mod:`tunelab.cluster` (many testbeds)."""
+
+    study: str
+    phase: str
+    specs: list[BoundKnob]
+    rows: list[PlannedTrial]
+    todo: list[PlannedTrial]
+    load: Load
+    load_settings: dict[str, Any]
+    by_profile: dict[str, dict[str, Any]]
+    allow_host_global: bool
+    warmup_s: float
+    measure_s: float
+    busy: BusyRule | None
+
+    def settings_for(self, run_key: str, info: Mapping[str, Any]) -> dict[str, Any]:
+        """The load settings of one planned trial: its profile's (else the run's), plus the run key as
+        ``key`` for loads whose measurement is seeded by it (the simulator), so a trial measures the
+        same whichever order or testbed runs it."""
+        settings = dict(self.by_profile.get(info.get("profile"), self.load_settings))
+        if getattr(self.load, "wants_key", False):
+            settings["key"] = run_key
+        return settings
+
+    def machine_cpu_s(self, nproc: int | None) -> float:
+        """CPU seconds of the whole machine during one trial's load (turns foreign CPU into a share)."""
+        return (nproc or os.cpu_count() or 1) * (self.warmup_s + self.measure_s)
+
+
+def prepare_run(
+    design: Design | Mapping[str, Any],
+    store: Store,
+    *,
+    allow_host_global: bool = False,
+    phase: str = "screen",
+    plan: pd.DataFrame | None = None,
+    load: Load | None = None,
+    load_settings: Mapping[str, Any] | None = None,
+    knob_lookup: KnobLookup | None = None,
+    retry_failed: bool = False,
+) -> RunSetup:
+    """Bind, plan and check a run (see :func:`run_design` for the parameters); nothing is applied.
+
+    Raises
+    ------
+    DesignError, KnobError, SafetyError, LoadError
+        for a plan without knob columns, an invalid value, a refused host-global knob, an unknown profile.
+    """
+    specs = bind_knobs(design, knob_lookup)
+    rows = _planned_trials(make_plan(design) if plan is None else plan, specs, phase)
+    if load is None:
+        load, default_settings = load_of(design)
+        load_settings = default_settings if load_settings is None else load_settings
+    allow = allow_host_global or target_spec_of(design)["allow_host_global"]
+    warmup_s, measure_s = _durations(design)
+    _check_plan(specs, rows, allow)
+    by_profile = profile_settings(design, load, rows)      # an unknown profile stops here, before any write
+    return RunSetup(study=_field(design, "name", store.study.name if store.study else "?"), phase=phase,
+                    specs=specs, rows=rows, todo=_still_to_run(store, rows, phase, retry_failed), load=load,
+                    load_settings=dict(load_settings or {}), by_profile=by_profile, allow_host_global=allow,
+                    warmup_s=warmup_s, measure_s=measure_s, busy=busy_rule(design))
 
 
 def run_design(
@@ -669,47 +746,40 @@ def run_design(
     ...     print(run_design(design, target, store))
     """
     started = time.perf_counter()
-    specs = bind_knobs(design, knob_lookup)
-    rows = _planned_trials(make_plan(design) if plan is None else plan, specs, phase)
-    if load is None:
-        load, default_settings = load_of(design)
-        load_settings = default_settings if load_settings is None else load_settings
-    allow = allow_host_global or target_spec_of(design)["allow_host_global"]
-    warmup_s, measure_s = _durations(design)
-    _check_plan(specs, rows, allow)
-    by_profile = profile_settings(design, load, rows)      # an unknown profile stops here, before any write
-
+    setup = prepare_run(design, store, allow_host_global=allow_host_global, phase=phase, plan=plan, load=load,
+                        load_settings=load_settings, knob_lookup=knob_lookup, retry_failed=retry_failed)
+    load, allow = setup.load, setup.allow_host_global
     recover_journal(store, target, allow_host_global=allow, knob_lookup=knob_lookup)
-    todo = _still_to_run(store, rows, phase, retry_failed)
-    summary = RunSummary(study=_field(design, "name", store.study.name if store.study else "?"),
-                         store_path=store.path, planned=len(rows), skipped=len(rows) - len(todo))
+    todo = setup.todo
+    summary = RunSummary(study=setup.study, store_path=store.path, planned=len(setup.rows),
+                         skipped=len(setup.rows) - len(todo))
     if todo:
-        preflight(target, load, specs)
+        preflight(target, load, setup.specs)
     description = describe_target(target)
     store.begin_run(description)
-    run_provenance = _run_provenance(store, load, description)
+    run_provenance = run_provenance_of(store, load, description)
     if load.service and todo:
         target.start_service(load.service)
 
-    machine_cpu_s = (description.get("nproc") or os.cpu_count() or 1) * (warmup_s + measure_s)
-    bar = tqdm(total=len(rows), initial=summary.skipped, unit="trial", file=sys.stderr, dynamic_ncols=True,
+    machine_cpu_s = setup.machine_cpu_s(description.get("nproc"))
+    bar = tqdm(total=len(setup.rows), initial=summary.skipped, unit="trial", file=sys.stderr, dynamic_ncols=True,
                disable=not (progress and sys.stderr.isatty()), desc=summary.study)
     try:
         for run_key, config, info in todo:
             with deferred_interrupts():
                 target.reset()
             measure = lambda provenance: run_trial(  # noqa: E731 - this run, measured again if busy
-                target, load, specs, config, run_key, phase, store, warmup_s, measure_s,
-                load_settings=by_profile.get(info.get("profile"), load_settings), plan_info=info,
+                target, load, setup.specs, config, run_key, phase, store, setup.warmup_s, setup.measure_s,
+                load_settings=setup.settings_for(run_key, info), plan_info=info,
                 allow_host_global=allow, provenance=provenance, checkpoint=checkpoint)
-            outcome = _repeat_while_busy(measure(run_provenance), measure, target, store, run_provenance,
-                                         busy_rule(design), machine_cpu_s, summary)
+            outcome = repeat_while_busy(measure(run_provenance), measure, target, store, run_provenance,
+                                        setup.busy, machine_cpu_s, summary)
             summary.count(outcome, machine_cpu_s)
             bar.update(1)
             bar.set_postfix(ok=summary.ok, flagged=summary.flagged, failed=summary.failed, refresh=False)
     finally:
         bar.close()
-        _cleanup_load(load, target)
+        cleanup_load(load, target)
         summary.wall_s = time.perf_counter() - started
     return summary
 
@@ -730,7 +800,7 @@ def busy_rule(design: Design | Mapping[str, Any]) -> BusyRule | None:
     return None if pct is None else BusyRule(float(pct), int(_field(noise, "max_repeats", 2)))
 
 
-def _repeat_while_busy(outcome: TrialOutcome, measure: Callable[[Mapping[str, Any]], TrialOutcome], target: Target,
+def repeat_while_busy(outcome: TrialOutcome, measure: Callable[[Mapping[str, Any]], TrialOutcome], target: Target,
                        store: Store, provenance: Mapping[str, Any], rule: BusyRule | None, machine_cpu_s: float,
                        summary: RunSummary) -> TrialOutcome:
     """While ``outcome`` is a measurement during which other processes used more than ``rule.pct`` %
@@ -809,6 +879,7 @@ def describe_target(target: Target) -> dict[str, Any]:
         return {"target": getattr(target, "name", "?"), "describe_error": f"{type(exc).__name__}: {exc}"}
 
 
-__all__ = ["BoundKnob", "BusyRule", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs", "busy_rule",
-           "check_host_global", "check_trial", "load_of", "profile_settings", "run_design", "run_trial", "target_spec_of",
-           "validate_config"]
+__all__ = ["BoundKnob", "BusyRule", "RunSetup", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs",
+           "busy_rule", "check_host_global", "check_trial", "cleanup_load", "load_for", "load_of", "prepare_run", "preflight",
+           "profile_settings", "recover_journal", "repeat_while_busy", "run_design", "run_provenance_of", "run_trial",
+           "target_spec_of", "validate_config"]

@@ -367,7 +367,7 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
 
 #: types of the plan bookkeeping a trial may carry (Contract 2)
 _PLAN_TYPES = {"run_id": int, "config_id": int, "block": int, "replicate": int, "run_order": int, "is_baseline": bool,
-               "profile": str}
+               "profile": str, "testbed": str}
 
 
 def _check_plan(plan: dict[str, Any], where: str) -> dict[str, Any]:
@@ -375,6 +375,9 @@ def _check_plan(plan: dict[str, Any], where: str) -> dict[str, Any]:
         value = plan.get(key)
         if value is not None and (type(value) is not kind or (kind is int and abs(value) > 2**53)):
             raise StoreError(f"{where} holds {key} = {quoted(value)}; expected a {kind.__name__}")
+    if isinstance(plan.get("testbed"), str) and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,23}", plan["testbed"]):
+        raise StoreError(f"{where} holds testbed = {quoted(plan['testbed'])}; expected a testbed name "
+                         "(1-24 characters of a-z, 0-9 and '-')")
     if plan.get("varied_knob") is not None:
         check_knob_id(plan["varied_knob"], f"{where} varied_knob")
     return plan
@@ -791,22 +794,86 @@ class Store:
             if cur.rowcount != 1:
                 raise StoreError(f"trial {trial_id} is not running in {self.path}; it was finished already or never begun")
 
-    def set_aside_trial(self, trial_id: int, reason: str, provenance: Mapping[str, Any]) -> None:
+    def set_aside_trial(self, trial_id: int, reason: str, provenance: Mapping[str, Any], *,
+                        include_failed: bool = False) -> None:
         """Keep a recorded ``ok``/``flagged`` trial but take it out of its run: status ``interrupted``
         (never used by the statistics, and its run key counts as not done, so the run is measured
         again, also after a crash), ``reason`` saying why, ``provenance`` merged into its own.
 
         The runner sets aside a trial during which other processes were busy
         (``noise.repeat_busy_pct``; reason ``repeated: ...``, provenance ``{"repeated": true, ...}``).
+        With ``include_failed`` a failed trial may be set aside too (a testbed's failure, measured
+        again on another testbed: :mod:`tunelab.cluster`).
         """
         with self._transaction() as db:
             row = db.execute("SELECT provenance, status FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
-            if row is None or row[1] not in (TrialStatus.OK, TrialStatus.FLAGGED):
+            allowed = (TrialStatus.OK, TrialStatus.FLAGGED) + ((TrialStatus.FAILED,) if include_failed else ())
+            if row is None or row[1] not in allowed:
                 raise StoreError(f"trial {trial_id} in {self.path} is not an ok or flagged trial; only a measurement "
                                  "can be set aside to be repeated")
             merged = {**_mapping(_loads(row[0]), f"{self.path}: trial {trial_id} provenance"), **provenance}
             db.execute("UPDATE trials SET status = ?, reason = ?, provenance = ? WHERE trial_id = ?",
                        (TrialStatus.INTERRUPTED.value, reason, _dumps(merged), trial_id))
+
+    #: the columns of a trial record (:meth:`trial_record`, :meth:`add_trial_record`), JSON ones as text
+    RECORD_COLUMNS = ("run_key", "phase", "config", "plan", "status", "reason", "knobs_read", "metrics", "series",
+                      "timings", "foreign_cpu_s", "provenance", "started_at", "ended_at")
+
+    def trial_records(self, after_trial_id: int = 0) -> list[dict[str, Any]]:
+        """The finished trials with ``trial_id > after_trial_id`` as plain records (JSON columns as
+        their stored text), in trial order: what a Dask worker sends back to the study's store
+        (:meth:`add_trial_record`). Trials still ``running`` are left out."""
+        with self._sql_errors():
+            rows = self._db.execute(
+                f"SELECT trial_id, {', '.join(self.RECORD_COLUMNS)} FROM trials WHERE trial_id > ? "
+                "AND status != 'running' ORDER BY trial_id", (int(after_trial_id),)).fetchall()
+        return [dict(zip(("trial_id", *self.RECORD_COLUMNS), row)) for row in rows]
+
+    def last_trial_id(self) -> int:
+        """The highest trial id recorded so far (0 for an empty store)."""
+        with self._sql_errors():
+            return int(self._db.execute("SELECT COALESCE(MAX(trial_id), 0) FROM trials").fetchone()[0])
+
+    def add_trial_record(self, record: Mapping[str, Any], plan: Mapping[str, Any] | None = None) -> int:
+        """Insert a finished trial recorded elsewhere (a testbed's own store, :meth:`trial_records`);
+        returns its new ``trial_id``. ``plan`` entries (e.g. ``{"testbed": "lab2"}``) are merged into
+        the record's plan bookkeeping. Every column is checked as :meth:`trials` checks a stored row,
+        so a damaged record raises StoreError and nothing is inserted."""
+        values = {name: record.get(name) for name in self.RECORD_COLUMNS}
+        if values["status"] not in FINAL_STATUSES:
+            raise StoreError(f"a trial record for {quoted(values['run_key'])} has status {quoted(values['status'])}; "
+                             f"only finished trials ({', '.join(FINAL_STATUSES)}) can be added")
+        if not isinstance(values["run_key"], str) or not values["run_key"]:
+            raise StoreError(f"a trial record has run key {quoted(values['run_key'])}; expected text")
+        self._check_row(0, values["phase"], values["status"], values["reason"], values["foreign_cpu_s"],
+                        values["started_at"], values["ended_at"])
+        if values["status"] != TrialStatus.OK and not values["reason"]:
+            raise StoreError(f"the {values['status']} trial record {values['run_key']} gives no reason")
+        decoded = {col: self._decoded(values["run_key"], col, values[col])
+                   for col in ("config", "plan", "knobs_read", "metrics", "series", "timings", "provenance")}
+        if plan:
+            values["plan"] = _dumps({**(decoded["plan"] or {}), **dict(plan)})
+            _check_plan(_loads(values["plan"]), f"trial record {values['run_key']} plan")
+        with self._transaction() as db:
+            cur = db.execute(f"INSERT INTO trials ({', '.join(self.RECORD_COLUMNS)}) VALUES "
+                             f"({', '.join('?' * len(self.RECORD_COLUMNS))})",
+                             tuple(values[name] for name in self.RECORD_COLUMNS))
+            return int(cur.lastrowid)
+
+    def forget_trials(self, keep_last: int) -> int:
+        """Delete all but the newest ``keep_last`` finished trials whose journal entries are all
+        restored (a testbed's own store keeps only what crash recovery needs); returns how many went."""
+        with self._transaction() as db:
+            cut = db.execute("SELECT trial_id FROM trials ORDER BY trial_id DESC LIMIT 1 OFFSET ?",
+                             (max(0, int(keep_last)),)).fetchone()
+            if cut is None:
+                return 0
+            keep = "SELECT trial_id FROM journal WHERE state = 'applied' AND trial_id IS NOT NULL"
+            db.execute(f"DELETE FROM journal WHERE trial_id <= ? AND state = 'restored' AND trial_id NOT IN ({keep})",
+                       (cut[0],))
+            cur = db.execute(f"DELETE FROM trials WHERE trial_id <= ? AND status != 'running' "
+                             f"AND trial_id NOT IN ({keep})", (cut[0],))
+            return int(cur.rowcount)
 
     def add_timings(self, trial_id: int, timings: Mapping[str, float]) -> None:
         """Merge durations measured after the trial was recorded (restore) into its timings."""

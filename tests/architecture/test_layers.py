@@ -17,8 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tunelab"
 LAYERS: list[set[str]] = [
     {"errors", "model", "registry", "paths", "version"},
     {"knobs", "loads", "targets"},
-    {"designs", "store"},
-    {"journal", "signals", "leases", "runner"},
+    {"designs", "store", "testbeds"},
+    {"journal", "signals", "leases", "runner", "cluster"},
     {"stats"},
     {"tidy"},
     {"optimize", "rounds", "calibration"},

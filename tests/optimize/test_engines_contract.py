@@ -131,12 +131,12 @@ def test_driver_resume_after_a_crash_equals_the_uninterrupted_search(store) -> N
         run(StoreSearchLog(store), crash_at(17), StoreEvaluator(inner, store))
     with pytest.raises(Crash):          # and once more inside the race
         run(StoreSearchLog(store), crash_at(35), StoreEvaluator(inner, store))
-    calls_before = inner.calls
     evaluator = StoreEvaluator(inner, store)
     resumed = run(StoreSearchLog(store), None, evaluator)
     assert resumed.winner == whole.winner
     assert resumed.evaluations == whole.evaluations == 40
-    assert inner.calls - calls_before == 40 - 35      # nothing measured twice
+    # nothing measured twice over the three runs (a batch is measured whole before the crash hook sees it)
+    assert inner.calls == 40
     assert list(resumed.history["key"]) == list(whole.history["key"])
     assert list(resumed.history["replicate"]) == list(whole.history["replicate"])
     assert resumed.race.equals(whole.race)

@@ -53,6 +53,11 @@ def register(subparsers: Any) -> None:
     add("--json", type=Path, metavar="OUT", help="write winner, estimates and confirmation as JSON")
     add("--export-sysctl", type=Path, metavar="FILE", help="write the winner as a sysctl.d file")
     add("--export-design", type=Path, metavar="FILE", help="write a design fragment with the winner as baseline")
+    parser.add_argument("--testbeds", metavar="FILE", type=Path,
+                        help="measure each asked batch in parallel across the testbeds this file names (Dask); "
+                             "the confirmation's blocks are spread over them, each block on one testbed")
+    parser.add_argument("--scheduler", metavar="tcp://HOST:8786",
+                        help="with --testbeds: use this running Dask scheduler (workers named after the testbeds)")
     parser.set_defaults(func=run)
 
 
@@ -81,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
                              engine=args.engine, preset=args.preset, options=engine_options(args.option),
                              seed=args.seed, surface=args.surface,
                              confirm_blocks=args.confirm_blocks, target=args.target, store=args.store,
-                             allow_host_global=args.allow_host_global, allow_design_commands=args.allow_design_commands)
+                             allow_host_global=args.allow_host_global, allow_design_commands=args.allow_design_commands,
+                             testbeds=args.testbeds, scheduler=args.scheduler)
     print(render.refine_text(outcome))
     render.write_outputs((args.export_sysctl, "--export-sysctl", outcome.sysctl_conf),
                          (args.export_design, "--export-design", outcome.design_fragment),

@@ -35,16 +35,19 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--data-dir", default="data", type=Path, help="where stores live (default: data)")
     parser.add_argument("--allow-host-global", action="store_true",
                         help="also put back host-global knobs (vm.*, fs.*, kernel.*, most net.core.*)")
+    parser.add_argument("--testbeds", metavar="FILE", type=Path,
+                        help="also restore each testbed's own journal on this machine (what a lost Dask worker of a "
+                             "many-testbed study left changed)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     result = tunelab.restore(args.studies, all_stores=args.all, data_dir=args.data_dir,
-                             allow_host_global=args.allow_host_global)
+                             allow_host_global=args.allow_host_global, testbeds=args.testbeds)
     for name in result.labs_removed:
         print(f"removed orphaned lab {name} (its run had died)")
     if not result.stores:
-        print(f"no stores in {args.data_dir}; nothing to restore")
+        print(f"no stores in {args.data_dir}{' or testbed journals' if args.testbeds else ''}; nothing to restore")
     for store in result.stores:
         if store.error is not None:
             print(f"{store.path}: error: {store.error}")

@@ -12,6 +12,12 @@ labs whose run died. ``--target dry-run`` records nothing: the study's store is 
 Exit status: 0 when no trial failed, 1 when some did (the summary names them), 2 on errors,
 130 when interrupted by Ctrl-C or SIGTERM (the trial in flight is recorded ``interrupted``, its
 knobs are put back and the lab is removed; running the design again resumes).
+
+With ``--testbeds FILE`` the plan runs on several testbeds at once (dask.distributed: a
+LocalCluster with one worker per testbed, or ``--scheduler`` for an existing cluster). Each trial
+records its testbed and the screen treats the testbed as a block; a lost worker's trial runs
+again elsewhere, a testbed whose trials keep failing is quarantined, and Ctrl-C restores every
+testbed. Afterwards `tunelab restore --testbeds FILE` puts back what a lost testbed left changed.
 """
 from __future__ import annotations
 
@@ -41,13 +47,20 @@ def register(subparsers: Any) -> None:
                         help="measure a trial again when other processes used more than PCT %% of the machine during "
                              "it (overrides the design's noise.repeat_busy_pct; the busy attempt stays in the store, "
                              "set aside)")
+    parser.add_argument("--testbeds", metavar="FILE", type=Path,
+                        help="run the plan across the testbeds this file names, one trial per testbed at a time, "
+                             "on a Dask LocalCluster (examples/testbeds-2labs.yaml; docs/scale-out.md)")
+    parser.add_argument("--scheduler", metavar="tcp://HOST:8786",
+                        help="with --testbeds: use this running Dask scheduler, whose workers are named after the "
+                             "testbeds (`dask worker ADDR --name TESTBED --nthreads 1 --resources testbed=1`)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     summary = tunelab.run(args.design, target=args.target, store=args.store, allow_host_global=args.allow_host_global,
                           progress=not args.no_progress, retry_failed=args.retry_failed,
-                          allow_design_commands=args.allow_design_commands, repeat_busy_pct=args.repeat_busy)
+                          allow_design_commands=args.allow_design_commands, repeat_busy_pct=args.repeat_busy,
+                          testbeds=args.testbeds, scheduler=args.scheduler)
     if summary.skipped:
         print(f"resumed: {summary.skipped} of {summary.planned} trials were already done and were skipped")
     print(summary)

@@ -44,8 +44,9 @@ RESTART_S = 1.0
 
 #: bookkeeping columns of a plan (Contract 2), before the knob columns; they travel with each trial into the store
 PLAN_COLUMNS = ["run_id", "config_id", "block", "replicate", "run_order", "is_baseline", "varied_knob"]
-#: bookkeeping columns only some plans have: ``round`` (sequential designs, 1, 2, ...)
-OPTIONAL_PLAN_COLUMNS = ["round", "profile"]
+#: bookkeeping columns only some trials have: ``round`` (sequential designs, 1, 2, ...), ``profile`` (a load
+#: profile per run), ``testbed`` (the testbed that ran the trial, when a study runs on several: tunelab.cluster)
+OPTIONAL_PLAN_COLUMNS = ["round", "profile", "testbed"]
 
 
 def _rows(design: Design) -> DesignRows:

@@ -257,13 +257,17 @@ def confirm(evaluator: Evaluator, baseline: Mapping[str, Any], candidate: Mappin
     goals = goals_of(metrics)
     if not goals:
         raise ValidationError("name at least one metric to confirm, e.g. qps:max:5")
-    rows = []
-    for block, position, arm in abba_order(int(blocks)):
-        config = baseline if arm == "A" else candidate
-        key = f"{key_prefix}b{block}:{position}{arm}"
-        values = evaluator.evaluate(dict(config), block * 2 + (position in (2, 3)), key=key)
-        rows.append({"profile": profile, "block": block, "position": position, "arm": arm, "key": key,
-                     **{k: float(v) for k, v in values.items()}})
+    order = list(abba_order(int(blocks)))
+    requests = [(dict(baseline if arm == "A" else candidate), block * 2 + (position in (2, 3)),
+                 f"{key_prefix}b{block}:{position}{arm}") for block, position, arm in order]
+    many = getattr(evaluator, "evaluate_many", None)
+    if callable(many):            # many testbeds: blocks in parallel, each block's ABBA on one testbed
+        results = many(requests, groups=[block for block, _, _ in order])
+    else:
+        results = [evaluator.evaluate(config, replicate, key=key) for config, replicate, key in requests]
+    rows = [{"profile": profile, "block": block, "position": position, "arm": arm, "key": key,
+             **{k: float(v) for k, v in values.items()}}
+            for (block, position, arm), (_, _, key), values in zip(order, requests, results)]
     measurements = pd.DataFrame(rows)
     sides = [g for g in goals_of(side_metrics) if g.name in measurements.columns
              and g.name not in {goal.name for goal in goals}]

@@ -164,16 +164,31 @@ class _Search:
     # ---- measuring and logging -----------------------------------------------------------------
 
     def measure(self, config: Mapping[str, Any], key: str, stage: str, origin: str) -> dict[str, float]:
-        replicate = self.tally.n(config)
-        metrics = self.evaluator.evaluate(dict(config), replicate, key=key)
-        values = {o.name: float(metrics.get(o.name, math.nan)) for o in self.objectives}
-        values.update({m: float(v) for m, v in metrics.items() if m not in values and v is not None})
-        self.tally.add(config, values)
-        self.history.append({"key": key, "batch": self.batch, "stage": stage, "origin": origin,
-                             "replicate": replicate, **dict(config), **values})
-        if self.on_measure is not None:
-            self.on_measure(self.tally.total(), key)
-        return values
+        return self.measure_many([(config, key, stage, origin)])[0]
+
+    def measure_many(self, items: Sequence[tuple[Mapping[str, Any], str, str, str]]) -> list[dict[str, float]]:
+        """Measure ``(config, key, stage, origin)`` items, at once when the evaluator can
+        (``evaluate_many``: many testbeds), then tally them in order; returns their values."""
+        counts: dict[tuple, int] = {}
+        requests = []
+        for config, key, _stage, _origin in items:
+            seen = counts.get(config_key(config), 0)
+            counts[config_key(config)] = seen + 1
+            requests.append((dict(config), self.tally.n(config) + seen, key))
+        many = getattr(self.evaluator, "evaluate_many", None)
+        results = (many(requests) if callable(many) and len(requests) > 1
+                   else [self.evaluator.evaluate(config, replicate, key=key) for config, replicate, key in requests])
+        out = []
+        for (config, key, stage, origin), (_, replicate, _), metrics in zip(items, requests, results):
+            values = {o.name: float(metrics.get(o.name, math.nan)) for o in self.objectives}
+            values.update({m: float(v) for m, v in metrics.items() if m not in values and v is not None})
+            self.tally.add(config, values)
+            self.history.append({"key": key, "batch": self.batch, "stage": stage, "origin": origin,
+                                 "replicate": replicate, **dict(config), **values})
+            if self.on_measure is not None:
+                self.on_measure(self.tally.total(), key)
+            out.append(values)
+        return out
 
     def record(self, stage: str, entries: Sequence[dict[str, Any]], engine: Refiner | None,
                race_round: int | None = None) -> None:
@@ -259,18 +274,20 @@ def search_stage(search: _Search, engine: Refiner, budget: int, stale: int = 0) 
         asked = engine.ask(None)
         if not asked:
             break
-        entries, fresh = [], 0
+        entries, todo, planned = [], [], set()
         for index, candidate in enumerate(asked):
             candidate = Candidate(typed_config(search.space, candidate.config), candidate.origin)
-            new, keys = [], []
-            if not search.tally.n(candidate.config):
-                if search.tally.total() >= budget:
+            keys = []
+            if not search.tally.n(candidate.config) and config_key(candidate.config) not in planned:
+                if search.tally.total() + len(todo) >= budget:
                     break
-                key = search.key_prefix + f"b{search.batch}:c{index}:r0"
-                new.append(search.measure(candidate.config, key, "search", candidate.origin))
-                keys.append(key)
-                fresh += 1
-            entries.append((candidate, new, keys))
+                keys.append(search.key_prefix + f"b{search.batch}:c{index}:r0")
+                todo.append((candidate.config, keys[0], "search", candidate.origin))
+                planned.add(config_key(candidate.config))
+            entries.append((candidate, keys))
+        measured = iter(search.measure_many(todo))    # the batch at once: in parallel on many testbeds
+        entries = [(candidate, [next(measured) for _ in keys], keys) for candidate, keys in entries]
+        fresh = len(todo)
         for candidate, _new, _keys in entries:
             engine.tell(candidate, search.tally.measurements(candidate.config))
         search.record("search", [_entry(search, c, n, k) for c, n, k in entries], engine)
@@ -292,16 +309,17 @@ def race_stage(search: _Search, engine: Refiner | None, budget: int,
     rounds = race_round + (max(1, math.ceil(math.log2(len(racers)))) if len(racers) > 1 else 1)
     while search.tally.total() < budget and racers:
         this_round = max(len(racers), (budget - search.tally.total()) // max(1, rounds - race_round))
-        entries = []
+        planned, todo = [], []
         for index, config in enumerate(racers):
-            new, keys = [], []
+            keys = []
             for k in range(this_round // len(racers) + (index < this_round % len(racers))):
-                if search.tally.total() >= budget:
+                if search.tally.total() + len(todo) >= budget:
                     break
-                key = search.key_prefix + f"race{race_round}:c{index}:r{k}"
-                new.append(search.measure(config, key, "race", "race"))
-                keys.append(key)
-            entries.append((config, new, keys))
+                keys.append(search.key_prefix + f"race{race_round}:c{index}:r{k}")
+                todo.append((config, keys[-1], "race", "race"))
+            planned.append((config, keys))
+        measured = iter(search.measure_many(todo))    # the round at once: in parallel on many testbeds
+        entries = [(config, [next(measured) for _ in keys], keys) for config, keys in planned]
         ranked = sorted(racers, key=lambda c: (search.tally.score(c), search.tally.n(c)), reverse=True)
         kept = {config_key(c) for c in ranked[:math.ceil(len(racers) / 2)]}
         keep = [c for c in racers if config_key(c) in kept]      # in racing order, as the stored record lists them
@@ -339,12 +357,10 @@ def pareto_race(search: _Search, budget: int, race_round: int = 0) -> list[dict[
     front: list[dict[str, Any]] = []
     while search.tally.total() < budget:
         front = pareto_configs(search)
-        entries = []
-        for index, config in enumerate(sorted(front, key=search.tally.n)):
-            if search.tally.total() >= budget:
-                break
-            key = search.key_prefix + f"race{race_round}:c{index}:r0"
-            entries.append((config, [search.measure(config, key, "race", "race")], [key]))
+        chosen = sorted(front, key=search.tally.n)[:max(0, budget - search.tally.total())]
+        keys = [search.key_prefix + f"race{race_round}:c{index}:r0" for index in range(len(chosen))]
+        measured = search.measure_many([(config, key, "race", "race") for config, key in zip(chosen, keys)])
+        entries = [(config, [values], [key]) for config, values, key in zip(chosen, measured, keys)]
         search.record("race", [_entry(search, Candidate(c, "race"), n, k, "survived") for c, n, k in entries], None,
                       race_round)
         race_round += 1

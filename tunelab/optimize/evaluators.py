@@ -22,7 +22,7 @@ import pandas as pd
 from tunelab.errors import StoreError
 from tunelab.loads import Load
 from tunelab.model import USABLE_STATUSES, TrialStatus, level_value
-from tunelab.runner import BoundKnob, describe_target, run_trial
+from tunelab.runner import BoundKnob, RunSummary, describe_target, run_trial
 from tunelab.store import Store
 from tunelab.targets import Target
 
@@ -168,3 +168,73 @@ class RunnerEvaluator(ResumableEvaluator):
             metrics = dict(outcome.metrics)
         self.done[run_key] = (dict(config), metrics)
         return metrics
+
+
+class ClusterEvaluator(ResumableEvaluator):
+    """Run trials on many testbeds at once (:class:`tunelab.cluster.Dispatcher`): the same trials,
+    run keys, store and resume as :class:`RunnerEvaluator`, but :meth:`evaluate_many` measures a
+    whole batch in parallel, one trial per free testbed (the driver asks it for each search batch
+    and race round, the confirmation for its blocks, each block kept on one testbed).
+
+    Parameters are those of :class:`RunnerEvaluator`, with ``dispatcher`` instead of a target.
+    """
+
+    def __init__(self, dispatcher: Any, load: Load, knob_specs: Sequence[BoundKnob], store: Store, *,
+                 phase: str = "refine", warmup_s: float = 2.0, measure_s: float = 8.0,
+                 load_settings: Mapping[str, Any] | None = None, allow_host_global: bool = False,
+                 fixed: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None) -> None:
+        from tunelab.cluster import RunContext    # dask is imported only when a search runs on many testbeds
+
+        super().__init__(phase, store.trials(phase), store.path)
+        self.dispatcher, self.store, self.load = dispatcher, store, load
+        self.load_settings = dict(load_settings or {})
+        self.fixed = dict(fixed or {})
+        self.metric_names = list(getattr(load, "metrics", {}) or {})
+        self.failures: list[str] = []
+        study = store.study.name if store.study else store.path.stem
+        description = {"target": "testbeds", "testbeds": [bed.name for bed in dispatcher.session.beds]}
+        self.context = RunContext(study=study, phase=phase, specs=list(knob_specs), load=load,
+                                  warmup_s=float(warmup_s), measure_s=float(measure_s),
+                                  allow_host_global=allow_host_global,
+                                  provenance={**dict(provenance or {}), "target": description})
+        self._run_recorded = False
+
+    def evaluate(self, config: Mapping[str, Any], replicate: int, key: str | None = None) -> dict[str, float]:
+        return self.evaluate_many([(config, replicate, key)])[0]
+
+    def evaluate_many(self, requests: Sequence[tuple[Mapping[str, Any], int, str | None]],
+                      groups: Sequence[Any] | None = None) -> list[dict[str, float]]:
+        """Measure ``(config, replicate, key)`` requests, the new ones in parallel; finished keys are read back.
+
+        ``groups`` (one label per request) keeps requests with the same label on one testbed, in order.
+        """
+        keys = [self.run_key(key, config, replicate) for config, replicate, key in requests]
+        results: list[dict[str, float] | None] = [self.cached(k, c, self.metric_names)
+                                                  for k, (c, _, _) in zip(keys, requests)]
+        todo = [i for i, found in enumerate(results) if found is None]
+        if todo:
+            if not self._run_recorded:
+                self.store.begin_run(dict(self.context.provenance["target"]))
+                self._run_recorded = True
+            trials = [(keys[i], {**self.fixed, **dict(requests[i][0])}, {"replicate": requests[i][1]},
+                       self._settings(keys[i])) for i in todo]
+            summary = RunSummary(study=self.context.study, store_path=self.store.path, planned=len(trials))
+            outcomes = self.dispatcher.run(self.context, trials, summary,
+                                           groups=[groups[i] for i in todo] if groups is not None else None)
+            for i in todo:
+                outcome = outcomes.get(keys[i])
+                self.measured += 1
+                if outcome is None or outcome.status not in USABLE_STATUSES:
+                    self.failures.append(f"{keys[i]}: {outcome.reason if outcome else 'not run'}")
+                    metrics = {name: math.nan for name in self.metric_names}
+                else:
+                    metrics = dict(outcome.metrics)
+                self.done[keys[i]] = (dict(requests[i][0]), metrics)
+                results[i] = metrics
+        return [dict(r or {}) for r in results]
+
+    def _settings(self, run_key: str) -> dict[str, Any]:
+        settings = dict(self.load_settings)
+        if getattr(self.load, "wants_key", False):
+            settings["key"] = run_key
+        return settings

@@ -19,7 +19,7 @@ from tunelab.designs import Design, load_design
 from tunelab.errors import DesignError
 from tunelab.model import USABLE_STATUSES, Metric, Verdict, level_value
 from tunelab.optimize.confirm import ConfirmResult, config_digest, confirm
-from tunelab.optimize.evaluators import RunnerEvaluator, same_config
+from tunelab.optimize.evaluators import ClusterEvaluator, RunnerEvaluator, same_config
 from tunelab.optimize.driver import RefineResult, refine
 from tunelab.optimize.engines import objectives_of
 from tunelab.optimize.history import StoreSearchLog
@@ -187,16 +187,28 @@ def search_name(engine: str, preset: str | None, seed: int) -> str:
     return "-".join([engine, *([preset] if preset else []), *([f"s{seed}"] if seed else [])])
 
 
-def run_refinement(setup: RefineSetup, target: Target, store: Store, objectives: Sequence[Metric | str], *,
+def run_refinement(setup: RefineSetup, target: Target | None, store: Store, objectives: Sequence[Metric | str], *,
                    budget: int | None, engine: str = "tunelab", preset: str | None = None, seed: int = 0,
-                   options: dict[str, Any] | None = None, confirm_blocks: int = 6) -> RefineOutcome:
+                   options: dict[str, Any] | None = None, confirm_blocks: int = 6,
+                   dispatcher: Any = None) -> RefineOutcome:
     """Search with real (or simulated) trials recorded in ``store`` (phase ``refine``, every batch logged as
     search :func:`search_name`), then confirm the winner against the baseline in ABBA blocks (phase ``confirm``).
-    Re-running resumes both: the search from its last stored batch, measurements from their trials."""
+    Re-running resumes both: the search from its last stored batch, measurements from their trials.
+
+    With a ``dispatcher`` (:class:`tunelab.cluster.Dispatcher`, many testbeds) each asked batch and race
+    round is measured in parallel and the confirmation's blocks are spread over the testbeds, each block
+    on one testbed; ``target`` is then unused."""
     provenance = {"refine": {"engine": engine, "preset": preset, "seed": seed, "budget": budget}}
-    evaluator = RunnerEvaluator(target, setup.load, setup.knob_specs, store, phase="refine", warmup_s=setup.warmup_s,
-                                measure_s=setup.measure_s, load_settings=setup.load_settings,
-                                allow_host_global=setup.allow_host_global, provenance=provenance)
+
+    def evaluator_for(phase: str) -> RunnerEvaluator | ClusterEvaluator:
+        settings = dict(phase=phase, warmup_s=setup.warmup_s, measure_s=setup.measure_s,
+                        load_settings=setup.load_settings, allow_host_global=setup.allow_host_global,
+                        provenance=provenance)
+        if dispatcher is not None:
+            return ClusterEvaluator(dispatcher, setup.load, setup.knob_specs, store, **settings)
+        return RunnerEvaluator(target, setup.load, setup.knob_specs, store, **settings)
+
+    evaluator = evaluator_for("refine")
     search_id = search_name(engine, preset, seed)
     result = refine(setup.space, evaluator, objectives, engine=engine, budget=budget, preset=preset, seed=seed,
                     baseline=setup.baseline, initial=setup.initial, options=options,
@@ -208,10 +220,7 @@ def run_refinement(setup: RefineSetup, target: Target, store: Store, objectives:
         note = ("the winner is the baseline configuration: no tested configuration beat the defaults, "
                 "so there is no change to confirm")
     elif confirm_blocks:
-        checker = RunnerEvaluator(target, setup.load, setup.knob_specs, store, phase="confirm",
-                                  warmup_s=setup.warmup_s, measure_s=setup.measure_s,
-                                  load_settings=setup.load_settings, allow_host_global=setup.allow_host_global,
-                                  provenance=provenance)
+        checker = evaluator_for("confirm")
         confirmation = confirm(checker, setup.baseline, result.winner, setup.goals, blocks=confirm_blocks,
                                key_prefix=f"{config_digest(setup.baseline, result.winner)}:",
                                side_metrics=setup.side_goals)

@@ -18,6 +18,7 @@ Examples
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -40,6 +41,10 @@ class SimulatorTarget(Target):
     surface : name of a surface in :data:`~tunelab.simulator.SURFACES` (default ``"simple"``)
     cv : noise coefficient of variation (default 0.03)
     seed : noise seed; a measurement with a given ``--key`` (else the n-th one) is always the same
+    delay_s : seconds each measurement takes (default 0: answered at once); benchmarks of dispatch
+        over many testbeds use it to stand in for a real load's duration
+    fail_after : after this many measurements every further one fails (exit 1), as a testbed that
+        breaks mid-study does (default None: never); rehearses quarantine on many testbeds
     """
 
     name = "simulator"
@@ -50,9 +55,16 @@ class SimulatorTarget(Target):
         "client_files": "only the server's knob files exist (the surface's knobs)",
     }
 
-    def __init__(self, surface: str = "simple", cv: float = 0.03, seed: int = 0) -> None:
+    def __init__(self, surface: str = "simple", cv: float = 0.03, seed: int = 0, delay_s: float = 0.0,
+                 fail_after: int | None = None) -> None:
+        if isinstance(delay_s, bool) or not 0 <= float(delay_s) <= 3600:
+            raise TargetError(f"simulator delay_s must be between 0 and 3600 seconds, got {delay_s!r}")
         self.surface = get_surface(surface, cv)
         self.seed = int(seed)
+        self.delay_s = float(delay_s)
+        if fail_after is not None and (isinstance(fail_after, bool) or not isinstance(fail_after, int) or fail_after < 0):
+            raise TargetError(f"simulator fail_after must be a number of measurements >= 0, got {fail_after!r}")
+        self.fail_after = fail_after
         self.measurements = 0
         self._files: dict[tuple[str, str], str] = {}
         self.up()
@@ -119,10 +131,16 @@ class SimulatorTarget(Target):
         if not argv or argv[0] != SIMULATE_COMMAND:
             return CommandResult(argv, 127, "", f"simulator: only {SIMULATE_COMMAND} runs here, not {argv[:1]}", 0.0)
         profile = argv[argv.index("--profile") + 1] if "--profile" in argv else "overload"
+        if self.fail_after is not None and self.measurements >= self.fail_after:
+            self.measurements += 1
+            return CommandResult(argv, 1, "", f"simulator: this testbed broke after {self.fail_after} measurements "
+                                              "(option fail_after)", 0.0)
         ident = argv[argv.index("--key") + 1] if "--key" in argv else self.measurements
         rng = np.random.default_rng(stable_seed(self.seed, self.surface.name, profile, ident))
         self.measurements += 1
         metrics = self.surface.draw(self.current_config(), rng, profile)
+        if self.delay_s:
+            time.sleep(self.delay_s)
         return CommandResult(argv, 0, json.dumps(metrics), "", 0.0)
 
     def link_set(self, host: str, argv: tuple[str, ...]) -> CommandResult:
@@ -139,4 +157,5 @@ class SimulatorTarget(Target):
 
     def describe(self) -> dict[str, Any]:
         return {"target": self.name, "surface": self.surface.name, "cv": self.surface.cv, "seed": self.seed,
+                "delay_s": self.delay_s,
                 "note": "SYNTHETIC: no real kernel was measured"}

@@ -1,0 +1,203 @@
+"""Many testbeds on a real Dask LocalCluster, with SYNTHETIC simulator testbeds (no mocks of Dask).
+
+The simulator's noise is seeded by the run key, so a trial measures the same whichever testbed runs
+it, in whatever order: a study run on three testbeds must equal the serial study exactly, up to the
+order of its trials.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import tunelab
+from tunelab.cli import main
+from tunelab.cluster import (QUARANTINE_AFTER, BedSpec, Dispatcher, TestbedCluster, journal_path,
+                             run_design_on_testbeds)
+from tunelab.designs import load_design_text, make_plan
+from tunelab.runner import load_for, run_design
+from tunelab.simulator import SimulatorTarget
+from tunelab.errors import StoreError
+from tunelab.store import Store
+
+DESIGN = textwrap.dedent("""
+    name: sim60
+    target: {type: simulator, options: {surface: simple, cv: 0.03}}
+    load: {generator: dnsperf, profile: overload}
+    measure_s: 1
+    metrics: [{name: qps, direction: maximize, sesoi_pct: 10}]
+    knobs:
+      - {name: net.core.somaxconn, levels: [128, 16, 1024], baseline: 128}
+      - {name: net.ipv4.tcp_congestion_control, levels: [cubic, bbr], baseline: cubic}
+    design: {type: oat, replicates: 12, seed: 5}
+""")
+
+
+@pytest.fixture(autouse=True)
+def testbed_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "testbeds"
+    monkeypatch.setenv("TUNELAB_TESTBED_DIR", str(directory))   # the workers inherit it
+    return directory
+
+
+def beds(count: int, **options) -> list[BedSpec]:
+    return [BedSpec(f"sim{i + 1}", "simulator", {"surface": "simple", "cv": 0.03, "seed": 0, **options},
+                    SimulatorTarget) for i in range(count)]
+
+
+def open_store(path: Path, text: str = DESIGN) -> Store:
+    design = load_design_text(text, source="sim60.yaml")
+    return Store.open(path, study=design.name, design_hash=design.design_hash, design_text=text)
+
+
+def by_run(frame):
+    return frame.sort_values("run_id").reset_index(drop=True)
+
+
+def test_three_testbeds_give_the_serial_results_up_to_order(tmp_path: Path) -> None:
+    design = load_design_text(DESIGN, source="sim60.yaml")
+    load, settings = load_for(design, SimulatorTarget, {"surface": "simple", "cv": 0.03})
+    with open_store(tmp_path / "serial.sqlite") as store:
+        run_design(design, SimulatorTarget("simple", cv=0.03, seed=0), store, progress=False, load=load,
+                   load_settings=settings)
+        serial = store.tidy()
+    with TestbedCluster(beds(3)) as cluster, open_store(tmp_path / "parallel.sqlite") as store:
+        summary = run_design_on_testbeds(design, Dispatcher(cluster, store, progress=False), store, load=load,
+                                         load_settings=settings)
+        parallel = store.tidy()
+        trials = store.trials()
+    assert summary.ok == 60 and summary.failed == 0
+    assert len(parallel) == len(serial) == 60
+    columns = ["run_id", "config_id", "is_baseline", "net.core.somaxconn", "net.ipv4.tcp_congestion_control", "qps"]
+    assert by_run(parallel)[columns].equals(by_run(serial)[columns])
+    assert "testbed" not in serial.columns
+    assert set(parallel["testbed"]) == {"sim1", "sim2", "sim3"}            # all three took trials
+    assert trials["run_key"].is_unique
+    assert all(p["testbed"] == row for p, row in zip(trials["provenance"], parallel["testbed"]))
+
+
+def test_resume_skips_trials_done_whichever_testbed_ran_them(tmp_path: Path) -> None:
+    design = load_design_text(DESIGN, source="sim60.yaml")
+    load, settings = load_for(design, SimulatorTarget, {"surface": "simple", "cv": 0.03})
+    path = tmp_path / "study.sqlite"
+    plan = make_plan(design)
+    with TestbedCluster(beds(2)) as cluster:
+        with open_store(path) as store:           # the first 25 runs, on two testbeds
+            part = plan.sort_values("run_order").head(25)
+            run_design_on_testbeds(design, Dispatcher(cluster, store, progress=False), store, plan=part, load=load,
+                                   load_settings=settings)
+        with open_store(path) as store:           # then the whole plan: only the other 35 run
+            summary = run_design_on_testbeds(design, Dispatcher(cluster, store, progress=False), store, load=load,
+                                             load_settings=settings)
+            trials = store.trials()
+    assert (summary.skipped, summary.ok) == (25, 35)
+    assert len(trials) == 60 and trials["run_key"].is_unique
+
+
+def test_a_worker_killed_mid_study_loses_and_doubles_no_trial(tmp_path: Path) -> None:
+    """SIGKILL one worker while its testbed measures: Dask runs the lost task again, the nanny restarts
+    the worker, and every planned trial is in the store exactly once."""
+    text = DESIGN.replace("replicates: 12", "replicates: 4")            # 20 trials of 0.25 s
+    design = load_design_text(text, source="sim60.yaml")
+    load, settings = load_for(design, SimulatorTarget, {"surface": "simple", "cv": 0.03})
+    killed: list[int] = []
+    with TestbedCluster(beds(2, delay_s=0.25)) as cluster, open_store(tmp_path / "kill.sqlite", text) as store:
+        pids = cluster.client.run(os.getpid)          # worker address -> pid
+        names = {addr: w["name"] for addr, w in cluster.client.scheduler_info(n_workers=-1)["workers"].items()}
+        victim = next(pid for addr, pid in pids.items() if str(names[addr]) == str(cluster.worker_of["sim1"]))
+
+        def kill_when_measuring() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    with Store(journal_path("sim1"), readonly=True) as bed:
+                        measuring = (bed.trials()["status"] == "running").any() and bed.last_trial_id() >= 3
+                except StoreError:            # not created yet, or still empty
+                    measuring = False
+                if measuring:
+                    os.kill(victim, signal.SIGKILL)
+                    killed.append(victim)
+                    return
+                time.sleep(0.02)
+
+        killer = threading.Thread(target=kill_when_measuring)
+        killer.start()
+        summary = run_design_on_testbeds(design, Dispatcher(cluster, store, progress=False), store, load=load,
+                                         load_settings=settings)
+        killer.join()
+        trials = store.trials()
+    assert killed, "the worker was never caught mid-trial"
+    done = trials[trials["status"].isin(["ok", "flagged", "failed"])]
+    assert summary.ok == 20 and len(done) == 20 and done["run_key"].is_unique
+    assert trials["run_key"].is_unique                                     # not even an interrupted copy
+    with Store(journal_path("sim1"), readonly=True) as bed:                # the killed worker's own store
+        assert not bed.unrestored()                                        # its successor put everything back
+
+
+def test_a_testbed_that_cannot_run_is_quarantined_at_once(tmp_path: Path) -> None:
+    """sim2's surface lacks a knob of the design: its preflight fails, it is quarantined before any trial,
+    and the study finishes on the other two, every run exactly once."""
+    design = load_design_text(DESIGN, source="sim60.yaml")
+    load, settings = load_for(design, SimulatorTarget, {"surface": "simple", "cv": 0.03})
+    specs = beds(3)
+    specs[1] = BedSpec("sim2", "simulator", {"surface": "smooth", "cv": 0.03}, SimulatorTarget)
+    said: list[str] = []
+    with TestbedCluster(specs) as cluster, open_store(tmp_path / "q.sqlite") as store:
+        dispatcher = Dispatcher(cluster, store, progress=False, say=said.append)
+        summary = run_design_on_testbeds(design, dispatcher, store, load=load, load_settings=settings)
+        data, trials = store.tidy(), store.trials()
+    assert summary.ok == 60 and len(trials) == 60 and data["run_id"].is_unique
+    assert set(data["testbed"]) == {"sim1", "sim3"}
+    assert "tcp_congestion_control" in dispatcher.beds["sim2"].quarantined
+    assert [line for line in said if line.startswith("testbed sim2 quarantined")]
+
+
+def test_a_testbed_whose_trials_keep_failing_is_quarantined(tmp_path: Path) -> None:
+    """sim2 breaks after 2 measurements: each of its failed trials is set aside and measured again on
+    another testbed, where it succeeds; after QUARANTINE_AFTER such failures sim2 is quarantined and the
+    study goes on. Every run ends ok exactly once; the set-aside attempts stay, marked."""
+    design = load_design_text(DESIGN, source="sim60.yaml")
+    load, settings = load_for(design, SimulatorTarget, {"surface": "simple", "cv": 0.03})
+    specs = beds(3, delay_s=0.05)
+    specs[1] = BedSpec("sim2", "simulator", {"surface": "simple", "cv": 0.03, "delay_s": 0.05, "fail_after": 2},
+                       SimulatorTarget)
+    said: list[str] = []
+    with TestbedCluster(specs) as cluster, open_store(tmp_path / "q.sqlite") as store:
+        dispatcher = Dispatcher(cluster, store, progress=False, say=said.append)
+        summary = run_design_on_testbeds(design, dispatcher, store, load=load, load_settings=settings)
+        trials = store.trials()
+    done = trials[trials["status"] != "interrupted"]
+    aside = trials[trials["status"] == "interrupted"]
+    assert summary.ok == 60 and summary.failed == 0
+    assert len(done) == 60 and done["run_key"].is_unique and set(done["status"]) == {"ok"}
+    # the failures that convicted sim2, and those of trials it took while the reruns were on their way
+    assert QUARANTINE_AFTER <= len(aside) <= QUARANTINE_AFTER + 3
+    assert all(p["testbed"] == "sim2" for p in aside["plan"])
+    assert aside["reason"].str.startswith("failed on testbed sim2").all()
+    assert set(aside["run_key"]) <= set(done["run_key"])          # each measured again elsewhere
+    assert dispatcher.beds["sim2"].quarantined and [s for s in said if s.startswith("testbed sim2 quarantined")]
+
+
+def test_cli_runs_on_a_testbeds_file_and_the_screen_shows_the_block(tmp_path: Path, capsys,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sim.yaml").write_text(DESIGN)
+    testbeds = Path(__file__).resolve().parents[2] / "examples" / "testbeds-simulator.yaml"
+    assert main(["run", "sim.yaml", "--testbeds", str(testbeds), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "60 planned, 0 already done (skipped), 60 ok" in out
+    assert main(["screen", "sim60"]) == 0
+    out = capsys.readouterr().out
+    assert "testbed block: 3 testbeds" in out
+    # the refine search measures its batches on the testbeds; each confirmation block stays on one testbed
+    result = tunelab.refine("sim.yaml", budget=12, testbeds=testbeds, confirm_blocks=3)
+    with Store(result.store_path, readonly=True) as store:
+        confirm = store.trials("confirm")
+    blocks = confirm["run_key"].str.extract(r":b(\d+):")[0]
+    per_block = confirm.assign(block=blocks, testbed=[p["testbed"] for p in confirm["plan"]]).groupby("block")
+    assert len(confirm) == 12 and (per_block["testbed"].nunique() == 1).all()
