@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 from distributed import WorkerPlugin, get_worker
 
 from tunelab.errors import TunelabError
-from tunelab.journal import host_identity, remove_orphan_labs
+from tunelab.journal import host_identity, remove_orphan_labs, restore_journal
 from tunelab.loads import Load
 from tunelab.paths import testbed_dir
 from tunelab.runner import (BoundKnob, BusyRule, RunSummary, describe_target, preflight, recover_journal,
@@ -147,6 +147,16 @@ class TestbedRuntime:
             self.target.start_service(service)
             self.services.add(service)
 
+    def recover(self) -> None:
+        """At worker start: remove a dead predecessor's lab and put back what its journal still holds
+        (before any trial; a problem left here stops the first trial, which quarantines the testbed)."""
+        if self.bed.target_type == "lab":
+            remove_orphan_labs()
+        if journal_path(self.bed.name).exists():
+            with Store(journal_path(self.bed.name)) as store:
+                if store.unrestored():
+                    restore_journal(store, target_spec=self.bed.spec(), remove_orphans=False)
+
     def checkpoint(self, name: str) -> None:
         """The runner's checkpoints: raise KeyboardInterrupt once the client asked this testbed to stop,
         so the trial in flight is recorded as interrupted and its knobs are put back."""
@@ -238,6 +248,9 @@ class TestbedPlugin(WorkerPlugin):
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         bed = self.testbeds.get(str(worker.name))
         self.runtime = TestbedRuntime(bed) if bed is not None else None
+        executor = getattr(worker, "executors", {}).get("default")
+        if self.runtime is not None and executor is not None:
+            executor.submit(_quietly, self.runtime.recover)      # in the task thread, before any trial
 
     def teardown(self, worker: Any) -> None:
         """Take the testbed down in the worker's task thread (where its store and target live)."""
@@ -248,6 +261,14 @@ class TestbedPlugin(WorkerPlugin):
             self.runtime.close()
         else:
             executor.submit(self.runtime.close).result(timeout=TEARDOWN_TIMEOUT_S)
+
+
+def _quietly(step: Any) -> None:
+    """Run a start-up step; its failure shows again, as the testbed's error, at its first trial."""
+    try:
+        step()
+    except Exception:  # noqa: BLE001 - ensure_up repeats the recovery and reports what stops it
+        pass
 
 
 def _runtime() -> tuple[Any, TestbedRuntime | None]:
