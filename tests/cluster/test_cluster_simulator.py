@@ -201,3 +201,47 @@ def test_cli_runs_on_a_testbeds_file_and_the_screen_shows_the_block(tmp_path: Pa
     blocks = confirm["run_key"].str.extract(r":b(\d+):")[0]
     per_block = confirm.assign(block=blocks, testbed=[p["testbed"] for p in confirm["plan"]]).groupby("block")
     assert len(confirm) == 12 and (per_block["testbed"].nunique() == 1).all()
+
+
+def test_ctrl_c_stops_dispatch_records_trials_in_flight_and_resumes(tmp_path: Path) -> None:
+    """SIGINT to the whole process group (as Ctrl-C in a terminal): the workers ignore it, the client
+    stops dispatch, the trials in flight are recorded as interrupted and restored, the exit status is
+    130; running again finishes the study without measuring anything twice."""
+    import subprocess
+    import sys
+
+    text = DESIGN.replace("replicates: 12", "replicates: 6")                 # 30 trials of 0.3 s
+    (tmp_path / "sim.yaml").write_text(text)
+    (tmp_path / "beds.yaml").write_text("testbeds:\n" + "".join(
+        f"  - {{name: sim{i}, type: simulator, options: {{surface: simple, delay_s: 0.3}}}}\n" for i in (1, 2)))
+    argv = [sys.executable, "-m", "tunelab", "run", "sim.yaml", "--testbeds", "beds.yaml", "--no-progress"]
+    env = {**os.environ, "TUNELAB_TESTBED_DIR": str(tmp_path / "testbeds")}
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    store_path = tmp_path / "data" / "sim60.sqlite"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with Store(store_path, readonly=True) as store:
+                if len(store.trials()) >= 6:
+                    break
+        except StoreError:
+            pass
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "stopping:" in err and "Traceback" not in err
+    with Store(store_path, readonly=True) as store:
+        first = store.trials()
+    assert 6 <= len(first) < 30 and first["run_key"].is_unique
+    for name in ("sim1", "sim2"):
+        with Store(journal_path(name), readonly=True) as own:
+            assert own.unrestored() == []                  # every trial in flight was put back
+    again = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr[-2000:]
+    with Store(store_path, readonly=True) as store:
+        trials = store.trials()
+    done = trials[trials["status"] != "interrupted"]
+    assert len(done) == 30 and done["run_key"].is_unique
+    assert (trials["status"] == "interrupted").sum() == len(trials) - 30
