@@ -245,3 +245,33 @@ def test_ctrl_c_stops_dispatch_records_trials_in_flight_and_resumes(tmp_path: Pa
     done = trials[trials["status"] != "interrupted"]
     assert len(done) == 30 and done["run_key"].is_unique
     assert (trials["status"] == "interrupted").sum() == len(trials) - 30
+
+
+BAD_TESTBEDS = {
+    "unknown type": ("testbeds:\n  - {name: a, type: vm}\n", "unknown target type"),
+    "duplicate names": ("testbeds:\n  - {name: a, type: simulator}\n  - {name: a, type: simulator}\n", "are both named 'a'"),
+    "unreachable host": ("testbeds:\n  - {name: a, type: ssh, options: {server: 'root@127.0.0.1:PORT', "
+                         "known_hosts: KNOWN}}\n", "cannot reach 127.0.0.1:PORT"),
+    "missing key": ("testbeds:\n  - {name: a, type: ssh, options: {server: 'root@127.0.0.1:PORT', known_hosts: KNOWN, "
+                    "connect_kwargs: {key_filename: /nonexistent/id_ed25519}}}\n", "/nonexistent/id_ed25519"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TESTBEDS))
+def test_a_bad_testbeds_file_is_one_error_line_before_anything_runs(case: str, tmp_path: Path, capsys,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as probe:                   # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "known_hosts").write_text("")
+    text, expected = BAD_TESTBEDS[case]
+    (tmp_path / "beds.yaml").write_text(text.replace("PORT", str(port)).replace("KNOWN", str(tmp_path / "known_hosts")))
+    (tmp_path / "sim.yaml").write_text(DESIGN)
+    assert main(["run", "sim.yaml", "--testbeds", "beds.yaml", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("tunelab: error:"), err
+    assert expected.replace("PORT", str(port)) in err, err
+    assert not (tmp_path / "data").exists()           # no store: nothing was run or recorded
