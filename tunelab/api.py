@@ -271,6 +271,11 @@ def _run_on_testbeds(design: Design, design_path: Path, testbeds: PathLike | Non
         leases.check_crashed_runs(own_store=path)
         with Store.open(path, study=design.name, design_hash=design.design_hash, design_text=design_path.read_text(),
                         target_spec={"type": spec["type"], "options": spec["options"]}) as opened:
+            finished = runner.prepare_run(design, opened, allow_host_global=allow_host_global, load=load,
+                                          load_settings=load_settings, retry_failed=retry_failed)
+            if design.sequential is None and not finished.todo:        # nothing left: no cluster to start
+                summary = runner.RunSummary(finished.study, opened.path, len(finished.rows), len(finished.rows))
+                return RunResult(summary, removed, [], None, None)
             with TestbedCluster(beds, scheduler) as cluster:
                 if cluster.dashboard_link:
                     print(f"Dask dashboard: {cluster.dashboard_link}", file=sys.stderr)

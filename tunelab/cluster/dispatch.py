@@ -121,13 +121,13 @@ class Dispatcher:
         bar = tqdm(total=bar_total if bar_total is not None else len(queue), initial=bar_initial, unit="trial",
                    file=sys.stderr, dynamic_ncols=True, desc=context.study,
                    disable=not (self.progress and sys.stderr.isatty()))
-        done = as_completed()
+        done = as_completed(with_results=True, raise_errors=False)    # each result comes with its future
         try:
             self._fill(queue, in_flight, done)
             self._show(bar, in_flight)
-            for future in done:
+            for future, result in done:
                 job = in_flight.pop(future)
-                for outcome in self._handle(future, job, queue, summary, context):
+                for outcome in self._handle(result, job, queue, summary, context):
                     outcomes[outcome.run_key] = outcome
                     bar.update(1)
                 if not self.healthy():
@@ -160,13 +160,13 @@ class Dispatcher:
 
     # ---- one reply ----------------------------------------------------------------------------------
 
-    def _handle(self, future: Any, job: _Job, queue: deque[_Job], summary: RunSummary,
+    def _handle(self, reply: TrialReply | BaseException, job: _Job, queue: deque[_Job], summary: RunSummary,
                 context: RunContext) -> list[TrialOutcome]:
-        """Record a finished future's trials; requeue what must run again. Returns the runs' outcomes."""
-        try:
-            reply: TrialReply = future.result()
-        except Exception as exc:  # noqa: BLE001 - KilledWorker, CancelledError, a worker that vanished
-            return self._lost(job, queue, summary, f"{type(exc).__name__}: {exc}")
+        """Record a task's reply; requeue what must run again. Returns the runs' outcomes.
+
+        ``reply`` is the exception when the task itself was lost (KilledWorker, a cancelled task)."""
+        if isinstance(reply, BaseException):
+            return self._lost(job, queue, summary, f"{type(reply).__name__}: {reply}")
         bed = self.beds.get(reply.testbed or "")
         if bed is not None:
             bed.trials += 1

@@ -41,6 +41,8 @@ PLUGIN_NAME = "tunelab-testbed"
 TEARDOWN_TIMEOUT_S = 120.0
 #: finished trials a testbed's own store keeps (older ones were sent to the study's store long ago)
 KEEP_TRIALS = 200
+#: the testbed's store is pruned to KEEP_TRIALS once every this many trials (a commit costs ms)
+PRUNE_EVERY = 50
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class TestbedRuntime:
         self.checked: set[tuple[Any, ...]] = set()
         self.machine_id: str | None = None
         self.nproc: int | None = None
+        self.trials_run = 0
 
     # ---- bringing the testbed up -----------------------------------------------------------------
 
@@ -212,7 +215,9 @@ class TestbedRuntime:
             reply.error = f"unexpected {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
         reply.records = self.store.trial_records(after_trial_id=before)
         reply.repeats, reply.repeated = summary.repeats, summary.repeated
-        self.store.forget_trials(KEEP_TRIALS)
+        self.trials_run += 1
+        if self.trials_run % PRUNE_EVERY == 0:
+            self.store.forget_trials(KEEP_TRIALS)
         return reply
 
     def close(self) -> None:
