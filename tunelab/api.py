@@ -251,9 +251,6 @@ def _run_on_testbeds(design: Design, design_path: Path, testbeds: PathLike | Non
 
     if target is not None:
         raise TargetError("--target and --testbeds do not mix: the testbeds file names each testbed's target")
-    if design.noise.calibration_runs:
-        raise DesignError("noise.calibration_runs is not supported with --testbeds yet: calibrate on one testbed "
-                          "(`tunelab run DESIGN`), then remove calibration_runs to run the study on the testbeds")
     beds = _testbed_specs(design, testbeds, allow_design_commands)
     loads = {type(runner.load_for(design, bed.target_cls, bed.options)[0]).__name__ for bed in beds}
     if len(loads) > 1:
@@ -273,17 +270,25 @@ def _run_on_testbeds(design: Design, design_path: Path, testbeds: PathLike | Non
                         target_spec={"type": spec["type"], "options": spec["options"]}) as opened:
             finished = runner.prepare_run(design, opened, allow_host_global=allow_host_global, load=load,
                                           load_settings=load_settings, retry_failed=retry_failed)
-            if design.sequential is None and not finished.todo:        # nothing left: no cluster to start
+            calibrated = not design.noise.calibration_runs or len(opened.completed_run_keys(calibration_mod.CALIBRATE)) \
+                >= design.noise.calibration_runs
+            if design.sequential is None and not finished.todo and calibrated:   # nothing left: no cluster to start
                 summary = runner.RunSummary(finished.study, opened.path, len(finished.rows), len(finished.rows))
                 return RunResult(summary, removed, [], None, None)
             with TestbedCluster(beds, scheduler) as cluster:
                 if cluster.dashboard_link:
                     print(f"Dask dashboard: {cluster.dashboard_link}", file=sys.stderr)
                 dispatcher = Dispatcher(cluster, opened, progress=progress)
+                # the A/A calibration (noise.calibration_runs) runs first, spread over the testbeds
+                calibration = calibration_mod.run_calibration(design, None, opened, dispatcher=dispatcher, load=load,
+                                                              load_settings=load_settings,
+                                                              allow_host_global=allow_host_global)
+                for line in calibration.lines() if calibration is not None else []:
+                    print(line, file=sys.stderr)
                 study = run_study(design, None, opened, dispatcher=dispatcher, allow_host_global=allow_host_global,
                                   retry_failed=retry_failed, load=load, load_settings=load_settings)
         leases.sweep()
-    return RunResult(study.summary, removed, study.rounds, study.stop_reason, None)
+    return RunResult(study.summary, removed, study.rounds, study.stop_reason, calibration)
 
 
 class _NoStore:

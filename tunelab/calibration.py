@@ -97,10 +97,27 @@ class Calibration:
                 "metrics": [json_value(row) for row in self.table.to_dict("records")]}
 
 
+def within_testbed(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``frame[columns]`` with each testbed's mean moved to the overall mean, when the trials ran on
+    several testbeds (a ``testbed`` column): the noise the screen sees once the testbed is a block.
+    Unchanged otherwise.
+
+    >>> f = pd.DataFrame({"testbed": ["a", "a", "b", "b"], "qps": [10.0, 12.0, 20.0, 22.0]})
+    >>> within_testbed(f, ["qps"])["qps"].tolist()
+    [15.0, 17.0, 15.0, 17.0]
+    """
+    values = frame.reindex(columns=columns)
+    if "testbed" not in frame.columns or frame["testbed"].nunique(dropna=True) < 2:
+        return values
+    means = values.groupby(frame["testbed"]).transform("mean")
+    return values - means + values.mean()
+
+
 def assess_noise(frame: pd.DataFrame, design: Design, runs: int | None = None) -> Calibration:
-    """The :class:`Calibration` of the A/A trials in ``frame`` (the store's tidy ``calibrate`` frame)."""
+    """The :class:`Calibration` of the A/A trials in ``frame`` (the store's tidy ``calibrate`` frame);
+    trials on several testbeds are judged within each testbed (:func:`within_testbed`)."""
     metrics = [metric.to_json() for metric in design.metrics]
-    usable = frame.reindex(columns=[m["name"] for m in metrics])
+    usable = within_testbed(frame, [m["name"] for m in metrics])
     table = noise_table(usable, metrics, alpha=design.analysis.alpha, power=POWER)
     replicates = design_replicates(design)
     per_level = runs_per_level(design, replicates)
@@ -118,19 +135,28 @@ def assess_noise(frame: pd.DataFrame, design: Design, runs: int | None = None) -
                        replicates=replicates, warnings=warnings)
 
 
-def run_calibration(design: Design, target: Target, store: Store, **run_options: Any) -> Calibration | None:
+def run_calibration(design: Design, target: Target | None, store: Store, *, dispatcher: Any = None,
+                    **run_options: Any) -> Calibration | None:
     """Run the design's ``noise.calibration_runs`` A/A trials (skipping those already recorded) and
     assess them; None when the design asks for none. ``run_options`` go to
-    :func:`tunelab.runner.run_design` (``allow_host_global``, ``progress``, ``checkpoint``, ``load``, ...)."""
+    :func:`tunelab.runner.run_design` (``allow_host_global``, ``progress``, ``checkpoint``, ``load``, ...).
+    With a ``dispatcher`` (many testbeds, :mod:`tunelab.cluster`) the A/A trials are spread over its
+    testbeds, and the noise is measured within each testbed (:func:`within_testbed`)."""
     runs = design.noise.calibration_runs
     if runs <= 0:
         return None
-    summary = runner.run_design(design, target, store, phase=CALIBRATE, plan=calibration_plan(design, runs),
-                                **run_options)
+    plan = calibration_plan(design, runs)
+    if dispatcher is None:
+        summary = runner.run_design(design, target, store, phase=CALIBRATE, plan=plan, **run_options)
+    else:
+        from tunelab.cluster import run_design_on_testbeds
+
+        options = {k: v for k, v in run_options.items() if k in ("allow_host_global", "load", "load_settings")}
+        summary = run_design_on_testbeds(design, dispatcher, store, phase=CALIBRATE, plan=plan, **options)
     calibration = assess_noise(store.tidy(CALIBRATE), design, runs)
     calibration.summary = summary
     return calibration
 
 
 __all__ = ["CALIBRATE", "Calibration", "assess_noise", "calibration_plan", "design_replicates", "run_calibration",
-           "runs_per_level"]
+           "runs_per_level", "within_testbed"]

@@ -16,6 +16,9 @@ For a CSV:
     alphabetically).
   * rows whose ``status`` is not ok/flagged are ignored.
 
+A study run on several testbeds (a ``testbed`` column with two or more values) is screened with the testbed
+as a blocking factor; a "testbeds" block after the verdicts gives each metric's between-testbed spread.
+
 Example: ``tunelab screen runs.csv --metric qps:max:5 --metric latency_mean_ms:min:10 --json screen.json``
 """
 from __future__ import annotations
@@ -55,7 +58,36 @@ def run(args: argparse.Namespace) -> int:
                             alpha=args.alpha, correction=args.correction, n_boot=args.n_boot, seed=args.seed,
                             include_flagged=args.include_flagged, data_dir=args.data_dir)
     print(render.screen_text(result))
+    if len(result.testbeds):
+        print(spread_text(result.testbeds))
     if args.json is not None:
         render.write_text(args.json, render.dumps(result.to_json()) + "\n", "--json")
         print(f"wrote {args.json}")
     return 0
+
+
+def spread_text(spread: Any) -> str:
+    """The "testbeds" block: one line per metric with the testbed block's F test and each testbed's offset.
+
+    >>> import pandas as pd
+    >>> spread = pd.DataFrame({"metric": ["qps", "qps"], "testbed": ["lab1", "lab2"], "statistic": [31.2, 31.2],
+    ...                        "p": [2.1e-5, 2.1e-5], "offset": [-50.0, 50.0], "offset_pct": [-4.95, 4.95],
+    ...                        "spread_pct": [4.95, 4.95]})
+    >>> print(spread_text(spread))
+    testbeds:
+      qps: testbed block: 2 testbeds, F=31.2, p=2.1e-05, between-testbed spread ±5.0 % of the mean (lab1 -5.0 %, \
+lab2 +5.0 %)
+    """
+    from tunelab.stats.blocking import spread_phrase
+
+    lines = ["testbeds:"]
+    for metric, rows in spread.groupby("metric", sort=False):
+        first = rows.iloc[0]
+        lines.append(f"  {metric}: testbed block: {len(rows)} testbeds, F={_number(first['statistic'])}, "
+                     f"p={_number(first['p'])}, between-testbed spread {spread_phrase(rows)}")
+    return render.printable("\n".join(lines))
+
+
+def _number(value: Any) -> str:
+    number = float(value)
+    return f"{number:.3g}" if number == number else "n/a"

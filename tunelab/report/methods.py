@@ -24,6 +24,7 @@ from tunelab.report.figures import knob_rows, level_label
 from tunelab.report.study import ScreenInputs, Study
 from tunelab.runner import FOREIGN_LOAD_WARN
 from tunelab.stats import ScreenResult, compact_letters, to_matrix
+from tunelab.stats.blocking import spread_phrase
 from tunelab.stats.linear_model import MIN_RESIDUAL_DF, NORMALITY_ALPHA as MODEL_NORMALITY_ALPHA
 from tunelab.stats.linear_model import VARIANCE_ALPHA as MODEL_VARIANCE_ALPHA
 
@@ -646,6 +647,37 @@ def rounds_frame(result: ScreenResult) -> pd.DataFrame:
     return frame
 
 
+def between_testbeds_markdown(result: ScreenResult) -> str:
+    """The **Testbeds** paragraph of a study run on several testbeds: how the screen blocked on the
+    testbed and each metric's between-testbed spread; empty for a study on one testbed."""
+    spread = getattr(result, "testbeds", None)
+    if spread is None or spread.empty:
+        return ""
+    names = list(dict.fromkeys(spread["testbed"].tolist()))
+    lines = []
+    for metric, rows in spread.groupby("metric", sort=False):
+        first = rows.iloc[0]
+        lines.append(f"{metric}: {spread_phrase(rows)}, testbed F = {first['statistic']:.3g}, "
+                     f"{fmt_p(first['p'], 'p')}, partial eta² {first['partial_eta2']:.2f}")
+    return (f"**Testbeds.** The runs were spread over {len(names)} testbeds ({', '.join(map(level_label, names))}), "
+            "and the testbed was a blocking factor of the screen: an additive block term in every ANOVA-type "
+            "model (the knob's F test, Tukey and Games–Howell pairs and % changes on the testbed-adjusted "
+            "least-squares means), ranks within each testbed on the rank route (van Elteren's stratified "
+            "Kruskal–Wallis and Dunn), and an additive block of the factorial model. Between-testbed spread "
+            "(each testbed's offset with the configurations held equal, in % of the metric's mean): "
+            + "; ".join(lines) + ".")
+
+
+def between_testbeds_frame(result: ScreenResult) -> pd.DataFrame:
+    """The between-testbed spread for the report, one row per metric × testbed (empty with one testbed)."""
+    spread = getattr(result, "testbeds", None)
+    if spread is None or spread.empty:
+        return pd.DataFrame()
+    return spread.rename(columns={"n": "runs", "sd": "SD", "baseline_n": "baseline runs",
+                                  "baseline_mean": "baseline mean", "offset_pct": "offset %",
+                                  "statistic": "testbed F", "spread_pct": "spread ± %"})
+
+
 def methods_markdown(study: Study, inputs: ScreenInputs, result: ScreenResult, n_boot: int | None = None) -> str:
     """The methods section (Markdown): design, runs, load, tests chosen and why, multiplicity
     correction, effect sizes and equivalence, software versions, kernel and CPU."""
@@ -725,6 +757,7 @@ def methods_markdown(study: Study, inputs: ScreenInputs, result: ScreenResult, n
         "",
         *([noise_text, ""] if noise_text else []),
         *([rounds_text, ""] if (rounds_text := rounds_markdown(result, design)) else []),
+        *([testbeds_text, ""] if (testbeds_text := between_testbeds_markdown(result)) else []),
         "**Software.** " + ", ".join(f"{k} {v}" for k, v in versions.items())
         + f". Trials recorded by tunelab {study.tunelab_version or '?'}"
         + (f" at git commit {study.git_sha[:12]}" if study.git_sha else "") + ".",

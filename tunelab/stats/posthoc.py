@@ -101,6 +101,25 @@ def _tukey_table(levels: list[Any], samples: list[np.ndarray], alpha: float) -> 
     return _pair_table(levels, i1, i2, estimate, half_width, t, n - k, srange.sf(q, k, n - k))
 
 
+def _lsmeans_table(levels: list[Any], means: np.ndarray, cov: np.ndarray, df: float, alpha: float) -> pd.DataFrame:
+    """Every pair of least-squares means of a blocked model with the Tukey–Kramer adjustment.
+
+    ``estimate = mean_j - mean_i`` with ``se`` from the means' covariance ``cov`` (the model's
+    residual variance, or its HC3 sandwich), ``t = estimate / se`` on the model's residual ``df``,
+    ``p_adj = P(Q > sqrt(2) |t|; k, df)`` (studentized range) and the simultaneous interval
+    ``estimate ± q(1 - alpha; k, df) / sqrt(2) · se``: R ``emmeans::pairs(emmeans(fit, "level"),
+    adjust = "tukey")``. With one observation per cell and no block this is :func:`_tukey_table`.
+    """
+    k = len(levels)
+    i1, i2 = np.triu_indices(k, 1)
+    estimate = means[i2] - means[i1]
+    se = np.sqrt(np.clip(cov[i1, i1] + cov[i2, i2] - 2.0 * cov[i1, i2], 0.0, None))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = estimate / se
+    half_width = float(srange.ppf(1 - alpha, k, df)) / np.sqrt(2) * se
+    return _pair_table(levels, i1, i2, estimate, half_width, t, df, srange.sf(np.sqrt(2) * np.abs(t), k, df))
+
+
 def games_howell(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05) -> pd.DataFrame:
     """Games–Howell test for unequal variances (pingouin ``pairwise_gameshowell`` arithmetic).
 

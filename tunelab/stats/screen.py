@@ -20,8 +20,11 @@ import pandas as pd
 
 from tunelab.errors import DataError
 from tunelab.model import DEFAULT_SESOI_PCT, METRIC_SCALES, USABLE_STATUSES, Metric, Verdict, json_value
-from tunelab.stats._validate import Groups, check_input, level_matches, sorted_levels
+from tunelab.stats._validate import Groups, check_input, encode, level_matches, sorted_levels
 from tunelab.stats.assumptions import _homoscedasticity_rows, _normality_row, _sd_ratio
+from tunelab.stats.blocking import (TESTBED, TESTBED_COLUMNS, _stratified_dunn_table, _stratified_kruskal_values,
+                                    between_testbed_spread, fit_blocked, lsmeans_effects, lsmeans_equivalence,
+                                    present_testbeds, spread_note)
 from tunelab.stats.effects import _pct_change_table, _sample, check_bootstrap
 from tunelab.stats.equivalence import _tost_row
 from tunelab.stats.guards import GUARD_COLUMNS, apply_guards, check_guards, guard_table
@@ -31,7 +34,7 @@ from tunelab.stats.model_screen import (MODEL_CONTRAST_COLUMNS, MODEL_EFFECT_COL
 from tunelab.stats.multiplicity import METHODS, adjust
 from tunelab.stats.range_screen import MORRIS_COLUMNS, RESPONSE_COLUMNS, range_parts, range_verdict
 from tunelab.stats.omnibus import _anova_values, _kruskal_values, _welch_values
-from tunelab.stats.posthoc import POSTHOC_COLUMNS, _dunn_table, _games_howell_table, _tukey_table
+from tunelab.stats.posthoc import POSTHOC_COLUMNS, _dunn_table, _games_howell_table, _lsmeans_table, _tukey_table
 
 #: Shapiro–Wilk p below this means "clearly non-normal" -> Kruskal–Wallis + Dunn
 NORMALITY_ALPHA = 0.01
@@ -110,6 +113,10 @@ class ScreenResult:
     rounds : DataFrame
         One row per look of a sequential study (:func:`tunelab.stats.sequential.sequential_screen`),
         columns :data:`ROUND_COLUMNS`; empty, and not in ``tables`` (so not in the JSON), for a plain screen.
+    testbeds : DataFrame
+        The between-testbed spread per metric × testbed of a study run on several testbeds
+        (:func:`tunelab.stats.blocking.between_testbed_spread`, columns
+        :data:`tunelab.stats.blocking.TESTBED_COLUMNS`); empty with one testbed or none.
     """
 
     design: str
@@ -129,9 +136,11 @@ class ScreenResult:
     morris: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MORRIS_COLUMNS))
     guards: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GUARD_COLUMNS))
     rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLUMNS))
+    testbeds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TESTBED_COLUMNS))
     tables: tuple[str, ...] = field(default=("verdicts", "assumptions", "omnibus", "posthoc", "effects",
                                              "equivalence", "model_terms", "contrasts", "emmeans", "residuals",
-                                             "standardized_effects", "response", "morris", "guards"), repr=False)
+                                             "standardized_effects", "response", "morris", "guards", "testbeds"),
+                                    repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict following ``tunelab/stats/screen.schema.json`` (see docs/screen-json-schema.md).
@@ -311,6 +320,78 @@ def _analyse(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, al
             "equivalence": equivalence, "route": route, "reason": reason, "p": float(p), "eta2": float(aov["eta2"])}
 
 
+def _regrouped(groups: Groups, y: np.ndarray) -> Groups:
+    """``groups`` with other values ``y`` (in the same row order)."""
+    return Groups(groups.levels, groups.codes, y, [y[groups.codes == i] for i in range(len(groups.levels))])
+
+
+#: how each route reads a knob's runs when the testbed is a block (appended to the route's reason)
+_BLOCKED_ROUTES = {
+    "anova+tukey": "F test of the knob in the additive model {metric} ~ knob + testbed, Tukey on its "
+                   "least-squares means",
+    "welch+games_howell": "HC3 Wald test of the knob in the additive model {metric} ~ knob + testbed, pairs of its "
+                          "least-squares means with HC3 errors (studentized range)",
+    "kruskal+dunn": "Kruskal–Wallis and Dunn stratified by testbed (van Elteren: ranks within each testbed)",
+}
+
+
+def _analyse_blocked(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, alpha: float,
+                     correction: str, n_boot: int, seed: int) -> dict[str, Any]:
+    """:func:`_analyse` with the testbed as an additive block (``sub`` has a ``testbed`` column
+    with two or more testbeds): the same tables, methods and test names.
+
+    The assumption checks read the runs with each testbed's offset in ``metric ~ C(knob) +
+    C(testbed)`` removed (their deviations from the level means are the model's residuals); ANOVA
+    and Welch become the model's F and HC3 Wald tests of the knob, Tukey and Games–Howell the pairs
+    of its least-squares means (model and HC3 errors), Kruskal–Wallis and Dunn are stratified by
+    testbed (van Elteren); effects compare least-squares means (residual bootstrap intervals) and
+    TOST their difference with its HC3 error (docs/stats-notes.md, "Testbeds as blocks").
+    """
+    name = metric["name"]
+    groups = Groups.of(check_input(sub, name, knob), name, knob)
+    levels = groups.levels
+    testbeds = sorted_levels(sub[TESTBED])
+    blocks = encode(sub[TESTBED], testbeds)
+    fit = fit_blocked(groups.y, groups.codes, blocks, len(levels), len(testbeds))
+    aligned = _regrouped(groups, fit.aligned)
+    norm = [_normality_row(aligned, name), _normality_row(aligned, name, standardize=True)]
+    homo = _homoscedasticity_rows(aligned.samples)
+    bf_p = float(next(row["p"] for row in homo if row["test"] == "brown_forsythe"))
+    route, reason = recommend(float(norm[1]["p"]), bf_p, _sd_ratio(aligned.samples))
+    reason = (f"{reason}; testbed as a block ({len(testbeds)} testbeds, checks on the runs with each testbed's "
+              f"offset removed): {_BLOCKED_ROUTES[route].format(metric=name)}")
+    assumptions = pd.DataFrame([{**row, "df1": np.nan, "df2": np.nan} for row in norm]
+                               + [{**row, "n": len(sub)} for row in homo], columns=ASSUMPTION_COLUMNS[2:])
+    aov, hc3 = fit.knob, fit.knob_hc3
+    kw = _stratified_kruskal_values(groups.y, groups.codes, blocks, len(levels))
+    omnibus = pd.DataFrame([
+        {"test": "anova", "source": knob, "statistic": aov["F"], "df1": aov["df1"], "df2": aov["df2"], "p": aov["p"],
+         "effect_size": aov["partial_eta2"], "effect_size_name": "partial_eta2", "recommended": route == "anova+tukey",
+         "reason": reason},
+        {"test": "welch_anova", "source": knob, "statistic": hc3["F"], "df1": hc3["df1"], "df2": hc3["df2"],
+         "p": hc3["p"], "effect_size": np.nan, "effect_size_name": None, "recommended": route == "welch+games_howell",
+         "reason": reason},
+        {"test": "kruskal", "source": knob, "statistic": kw["H"], "df1": kw["df"], "df2": np.nan, "p": kw["p"],
+         "effect_size": kw["epsilon2"], "effect_size_name": "epsilon2", "recommended": route == "kruskal+dunn",
+         "reason": reason},
+    ], columns=OMNIBUS_COLUMNS[2:])
+    tables = [_lsmeans_table(levels, fit.lsmeans, fit.cov, fit.df_resid, alpha),
+              _lsmeans_table(levels, fit.lsmeans, fit.cov_hc3, fit.df_resid, alpha),
+              _stratified_dunn_table(levels, groups.y, groups.codes, blocks,
+                                     correction if correction != "none" else "holm")]
+    posthoc = pd.concat(tables, ignore_index=True)
+    sizes = [len(table) for table in tables]
+    posthoc.insert(0, "method", np.repeat(np.array(["tukey_hsd", "games_howell", "dunn"], dtype=object), sizes))
+    posthoc["recommended"] = np.repeat([route == "anova+tukey", route == "welch+games_howell",
+                                        route == "kruskal+dunn"], sizes)
+    effects = lsmeans_effects(fit, levels, base, n_boot, seed)
+    equivalence = lsmeans_equivalence(fit, levels, base, metric["sesoi_pct"], alpha)[EQUIVALENCE_COLUMNS[2:]]
+    p = {"anova+tukey": aov["p"], "welch+games_howell": hc3["p"], "kruskal+dunn": kw["p"]}[route]
+    return {"assumptions": assumptions, "omnibus": omnibus, "posthoc": posthoc, "effects": effects,
+            "equivalence": equivalence, "route": route, "reason": reason, "p": float(p),
+            "eta2": float(aov["partial_eta2"])}
+
+
 def _rows_per_knob(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], kind: str) -> dict[str, np.ndarray]:
     """Per knob, the rows that compare its levels: all rows, or in an OAT design those whose
     other knobs sit at their baselines (one pass per knob: O(knobs x rows))."""
@@ -485,6 +566,17 @@ def screen(
     a knob's row says ``only_when`` (e.g. ``profile=overload``) when its effect holds at some
     profiles only, ``contrasts`` holds its effect at each profile (``at == 'profile=NAME'``, see
     :func:`tunelab.stats.model_screen.profile_effects`) and ``settings['profiles']`` lists them.
+
+    Testbeds: when ``data`` has a ``testbed`` column with two or more testbeds among the usable
+    runs (a study run on several identical machines), the testbed is a blocking factor
+    (:mod:`tunelab.stats.blocking`, docs/stats-notes.md "Testbeds as blocks"): each OAT knob's
+    ANOVA and Welch rows become the F and HC3 Wald tests of the knob in ``metric ~ knob + testbed``
+    (``eta2`` its partial eta²), Tukey and Games–Howell compare the model's least-squares means,
+    Kruskal–Wallis and Dunn rank within testbeds (van Elteren), effects and TOST compare
+    least-squares means; the model route adds the testbed as its block (combined with the design's
+    own ``block`` into ``'block|testbed'`` labels when both vary). The ``testbeds`` table holds the
+    between-testbed spread and ``settings['testbeds']`` lists them. With one testbed, or none, the
+    screen is exactly the screen without the column.
     """
     if not 0 < alpha < 1:
         raise DataError(f"alpha must be between 0 and 1, got {alpha!r}; 0.05 is the usual choice")
@@ -516,15 +608,24 @@ def screen(
     profiles = profile_levels(data, knobs, design)
     if profiles:
         data = _with_profiles(data, kind, profiles, notes)
+    testbeds = present_testbeds(data, knobs)
+    spread = pd.DataFrame(columns=TESTBED_COLUMNS)
+    if testbeds:
+        data = _with_testbeds(data, notes)
+        spread = between_testbed_spread(data, metrics, [*knobs, *([PROFILE] if profiles else [])], baseline)
+        notes.append(spread_note(spread, testbeds))
+        if kind == "range":
+            notes.append(f"the Latin hypercube / Morris route has no block term: the runs of the {len(testbeds)} "
+                         "testbeds are pooled, so a testbed offset adds to the noise (see the testbeds table)")
     parts: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     untestable: list[dict[str, Any]] = []
     tables: dict[str, list[pd.DataFrame]] = {}
     if kind == "oat":
         _oat_parts(data, failed, metrics, knobs, baseline, alpha, correction, n_boot, seed, notes, parts, untestable,
-                   tables=tables, profiles=profiles)
+                   tables=tables, profiles=profiles, testbeds=testbeds)
     else:
         _model_route(data, failed, metrics, knobs, baseline, alpha, seed, design, kind, notes, parts, untestable,
-                     tables, profiles=profiles)
+                     tables, profiles=profiles, testbeds=testbeds)
 
     p_adj = adjust([part["p"] for _, _, part in parts], method=correction)
     significant_terms = {(metric["name"], knob) for (knob, metric, part), q in zip(parts, p_adj)
@@ -568,6 +669,11 @@ def screen(
                 "guards": {"guards": guard_specs, "conditional_on": {m: list(g) for m, g in dependents.items()}}}
     if profiles:
         settings["profiles"] = profiles
+    if testbeds:
+        settings["testbeds"] = testbeds
+        extra_tables = {"testbeds": spread}
+    else:
+        extra_tables = {}
     extra = {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items() if frames}
     return ScreenResult(
         design=kind, settings=settings,
@@ -576,7 +682,7 @@ def screen(
         posthoc=gather("posthoc", POSTHOC_TABLE_COLUMNS),
         effects=gather("effects", EFFECT_COLUMNS),
         equivalence=gather("equivalence", EQUIVALENCE_COLUMNS),
-        verdicts=verdicts, guards=guard_rows, **extra,
+        verdicts=verdicts, guards=guard_rows, **extra_tables, **extra,
     )
 
 
@@ -622,38 +728,56 @@ def _with_profiles(data: pd.DataFrame, kind: str, profiles: list[Any], notes: li
     return data
 
 
+def _with_testbeds(data: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """The usable runs that name a testbed (noting the others)."""
+    missing = int(data[TESTBED].isna().sum())
+    if missing:
+        notes.append(f"{missing} run(s) without a testbed left out (the other runs name one)")
+        data = data[data[TESTBED].notna()]
+    return data
+
+
 def _oat_parts(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[str, Any]], knobs: list[str],
                baseline: dict[str, Any], alpha: float, correction: str, n_boot: int, seed: int, notes: list[str],
                parts: list, untestable: list, tables: dict[str, list[pd.DataFrame]] | None = None,
-               profiles: Sequence[Any] = ()) -> None:
+               profiles: Sequence[Any] = (), testbeds: Sequence[Any] = ()) -> None:
     """One-at-a-time designs: each knob on the baseline runs plus its own runs.
 
     With load ``profiles`` (a profile-crossed design) each knob's runs and the baseline runs of
     every profile are modelled as knob × profile (:func:`_profile_oat_part`); its model tables go
-    to ``tables``.
+    to ``tables``. With ``testbeds`` the testbed is an additive block of every knob's analysis
+    (:func:`_analyse_blocked`, or the model's block term) when the knob's usable runs span two or more.
     """
     boot_cache: dict = {}   # baseline bootstrap resamples, shared by knobs with the same baseline runs
     tables = {} if tables is None else tables
     rows_of, failed_rows_of = _rows_per_knob(data, knobs, baseline, "oat"), _rows_per_knob(failed, knobs, baseline, "oat")
     by_profile = [PROFILE] if profiles else []
+    by_testbed = [TESTBED] if testbeds else []
     for knob in knobs:
         # only the columns the analysis reads (copying every knob column per knob is slow)
-        subset = data.loc[rows_of[knob], list(dict.fromkeys([knob, *by_profile, *(m["name"] for m in metrics)]))]
+        subset = data.loc[rows_of[knob], list(dict.fromkeys([knob, *by_profile, *by_testbed,
+                                                             *(m["name"] for m in metrics)]))]
         failed_here = failed[failed_rows_of[knob]]
         for metric in metrics:
-            sub = subset[[knob, *by_profile, metric["name"]]]
+            sub = subset[[knob, *by_profile, *by_testbed, metric["name"]]]
             if sub[metric["name"]].isna().any():
                 sub = sub.dropna(subset=[metric["name"]])
             if len(sub) < len(subset):
                 notes.append(f"{knob} × {metric['name']}: {len(subset) - len(sub)} run(s) without a value left out")
+            if testbeds:
+                sub = _without_lone_testbeds(sub, knob, metric["name"], notes)
             sub, problem = _testable_levels(sub, knob, baseline[knob], failed_here, notes, metric)
             if problem:
                 untestable.append(_untestable_verdict(knob, metric["name"], problem))
                 notes.append(f"{knob} × {metric['name']} not tested: {problem}")
                 continue
+            block = None
+            if testbeds:
+                sub, block = _testbed_block(sub, knob, metric["name"], notes)
             if profiles and sub[PROFILE].nunique() > 1:
                 try:
-                    found, model_tables = _profile_oat_part(sub, knob, metric, baseline[knob], profiles, alpha, seed)
+                    found, model_tables = _profile_oat_part(sub, knob, metric, baseline[knob], profiles, alpha, seed,
+                                                            block)
                 except DataError as exc:
                     problem = f"the model of {knob} × {PROFILE} cannot be fitted: {exc}"
                     untestable.append(_untestable_verdict(knob, metric["name"], problem))
@@ -670,21 +794,56 @@ def _oat_parts(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[str,
             smallest = int(sub.groupby(knob, sort=False).size().min())
             try:
                 if metric.get("sesoi_abs") is not None or smallest < MIN_RUNS_FOR_CHECKS:
-                    for label, part in _pooled_oat_part(sub, knob, metric, baseline[knob], alpha, seed, smallest):
+                    for label, part in _pooled_oat_part(sub, knob, metric, baseline[knob], alpha, seed, smallest,
+                                                        block):
                         parts.append((label, metric, part))
                     continue
-                part = _analyse(sub, knob, metric, baseline[knob], alpha, correction, n_boot, seed, boot_cache)
+                if block:
+                    part = _analyse_blocked(sub, knob, metric, baseline[knob], alpha, correction, n_boot, seed)
+                else:
+                    part = _analyse(sub, knob, metric, baseline[knob], alpha, correction, n_boot, seed, boot_cache)
             except DataError as exc:
-                raise DataError(f"knob {knob!r}, metric {metric['name']!r}: {exc}") from exc
+                if block is None:
+                    raise DataError(f"knob {knob!r}, metric {metric['name']!r}: {exc}") from exc
+                problem = f"{knob} with the {TESTBED} as a block cannot be analysed: {exc}"
+                untestable.append(_untestable_verdict(knob, metric["name"], problem))
+                notes.append(f"{knob} × {metric['name']} not tested: {problem}")
+                continue
             parts.append((knob, metric, part))
 
 
+def _without_lone_testbeds(sub: pd.DataFrame, knob: str, metric: str, notes: list[str]) -> pd.DataFrame:
+    """``sub`` without the runs of testbeds that have a single run of this knob × metric, when two
+    or more testbeds have more: a lone run only measures its testbed's offset (and has leverage 1)."""
+    counts = sub[TESTBED].value_counts()
+    lone = counts[counts < 2]
+    if not len(lone) or len(counts) - len(lone) < 2:
+        return sub
+    names = sorted_levels(list(lone.index))
+    notes.append(f"{knob} × {metric}: the single run on testbed(s) {', '.join(map(str, names))} left out (a testbed's "
+                 "only run measures its own offset, nothing of the knob)")
+    return sub[~sub[TESTBED].isin(names)]
+
+
+def _testbed_block(sub: pd.DataFrame, knob: str, metric: str, notes: list[str]) -> tuple[pd.DataFrame, str | None]:
+    """``(sub, 'testbed')`` when the knob's usable runs span two or more testbeds, else the runs
+    without the testbed column and ``None`` (noted: the knob is analysed as on one testbed)."""
+    present = sorted_levels(sub[TESTBED])
+    if len(present) > 1:
+        return sub, TESTBED
+    notes.append(f"{knob} × {metric}: usable runs on one testbed only ({present[0]}), analysed without the testbed "
+                 "block")
+    return sub.drop(columns=TESTBED), None
+
+
 def _pooled_oat_part(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, alpha: float,
-                     seed: int, smallest: int) -> list[tuple[str, dict[str, Any]]]:
+                     seed: int, smallest: int, block: str | None = None) -> list[tuple[str, dict[str, Any]]]:
     """An OAT knob through the one-way model: its runs at some level are fewer than
-    :data:`MIN_RUNS_FOR_CHECKS` (``smallest``), or the metric has an absolute SESOI."""
+    :data:`MIN_RUNS_FOR_CHECKS` (``smallest``), or the metric has an absolute SESOI. ``block``
+    (the testbed column) enters the model as an additive block."""
     tiny = smallest < MIN_RUNS_FOR_CHECKS
-    found, _ = model_parts(sub, metric, [knob], {knob: base}, alpha, seed, robust="none" if tiny else "auto")
+    found, _ = model_parts(sub, metric, [knob], {knob: base}, alpha, seed, block=block,
+                           robust="none" if tiny else "auto")
     for label, part in found:
         _model_part_tables(part, label)
         if tiny:
@@ -692,6 +851,8 @@ def _pooled_oat_part(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base:
             part["reason"] = (f"{smallest} run(s) at some level: too few to check normality or compare variances, so "
                               f"a one-way model on {scale} with the error pooled over the levels "
                               f"({'the same CV' if part['scale'] == 'log' else 'the same variance'} at every level)")
+        if block:
+            part["reason"] += f"; the {block} is an additive block of the model ({sub[block].nunique()} testbeds)"
     return found
 
 
@@ -700,7 +861,8 @@ _PROFILE_OAT_TABLES = ("model_terms", "contrasts", "emmeans", "standardized_effe
 
 
 def _profile_oat_part(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, profiles: Sequence[Any],
-                      alpha: float, seed: int) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, pd.DataFrame]]:
+                      alpha: float, seed: int, block: str | None = None
+                      ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, pd.DataFrame]]:
     """An OAT knob of a profile-crossed design: its runs and the baseline runs of every profile,
     modelled as knob × profile (main effects and their interaction).
 
@@ -708,14 +870,17 @@ def _profile_oat_part(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base
     profile when the interaction is significant and the effect is clear at some profiles only),
     the ``knob:profile`` interaction part, and the fit's tables restricted to this knob's terms
     (contrasts hold the knob's simple effect at each profile: ``at == 'profile=NAME'``). The
-    profile's own main effect is not a part: the profile is not a knob.
+    profile's own main effect is not a part: the profile is not a knob. ``block`` (the testbed
+    column) enters the model as an additive block.
     """
     reference = next(p for p in profiles if (sub[PROFILE] == p).any())
     found, model_tables = model_parts(sub, metric, [knob, PROFILE], {knob: base, PROFILE: reference}, alpha, seed,
-                                      interactions=[(knob, PROFILE)])
+                                      block=block, interactions=[(knob, PROFILE)])
     kept = [(label, part) for label, part in found if label != PROFILE]
     for label, part in kept:
         _model_part_tables(part, label)
+        if block:
+            part["reason"] += f"; the {block} is an additive block of the model ({sub[block].nunique()} testbeds)"
     terms = {knob, f"{knob}:{PROFILE}"}
     out = {}
     for key in _PROFILE_OAT_TABLES:
@@ -755,18 +920,21 @@ def _profile_interactions(sub: pd.DataFrame, knobs: list[str], setting: Any, blo
 def _model_route(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[str, Any]], knobs: list[str],
                  baseline: dict[str, Any], alpha: float, seed: int, design: dict[str, Any], kind: str,
                  notes: list[str], parts: list, untestable: list, tables: dict[str, list[pd.DataFrame]],
-                 profiles: Sequence[Any] = ()) -> None:
+                 profiles: Sequence[Any] = (), testbeds: Sequence[Any] = ()) -> None:
     """Factorial, fractional and Plackett–Burman designs: one model per metric on all usable runs.
 
     With load ``profiles`` the profile joins the model's factors (reference: the first profile),
     with its interaction with every knob (:func:`_profile_interactions`); it gets no verdict row.
+    With ``testbeds`` the testbed is the model's additive block, or, when the design's own blocks
+    vary too, one block per design block × testbed (:func:`_model_block`).
     """
-    block = "block" if "block" in data.columns and data["block"].nunique(dropna=True) > 1 else None
+    design_block = "block" if "block" in data.columns and data["block"].nunique(dropna=True) > 1 else None
     for metric in metrics:
         name = metric["name"]
         sub = data.dropna(subset=[name])
         if len(sub) < len(data):
             notes.append(f"{name}: {len(data) - len(sub)} run(s) without a value left out")
+        sub, block = _model_block(sub, design_block, bool(testbeds) and kind != "range")
         active = [k for k in knobs if sub[k].nunique() > 1]
         for knob in (k for k in knobs if k not in active):
             problem = (f"only one level of {knob} has usable runs of {name}"
@@ -807,6 +975,27 @@ def _model_route(data: pd.DataFrame, failed: pd.DataFrame, metrics: list[dict[st
             pairs = "; ".join(f"{t} = {a}" for t, a in zip(aliased["term"], aliased["aliases"]))
             notes.append(f"{name}: main effects are aliased with two-factor interactions (resolution III): {pairs}; "
                          "a main effect's estimate includes its aliases")
+
+
+#: the model route's block column when the design's blocks and the testbeds both vary: one block per pair
+BLOCK_BY_TESTBED = f"block|{TESTBED}"
+
+
+def _model_block(sub: pd.DataFrame, design_block: str | None, testbeds: bool) -> tuple[pd.DataFrame, str | None]:
+    """The model's block column: the design's ``block``, the ``testbed``, or both combined into one
+    label per pair (``'2|lab1'`` in column :data:`BLOCK_BY_TESTBED`) when both vary in ``sub``.
+
+    >>> runs = pd.DataFrame({"block": [1, 2, 1, 2], "testbed": ["a", "a", "b", "b"]})
+    >>> frame, block = _model_block(runs, "block", True)
+    >>> block, frame[block].tolist()
+    ('block|testbed', ['1|a', '2|a', '1|b', '2|b'])
+    """
+    if not testbeds or sub[TESTBED].nunique() < 2:
+        return sub, design_block
+    if design_block is None or sub[design_block].nunique() < 2:
+        return sub, TESTBED
+    label = sub[design_block].astype(str) + "|" + sub[TESTBED].astype(str)
+    return sub.assign(**{BLOCK_BY_TESTBED: label}), BLOCK_BY_TESTBED
 
 
 def _looks_like_ranges(data: pd.DataFrame, knobs: list[str]) -> bool:
