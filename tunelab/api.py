@@ -230,17 +230,20 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
     return RunResult(study.summary, removed, study.rounds, study.stop_reason, calibration)
 
 
-def _testbed_specs(design: Design, testbeds: PathLike | None, allow_design_commands: bool) -> list[Any]:
-    """The design's testbeds (checked: file, options, keys, reachable hosts), shared-machine warnings on stderr."""
+def _testbed_specs(design: Design, testbeds: PathLike | None,
+                   allow_design_commands: bool) -> tuple[list[Any], list[str]]:
+    """The design's testbeds (checked: file, options, keys, reachable hosts) and the shared-machine
+    warnings, which go to stderr."""
     from tunelab.cluster import bed_specs
 
     if testbeds is None:
         raise TargetError("--scheduler needs --testbeds FILE: the file names the testbeds its workers drive")
     beds = testbeds_mod.load_testbeds(testbeds, allow_commands=allow_design_commands)
     testbeds_mod.check_testbeds(beds)
-    for line in testbeds_mod.shared_machine_warnings(beds):
+    warnings = testbeds_mod.shared_machine_warnings(beds)
+    for line in warnings:
         print(line, file=sys.stderr)
-    return bed_specs(beds, runner.target_spec_of(design), allow_commands=allow_design_commands)
+    return bed_specs(beds, runner.target_spec_of(design), allow_commands=allow_design_commands), warnings
 
 
 def _run_on_testbeds(design: Design, design_path: Path, testbeds: PathLike | None, scheduler: str | None, *,
@@ -251,7 +254,13 @@ def _run_on_testbeds(design: Design, design_path: Path, testbeds: PathLike | Non
 
     if target is not None:
         raise TargetError("--target and --testbeds do not mix: the testbeds file names each testbed's target")
-    beds = _testbed_specs(design, testbeds, allow_design_commands)
+    beds, warnings = _testbed_specs(design, testbeds, allow_design_commands)
+    if warnings and design.noise.repeat_busy_pct is not None:
+        # testbeds on one machine see each other's trials as foreign load: every trial would be repeated
+        print(f"note: noise.repeat_busy_pct={design.noise.repeat_busy_pct:g} is off for this run: testbeds that share "
+              "a machine see each other's trials as foreign load, so every trial would be measured again",
+              file=sys.stderr)
+        design = dataclasses.replace(design, noise=dataclasses.replace(design.noise, repeat_busy_pct=None))
     loads = {type(runner.load_for(design, bed.target_cls, bed.options)[0]).__name__ for bed in beds}
     if len(loads) > 1:
         raise TargetError(f"the testbeds measure with different loads ({', '.join(sorted(loads))}): a simulator "
@@ -270,15 +279,15 @@ def _run_on_testbeds(design: Design, design_path: Path, testbeds: PathLike | Non
                         target_spec={"type": spec["type"], "options": spec["options"]}) as opened:
             finished = runner.prepare_run(design, opened, allow_host_global=allow_host_global, load=load,
                                           load_settings=load_settings, retry_failed=retry_failed)
-            calibrated = not design.noise.calibration_runs or len(opened.completed_run_keys(calibration_mod.CALIBRATE)) \
-                >= design.noise.calibration_runs
+            calibrate = calibration_mod.CALIBRATE
+            calibrated = len(opened.completed_run_keys(calibrate)) >= design.noise.calibration_runs
             if design.sequential is None and not finished.todo and calibrated:   # nothing left: no cluster to start
                 summary = runner.RunSummary(finished.study, opened.path, len(finished.rows), len(finished.rows))
                 return RunResult(summary, removed, [], None, None)
             with TestbedCluster(beds, scheduler) as cluster:
                 if cluster.dashboard_link:
                     print(f"Dask dashboard: {cluster.dashboard_link}", file=sys.stderr)
-                dispatcher = Dispatcher(cluster, opened, progress=progress)
+                dispatcher = Dispatcher(cluster, opened, progress=progress, shown_warnings=warnings)
                 # the A/A calibration (noise.calibration_runs) runs first, spread over the testbeds
                 calibration = calibration_mod.run_calibration(design, None, opened, dispatcher=dispatcher, load=load,
                                                               load_settings=load_settings,
@@ -452,17 +461,18 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
     spec = {"type": setup.target_type, "options": setup.target_options}
     check_target_spec(spec, allow_commands=allow_design_commands)   # before the store is opened
     path = Path(store) if store is not None else default_store_path(setup.study)
-    beds = None
+    beds, warnings = None, []
     if testbeds is not None or scheduler is not None:
         if design_path is None:
             raise DesignError("--testbeds needs a DESIGN file (its target options are each testbed's defaults)")
-        beds = _testbed_specs(load_design(design_path), testbeds, allow_design_commands)
+        beds, warnings = _testbed_specs(load_design(design_path), testbeds, allow_design_commands)
     with sigterm_interrupts():
         with Store.open(path, study=setup.study, design_hash=setup.design_hash, design_text=setup.design_text,
                         target_spec=dict(spec)) as opened:
             if beds is not None:
-                outcome = _refine_on_testbeds(beds, scheduler, setup, opened, parsed, budget=budget, engine=engine,
-                                              preset=preset, seed=seed, options=options, confirm_blocks=confirm_blocks)
+                outcome = _refine_on_testbeds(beds, warnings, scheduler, setup, opened, parsed, budget=budget,
+                                              engine=engine, preset=preset, seed=seed, options=options,
+                                              confirm_blocks=confirm_blocks)
             else:
                 with build_target(spec, allow_commands=allow_design_commands) as live:
                     outcome = run_refinement(setup, live, opened, parsed, budget=budget, engine=engine,
@@ -471,8 +481,8 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
                      outcome.reused, parsed, setup.levels, outcome.note)
 
 
-def _refine_on_testbeds(beds: list[Any], scheduler: str | None, setup: Any, store: Store, objectives: list[Metric],
-                        **settings: Any) -> Any:
+def _refine_on_testbeds(beds: list[Any], warnings: list[str], scheduler: str | None, setup: Any, store: Store,
+                        objectives: list[Metric], **settings: Any) -> Any:
     """:func:`tunelab.optimize.workflow.run_refinement` with each batch measured across the testbeds."""
     from tunelab.cluster import Dispatcher, TestbedCluster
 
@@ -482,7 +492,8 @@ def _refine_on_testbeds(beds: list[Any], scheduler: str | None, setup: Any, stor
     with TestbedCluster(beds, scheduler) as cluster:
         if cluster.dashboard_link:
             print(f"Dask dashboard: {cluster.dashboard_link}", file=sys.stderr)
-        return run_refinement(setup, None, store, objectives, dispatcher=Dispatcher(cluster, store), **settings)
+        dispatcher = Dispatcher(cluster, store, shown_warnings=warnings)
+        return run_refinement(setup, None, store, objectives, dispatcher=dispatcher, **settings)
 
 
 @dataclass

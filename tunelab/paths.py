@@ -76,3 +76,23 @@ def testbed_dir() -> Path:
     ``/var/lib/tunelab/testbeds``, read at each call (worker processes inherit the environment).
     It survives a reboot, so ``tunelab restore --testbeds FILE`` can put a lost testbed's knobs back."""
     return private_dir(os.environ.get("TUNELAB_TESTBED_DIR") or "/var/lib/tunelab/testbeds")
+
+
+def read_capped_text(path: str | os.PathLike[str], limit: int, error: type[Exception], what: str, hint: str) -> str:
+    """The UTF-8 text of a small untrusted file (a design, a testbeds file), reading at most ``limit``
+    bytes (``/dev/zero`` ends there too); every problem is one ``error`` line naming ``path`` and ``what``
+    it is, with ``hint`` when the file does not exist."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(limit + 1)
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what}; {hint}") from None
+    except (OSError, ValueError) as exc:
+        raise error(f"{path}: cannot read the {what}: {' '.join(str(exc).split())[:600]}") from None
+    if len(raw) > limit:
+        raise error(f"{path}: the {what} is larger than the limit MAX_FILE_BYTES={limit} bytes; a {what} is a few "
+                    "kilobytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: the {what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None

@@ -50,6 +50,7 @@ import psutil
 import yaml
 
 from tunelab.errors import SafetyError, TargetError, TestbedError, quoted
+from tunelab.paths import read_capped_text
 from tunelab.targets import ALLOW_FLAG, TARGETS, check_target_spec, target_commands
 from tunelab.targets.ssh import parse_spec
 
@@ -275,20 +276,7 @@ class _TestbedsLoader(yaml.SafeLoader):
 
 
 def _read_text(path: Path) -> str:
-    try:
-        with open(path, "rb") as fh:          # read at most the limit: /dev/zero ends here too
-            raw = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise TestbedError(f"{path}: no such testbeds file; see examples/testbeds-*.yaml") from None
-    except (OSError, ValueError) as exc:
-        raise TestbedError(f"{path}: cannot read the testbeds file: {_one_line(str(exc))}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise TestbedError(f"{path}: the testbeds file is larger than the limit MAX_FILE_BYTES={MAX_FILE_BYTES} "
-                           "bytes; a testbeds file is a few kilobytes")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TestbedError(f"{path}: the testbeds file is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return read_capped_text(path, MAX_FILE_BYTES, TestbedError, "testbeds file", "see examples/testbeds-*.yaml")
 
 
 def load_testbeds(path: str | Path, *, allow_commands: bool = False) -> list[Testbed]:

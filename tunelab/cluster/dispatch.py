@@ -90,6 +90,8 @@ class Dispatcher:
     quarantine_after: int = QUARANTINE_AFTER
     #: called with each line worth telling the user (quarantine, shared machine); default: stderr
     say: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
+    #: the testbeds file's shared-machine warnings already shown (a group they name is not warned again)
+    shown_warnings: Sequence[str] = ()
     beds: dict[str, TestbedState] = field(default_factory=dict, init=False)
     warned_shared: set[frozenset[str]] = field(default_factory=set, init=False)
 
@@ -261,7 +263,8 @@ class Dispatcher:
             return
         bed.machine_id = machine_id
         same = frozenset(name for name, other in self.beds.items() if other.machine_id == machine_id)
-        if len(same) > 1 and same not in self.warned_shared:
+        shown = any(all(name in line for name in same) for line in self.shown_warnings)
+        if len(same) > 1 and same not in self.warned_shared and not shown:
             self.warned_shared.add(same)
             self.say(f"warning: testbeds {', '.join(sorted(same))} are the same machine (machine id "
                      f"{machine_id[:12]}); they share its CPUs, so their trials disturb each other's measurements")

@@ -26,6 +26,7 @@ import yaml
 
 from tunelab.designs.generators import GENERATORS, runs_per_replicate
 from tunelab.errors import DesignError, KnobError, LoadError, TargetError, quoted
+from tunelab.paths import read_capped_text
 from tunelab.knobs import Knob, get_knob
 from tunelab.loads import Load, get_load
 from tunelab.model import HOSTS, METRIC_SCALES, Direction, Metric, ParseError, knob_id, level_from_json, level_to_json
@@ -1173,18 +1174,5 @@ def load_design(path: str | Path, knob_lookup: Callable[[str], Knob] | None = No
     ('oat', ['net.core.somaxconn'])
     """
     path = Path(path)
-    try:
-        with open(path, "rb") as fh:               # read at most the limit: /dev/zero ends here too
-            raw = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise DesignError(f"{path}: no such design file; see designs/ for examples") from None
-    except (OSError, ValueError) as exc:
-        raise DesignError(f"{path}: cannot read design file: {' '.join(str(exc).split())}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise DesignError(f"{path}: the design file is larger than the limit MAX_FILE_BYTES={MAX_FILE_BYTES} bytes; "
-                          "a design file is a few kilobytes")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DesignError(f"{path}: the design file is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    text = read_capped_text(path, MAX_FILE_BYTES, DesignError, "design file", "see designs/ for examples")
     return load_design_text(text, source=str(path), knob_lookup=knob_lookup)

@@ -287,17 +287,8 @@ def _analyse(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, al
                                + [{**row, "n": len(sub)} for row in homo], columns=ASSUMPTION_COLUMNS[2:])
 
     aov, wel, kw = _anova_values(samples), _welch_values(groups), _kruskal_values(samples)
-    omnibus = pd.DataFrame([
-        {"test": "anova", "source": knob, "statistic": aov["F"], "df1": aov["df_b"], "df2": aov["df_w"],
-         "p": aov["p"], "effect_size": aov["eta2"], "effect_size_name": "eta2", "recommended": route == "anova+tukey",
-         "reason": reason},
-        {"test": "welch_anova", "source": knob, "statistic": wel["F"], "df1": wel["df1"], "df2": wel["df2"],
-         "p": wel["p"], "effect_size": np.nan, "effect_size_name": None, "recommended": route == "welch+games_howell",
-         "reason": reason},
-        {"test": "kruskal", "source": knob, "statistic": kw["H"], "df1": kw["df"], "df2": np.nan, "p": kw["p"],
-         "effect_size": kw["epsilon2"], "effect_size_name": "epsilon2", "recommended": route == "kruskal+dunn",
-         "reason": reason},
-    ], columns=OMNIBUS_COLUMNS[2:])
+    omnibus = _omnibus_rows(knob, route, reason, (aov["F"], aov["df_b"], aov["df_w"], aov["p"], aov["eta2"], "eta2"),
+                            (wel["F"], wel["df1"], wel["df2"], wel["p"]), kw)
 
     dunn_adjust = correction if correction != "none" else "holm"
     tables = [_tukey_table(levels, samples, alpha), _games_howell_table(levels, samples, alpha),
@@ -364,17 +355,8 @@ def _analyse_blocked(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base:
                                + [{**row, "n": len(sub)} for row in homo], columns=ASSUMPTION_COLUMNS[2:])
     aov, hc3 = fit.knob, fit.knob_hc3
     kw = _stratified_kruskal_values(groups.y, groups.codes, blocks, len(levels))
-    omnibus = pd.DataFrame([
-        {"test": "anova", "source": knob, "statistic": aov["F"], "df1": aov["df1"], "df2": aov["df2"], "p": aov["p"],
-         "effect_size": aov["partial_eta2"], "effect_size_name": "partial_eta2", "recommended": route == "anova+tukey",
-         "reason": reason},
-        {"test": "welch_anova", "source": knob, "statistic": hc3["F"], "df1": hc3["df1"], "df2": hc3["df2"],
-         "p": hc3["p"], "effect_size": np.nan, "effect_size_name": None, "recommended": route == "welch+games_howell",
-         "reason": reason},
-        {"test": "kruskal", "source": knob, "statistic": kw["H"], "df1": kw["df"], "df2": np.nan, "p": kw["p"],
-         "effect_size": kw["epsilon2"], "effect_size_name": "epsilon2", "recommended": route == "kruskal+dunn",
-         "reason": reason},
-    ], columns=OMNIBUS_COLUMNS[2:])
+    omnibus = _omnibus_rows(knob, route, reason, (aov["F"], aov["df1"], aov["df2"], aov["p"], aov["partial_eta2"],
+                                                  "partial_eta2"), (hc3["F"], hc3["df1"], hc3["df2"], hc3["p"]), kw)
     tables = [_lsmeans_table(levels, fit.lsmeans, fit.cov, fit.df_resid, alpha),
               _lsmeans_table(levels, fit.lsmeans, fit.cov_hc3, fit.df_resid, alpha),
               _stratified_dunn_table(levels, groups.y, groups.codes, blocks,
@@ -390,6 +372,21 @@ def _analyse_blocked(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base:
     return {"assumptions": assumptions, "omnibus": omnibus, "posthoc": posthoc, "effects": effects,
             "equivalence": equivalence, "route": route, "reason": reason, "p": float(p),
             "eta2": float(aov["partial_eta2"])}
+
+
+def _omnibus_rows(knob: str, route: str, reason: str, anova: tuple[Any, ...], welch: tuple[Any, ...],
+                  kruskal: Mapping[str, float]) -> pd.DataFrame:
+    """The three omnibus rows of a knob: ANOVA ``(F, df1, df2, p, effect size, its name)``, Welch (or
+    its blocked HC3 twin) ``(F, df1, df2, p)`` and Kruskal–Wallis; ``route`` marks the recommended one."""
+    def row(test: str, values: tuple[Any, ...], size: Any, size_name: str | None, chosen: str) -> dict[str, Any]:
+        statistic, df1, df2, p = values
+        return {"test": test, "source": knob, "statistic": statistic, "df1": df1, "df2": df2, "p": p,
+                "effect_size": size, "effect_size_name": size_name, "recommended": route == chosen, "reason": reason}
+
+    return pd.DataFrame([row("anova", anova[:4], anova[4], anova[5], "anova+tukey"),
+                         row("welch_anova", welch, np.nan, None, "welch+games_howell"),
+                         row("kruskal", (kruskal["H"], kruskal["df"], np.nan, kruskal["p"]), kruskal["epsilon2"],
+                             "epsilon2", "kruskal+dunn")], columns=OMNIBUS_COLUMNS[2:])
 
 
 def _rows_per_knob(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], kind: str) -> dict[str, np.ndarray]:
