@@ -275,3 +275,52 @@ def test_a_bad_testbeds_file_is_one_error_line_before_anything_runs(case: str, t
     assert len(err.splitlines()) == 1 and err.startswith("tunelab: error:"), err
     assert expected.replace("PORT", str(port)) in err, err
     assert not (tmp_path / "data").exists()           # no store: nothing was run or recorded
+
+
+def test_an_existing_scheduler_and_named_workers_run_the_study(tmp_path: Path, capsys,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dask scheduler` and one `dask worker --name TESTBED --resources testbed=1` per testbed, as the
+    README shows; `tunelab run --scheduler` uses them, and leaves them running."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    worker = [sys.executable, "-m", "distributed.cli.dask_worker"]
+    env = {**os.environ, "TUNELAB_TESTBED_DIR": str(tmp_path / "testbeds")}
+    procs = [subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for name in ("sim1", "sim2"):
+            procs.append(subprocess.Popen([*worker, address, "--name", name, "--nthreads", "1", "--resources",
+                                           "testbed=1", "--no-dashboard"], env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("TUNELAB_TESTBED_DIR", str(tmp_path / "testbeds"))
+        (tmp_path / "sim.yaml").write_text(DESIGN.replace("replicates: 12", "replicates: 2"))
+        (tmp_path / "beds.yaml").write_text("testbeds:\n  - {name: sim1, type: simulator}\n"
+                                            "  - {name: sim2, type: simulator}\n")
+        assert main(["run", "sim.yaml", "--testbeds", "beds.yaml", "--scheduler", address, "--no-progress"]) == 0
+        assert "10 planned, 0 already done (skipped), 10 ok" in capsys.readouterr().out
+        with Store(tmp_path / "data" / "sim60.sqlite", readonly=True) as store:
+            assert set(store.tidy()["testbed"]) == {"sim1", "sim2"}
+        assert all(proc.poll() is None for proc in procs)          # the cluster is the user's: still up
+        (tmp_path / "beds3.yaml").write_text((tmp_path / "beds.yaml").read_text()
+                                             + "  - {name: sim3, type: simulator}\n")
+        monkeypatch.setattr("tunelab.cluster.session.JOIN_TIMEOUT_S", 3.0)
+        assert main(["run", "sim.yaml", "--testbeds", "beds3.yaml", "--scheduler", address, "--store", "x.sqlite",
+                     "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert "no Dask worker for testbed(s) sim3" in err and len(err.strip().splitlines()) == 1
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()

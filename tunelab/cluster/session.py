@@ -56,7 +56,8 @@ class TestbedCluster:
 
     beds: Sequence[BedSpec]
     scheduler: str | None = None
-    join_timeout_s: float = JOIN_TIMEOUT_S
+    #: seconds to wait for the workers (default :data:`JOIN_TIMEOUT_S`, read when the cluster starts)
+    join_timeout_s: float | None = None
     client: Any = field(default=None, init=False)
     cluster: Any = field(default=None, init=False)
     #: testbed name -> the Dask worker name that drives it
@@ -65,6 +66,8 @@ class TestbedCluster:
     def __enter__(self) -> "TestbedCluster":
         from distributed import Client, LocalCluster   # deferred: dask is only needed for many testbeds
 
+        if self.join_timeout_s is None:
+            self.join_timeout_s = JOIN_TIMEOUT_S
         names = [bed.name for bed in self.beds]
         if not names or len(set(names)) != len(names):
             raise ClusterError(f"a cluster needs testbeds with distinct names, got {names}")
