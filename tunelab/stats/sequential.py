@@ -70,6 +70,8 @@ def linear(fraction: float, alpha: float) -> float:
     return float(alpha * fraction)
 
 
+#: how the screen's between-testbed note begins (each look has its own; the last look's is kept)
+TESTBED_NOTE = "testbed is a blocking factor"
 #: chosen by benchmarks/bench_sequential.py (docs/stats-notes.md, "Sequential replicates")
 DEFAULT_SPENDING = "linear"
 
@@ -488,8 +490,10 @@ def _assemble(first: ScreenResult, looks: dict, rounds: list[dict[str, Any]], op
     verdicts["best_level"] = pd.Series(
         [level for row in rows for level in row["best_level"].tolist()], dtype=object)
     verdicts = verdicts[SEQUENTIAL_VERDICT_COLUMNS]
+    spread = [note for note in last.settings.get("notes", []) if note.startswith(TESTBED_NOTE)]
     notes = list(dict.fromkeys(note for result in (first, *[r for r, _ in by_source.values()], last)
-                               for note in result.settings.get("notes", [])))
+                               for note in result.settings.get("notes", [])
+                               if not note.startswith(TESTBED_NOTE) or note in spread))   # the last look's spread
     usable = data
     if "status" in data.columns:
         usable = data[data["status"].isin([status.value for status in USABLE_STATUSES])]
