@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from tunelab.cluster.session import RESOURCE, TestbedCluster
 from tunelab.cluster.worker import RunContext, TrialReply, TrialRequest, interrupt_testbed, run_on_testbed
-from tunelab.errors import TargetError
+from tunelab.errors import ClusterError, TargetError
 from tunelab.model import TrialStatus
 from tunelab.runner import RunSummary, TrialOutcome
 from tunelab.store import Store
@@ -173,6 +173,8 @@ class Dispatcher:
         if bed is not None:
             bed.trials += 1
             self._note_machine(bed, reply.machine_id)
+        if reply.testbed is None:       # a worker of the cluster that drives no testbed took the task
+            raise ClusterError(reply.error or "a Dask worker without a testbed took a trial")
         if reply.testbed_fault:
             self._quarantine(reply.testbed, reply.error or "it cannot run trials")
             queue.appendleft(job)
