@@ -7,7 +7,7 @@ VENV="$ROOT/.venv"
 PYTHON="${PYTHON:-python3}"
 
 # Debian packages the lab and the tests need. Each is installed only if missing.
-DEBIAN_PACKAGES=(iproute2 procps util-linux dnsperf iperf3 nsd fio wrk openssh-server openssh-client chromium)
+DEBIAN_PACKAGES=(iproute2 procps util-linux dnsperf iperf3 nsd nginx fio wrk openssh-server openssh-client chromium)
 
 install_debian_packages() {
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
@@ -24,7 +24,7 @@ install_debian_packages() {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
     # Debian starts services on install; the lab runs its own instances, so stop the system ones.
-    for svc in nsd ssh iperf3; do
+    for svc in nsd ssh iperf3 nginx; do
         if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
             systemctl stop "$svc" || true
         fi

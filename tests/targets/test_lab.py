@@ -187,7 +187,7 @@ def test_disk_is_a_loop_device_of_the_requested_size(make_lab):
 
 
 def test_disk_device_needs_disk_mb(make_lab):
-    lab = make_lab(services=())
+    lab = make_lab(services=(), disk_mb=None)
     with pytest.raises(TargetError, match="disk_mb"):
         lab.resolve_device("@disk")
 

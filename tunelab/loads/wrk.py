@@ -1,5 +1,9 @@
 """wrk (4.x) against an HTTP server on the server host (service ``http``).
 
+In the lab, service ``http`` is nginx on port 80 (:data:`tunelab.targets.services.HTTP_PORT`)
+serving fixed files (:data:`tunelab.targets.services.HTTP_FILES`): ``/`` and ``/index.html``
+(1 KiB), ``/64k.bin`` (64 KiB); choose one with the ``path`` setting.
+
 wrk prints only whole-run figures (no per-second output, no warm-up), so the series is empty and
 the metrics include the warm-up seconds; keep ``warmup_s`` small or the server pre-warmed. Latency
 percentiles come from ``--latency`` (always on). wrk's sizes use binary units (1 MB = 2^20 bytes);
@@ -27,6 +31,7 @@ from tunelab.loads import _common as c
 from tunelab.loads.base import LOADS, Load, LoadResult
 from tunelab.loads.metrics import pick
 from tunelab.targets.base import CommandResult
+from tunelab.targets.services import HTTP_PORT
 
 # No ``script`` setting on purpose: ``wrk -s script.lua`` runs arbitrary Lua (os.execute) as root.
 SETTINGS = {
@@ -37,7 +42,7 @@ SETTINGS = {
     "timeout": c.Setting((int,), "a whole number of seconds from 1 to 3600",
                          lambda v: not isinstance(v, bool) and 1 <= v <= 3600),
 }
-DEFAULTS: dict[str, Any] = {"path": "/", "port": 80, "threads": 2, "connections": 16, "timeout": 2}
+DEFAULTS: dict[str, Any] = {"path": "/", "port": HTTP_PORT, "threads": 2, "connections": 16, "timeout": 2}
 
 _TIME_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
 _BINARY = {"": 1, "B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30, "TB": 2**40}

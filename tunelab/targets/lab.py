@@ -10,7 +10,11 @@ With ``bottleneck_mbit`` a router namespace sits in between and shapes both dire
     tl-NAME-srv tl0 <--> tl-srv [tl-NAME-rtr, tbf] tl-cli <--> tl0 tl-NAME-cli
 
 The server namespace runs NSD (the zone of :mod:`tunelab.targets.dnszone` on port 53) and an
-``iperf3 -s``; an optional sparse file on a loop device serves disk loads (``"@disk"``).
+``iperf3 -s``; on demand also nginx (service ``http``: fixed files on port 80 for ``wrk``). A
+sparse file on a loop device serves disk loads (``"@disk"``): created by ``up()`` with
+``disk_mb=N``, or on the first ``resolve_device("@disk")`` with the default ``disk_mb="auto"``.
+``delay_ms``/``loss_pct`` add ``netem`` on the client's link (client -> server) where the kernel
+has it (:func:`netem_available`).
 Per-namespace sysctls (``net.ipv4.*``, ``net.core.somaxconn``) are read and written through a
 thread that has entered the namespace, so the host's values are never touched.
 
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import errno
+import functools
 import json
 import os
 import re
@@ -62,6 +67,16 @@ ROLES = {"server": "srv", "client": "cli", "router": "rtr"}
 LINK = "tl0"
 #: largest lab disk (a sparse file, but fio may fill it): 64 GiB
 MAX_DISK_MB = 65536
+#: size of the disk ``disk_mb="auto"`` creates on the first ``resolve_device("@disk")``
+AUTO_DISK_MB = 256
+#: most one-way delay ``delay_ms`` may add (netem)
+MAX_DELAY_MS = 10_000
+#: why ``delay_ms``/``loss_pct`` cannot be used when :func:`netem_available` is false
+NETEM_MISSING = ("this kernel has no netem (sch_netem): delay_ms/loss_pct cannot be emulated here; "
+                 "run on a kernel with CONFIG_NET_SCH_NETEM (`modprobe sch_netem`) or drop delay_ms/loss_pct")
+#: the Debian package of each tool the lab runs
+TOOL_PACKAGES = {"ip": "iproute2", "tc": "iproute2", "losetup": "util-linux", "taskset": "util-linux",
+                 "nsd": "nsd", "iperf3": "iperf3", "nginx": "nginx"}
 #: most A records in the lab's DNS zone
 MAX_RECORDS = 1_000_000
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
@@ -285,6 +300,17 @@ class LabService:
     timeout_s: float = 5.0
 
 
+def missing_tools_message(tools: Sequence[str]) -> str:
+    """One line naming missing tools and the Debian packages that provide them.
+
+    >>> missing_tools_message(["nginx", "tc"])[:62]
+    'the lab needs nginx, tc; install the Debian packages nginx, ip'
+    """
+    packages = list(dict.fromkeys(TOOL_PACKAGES.get(tool, tool) for tool in tools))
+    return (f"the lab needs {', '.join(tools)}; install the Debian packages {', '.join(packages)} "
+            f"(apt-get install {' '.join(packages)}, or ./quickstart.sh as root)")
+
+
 #: the services a lab can run; ``LAB_SERVICES.get(name)`` raises TargetError listing the known ones
 LAB_SERVICES: Registry[LabService] = Registry("lab service", error=TargetError)
 
@@ -301,7 +327,18 @@ def _nsd_ready(lab: "LabTarget") -> bool:
     return answer is not None
 
 
+def _nginx_argv(lab: "LabTarget") -> list[str]:
+    workdir = lab.workdir / "http"
+    conf = svc.write_http_files(workdir, lab.address("server"))
+    return ["nginx", "-p", str(workdir), "-e", str(workdir / "error.log"), "-c", str(conf), "-g", "daemon off;"]
+
+
+def _nginx_ready(lab: "LabTarget") -> bool:
+    return lab.in_namespace("client", svc.http_status, lab.address("server"), svc.HTTP_PORT, "/", 0.05) == 200
+
+
 LAB_SERVICES.add("dns", LabService("nsd", _nsd_argv, _nsd_ready))
+LAB_SERVICES.add("http", LabService("nginx", _nginx_argv, _nginx_ready))
 LAB_SERVICES.add("iperf3", LabService(
     "iperf3",
     lambda lab: ["iperf3", "--server", "--bind", lab.address("server"), "--port", str(svc.IPERF3_PORT)],
@@ -447,8 +484,16 @@ class LabTarget(Target):
         tbf queue length (default: 20 ms at the bottleneck rate, at least 64 KiB).
     records : int
         A records in the DNS zone (``r0`` ... ``r{records-1}``).
-    disk_mb : int, optional
-        Size of a sparse file attached to a loop device (``resolve_device("@disk")``).
+    disk_mb : int, "auto" or None
+        Size in MiB of a sparse file attached to a loop device (``resolve_device("@disk")``),
+        created by ``up()``. ``"auto"`` (default): a disk of :data:`AUTO_DISK_MB` is created on the
+        first ``resolve_device("@disk")``, so a design naming ``@disk`` needs no option; None: no disk.
+        ``down()`` removes the disk either way.
+    delay_ms, loss_pct : float, optional
+        Emulate a path: ``netem`` on the client's link adds this one-way delay (client -> server,
+        so the RTT grows by ``delay_ms``) and drops this share of packets. Needs netem in the kernel
+        (:func:`netem_available`); without it ``up()`` fails with :data:`NETEM_MISSING` before
+        creating anything.
     pin_cpus : "auto", True or False
         Pin the server's services and commands, and the client's commands (the load generator),
         to disjoint CPU sets with ``taskset`` (:func:`plan_pinning`): ``auto`` (default) when at
@@ -457,7 +502,8 @@ class LabTarget(Target):
     server_cpu, client_cpu : int or None
         Pin that host to this one CPU instead of its half of the available CPUs.
     services : sequence of str
-        Services started by ``up()`` (default ``("dns", "iperf3")``).
+        Services started by ``up()`` (default ``("dns", "iperf3")``); any of ``LAB_SERVICES``
+        (``dns``, ``iperf3``, ``http``) can also be started later with ``start_service``.
     """
 
     name = "lab"
@@ -465,9 +511,10 @@ class LabTarget(Target):
     cannot = {"up_twice": "a lab claims its name once: up() on a live lab raises TargetError (use reset())"}
 
     def __init__(self, name: str | None = None, bottleneck_mbit: float | None = None,
-                 queue_limit_bytes: int | None = None, records: int = 1000, disk_mb: int | None = None,
+                 queue_limit_bytes: int | None = None, records: int = 1000, disk_mb: int | str | None = "auto",
                  server_cpu: int | None = None, client_cpu: int | None = None,
-                 services: Sequence[str] = ("dns", "iperf3"), pin_cpus: bool | str = "auto") -> None:
+                 services: Sequence[str] = ("dns", "iperf3"), pin_cpus: bool | str = "auto",
+                 delay_ms: float | None = None, loss_pct: float | None = None) -> None:
         self.lab_name = name if name is not None else secrets.token_hex(3)
         if not _NAME_RE.match(self.lab_name):
             raise TargetError(f"lab name {self.lab_name!r} is invalid; use 1-24 characters of a-z, 0-9 and '-', "
@@ -480,9 +527,11 @@ class LabTarget(Target):
         if isinstance(records, bool) or not isinstance(records, int) or not 2 <= records <= MAX_RECORDS:
             raise TargetError(f"records must be an integer from 2 (r1.tunelab.test must exist) to {MAX_RECORDS}, "
                               f"got {records!r}")
-        if disk_mb is not None and (isinstance(disk_mb, bool) or not isinstance(disk_mb, int)
-                                    or not 16 <= disk_mb <= MAX_DISK_MB):
-            raise TargetError(f"disk_mb must be an integer from 16 to {MAX_DISK_MB} MiB, got {disk_mb!r}")
+        if disk_mb not in (None, "auto") and (isinstance(disk_mb, bool) or not isinstance(disk_mb, int)
+                                              or not 16 <= disk_mb <= MAX_DISK_MB):
+            raise TargetError(f"disk_mb must be an integer from 16 to {MAX_DISK_MB} MiB, 'auto' (a {AUTO_DISK_MB} MiB "
+                              f"disk when '@disk' is first used) or null (no disk), got {disk_mb!r}")
+        check_path_options(delay_ms, loss_pct)
         cpus, self.pinning_note = plan_pinning(pin_cpus, sorted(os.sched_getaffinity(0)), server_cpu, client_cpu)
         self.pin_cpus = pin_cpus
         for service in services:
@@ -491,6 +540,8 @@ class LabTarget(Target):
         self.queue_limit_bytes = queue_limit_bytes
         self.records = records
         self.disk_mb = disk_mb
+        self.delay_ms = delay_ms
+        self.loss_pct = loss_pct
         #: host -> taskset CPU list (``"0"``, ``"2-3"``) or None: the server's services and commands, the client's
         self.cpus: dict[str, str | None] = cpus
         self.initial_services = tuple(services)
@@ -509,12 +560,17 @@ class LabTarget(Target):
 
     @classmethod
     def validate_options(cls, options: dict[str, Any]) -> None:
-        """``pin_cpus`` must be auto, true or false (checked when a design is planned)."""
+        """``pin_cpus`` must be auto, true or false; ``delay_ms``/``loss_pct`` in range (checked at plan time)."""
         if "pin_cpus" in options:
             try:
                 check_pin_cpus(options["pin_cpus"])
             except TargetError as exc:
                 raise TargetOptionError(f"target lab: {exc}", "pin_cpus") from None
+        for key in ("delay_ms", "loss_pct"):
+            try:
+                check_path_options(**{"delay_ms": None, "loss_pct": None, key: options.get(key)})
+            except TargetError as exc:
+                raise TargetOptionError(f"target lab: {exc}", key) from None
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -537,8 +593,8 @@ class LabTarget(Target):
             try:
                 self.workdir.mkdir(parents=True, exist_ok=True)
                 self._build_network()
-                if self.disk_mb:
-                    self._make_disk()
+                if isinstance(self.disk_mb, int):
+                    self._make_disk(self.disk_mb)
                 for service in self.initial_services:
                     self.start_service(service)
             except BaseException:
@@ -606,20 +662,27 @@ class LabTarget(Target):
     def _options(self) -> dict[str, Any]:
         return {"bottleneck_mbit": self.bottleneck_mbit, "queue_limit_bytes": self.queue_limit_bytes,
                 "records": self.records, "disk_mb": self.disk_mb, "server_cpu": self.cpus["server"],
-                "client_cpu": self.cpus["client"], "pin_cpus": self.pin_cpus}
+                "client_cpu": self.cpus["client"], "pin_cpus": self.pin_cpus, "delay_ms": self.delay_ms,
+                "loss_pct": self.loss_pct}
+
+    @property
+    def emulates_path(self) -> bool:
+        """Whether ``delay_ms`` or ``loss_pct`` asks for netem."""
+        return self.delay_ms is not None or self.loss_pct is not None
 
     def _check_tools(self) -> None:
         needed = ["ip"] + [LAB_SERVICES.get(s).tool for s in self.initial_services]
-        if self.bottleneck_mbit is not None:
+        if self.bottleneck_mbit is not None or self.emulates_path:
             needed.append("tc")
-        if self.disk_mb:
+        if isinstance(self.disk_mb, int):
             needed.append("losetup")
         if any(cpu is not None for cpu in self.cpus.values()):
             needed.append("taskset")
-        missing = [tool for tool in needed if shutil.which(tool) is None]
+        missing = list(dict.fromkeys(tool for tool in needed if shutil.which(tool) is None))
         if missing:
-            raise ToolMissingError(f"the lab needs {', '.join(missing)}; install them (Debian: iproute2, nsd, "
-                                   "iperf3, util-linux)")
+            raise ToolMissingError(missing_tools_message(missing))
+        if self.emulates_path and not netem_available():
+            raise TargetError(NETEM_MISSING)
 
     def _build_network(self) -> None:
         start = time.monotonic()
@@ -650,19 +713,24 @@ class LabTarget(Target):
                             ["link", "set", "tl-srv", "up"], ["link", "set", "tl-cli", "up"]], namespace=ns["router"])
             netns.ip_batch([["qdisc", "add", "dev", dev, "root", *tbf_args(self.bottleneck_mbit, self.queue_limit_bytes)]
                             for dev in ("tl-srv", "tl-cli")], namespace=ns["router"], tool="tc")
+        if self.emulates_path:
+            netns.ip_batch([["qdisc", "add", "dev", LINK, "root", *netem_args(self.delay_ms, self.loss_pct)]],
+                           namespace=ns["client"], tool="tc")
         for role, namespace in ns.items():
             self._workers[role] = netns.NetnsWorker(namespace)
         if "router" in ns:
             self.in_namespace("router", write_file, "/proc/sys/net/ipv4/ip_forward", "1")
         self.timings["network_s"] = time.monotonic() - start
 
-    def _make_disk(self) -> None:
+    def _make_disk(self, size_mb: int) -> None:
         assert self.state is not None
+        if shutil.which("losetup") is None:
+            raise ToolMissingError(missing_tools_message(["losetup"]))
         backing = private_dir(DISK_DIR) / f"{self.lab_name}.img"
         # O_EXCL | O_NOFOLLOW: never write through a file or symlink someone else put there
         fd = os.open(backing, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as fh:
-            fh.truncate(self.disk_mb * 1024 * 1024)
+            fh.truncate(size_mb * 1024 * 1024)
         self.state.disk_file = str(backing)
         self.state.save()
         proc = subprocess.run(["losetup", "--find", "--show", str(backing)], capture_output=True, text=True,
@@ -746,13 +814,17 @@ class LabTarget(Target):
         if device == "@link":
             return LINK
         if device == "@disk":
-            if self.state is None or not self.state.disk_device:
-                raise TargetError("device '@disk' needs a lab disk; create the lab with disk_mb (e.g. disk_mb=256)")
+            with self._lock:
+                if self.state is not None and not self.state.disk_device and self.disk_mb == "auto":
+                    self._make_disk(AUTO_DISK_MB)
+                if self.state is None or not self.state.disk_device:
+                    raise TargetError("device '@disk' needs a lab disk; create the lab with disk_mb (e.g. disk_mb=256) "
+                                      "or disk_mb='auto'" + ("" if self.state is not None else ", and bring it up"))
             return Path(self.state.disk_device).name
         return device
 
     def start_service(self, name: str) -> None:
-        """Start ``name`` ("dns" or "iperf3") in the server namespace and wait until it answers."""
+        """Start ``name`` ("dns", "iperf3" or "http") in the server namespace and wait until it answers."""
         with self._lock:
             self._require_up()
             assert self.state is not None
@@ -760,6 +832,8 @@ class LabTarget(Target):
             proc = self._procs.get(name)
             if proc is not None and proc.poll() is None:
                 return
+            if shutil.which(service.tool) is None:
+                raise ToolMissingError(f"lab service {name!r}: " + missing_tools_message([service.tool]))
             log = self.workdir / f"{name}.log"
             argv = netns.exec_argv(self.namespace("server"), service.argv(self), self.cpus["server"])
             proc = svc.spawn(argv, log)
@@ -796,6 +870,25 @@ class LabTarget(Target):
         return self._meter()
 
 
+def check_path_options(delay_ms: Any, loss_pct: Any) -> None:
+    """TargetError unless ``delay_ms`` is None or in (0, MAX_DELAY_MS] and ``loss_pct`` None or in (0, 100).
+
+    >>> check_path_options(20, None)
+    >>> check_path_options(None, 100)
+    Traceback (most recent call last):
+    ...
+    tunelab.errors.TargetError: loss_pct must be a percentage above 0 and below 100, got 100
+    """
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if delay_ms is not None and not (number(delay_ms) and 0 < delay_ms <= MAX_DELAY_MS):
+        raise TargetError(f"delay_ms must be a one-way delay in ms above 0 and at most {MAX_DELAY_MS}, "
+                          f"got {delay_ms!r}")
+    if loss_pct is not None and not (number(loss_pct) and 0 < loss_pct < 100):
+        raise TargetError(f"loss_pct must be a percentage above 0 and below 100, got {loss_pct!r}")
+
+
 def tbf_args(rate_mbit: float, limit_bytes: int | None = None) -> list[str]:
     """``tbf`` parameters for ``rate_mbit``: burst of one timer tick (>= 64 KiB), queue of 20 ms.
 
@@ -807,3 +900,38 @@ def tbf_args(rate_mbit: float, limit_bytes: int | None = None) -> list[str]:
     limit = limit_bytes if limit_bytes is not None else max(65536, int(rate_bytes_s * 0.020))
     rate = f"{rate_mbit:g}mbit"
     return ["tbf", "rate", rate, "burst", str(burst), "limit", str(limit)]
+
+
+def netem_args(delay_ms: float | None, loss_pct: float | None) -> list[str]:
+    """``netem`` parameters for a one-way ``delay_ms`` and a ``loss_pct`` (either may be None).
+
+    The queue holds 100000 packets so the emulated path itself does not drop at high rates.
+
+    >>> netem_args(20, 0.5)
+    ['netem', 'limit', '100000', 'delay', '20ms', 'loss', '0.5%']
+    """
+    args = ["netem", "limit", "100000"]
+    if delay_ms is not None:
+        args += ["delay", f"{delay_ms:g}ms"]
+    if loss_pct is not None:
+        args += ["loss", f"{loss_pct:g}%"]
+    return args
+
+
+@functools.lru_cache(maxsize=1)
+def netem_available() -> bool:
+    """Whether this kernel can run the ``netem`` qdisc (cached for the process).
+
+    Probes in a private, anonymous network namespace (``unshare --net``; with ``--user`` when not
+    root) that disappears with the probe, so nothing on the host changes. False when the probe
+    cannot run at all (no ``unshare`` or ``tc``); :data:`NETEM_MISSING` says what that means.
+    """
+    if shutil.which("unshare") is None or shutil.which("tc") is None:
+        return False
+    prefix = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--net"]
+    try:
+        proc = subprocess.run(prefix + ["tc", "qdisc", "add", "dev", "lo", "root", *netem_args(1, None)],
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0

@@ -1,9 +1,12 @@
-"""The lab's services (NSD and an iperf3 server) and probes that tell when they answer.
+"""The lab's services (NSD, an iperf3 server, nginx) and probes that tell when they answer.
 
 Services run in the foreground inside the server namespace, in their own process group, so the
 lab can stop them by PID. Readiness is checked from inside a namespace (see
 :class:`tunelab.targets.netns.NetnsWorker`): a real DNS query for NSD, a LISTEN socket in
-``/proc/thread-self/net/tcp`` for iperf3.
+``/proc/thread-self/net/tcp`` for iperf3, a real HTTP GET of ``/`` for nginx.
+
+nginx (service ``http``) serves the fixed files of :data:`HTTP_FILES` from the lab's work
+directory on :data:`HTTP_PORT`, with its own configuration (no system config, no access log).
 """
 from __future__ import annotations
 
@@ -23,6 +26,10 @@ from tunelab.targets.netns import kill_pids
 
 DNS_PORT = 53
 IPERF3_PORT = 5201
+#: the port nginx listens on in the lab (the ``wrk`` load's default port)
+HTTP_PORT = 80
+#: the files the lab's nginx serves: URL path -> size in bytes
+HTTP_FILES = {"/index.html": 1024, "/64k.bin": 65536}
 
 
 def nsd_config(workdir: Path, address: str, port: int = DNS_PORT) -> str:
@@ -64,6 +71,86 @@ def write_nsd_files(workdir: Path, address: str, records: int) -> Path:
     conf = workdir / "nsd.conf"
     conf.write_text(nsd_config(workdir, address))
     return conf
+
+
+def http_file_bytes(path: str, size: int) -> bytes:
+    """The fixed content of a served file: an HTML page for ``.html``, a byte ramp otherwise.
+
+    >>> len(http_file_bytes("/index.html", 1024)), http_file_bytes("/x.bin", 4)
+    (1024, b'\\x00\\x01\\x02\\x03')
+    """
+    if path.endswith(".html"):
+        head, tail = b"<!doctype html><html><body><p>tunelab lab</p><!--", b"--></body></html>\n"
+        return head + b"x" * (size - len(head) - len(tail)) + tail
+    return (bytes(range(256)) * (size // 256 + 1))[:size]
+
+
+def nginx_config(workdir: Path, address: str, port: int = HTTP_PORT) -> str:
+    """An nginx.conf with every path under ``workdir``: foreground-friendly, no access log.
+
+    Workers keep root's identity (as NSD and iperf3 in the lab do) because the lab's work
+    directory is private to root; nginx listens only inside the lab's server namespace.
+
+    >>> "listen 10.77.0.1:80" in nginx_config(Path("/tmp/x"), "10.77.0.1")
+    True
+    """
+    temp = "\n".join(f"    {kind}_temp_path {workdir}/temp/{kind};"
+                      for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    return f"""user root root;
+worker_processes 1;
+pid {workdir}/nginx.pid;
+error_log {workdir}/error.log warn;
+events {{
+    worker_connections 8192;
+}}
+http {{
+    access_log off;
+    server_tokens off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    types {{
+        text/html html;
+        application/octet-stream bin;
+    }}
+    default_type application/octet-stream;
+{temp}
+    server {{
+        listen {address}:{port} backlog=4096;
+        root {workdir}/www;
+        index index.html;
+    }}
+}}
+"""
+
+
+def write_http_files(workdir: Path, address: str, port: int = HTTP_PORT) -> Path:
+    """Write nginx.conf and the files of :data:`HTTP_FILES` into ``workdir``; return the config path."""
+    for sub in ("www", "temp"):
+        (workdir / sub).mkdir(parents=True, exist_ok=True)
+    for path, size in HTTP_FILES.items():
+        (workdir / "www" / path.lstrip("/")).write_bytes(http_file_bytes(path, size))
+    conf = workdir / "nginx.conf"
+    conf.write_text(nginx_config(workdir, address, port))
+    return conf
+
+
+def http_status(address: str, port: int = HTTP_PORT, path: str = "/", timeout_s: float = 0.2) -> int | None:
+    """The status code of one ``GET path`` to ``address:port``, or None when nothing answered.
+
+    Call it from a thread inside the client namespace so the socket belongs to that namespace.
+    """
+    request = f"GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n".encode("ascii")
+    try:
+        with socket.create_connection((address, port), timeout=timeout_s) as sock:
+            sock.sendall(request)
+            status_line = sock.recv(64).split(b"\r\n", 1)[0].split()
+    except OSError:
+        return None
+    if len(status_line) >= 2 and status_line[0].startswith(b"HTTP/") and status_line[1].isdigit():
+        return int(status_line[1])
+    return None
 
 
 def dns_query_packet(name: str, query_id: int, qtype: int = 1) -> bytes:
