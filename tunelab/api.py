@@ -110,14 +110,21 @@ class PlanResult:
         return {**self.summary, "plan": plan_records(self.plan)}
 
 
-def plan(design_path: PathLike, *, allow_design_commands: bool = False) -> PlanResult:
-    """Validate a design file and build its plan without touching any machine.
+def plan(design_path: PathLike, *, allow_design_commands: bool = False, probe: bool = False,
+         target: str | None = None, allow_host_global: bool = False, store: PathLike | None = None) -> PlanResult:
+    """Validate a design file and build its plan; with ``probe``, also try its configurations on the target.
 
     Parameters
     ----------
     design_path : the design file (YAML)
     allow_design_commands : accept target options that run commands as root (``service_commands``);
         without it such a design is refused exactly as :func:`run` would refuse it
+    probe : apply each distinct planned configuration on the design's target (or ``target``) in
+        write order, read it back and restore it (:func:`tunelab.constraints.probe_design`); the
+        combinations the kernel refuses and the ``exclude:`` entries to paste go to
+        ``summary["probe"]``. Without it no machine is touched.
+    allow_host_global : let the probe change host-global knobs (as ``tunelab run --allow-host-global``)
+    store : the probe's journal (default ``data/<study>.probe.sqlite``; ``tunelab restore`` takes its path)
 
     Returns
     -------
@@ -126,7 +133,39 @@ def plan(design_path: PathLike, *, allow_design_commands: bool = False) -> PlanR
     design = load_design(design_path)
     commands = check_design_commands(design, allow_design_commands)
     frame = make_plan(design)
-    return PlanResult(design, frame, plan_summary(design, frame), list(commands))
+    summary = plan_summary(design, frame)
+    if probe:
+        summary["probe"] = _probe(design, Path(design_path), frame, target, allow_host_global, allow_design_commands,
+                                  store).to_json()
+    return PlanResult(design, frame, summary, list(commands))
+
+
+def _probe(design: Design, design_path: Path, frame: pd.DataFrame, target: str | None, allow_host_global: bool,
+           allow_design_commands: bool, store: PathLike | None) -> Any:
+    """The feasibility probe of :func:`plan`, under the run's safety rules (lease, crashed runs, journal).
+
+    Its journal is a store of its own, keyed by the study name only, so editing the design after a
+    probe (adding the suggested exclusions) neither clashes with it nor with the study's store.
+    """
+    from tunelab.constraints import probe_design
+
+    spec = target_spec_for(design, target)
+    target_cls = check_target_spec(spec, allow_commands=allow_design_commands)
+    if getattr(target_cls, "writes_nothing", False):
+        raise TargetError(f"the {spec['type']} target writes nothing, so it cannot tell which knob combinations the "
+                          "kernel refuses; probe on the target the study runs on (lab, local, ssh, simulator)")
+    path = Path(store) if store is not None else default_store_path(design.name).with_suffix(".probe.sqlite")
+    with sigterm_interrupts(), leases.lease(path):
+        for name in journal.remove_orphan_labs():
+            print(f"removed orphaned lab {name} (its run had died)", file=sys.stderr)
+        leases.check_crashed_runs(own_store=path)
+        key = hashlib.sha256(f"probe:{design.name}".encode()).hexdigest()
+        with Store.open(path, study=design.name, design_hash=key, design_text=Path(design_path).read_text(),
+                        target_spec={"type": spec["type"], "options": spec["options"]}) as opened:
+            with build_target(spec, allow_commands=allow_design_commands) as live:
+                result = probe_design(design, live, opened, plan=frame, allow_host_global=allow_host_global)
+        leases.sweep()
+    return result
 
 
 # ---- run ------------------------------------------------------------------------------------------

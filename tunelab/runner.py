@@ -5,7 +5,8 @@ One trial (:func:`run_trial`) is, in order:
 1. ``begin``: the store records the trial as ``running``;
 2. ``snapshot``: read the current value of every knob the trial touches;
 3. ``apply``: for each knob whose value changes, journal the change (durably) and only then write
-   it; unchanged knobs are not written;
+   it, in the design's write order (``apply_order``, else built-in ranks: the block scheduler
+   before ``nr_requests``); unchanged knobs are not written;
 4. ``verify``: read every knob back; a mismatch fails the trial with the knob, wanted and got;
 5. ``restart``: if any knob of the study needs it (``knob.requires_restart``, e.g. somaxconn is
    read at ``listen()``), restart the load's service so the setting takes effect;
@@ -56,6 +57,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from tunelab.designs import Design, make_plan
+from tunelab.designs.constraints import in_write_order
 from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS, PLAN_COLUMNS
 from tunelab.errors import DesignError, KnobError, SafetyError, TargetError, TunelabError
 from tunelab.journal import host_identity, restore_journal
@@ -89,6 +91,8 @@ class BoundKnob:
     knob: Knob
     host: str = "server"
     device: str | None = None
+    #: write rank from the design (``apply_order``); None: the built-in default (designs.constraints)
+    apply_order: int | None = None
 
     @property
     def name(self) -> str:
@@ -120,7 +124,7 @@ def bind_knobs(design: Design | Mapping[str, Any], knob_lookup: KnobLookup | Non
         host = _field(entry, "host", "server") or "server"
         device = _field(entry, "device")
         bound.append(BoundKnob(id=_field(entry, "id") or knob_id(name, host, device), knob=lookup(name),
-                               host=host, device=device))
+                               host=host, device=device, apply_order=_field(entry, "apply_order")))
     if not bound:
         raise DesignError("the design has no knobs to run; list at least one under `knobs:`")
     return bound
@@ -317,9 +321,12 @@ def _snapshot(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob]) -> 
 
 
 def _apply(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob], store: Store) -> None:
-    """Step 3: journal every intended change in one durable commit, then write the changed knobs."""
+    """Step 3: journal every intended change in one durable commit, then write the changed knobs in
+    write order (:func:`tunelab.designs.constraints.write_rank`: e.g. the block scheduler before
+    ``nr_requests``); step 8 restores them in reverse."""
     with trial.clock.phase("apply"):
-        changing = [spec for spec in specs if trial.levels[spec.id] != trial.old_values[spec.id]]
+        changing = in_write_order([spec for spec in specs if trial.levels[spec.id] != trial.old_values[spec.id]],
+                                  lambda spec: spec.name, lambda spec: spec.apply_order)
         if not changing:
             return
         entries = store.journal_apply_many(trial.trial_id, [
@@ -501,20 +508,32 @@ def _identities(target: Target, hosts: set[str]) -> dict[str, HostIdentity]:
 def _restore(store: Store, target: Target, applied: list[tuple[int, BoundKnob, str | None, Any]],
              checkpoint: Checkpoint) -> None:
     """Step 8: write each changed knob back (newest first), verify, then mark the verified entries
-    restored in one commit (a crash before it leaves them ``applied``; restoring again is idempotent)."""
+    restored in one commit (a crash before it leaves them ``applied``; restoring again is idempotent).
+
+    A knob the kernel refuses to take back is tried once more after the others: coupled knobs
+    (``nr_requests`` is only valid under its old scheduler) are then back in their old state."""
     problems, restored = [], []
-    for entry, spec, device, old in reversed(applied):
-        try:
-            spec.knob.write(target, spec.host, old, device=device)
-            got = spec.knob.read(target, spec.host, device=device)
-        except TunelabError as exc:
-            problems.append(f"{spec.id}: {exc}")
-            continue
-        if got != old:
-            problems.append(f"{spec.id}: wrote back {_fmt(spec.knob, old)!r}, read {_fmt(spec.knob, got)!r}")
-            continue
-        restored.append(entry)
-        checkpoint("restore")
+    pending = list(reversed(applied))
+    for _ in range(2):
+        retry, problems = [], []
+        for item in pending:
+            entry, spec, device, old = item
+            try:
+                spec.knob.write(target, spec.host, old, device=device)
+                got = spec.knob.read(target, spec.host, device=device)
+            except TunelabError as exc:
+                problems.append(f"{spec.id}: {exc}")
+                retry.append(item)
+                continue
+            if got != old:
+                problems.append(f"{spec.id}: wrote back {_fmt(spec.knob, old)!r}, read {_fmt(spec.knob, got)!r}")
+                retry.append(item)
+                continue
+            restored.append(entry)
+            checkpoint("restore")
+        if not retry or len(retry) == len(pending):
+            break
+        pending = retry
     if restored:
         store.journal_restored_many(restored)
     if problems:

@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"errors", "model", "registry", "paths", "version"},
     {"knobs", "loads", "targets"},
     {"designs", "store", "testbeds"},
-    {"journal", "signals", "leases", "runner", "cluster"},
+    {"journal", "signals", "leases", "runner", "cluster", "constraints"},
     {"stats"},
     {"tidy"},
     {"optimize", "rounds", "calibration"},

@@ -7,6 +7,17 @@ is given: then every such command is printed, one line each (``table``: ``comman
 estimated wall time, resolution and aliases for fractional designs) and then the plan; ``csv``
 prints only the plan; ``json`` prints the summary plus ``"plan": [rows]`` (schema in
 designs/README.md).
+
+A design with ``constraints.exclude`` says how many runs were left out and which entry matched them
+(``table``: after the summary; ``json``: ``excluded``; ``csv``: on stderr). The knobs' write order
+(``apply_order``, lowest rank first; restored in reverse) is ``apply_order`` in the JSON.
+
+``--probe`` also applies each distinct planned configuration on the design's target (or
+``--target``), reads it back and restores it (journalled first, as ``tunelab run`` does; host-global
+knobs need ``--allow-host-global`` or the design's permission), then reports the combinations the
+kernel refuses with the ``exclude:`` entries to paste (``json``: ``probe``). Its journal is
+``data/<study>.probe.sqlite``: after a crash, ``tunelab restore data/<study>.probe.sqlite``.
+The command exits 3 when the probe found refused combinations.
 """
 from __future__ import annotations
 
@@ -17,6 +28,10 @@ from typing import Any
 
 import tunelab
 from tunelab.cli import render
+from tunelab.designs.plan import excluded_lines
+
+#: exit status of ``--probe`` when the target refused planned combinations
+EXIT_REFUSED = 3
 
 
 def register(subparsers: Any) -> None:
@@ -27,17 +42,28 @@ def register(subparsers: Any) -> None:
                         help="output format (default: table)")
     parser.add_argument("--allow-design-commands", action="store_true",
                         help="accept a design whose target options run commands as root, and print each of them")
+    parser.add_argument("--probe", action="store_true",
+                        help="apply, read back and restore each planned configuration on the target, and report "
+                             "the combinations the kernel refuses (with the exclude: entries to paste)")
+    parser.add_argument("--target", metavar="TYPE", help="the target to probe (default: the design's)")
+    parser.add_argument("--allow-host-global", action="store_true",
+                        help="let the probe change host-global knobs (each change is journalled and restored)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = tunelab.plan(args.design, allow_design_commands=args.allow_design_commands)
+    result = tunelab.plan(args.design, allow_design_commands=args.allow_design_commands, probe=args.probe,
+                          target=args.target, allow_host_global=args.allow_host_global)
+    notes = [*excluded_lines(result.summary), *result.summary.get("probe", {}).get("lines", [])]
     if args.format == "csv":
         for command in result.commands:
             print(f"command (runs as root) {command}", file=sys.stderr)
+        for line in notes:
+            print(line, file=sys.stderr)
         sys.stdout.write(render.plan_frame(result.plan).to_csv(index=False))
     elif args.format == "json":
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:
         sys.stdout.write(render.plan_table(result.summary, result.plan) + "\n")
-    return 0
+        sys.stdout.write("".join(f"{line}\n" for line in notes))
+    return EXIT_REFUSED if result.summary.get("probe", {}).get("refusals") else 0

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
+from tunelab.designs.constraints import Constraints, entry_text, in_write_order, matching_entry, write_rank
 from tunelab.designs.generators import GENERATORS, DesignRows
 from tunelab.designs.schema import Design, design_commands
 from tunelab.errors import DesignError
@@ -51,6 +52,15 @@ OPTIONAL_PLAN_COLUMNS = ["round", "profile", "testbed"]
 
 def _rows(design: Design) -> DesignRows:
     return GENERATORS.get(design.design_type).build(design, np.random.default_rng(design.seed))
+
+
+def _without_excluded(design: Design, rows: DesignRows) -> DesignRows:
+    """The design's rows minus those an ``constraints.exclude`` entry matches (the baseline never is)."""
+    exclude = design.constraints.exclude
+    if not exclude:
+        return rows
+    keep = [i for i, row in enumerate(rows.rows) if matching_entry(row, exclude) is None]
+    return replace(rows, rows=[rows.rows[i] for i in keep], varied=[rows.varied[i] for i in keep])
 
 
 def _replicate_template(design: Design, rows: DesignRows) -> tuple[list[dict[str, Any]], list[str | None]]:
@@ -123,7 +133,7 @@ def make_plan(design: Design) -> pd.DataFrame:
     import pandas as pd                      # deferred: `tunelab --help` does not need pandas
 
     rng = np.random.default_rng(design.seed)
-    rows = GENERATORS.get(design.design_type).build(design, rng)
+    rows = _without_excluded(design, GENERATORS.get(design.design_type).build(design, rng))
     configs, varied = _replicate_template(design, rows)
     per_rep = len(configs)
     ids = design.knob_ids
@@ -251,7 +261,9 @@ def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
     ``warnings``, ``restarts``, ``estimated_wall_s``, ``timing`` and ``fractional`` (resolution,
     generators, defining relation, aliases of main effects and 2FIs; None for other types) and
     ``sequential`` (a sequential design's rule, ``first_round_runs``, and the worst case
-    ``max_runs``/``max_wall_s`` within ``max`` and the budgets; None for a fixed design).
+    ``max_runs``/``max_wall_s`` within ``max`` and the budgets; None for a fixed design); only
+    with ``constraints.exclude``: ``excluded`` (:func:`excluded_summary`); only when a knob has a
+    write rank other than 0: ``apply_order`` (:func:`apply_order_summary`).
     """
     rows = _rows(design)
     fractional = None
@@ -263,6 +275,7 @@ def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
         warnings.append(f"host-global knobs {', '.join(host_global)}: the runner refuses them unless "
                         "target.allow_host_global is true")
     restarts = count_restarts(design, plan)
+    order = apply_order_summary(design)
     return {
         "design": {
             "name": design.name, "type": design.design_type, "source": design.source, "hash": design.design_hash,
@@ -287,7 +300,49 @@ def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
                    "run_overhead_s": RUN_OVERHEAD_S, "restart_s": RESTART_S},
         "fractional": fractional,
         "sequential": _sequential_summary(design, plan),
+        **({"excluded": excluded_summary(design, plan)} if design.constraints.exclude else {}),
+        # only when a knob has a rank other than 0 (its own, the design's list or a built-in one)
+        **({"apply_order": order} if any(k["rank"] for k in order) else {}),
     }
+
+
+def excluded_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
+    """How many runs ``constraints.exclude`` left out of the plan, and which entry left out which.
+
+    Keys: ``runs`` (planned runs without the exclusions minus ``plan``'s), ``entries`` (one per
+    entry: ``exclude`` (knob id -> level), ``runs`` it matched, ``text`` (the YAML line)) and
+    ``fewer_baseline_runs`` (OAT: baseline runs no longer needed between the varied runs).
+    """
+    full = make_plan(replace(design, constraints=Constraints(apply_order=design.constraints.apply_order)))
+    exclude = design.constraints.exclude
+    counts = [0] * len(exclude)
+    for record in full[design.knob_ids].to_dict(orient="records"):
+        index = matching_entry(record, exclude)
+        if index is not None:
+            counts[index] += 1
+    runs = len(full) - len(plan)
+    return {"runs": runs, "planned_without": len(full), "fewer_baseline_runs": runs - sum(counts),
+            "entries": [{"exclude": level_to_json(dict(entry)), "runs": count, "text": entry_text(entry)}
+                        for entry, count in zip(exclude, counts)]}
+
+
+def excluded_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The plan summary's exclusions in words, one line each (none without exclusions)."""
+    excluded = summary.get("excluded")
+    if not excluded:
+        return []
+    lines = [f"excluded {excluded['runs']} of {excluded['planned_without']} runs (constraints.exclude: combinations "
+             "the kernel refuses or the design leaves out):"]
+    lines += [f"  {entry['runs']} run(s) match {entry['text'][2:]}" for entry in excluded["entries"]]
+    if excluded["fewer_baseline_runs"]:
+        lines.append(f"  {excluded['fewer_baseline_runs']} baseline run(s) fewer (fewer varied runs to interleave)")
+    return lines
+
+
+def apply_order_summary(design: Design) -> list[dict[str, Any]]:
+    """The design's knobs in the order a trial writes them (``rank``: lower first; restored in reverse)."""
+    ordered = in_write_order(list(design.knobs), lambda k: k.name, lambda k: k.apply_order)
+    return [{"id": k.id, "rank": write_rank(k.name, k.apply_order)} for k in ordered]
 
 
 def _sequential_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any] | None:

@@ -16,7 +16,7 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import yaml
 
+from tunelab.designs.constraints import EXCLUDABLE_TYPES, Constraints, design_ranks, matches
 from tunelab.designs.generators import GENERATORS, runs_per_replicate
 from tunelab.errors import DesignError, KnobError, LoadError, TargetError, quoted
 from tunelab.paths import read_capped_text
@@ -73,8 +74,12 @@ MAX_SEED = 2**63 - 1
 MAX_MESSAGE_CHARS = 600
 
 TOP_KEYS = ("name", "description", "target", "load", "warmup_s", "measure_s", "metrics", "knobs", "design", "analysis",
-            "noise", "guards")
-KNOB_KEYS = ("name", "host", "device", "levels", "low", "high", "step", "scale", "n", "baseline")
+            "noise", "guards", "constraints")
+KNOB_KEYS = ("name", "host", "device", "levels", "low", "high", "step", "scale", "n", "baseline", "apply_order")
+#: keys of the ``constraints`` section (tunelab.designs.constraints)
+CONSTRAINT_KEYS = ("exclude", "apply_order")
+#: most ``constraints.exclude`` entries
+MAX_EXCLUDES = 1_000
 
 Path_ = tuple[Any, ...]
 #: what PyYAML's scalar constructors raise for a malformed tagged scalar besides YAMLError:
@@ -118,6 +123,9 @@ class KnobSpec:
     high: int | None = None
     step: int | None = None
     scale: str = "linear"
+    #: write rank (lower first; :func:`tunelab.designs.constraints.write_rank`): the knob's
+    #: ``apply_order`` or its place in ``constraints.apply_order``; None: the built-in default
+    apply_order: int | None = None
 
     @property
     def id(self) -> str:
@@ -141,6 +149,8 @@ class KnobSpec:
                "requires_restart": self.requires_restart}
         if self.is_range:
             out.update(low=self.low, high=self.high, step=self.step, scale=self.scale)
+        if self.apply_order is not None:       # only when set: designs without it keep their hash
+            out["apply_order"] = self.apply_order
         return out
 
 
@@ -273,6 +283,8 @@ class Design:
     sequential: SequentialSpec | None = None
     noise: NoiseSpec = NoiseSpec()
     guards: "GuardSpec" = field(default_factory=lambda: GuardSpec())
+    #: ``constraints:`` (exclusions and the design-level apply order; tunelab.designs.constraints)
+    constraints: Constraints = Constraints()
 
     @property
     def knob_ids(self) -> list[str]:
@@ -310,6 +322,8 @@ class Design:
             **({"noise": self.noise.to_dict()} if self.noise != NoiseSpec() else {}),
             # only when declared: a design that keeps its load's default guards keeps its hash
             **({"guards": self.guards.to_dict()} if self.guards.declared else {}),
+            # only when given: a design without constraints keeps its hash
+            **({"constraints": self.constraints.to_dict()} if self.constraints else {}),
         }
 
     @property
@@ -624,12 +638,16 @@ def _parse_knob(ctx: _Context, raw: Any, path: Path_, lookup: Callable[[str], Kn
                             f"{level_to_json(levels)}; add it to the levels or pick one of them")
     else:
         baseline = levels[0]
+    apply_order = None
+    if "apply_order" in raw:
+        apply_order = ctx.integer(raw["apply_order"], path + ("apply_order",), minimum=-MAX_KNOBS,
+                                  maximum=("MAX_KNOBS", MAX_KNOBS))
     return KnobSpec(
         name=name, host=host, device=device, levels=tuple(levels), baseline=baseline,
         family=family, scope=getattr(knob, "scope", "netns"), type=getattr(knob, "type", "int"),
         requires_restart=bool(getattr(knob, "requires_restart", False)),
         low=range_info.get("low"), high=range_info.get("high"), step=range_info.get("step"),
-        scale=range_info.get("scale", "linear"),
+        scale=range_info.get("scale", "linear"), apply_order=apply_order,
     )
 
 
@@ -1101,13 +1119,84 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
     section = _parse_design_section(ctx, data["design"])
     analysis = _parse_analysis(ctx, data.get("analysis", {}))
     noise = _parse_noise(ctx, data.get("noise", {}))
+    constraints, knobs = _parse_constraints(ctx, data.get("constraints"), knobs, knob_lookup or _default_knob_lookup)
     design = Design(**identity, target=target, load=load, **durations, metrics=metrics, knobs=knobs, **section,
-                    analysis=analysis, source=source, noise=noise, guards=guards)
+                    analysis=analysis, source=source, noise=noise, guards=guards, constraints=constraints)
+    _check_exclusions(ctx, design)
     _check_plan_size(ctx, design)
     _check_profiles(ctx, design)
     GENERATORS.get(design.design_type).check(design, ctx)
     _check_model_size(ctx, design)
     return design
+
+
+def _parse_constraints(ctx: _Context, raw: Any, knobs: tuple[KnobSpec, ...],
+                       lookup: Callable[[str], Knob]) -> tuple[Constraints, tuple[KnobSpec, ...]]:
+    """``constraints``: ``exclude`` entries (knob id -> a level of that knob) and ``apply_order``
+    (knob ids); returns the section and the knobs with the list's write ranks."""
+    if raw is None:
+        return Constraints(), knobs
+    raw = ctx.mapping(raw, ("constraints",), CONSTRAINT_KEYS)
+    by_id = {k.id: k for k in knobs}
+    ids = ", ".join(by_id)
+
+    def knob_of(value: Any, path: Path_) -> KnobSpec:
+        if not isinstance(value, str) or value not in by_id:
+            raise ctx.error(path, f"{quoted(value)} is not a knob id of this design; its knob ids are {ids}")
+        return by_id[value]
+
+    entries = raw.get("exclude", [])
+    if not isinstance(entries, list):
+        raise ctx.error(("constraints", "exclude"), f"must be a list of partial configurations "
+                        f"({{knob id: level, ...}}), got {quoted(entries)}")
+    if len(entries) > MAX_EXCLUDES:
+        raise ctx.error(("constraints", "exclude"), f"{len(entries)} entries exceed the limit MAX_EXCLUDES={MAX_EXCLUDES}")
+    exclude = []
+    for i, entry in enumerate(entries):
+        path = ("constraints", "exclude", i)
+        if not isinstance(entry, dict) or not entry:
+            raise ctx.error(path, f"must be a mapping knob id -> level, e.g. {{{next(iter(by_id))}: "
+                            f"{level_to_json(knobs[0].levels[-1])}}}, got {quoted(entry)}")
+        levels = {}
+        for key, value in entry.items():
+            spec = knob_of(key, path)
+            level = _validate_level(ctx, lookup(spec.name), value, path + (key,))
+            if level not in spec.levels:
+                raise ctx.error(path + (key,), f"{quoted(value)} is not a level of {spec.id}; its levels are "
+                                f"{level_to_json(list(spec.levels))}")
+            levels[key] = level
+        exclude.append(MappingProxyType(levels))
+    order = raw.get("apply_order", [])
+    if not isinstance(order, list):
+        raise ctx.error(("constraints", "apply_order"), f"must be a list of knob ids, first written first, "
+                        f"got {quoted(order)}")
+    for i, value in enumerate(order):
+        knob_of(value, ("constraints", "apply_order", i))
+        if value in order[:i]:
+            raise ctx.error(("constraints", "apply_order", i), f"{value!r} is listed twice; list each knob once")
+    if order:
+        ranked = [k.id for k in knobs if k.apply_order is not None and k.id in order]
+        if ranked:
+            raise ctx.error(("constraints", "apply_order"), f"{ranked[0]} also has its own `apply_order`; give the "
+                            "order either per knob or in this list, not both")
+        ranks = design_ranks(order)
+        knobs = tuple(replace(k, apply_order=ranks[k.id]) if k.id in ranks else k for k in knobs)
+    return Constraints(tuple(exclude), tuple(order)), knobs
+
+
+def _check_exclusions(ctx: _Context, design: Design) -> None:
+    """Exclusions leave out rows of OAT and full factorial designs only, and never the baseline."""
+    exclude = design.constraints.exclude
+    if not exclude:
+        return
+    if design.design_type not in EXCLUDABLE_TYPES:
+        raise ctx.error(("constraints", "exclude"), f"a {design.design_type} design cannot leave runs out (its runs "
+                        f"are balanced as a whole); exclusions work with {' and '.join(EXCLUDABLE_TYPES)} designs. "
+                        "Drop the level that cannot be set, or use one of those types")
+    for i, entry in enumerate(exclude):
+        if matches(design.baseline, entry):
+            raise ctx.error(("constraints", "exclude", i), "this entry excludes the baseline configuration, which "
+                            "every other run is compared with; change a knob's `baseline` or narrow the entry")
 
 
 def _check_plan_size(ctx: _Context, design: Design) -> None:
