@@ -26,7 +26,8 @@ from tunelab.designs.constraints import entry_text, in_write_order
 from tunelab.errors import KnobError, TunelabError
 from tunelab.journal import host_identity
 from tunelab.model import level_to_json
-from tunelab.runner import BoundKnob, KnobLookup, bind_knobs, check_trial, recover_journal, target_spec_of
+from tunelab.runner import (BoundKnob, KnobLookup, bind_knobs, check_trial, recover_journal, target_spec_of,
+                            write_back)
 from tunelab.signals import deferred_interrupts
 from tunelab.store import Store
 from tunelab.targets import Target
@@ -164,28 +165,10 @@ def probe_config(target: Target, store: Store, specs: Sequence[BoundKnob], confi
 
 def _restore(target: Target, store: Store, written: list[tuple[int, BoundKnob]],
              devices: Mapping[str, str | None], old: Mapping[str, Any]) -> None:
-    """Write each probed knob back (newest first; one more try for a knob refused before its coupled
-    knobs were back), verify, mark its journal entry restored."""
-    problems, restored, pending = [], [], list(reversed(written))
-    for _ in range(2):
-        retry, problems = [], []
-        for entry, spec in pending:
-            try:
-                spec.knob.write(target, spec.host, old[spec.id], device=devices[spec.id])
-                got = spec.knob.read(target, spec.host, device=devices[spec.id])
-            except TunelabError as exc:
-                problems.append(f"{spec.id}: {exc}")
-                retry.append((entry, spec))
-                continue
-            if got != old[spec.id]:
-                problems.append(f"{spec.id}: wrote back {spec.knob.to_text(old[spec.id])!r}, "
-                                f"read {spec.knob.to_text(got)!r}")
-                retry.append((entry, spec))
-                continue
-            restored.append(entry)
-        if not retry or len(retry) == len(pending):
-            break
-        pending = retry
+    """Write each probed knob back (newest first, with the runner's retry for coupled knobs), verify,
+    mark its journal entry restored."""
+    restored, problems = write_back(target, [(entry, spec, devices[spec.id], old[spec.id])
+                                             for entry, spec in reversed(written)])
     if restored:
         store.journal_restored_many(restored)
     if problems:

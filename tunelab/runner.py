@@ -505,15 +505,15 @@ def _identities(target: Target, hosts: set[str]) -> dict[str, HostIdentity]:
     return {host: known[host] for host in hosts}
 
 
-def _restore(store: Store, target: Target, applied: list[tuple[int, BoundKnob, str | None, Any]],
-             checkpoint: Checkpoint) -> None:
-    """Step 8: write each changed knob back (newest first), verify, then mark the verified entries
-    restored in one commit (a crash before it leaves them ``applied``; restoring again is idempotent).
-
-    A knob the kernel refuses to take back is tried once more after the others: coupled knobs
-    (``nr_requests`` is only valid under its old scheduler) are then back in their old state."""
-    problems, restored = [], []
-    pending = list(reversed(applied))
+def write_back(target: Target, items: Sequence[tuple[int, BoundKnob, str | None, Any]],
+               on_each: Callable[[], None] | None = None) -> tuple[list[int], list[str]]:
+    """Write each ``(journal entry, knob, device, old value)`` back in the given order and read it back;
+    a knob the kernel refuses is tried once more after the others (coupled knobs: ``nr_requests`` is
+    only valid under its old scheduler). Returns the restored entries and one problem line per knob
+    still not back; ``on_each`` is called after each restored knob."""
+    restored: list[int] = []
+    problems: list[str] = []
+    pending = list(items)
     for _ in range(2):
         retry, problems = [], []
         for item in pending:
@@ -530,10 +530,20 @@ def _restore(store: Store, target: Target, applied: list[tuple[int, BoundKnob, s
                 retry.append(item)
                 continue
             restored.append(entry)
-            checkpoint("restore")
+            if on_each is not None:
+                on_each()
         if not retry or len(retry) == len(pending):
             break
         pending = retry
+    return restored, problems
+
+
+def _restore(store: Store, target: Target, applied: list[tuple[int, BoundKnob, str | None, Any]],
+             checkpoint: Checkpoint) -> None:
+    """Step 8: write each changed knob back (newest first, :func:`write_back`), verify, then mark the
+    verified entries restored in one commit (a crash before it leaves them ``applied``; restoring
+    again is idempotent)."""
+    restored, problems = write_back(target, list(reversed(applied)), lambda: checkpoint("restore"))
     if restored:
         store.journal_restored_many(restored)
     if problems:
@@ -901,4 +911,4 @@ def describe_target(target: Target) -> dict[str, Any]:
 __all__ = ["BoundKnob", "BusyRule", "RunSetup", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs",
            "busy_rule", "check_host_global", "check_trial", "cleanup_load", "load_for", "load_of", "prepare_run", "preflight",
            "profile_settings", "recover_journal", "repeat_while_busy", "run_design", "run_provenance_of", "run_trial",
-           "target_spec_of", "validate_config"]
+           "target_spec_of", "validate_config", "write_back"]

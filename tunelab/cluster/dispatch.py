@@ -285,7 +285,7 @@ class Dispatcher:
         except Exception:  # noqa: BLE001 - a timeout or a cluster going down: the journals keep the rest
             return
         for future in finished.done:
-            job = in_flight.pop(future)
+            in_flight.pop(future)
             try:
                 reply = future.result()
             except Exception:  # noqa: BLE001
