@@ -305,7 +305,7 @@ def _run_on_testbeds(design: Design, design_path: Path, testbeds: PathLike | Non
         raise TargetError(f"the testbeds measure with different loads ({', '.join(sorted(loads))}): a simulator "
                           "answers its own load, so do not mix simulator testbeds with real ones")
     load, load_settings = runner.load_for(design, beds[0].target_cls, beds[0].options)
-    runner.prepare_run(design, _NoStore(), allow_host_global=allow_host_global, load=load,
+    runner.prepare_run(design, None, allow_host_global=allow_host_global, load=load,
                        load_settings=load_settings)                           # bad values stop here
     path = Path(store) if store is not None else default_store_path(design.name)
     spec = target_spec_for(design, None)
@@ -337,16 +337,6 @@ def _run_on_testbeds(design: Design, design_path: Path, testbeds: PathLike | Non
                                   retry_failed=retry_failed, load=load, load_settings=load_settings)
         leases.sweep()
     return RunResult(study.summary, removed, study.rounds, study.stop_reason, calibration)
-
-
-class _NoStore:
-    """What :func:`tunelab.runner.prepare_run` reads of a store, for checking a plan before any store opens."""
-
-    study = None
-
-    @staticmethod
-    def completed_run_keys(phase: str) -> set[str]:
-        return set()
 
 
 def _with_busy_rule(design: Design, repeat_busy_pct: float | None) -> Design:

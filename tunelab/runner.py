@@ -669,6 +669,15 @@ def cleanup_load(load: Load, target: Target) -> None:
                   file=sys.stderr)
 
 
+def keyed_settings(load: Load, settings: Mapping[str, Any], run_key: str) -> dict[str, Any]:
+    """``settings`` plus the run key as ``key`` for a load whose measurement is seeded by it (the
+    simulator's ``wants_key``), so a trial measures the same whichever order or testbed runs it."""
+    settings = dict(settings)
+    if getattr(load, "wants_key", False):
+        settings["key"] = run_key
+    return settings
+
+
 @dataclass
 class RunSetup:
     """Everything a run of a plan needs, checked before anything is written (:func:`prepare_run`):
@@ -693,10 +702,7 @@ class RunSetup:
         """The load settings of one planned trial: its profile's (else the run's), plus the run key as
         ``key`` for loads whose measurement is seeded by it (the simulator), so a trial measures the
         same whichever order or testbed runs it."""
-        settings = dict(self.by_profile.get(info.get("profile"), self.load_settings))
-        if getattr(self.load, "wants_key", False):
-            settings["key"] = run_key
-        return settings
+        return keyed_settings(self.load, self.by_profile.get(info.get("profile"), self.load_settings), run_key)
 
     def machine_cpu_s(self, nproc: int | None) -> float:
         """CPU seconds of the whole machine during one trial's load (turns foreign CPU into a share)."""
@@ -705,7 +711,7 @@ class RunSetup:
 
 def prepare_run(
     design: Design | Mapping[str, Any],
-    store: Store,
+    store: Store | None,
     *,
     allow_host_global: bool = False,
     phase: str = "screen",
@@ -716,6 +722,7 @@ def prepare_run(
     retry_failed: bool = False,
 ) -> RunSetup:
     """Bind, plan and check a run (see :func:`run_design` for the parameters); nothing is applied.
+    Without a ``store`` (a check before any store is opened) every planned trial is still to run.
 
     Raises
     ------
@@ -731,8 +738,10 @@ def prepare_run(
     warmup_s, measure_s = _durations(design)
     _check_plan(specs, rows, allow)
     by_profile = profile_settings(design, load, rows)      # an unknown profile stops here, before any write
-    return RunSetup(study=_field(design, "name", store.study.name if store.study else "?"), phase=phase,
-                    specs=specs, rows=rows, todo=_still_to_run(store, rows, phase, retry_failed), load=load,
+    study = store.study.name if store is not None and store.study else "?"
+    todo = rows if store is None else _still_to_run(store, rows, phase, retry_failed)
+    return RunSetup(study=_field(design, "name", study), phase=phase,
+                    specs=specs, rows=rows, todo=todo, load=load,
                     load_settings=dict(load_settings or {}), by_profile=by_profile, allow_host_global=allow,
                     warmup_s=warmup_s, measure_s=measure_s, busy=busy_rule(design))
 
@@ -909,6 +918,6 @@ def describe_target(target: Target) -> dict[str, Any]:
 
 
 __all__ = ["BoundKnob", "BusyRule", "RunSetup", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs",
-           "busy_rule", "check_host_global", "check_trial", "cleanup_load", "load_for", "load_of", "prepare_run", "preflight",
+           "busy_rule", "check_host_global", "check_trial", "cleanup_load", "keyed_settings", "load_for", "load_of", "prepare_run", "preflight",
            "profile_settings", "recover_journal", "repeat_while_busy", "run_design", "run_provenance_of", "run_trial",
            "target_spec_of", "validate_config", "write_back"]

@@ -6,14 +6,11 @@ never a verdict: two labs share this machine's two CPUs, so their measurements a
 """
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
-import signal
 import subprocess
+import sys
 import textwrap
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -21,9 +18,11 @@ import pytest
 import tunelab
 from tunelab.cluster import Dispatcher, TestbedCluster, bed_specs, journal_path, run_design_on_testbeds
 from tunelab.designs import load_design_text
-from tunelab.errors import StoreError
 from tunelab.store import Store
 from tunelab.testbeds import load_testbeds
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cluster_helpers import WorkerKiller  # noqa: E402
 
 DESIGN = textwrap.dedent("""
     name: two-labs
@@ -98,34 +97,16 @@ def test_a_lab_worker_killed_mid_trial_leaves_every_trial_once_and_nothing_chang
     design = load_design_text(text, source="two-labs.yaml")
     beds = bed_specs(load_testbeds(two_labs), {"type": "lab", "options": {"records": 200}})
     victim_bed = beds[0].name
-    killed: list[int] = []
     with TestbedCluster(beds) as cluster, Store.open(tmp_path / "kill.sqlite", study=design.name,
                                                      design_hash=design.design_hash, design_text=text) as store:
-        pids = cluster.client.run(os.getpid)
-        names = {addr: w["name"] for addr, w in cluster.client.scheduler_info(n_workers=-1)["workers"].items()}
-        victim = next(pid for addr, pid in pids.items() if str(names[addr]) == str(cluster.worker_of[victim_bed]))
-
-        def kill_mid_trial() -> None:
-            """SIGKILL the worker once its testbed has a knob applied and is measuring."""
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                try:
-                    with Store(journal_path(victim_bed), readonly=True) as own:
-                        live = bool(own.unrestored()) and own.last_trial_id() >= 2
-                except StoreError:
-                    live = False
-                if live:
-                    os.kill(victim, signal.SIGKILL)
-                    killed.append(victim)
-                    return
-                time.sleep(0.01)
-
-        killer = threading.Thread(target=kill_mid_trial)
+        # SIGKILL the worker once its testbed has a knob applied (and is measuring)
+        killer = WorkerKiller(cluster, victim_bed, lambda own: bool(own.unrestored()) and own.last_trial_id() >= 2,
+                              timeout_s=120)
         killer.start()
         summary = run_design_on_testbeds(design, Dispatcher(cluster, store, progress=False), store)
         killer.join()
         trials = store.trials()
-    assert killed, "the worker was never caught with a knob applied"
+    assert killer.killed, "the worker was never caught with a knob applied"
     done = trials[trials["status"].isin(["ok", "flagged", "failed"])]
     assert len(done) == 9 and done["run_key"].is_unique and summary.planned == 9
     assert trials["run_key"].is_unique

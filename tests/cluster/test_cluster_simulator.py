@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -24,6 +24,9 @@ from tunelab.runner import load_for, run_design
 from tunelab.simulator import SimulatorTarget
 from tunelab.errors import StoreError
 from tunelab.store import Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cluster_helpers import WorkerKiller  # noqa: E402
 
 DESIGN = textwrap.dedent("""
     name: sim60
@@ -105,33 +108,15 @@ def test_a_worker_killed_mid_study_loses_and_doubles_no_trial(tmp_path: Path) ->
     text = DESIGN.replace("replicates: 12", "replicates: 4")            # 20 trials of 0.25 s
     design = load_design_text(text, source="sim60.yaml")
     load, settings = load_for(design, SimulatorTarget, {"surface": "simple", "cv": 0.03})
-    killed: list[int] = []
     with TestbedCluster(beds(2, delay_s=0.25)) as cluster, open_store(tmp_path / "kill.sqlite", text) as store:
-        pids = cluster.client.run(os.getpid)          # worker address -> pid
-        names = {addr: w["name"] for addr, w in cluster.client.scheduler_info(n_workers=-1)["workers"].items()}
-        victim = next(pid for addr, pid in pids.items() if str(names[addr]) == str(cluster.worker_of["sim1"]))
-
-        def kill_when_measuring() -> None:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    with Store(journal_path("sim1"), readonly=True) as bed:
-                        measuring = (bed.trials()["status"] == "running").any() and bed.last_trial_id() >= 3
-                except StoreError:            # not created yet, or still empty
-                    measuring = False
-                if measuring:
-                    os.kill(victim, signal.SIGKILL)
-                    killed.append(victim)
-                    return
-                time.sleep(0.02)
-
-        killer = threading.Thread(target=kill_when_measuring)
+        killer = WorkerKiller(cluster, "sim1",
+                              lambda own: (own.trials()["status"] == "running").any() and own.last_trial_id() >= 3)
         killer.start()
         summary = run_design_on_testbeds(design, Dispatcher(cluster, store, progress=False), store, load=load,
                                          load_settings=settings)
         killer.join()
         trials = store.trials()
-    assert killed, "the worker was never caught mid-trial"
+    assert killer.killed, "the worker was never caught mid-trial"
     done = trials[trials["status"].isin(["ok", "flagged", "failed"])]
     assert summary.ok == 20 and len(done) == 20 and done["run_key"].is_unique
     assert trials["run_key"].is_unique                                     # not even an interrupted copy

@@ -26,6 +26,9 @@ from tunelab.cluster import journal_path
 from tunelab.designs import load_design, make_plan
 from tunelab.store import Store
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "targets"))
+from sshd_helper import stop_process, write_sshd_files  # noqa: E402
+
 SSH_PORT = 2222
 #: a port nothing listens on inside the namespace (the unreachable testbed)
 CLOSED_PORT = 2223
@@ -84,30 +87,6 @@ def _wait_listening(namespace: str, address: str, port: int, proc: subprocess.Po
                        f"{log.read_text()[-2000:]}")
 
 
-def _write_keys(directory: Path, address: str) -> None:
-    """Host and client keys, authorized_keys and a known_hosts trusting ``[address]:SSH_PORT``."""
-    for key in ("host", "client"):
-        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / key))
-    (directory / "authorized_keys").write_text((directory / "client.pub").read_text())
-    key_type, key_text = (directory / "host.pub").read_text().split()[:2]
-    (directory / "known_hosts").write_text(f"[{address}]:{SSH_PORT} {key_type} {key_text}\n")
-    (directory / "sshd_config").write_text("\n".join([
-        f"ListenAddress {address}:{SSH_PORT}", f"HostKey {directory / 'host'}",
-        f"AuthorizedKeysFile {directory / 'authorized_keys'}", f"PidFile {directory / 'sshd.pid'}",
-        "UsePAM no", "PermitRootLogin prohibit-password", "PasswordAuthentication no", "StrictModes no",
-        "Subsystem sftp internal-sftp", ""]))
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def _kill_namespace_processes(namespace: str) -> None:
     """Kill what still runs in our namespace (sshd's per-connection children), by pid."""
     pids = _run("ip", "netns", "pids", namespace, check=False).stdout.split()
@@ -140,7 +119,7 @@ def sshd_netns(tmp_path: Path) -> Iterator[dict]:
                      ("link", "set", "lo", "up")):
             _run("ip", "-n", namespace, *args)
         _run("ip", "netns", "exec", namespace, "tee", FIN, text_in=ORIGINAL_FIN)
-        _write_keys(tmp_path, address)
+        write_sshd_files(tmp_path, address, SSH_PORT)
         Path("/run/sshd").mkdir(exist_ok=True)          # sshd's privilege-separation directory
         for name, argv, port in (
                 ("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", str(tmp_path / "sshd_config")], SSH_PORT),
@@ -153,7 +132,7 @@ def sshd_netns(tmp_path: Path) -> Iterator[dict]:
         yield {"namespace": namespace, "address": address, "dir": tmp_path}
     finally:
         for proc in procs:
-            _stop(proc)
+            stop_process(proc)
         if "veth" in made:
             _run("ip", "link", "delete", root_end, check=False)
         if "namespace" in made:

@@ -16,6 +16,34 @@ from tunelab.targets.ssh import SshTarget
 PORT = 2222
 
 
+def write_sshd_files(directory: Path, address: str, port: int) -> Path:
+    """Fresh host and client keys under ``directory``, authorized_keys, a known_hosts trusting
+    ``[address]:port``, and an sshd_config listening there only; returns the config's path."""
+    for key in ("host", "client"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / key)], check=True)
+    (directory / "authorized_keys").write_text((directory / "client.pub").read_text())
+    host_pub = (directory / "host.pub").read_text().split()
+    (directory / "known_hosts").write_text(f"[{address}]:{port} {host_pub[0]} {host_pub[1]}\n")
+    conf = directory / "sshd_config"
+    conf.write_text("\n".join([
+        f"ListenAddress {address}:{port}", f"HostKey {directory / 'host'}",
+        f"AuthorizedKeysFile {directory / 'authorized_keys'}", f"PidFile {directory / 'sshd.pid'}",
+        "UsePAM no", "PermitRootLogin prohibit-password", "PasswordAuthentication no", "StrictModes no",
+        "Subsystem sftp internal-sftp", ""]))
+    return conf
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Terminate ``proc`` (kill it after 3 s) if it still runs."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @contextmanager
 def running_sshd(lab: LabTarget, directory: Path, port: int = PORT) -> Iterator[dict]:
     """Start sshd in ``lab``'s server namespace with fresh keys under ``directory``; stop it on exit.
@@ -24,18 +52,8 @@ def running_sshd(lab: LabTarget, directory: Path, port: int = PORT) -> Iterator[
     from the client namespace (pass it as the ssh target's ``connect_socket``).
     """
     address = lab.address("server")
-    for key in ("host", "client"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / key)], check=True)
-    (directory / "authorized_keys").write_text((directory / "client.pub").read_text())
-    host_pub = (directory / "host.pub").read_text().split()
-    (directory / "known_hosts").write_text(f"[{address}]:{port} {host_pub[0]} {host_pub[1]}\n")
+    conf = write_sshd_files(directory, address, port)
     (directory / "empty_known_hosts").write_text("")
-    conf = directory / "sshd_config"
-    conf.write_text("\n".join([
-        f"ListenAddress {address}:{port}", f"HostKey {directory / 'host'}",
-        f"AuthorizedKeysFile {directory / 'authorized_keys'}", f"PidFile {directory / 'sshd.pid'}",
-        "UsePAM no", "PermitRootLogin prohibit-password", "PasswordAuthentication no", "StrictModes no",
-        "Subsystem sftp internal-sftp", ""]))
     Path("/run/sshd").mkdir(exist_ok=True)
     with open(directory / "sshd.log", "wb") as log:
         proc = subprocess.Popen(netns.exec_argv(lab.namespace("server"), ["/usr/sbin/sshd", "-D", "-e", "-f", str(conf)]),
@@ -50,12 +68,7 @@ def running_sshd(lab: LabTarget, directory: Path, port: int = PORT) -> Iterator[
 
         yield {"lab": lab, "address": address, "port": port, "dir": directory, "connect": connect}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def ssh_target(sshd: dict, known_hosts: str = "known_hosts") -> SshTarget:

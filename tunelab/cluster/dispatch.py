@@ -198,7 +198,7 @@ class Dispatcher:
             return []
         self._judge(job, bed, outcome)
         if outcome.status != TrialStatus.INTERRUPTED:
-            summary.count(outcome, context_cpu_s(context, reply.nproc))
+            summary.count(outcome, context.machine_cpu_s(reply.nproc))
         return [outcome]
 
     def _group_outcomes(self, job: _Job, reply: TrialReply, ids: list[int], summary: RunSummary,
@@ -215,7 +215,7 @@ class Dispatcher:
                 outcomes.append(outcome)
                 continue
             if outcome.status != TrialStatus.INTERRUPTED:
-                summary.count(outcome, context_cpu_s(context, reply.nproc))
+                summary.count(outcome, context.machine_cpu_s(reply.nproc))
             outcomes.append(outcome)
         return outcomes
 
@@ -309,11 +309,6 @@ def _jobs(requests: Sequence[TrialRequest], groups: Sequence[Any] | None) -> lis
     return [_Job(members[0], group=tuple(members)) for members in grouped.values()]
 
 
-def context_cpu_s(context: RunContext, nproc: int | None) -> float:
-    """CPU seconds of a testbed's machine during one trial's load."""
-    return (nproc or 1) * (context.warmup_s + context.measure_s)
-
-
 def _outcome(trial_id: int, record: Mapping[str, Any]) -> TrialOutcome:
     """A :class:`~tunelab.runner.TrialOutcome` of a trial record as a worker sent it."""
     import json
@@ -326,4 +321,4 @@ def _outcome(trial_id: int, record: Mapping[str, Any]) -> TrialOutcome:
                         decoded("timings"), True, record.get("foreign_cpu_s"))
 
 
-__all__ = ["Dispatcher", "LOST_RESUBMITS", "QUARANTINE_AFTER", "STOP_GRACE_S", "TestbedState", "context_cpu_s"]
+__all__ = ["Dispatcher", "LOST_RESUBMITS", "QUARANTINE_AFTER", "STOP_GRACE_S", "TestbedState"]

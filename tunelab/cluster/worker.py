@@ -73,6 +73,10 @@ class RunContext:
     provenance: Mapping[str, Any]
     busy: BusyRule | None = None
 
+    def machine_cpu_s(self, nproc: int | None) -> float:
+        """CPU seconds of a testbed's machine (``nproc`` CPUs) during one trial's load."""
+        return (nproc or 1) * (self.warmup_s + self.measure_s)
+
 
 @dataclass(frozen=True)
 class TrialRequest:
@@ -121,6 +125,7 @@ class TestbedRuntime:
         self.checked: set[tuple[Any, ...]] = set()
         self.machine_id: str | None = None
         self.nproc: int | None = None
+        self.description: dict[str, Any] = {}
         self.trials_run = 0
 
     # ---- bringing the testbed up -----------------------------------------------------------------
@@ -137,8 +142,8 @@ class TestbedRuntime:
             target = self.bed.target_cls(**dict(self.bed.options))
             target.up()
             self.target = target
-            description = describe_target(target)
-            self.nproc = description.get("nproc")
+            self.description = describe_target(target)      # once per target, as a serial run does
+            self.nproc = self.description.get("nproc")
             self.machine_id = host_identity(target, "server").machine_id
         recover_journal(self.store, self.target, allow_host_global=context.allow_host_global)
         key = (type(context.load).__name__, tuple(spec.id for spec in context.specs))
@@ -179,20 +184,15 @@ class TestbedRuntime:
             return reply
         try:
             self.ensure_up(context)
-        except (TunelabError, OSError) as exc:
-            reply.error, reply.testbed_fault = f"testbed {self.bed.name} cannot run trials: {exc}", True
-            self.close()
-            return reply
         except Exception as exc:  # noqa: BLE001 - reported to the client, which quarantines the testbed
-            reply.error, reply.testbed_fault = (f"testbed {self.bed.name} cannot run trials: unexpected "
-                                                f"{type(exc).__name__}: {exc}"), True
+            why = str(exc) if isinstance(exc, (TunelabError, OSError)) else f"unexpected {type(exc).__name__}: {exc}"
+            reply.error, reply.testbed_fault = f"testbed {self.bed.name} cannot run trials: {why}", True
             self.close()
             return reply
         reply.machine_id, reply.nproc = self.machine_id, self.nproc
         assert self.store is not None and self.target is not None
         before = self.store.last_trial_id()
-        provenance = {**dict(context.provenance), "target": describe_target(self.target), "testbed": self.bed.name}
-        machine_cpu_s = (self.nproc or 1) * (context.warmup_s + context.measure_s)
+        provenance = {**dict(context.provenance), "target": self.description, "testbed": self.bed.name}
         summary = RunSummary(study=context.study, store_path=self.store.path, planned=1)
         try:
             self.target.reset()
@@ -205,7 +205,7 @@ class TestbedRuntime:
                                  checkpoint=self.checkpoint)
 
             repeat_while_busy(measure(provenance), measure, self.target, self.store, provenance, context.busy,
-                              machine_cpu_s, summary)
+                              context.machine_cpu_s(self.nproc), summary)
         except KeyboardInterrupt:
             reply.interrupted = True
             reply.error = "interrupted: the study was stopped (Ctrl-C); the trial was recorded and restored"

@@ -22,7 +22,7 @@ import pandas as pd
 from tunelab.errors import StoreError
 from tunelab.loads import Load
 from tunelab.model import USABLE_STATUSES, TrialStatus, level_value
-from tunelab.runner import BoundKnob, RunSummary, describe_target, run_trial
+from tunelab.runner import BoundKnob, RunSummary, describe_target, keyed_settings, run_trial
 from tunelab.store import Store
 from tunelab.targets import Target
 
@@ -152,9 +152,7 @@ class RunnerEvaluator(ResumableEvaluator):
         if not self._run_recorded:   # lets `tunelab restore` find (and remove) a crashed run's lab
             self.store.begin_run(describe_target(self.target))
             self._run_recorded = True
-        settings = dict(self.load_settings)
-        if getattr(self.load, "wants_key", False):
-            settings["key"] = run_key
+        settings = keyed_settings(self.load, self.load_settings, run_key)
         self.target.reset()
         outcome = run_trial(self.target, self.load, self.knob_specs, {**self.fixed, **config}, run_key, self.phase,
                             self.store, self.warmup_s, self.measure_s, load_settings=settings,
@@ -217,7 +215,7 @@ class ClusterEvaluator(ResumableEvaluator):
                 self.store.begin_run(dict(self.context.provenance["target"]))
                 self._run_recorded = True
             trials = [(keys[i], {**self.fixed, **dict(requests[i][0])}, {"replicate": requests[i][1]},
-                       self._settings(keys[i])) for i in todo]
+                       keyed_settings(self.load, self.load_settings, keys[i])) for i in todo]
             summary = RunSummary(study=self.context.study, store_path=self.store.path, planned=len(trials))
             outcomes = self.dispatcher.run(self.context, trials, summary,
                                            groups=[groups[i] for i in todo] if groups is not None else None)
@@ -232,9 +230,3 @@ class ClusterEvaluator(ResumableEvaluator):
                 self.done[keys[i]] = (dict(requests[i][0]), metrics)
                 results[i] = metrics
         return [dict(r or {}) for r in results]
-
-    def _settings(self, run_key: str) -> dict[str, Any]:
-        settings = dict(self.load_settings)
-        if getattr(self.load, "wants_key", False):
-            settings["key"] = run_key
-        return settings
