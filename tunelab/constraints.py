@@ -26,8 +26,8 @@ from tunelab.designs.constraints import entry_text, in_write_order
 from tunelab.errors import KnobError, TunelabError
 from tunelab.journal import host_identity
 from tunelab.model import level_to_json
-from tunelab.runner import (BoundKnob, KnobLookup, bind_knobs, check_trial, recover_journal, target_spec_of,
-                            write_back)
+from tunelab.runner import (BoundKnob, KnobLookup, bind_knobs, check_trial, recover_journal, reset_by_writes,
+                            target_spec_of, write_back)
 from tunelab.signals import deferred_interrupts
 from tunelab.store import Store
 from tunelab.targets import Target
@@ -138,28 +138,36 @@ def probe_config(target: Target, store: Store, specs: Sequence[BoundKnob], confi
     if not changing:
         return None
     identities = {host: host_identity(target, host) for host in {s.host for s in changing}}
-    entries = store.journal_apply_many(None, [(s.host, s.id, devices[s.id], s.knob.to_text(old[s.id]),
-                                               s.knob.to_text(levels[s.id])) for s in changing], identities=identities)
     written: list[tuple[int, BoundKnob]] = []
-    refusal = None
-    try:
-        for entry, spec in zip(entries, changing):
+    unwritten: list[int] = []
+
+    def write(todo: Sequence[BoundKnob]) -> Refusal | None:
+        entries = store.journal_apply_many(None, [(s.host, s.id, devices[s.id], s.knob.to_text(old[s.id]),
+                                                   s.knob.to_text(levels[s.id])) for s in todo], identities=identities)
+        for index, (entry, spec) in enumerate(zip(entries, todo)):
             written.append((entry, spec))
             try:
                 spec.knob.write(target, spec.host, levels[spec.id], device=devices[spec.id])
                 got = spec.knob.read(target, spec.host, device=devices[spec.id])
             except TunelabError as exc:
-                refusal = Refusal(dict(levels), spec.id, levels[spec.id], str(exc))
-                break
+                unwritten.extend(entries[index + 1:])
+                return Refusal(dict(levels), spec.id, levels[spec.id], str(exc))
             if got != levels[spec.id]:
-                refusal = Refusal(dict(levels), spec.id, levels[spec.id],
-                                  f"wrote {spec.knob.to_text(levels[spec.id])!r}, read back {spec.knob.to_text(got)!r}")
-                break
+                unwritten.extend(entries[index + 1:])
+                return Refusal(dict(levels), spec.id, levels[spec.id],
+                               f"wrote {spec.knob.to_text(levels[spec.id])!r}, read back {spec.knob.to_text(got)!r}")
+        return None
+
+    try:
+        refusal = write(changing)
+        again = reset_by_writes(target, specs, levels, devices, changing) if refusal is None else []
+        if again:                    # as the runner does: a knob a write reset is written too
+            refusal = write(again)
     finally:
         with deferred_interrupts():
             _restore(target, store, written, devices, old)
-        if len(written) < len(entries):        # journalled, never written: the knob still holds its old value
-            store.journal_restored_many(entries[len(written):])
+        if unwritten:                # journalled, never written: the knob still holds its old value
+            store.journal_restored_many(unwritten)
     return refusal
 
 

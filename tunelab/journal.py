@@ -232,9 +232,12 @@ def _triage(store: Store, entries: list[JournalEntry], report: RestoreReport, kn
 
 def _replay(store: Store, target: Target, live: list[tuple[JournalEntry, Knob]], report: RestoreReport) -> None:
     """Put each entry back on the machine it was made on: another machine's entry is refused, one from
-    before the last reboot is moot, the others are written back and verified (Ctrl-C held meanwhile)."""
+    before the last reboot is moot, the others are written back and verified (Ctrl-C held meanwhile).
+    An entry the kernel refuses is tried once more after the others, as the runner does
+    (:func:`tunelab.runner.write_back`: ``nr_requests`` is only valid under its old scheduler)."""
     identities = {host: host_identity(target, host) for host in {entry.host for entry, _ in live}}
     with deferred_interrupts():
+        retry: list[tuple[JournalEntry, Knob]] = []
         for entry, knob in live:
             here = identities[entry.host]
             foreign = _foreign_reason(entry, here)
@@ -246,11 +249,19 @@ def _replay(store: Store, target: Target, live: list[tuple[JournalEntry, Knob]],
                 store.journal_restored(entry.entry_id, note=note)
                 report.moot.append(f"{_describe(entry)}: {note}")
             else:
+                retry.append((entry, knob))
+        for attempt in range(2):
+            failed: list[tuple[JournalEntry, Knob, str]] = []
+            for entry, knob in retry:
                 try:
                     restore_entry(store, target, knob, entry)
                     report.restored.append(f"{_describe(entry)} back to {entry.old_text!r}")
                 except TunelabError as exc:
-                    report.failed.append(f"{_describe(entry)}: {exc}")
+                    failed.append((entry, knob, str(exc)))
+            if attempt == 1 or not failed or len(failed) == len(retry):
+                report.failed.extend(f"{_describe(entry)}: {why}" for entry, _, why in failed)
+                break
+            retry = [(entry, knob) for entry, knob, _ in failed]
 
 
 def restore_entry(store: Store, target: Target, knob: Knob, entry: JournalEntry) -> None:

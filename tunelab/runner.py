@@ -323,19 +323,38 @@ def _snapshot(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob]) -> 
 def _apply(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob], store: Store) -> None:
     """Step 3: journal every intended change in one durable commit, then write the changed knobs in
     write order (:func:`tunelab.designs.constraints.write_rank`: e.g. the block scheduler before
-    ``nr_requests``); step 8 restores them in reverse."""
+    ``nr_requests``); a knob already at its level that such a write reset is journalled and written
+    too (:func:`reset_by_writes`). Step 8 restores them in reverse."""
+    def journal_and_write(todo: Sequence[BoundKnob]) -> None:
+        entries = store.journal_apply_many(trial.trial_id, [
+            (spec.host, spec.id, trial.devices[spec.id], trial.snapshot[spec.id],
+             spec.knob.to_text(trial.levels[spec.id])) for spec in todo],
+            identities=_identities(target, {spec.host for spec in todo}))
+        for entry, spec in zip(entries, todo):
+            trial.applied.append((entry, spec, trial.devices[spec.id], trial.old_values[spec.id]))
+            spec.knob.write(target, spec.host, trial.levels[spec.id], device=trial.devices[spec.id])
+
     with trial.clock.phase("apply"):
         changing = in_write_order([spec for spec in specs if trial.levels[spec.id] != trial.old_values[spec.id]],
                                   lambda spec: spec.name, lambda spec: spec.apply_order)
         if not changing:
             return
-        entries = store.journal_apply_many(trial.trial_id, [
-            (spec.host, spec.id, trial.devices[spec.id], trial.snapshot[spec.id],
-             spec.knob.to_text(trial.levels[spec.id])) for spec in changing],
-            identities=_identities(target, {spec.host for spec in changing}))
-        for entry, spec in zip(entries, changing):
-            trial.applied.append((entry, spec, trial.devices[spec.id], trial.old_values[spec.id]))
-            spec.knob.write(target, spec.host, trial.levels[spec.id], device=trial.devices[spec.id])
+        journal_and_write(changing)
+        again = reset_by_writes(target, specs, trial.levels, trial.devices, changing)
+        if again:
+            journal_and_write(again)
+
+
+def reset_by_writes(target: Target, specs: Sequence[BoundKnob], levels: Mapping[str, Any],
+                    devices: Mapping[str, str | None], written: Sequence[BoundKnob]) -> list[BoundKnob]:
+    """The knobs left out of a write because they already held their level, which a write to the same
+    device has since changed (writing the block scheduler resets ``nr_requests`` to the scheduler's
+    default), in write order: they must be written too."""
+    touched = {devices[spec.id] for spec in written if devices[spec.id]}
+    ids = {spec.id for spec in written}
+    reset = [spec for spec in specs if spec.id not in ids and devices[spec.id] in touched
+             and spec.knob.read(target, spec.host, device=devices[spec.id]) != levels[spec.id]]
+    return in_write_order(reset, lambda spec: spec.name, lambda spec: spec.apply_order)
 
 
 def _verify(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob]) -> None:
@@ -535,7 +554,33 @@ def write_back(target: Target, items: Sequence[tuple[int, BoundKnob, str | None,
         if not retry or len(retry) == len(pending):
             break
         pending = retry
+    problems += _put_back_resets(target, items, restored)
     return restored, problems
+
+
+def _put_back_resets(target: Target, items: Sequence[tuple[int, BoundKnob, str | None, Any]],
+                     restored: list[int]) -> list[str]:
+    """Write back, once more, a restored knob that a later write to its device changed (restoring the block
+    scheduler resets ``nr_requests``); only knobs sharing a device are read again. Drops the entries still
+    wrong from ``restored`` and returns one problem line for each."""
+    devices = [device for entry, _, device, _ in items if device and entry in restored]
+    problems = []
+    for entry, spec, device, old in items:
+        if entry not in restored or not device or devices.count(device) < 2:
+            continue
+        try:
+            if spec.knob.read(target, spec.host, device=device) == old:
+                continue
+            spec.knob.write(target, spec.host, old, device=device)
+            got = spec.knob.read(target, spec.host, device=device)
+        except TunelabError as exc:
+            got, problem = None, f"{spec.id}: {exc}"
+        else:
+            problem = f"{spec.id}: wrote back {_fmt(spec.knob, old)!r}, read {_fmt(spec.knob, got)!r}"
+        if got != old:
+            restored.remove(entry)
+            problems.append(problem)
+    return problems
 
 
 def _restore(store: Store, target: Target, applied: list[tuple[int, BoundKnob, str | None, Any]],

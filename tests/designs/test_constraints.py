@@ -21,10 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))
 from runner_fakes import INITIAL, FakeKnob, FakeLoad, FileTarget, fake_design, make_knobs  # noqa: E402
 
 import tunelab  # noqa: E402
-from tunelab.constraints import probe_design  # noqa: E402
+from tunelab.constraints import probe_config, probe_design  # noqa: E402
 from tunelab.designs import load_design_text, make_plan, plan_summary  # noqa: E402
 from tunelab.designs.constraints import entry_text, write_rank  # noqa: E402
 from tunelab.errors import DesignError, SafetyError, TargetError  # noqa: E402
+from tunelab.journal import restore_journal  # noqa: E402
 from tunelab.runner import bind_knobs, run_trial  # noqa: E402
 from tunelab.store import Store  # noqa: E402
 
@@ -231,6 +232,72 @@ def test_restore_retries_a_knob_refused_until_its_coupled_knob_is_back(target: F
     assert outcome.status == "ok"
     assert target.values()["net.fake.alpha"] == 128 and target.values()["net.fake.beta"] == 5000
     assert store.unrestored() == []
+
+
+class ResettingKnob(FakeKnob):
+    """A knob whose every write resets knob ``resets`` to ``to`` (as writing the block scheduler resets
+    nr_requests to the new scheduler's default)."""
+
+    def __init__(self, name: str, resets: str, to: int, **kwargs: Any) -> None:
+        super().__init__(name, **kwargs)
+        self.resets, self.to = resets, to
+
+    def write(self, target, host, value, device=None):
+        super().write(target, host, value, device)
+        target.write_text(host, self.path_of(self.resets), f"{self.to}\n")
+
+
+def _one_device_design() -> dict:
+    design = fake_design(knobs=["net.fake.alpha", "net.fake.beta"])
+    for knob in design["knobs"]:
+        knob["device"] = "disk0"                   # one device: alpha's write resets beta there
+    design["knobs"][0]["apply_order"] = -1         # alpha (the "scheduler") first
+    return design
+
+
+def test_a_knob_at_its_level_that_a_coupled_write_reset_is_written_too_and_put_back(target: FileTarget,
+                                                                                      store: Store):
+    # beta already holds its planned 1000; writing alpha resets it to 256: the runner must write beta again,
+    # and after the restore of alpha resets it once more, put it back to 1000
+    target.seed({"net.fake.alpha": 128, "net.fake.beta": 1000})
+    lookup = make_knobs(**{"net.fake.alpha": ResettingKnob("net.fake.alpha", resets="net.fake.beta", to=256)})
+    specs = bind_knobs(_one_device_design(), lookup)
+    outcome = run_trial(target, FakeLoad(), specs, {"net.fake.alpha[disk0]": 16, "net.fake.beta[disk0]": 1000},
+                        "screen:0", "screen", store, 0, 1)
+    assert outcome.status == "ok", outcome.reason
+    assert [name for name, _ in _write_order(target)][:2] == ["alpha", "beta"]
+    assert target.values()["net.fake.alpha"] == 128 and target.values()["net.fake.beta"] == 1000
+    assert store.unrestored() == []
+
+
+def test_the_probe_accepts_a_configuration_whose_coupled_knob_is_written_again(target: FileTarget, store: Store):
+    target.seed({"net.fake.alpha": 128, "net.fake.beta": 1000})
+    lookup = make_knobs(**{"net.fake.alpha": ResettingKnob("net.fake.alpha", resets="net.fake.beta", to=256)})
+    specs = bind_knobs(_one_device_design(), lookup)
+    assert probe_config(target, store, specs, {"net.fake.alpha[disk0]": 16, "net.fake.beta[disk0]": 1000}) is None
+    assert target.values()["net.fake.alpha"] == 128 and target.values()["net.fake.beta"] == 1000
+    assert store.unrestored() == []
+
+
+def test_tunelab_restore_retries_a_journal_entry_refused_until_its_coupled_knob_is_back(target: FileTarget,
+                                                                                       store: Store):
+    # a crashed run left alpha=16 and beta=100 (journalled alpha 128 -> 16, then beta 5000 -> 100); replaying
+    # newest first writes beta=5000 while alpha is still 16 (refused), so it is tried again after alpha is back
+    target.seed({"net.fake.alpha": 16, "net.fake.beta": 100})
+    store.journal_apply(None, "server", "net.fake.alpha", None, "128", "16")
+    store.journal_apply(None, "server", "net.fake.beta", None, "5000", "100")
+    report = restore_journal(store, target, knob_lookup=_coupled_lookup(), remove_orphans=False)
+    assert report.ok and report.failed == [] and len(report.restored) == 2
+    assert target.values()["net.fake.alpha"] == 128 and target.values()["net.fake.beta"] == 5000
+    assert store.unrestored() == []
+
+
+def test_tunelab_restore_reports_a_value_refused_twice(target: FileTarget, store: Store):
+    target.seed({"net.fake.alpha": 16, "net.fake.beta": 100})
+    store.journal_apply(None, "server", "net.fake.beta", None, "5000", "100")   # alpha stays 16: never taken
+    report = restore_journal(store, target, knob_lookup=_coupled_lookup(), remove_orphans=False)
+    assert not report.ok and len(report.failed) == 1 and "Invalid argument" in report.failed[0]
+    assert [e.knob_id for e in store.unrestored()] == ["net.fake.beta"]
 
 
 # ---- the feasibility probe --------------------------------------------------------------------------
