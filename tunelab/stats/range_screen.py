@@ -63,6 +63,32 @@ def range_parts(data: pd.DataFrame, metric: Mapping[str, Any], knobs: list[str],
     return parts, {"response": response[RESPONSE_COLUMNS]}
 
 
+def reported_change(better: tuple[float, ...], worse: tuple[float, ...], sesoi: float) -> tuple[float, ...]:
+    """Which of a knob's two extreme predicted changes ``(estimate, ci_low, ci_high, at)`` a verdict reports.
+
+    The change in the better direction when its CI excludes 0 and it reaches the SESOI (a gain worth
+    having); else a change whose CI excludes 0 (a clear loss outranks a gain the data cannot tell from
+    none); else the larger of the two.
+
+    >>> reported_change((15.8, -23.0, 75.0, 2000), (-99.6, -99.8, -99.2, 17), sesoi=5.0)[3]
+    17
+    >>> reported_change((12.0, 4.0, 20.0, 9000), (-99.6, -99.8, -99.2, 17), sesoi=5.0)[3]
+    9000
+    >>> reported_change((3.0, -1.0, 7.0, 9000), (-2.0, -6.0, 2.0, 17), sesoi=5.0)[3]
+    9000
+    """
+    def clear(change: tuple[float, ...]) -> bool:
+        return bool(change[1] > 0 or change[2] < 0)
+
+    if clear(better) and abs(better[0]) >= sesoi:
+        return better
+    if clear(worse):
+        return worse
+    if clear(better):
+        return better
+    return better if abs(better[0]) >= abs(worse[0]) else worse
+
+
 def _regression_part(row: Any, metric: Mapping[str, Any], scale: str, sesoi: float, mean: float,
                      alpha: float) -> dict[str, Any]:
     maximize = metric["direction"] == "maximize"
@@ -70,7 +96,7 @@ def _regression_part(row: Any, metric: Mapping[str, Any], scale: str, sesoi: flo
         (row.change_min, row.change_min_low, row.change_min_high, row.x_at_min)
     worse = (row.change_min, row.change_min_low, row.change_min_high, row.x_at_min) if maximize else \
         (row.change_max, row.change_max_low, row.change_max_high, row.x_at_max)
-    chosen = better if abs(better[0]) >= sesoi or abs(better[0]) >= abs(worse[0]) else worse
+    chosen = reported_change(better, worse, sesoi)
     reason = (f"range design: one regression of {'log ' if scale == 'log' else ''}{metric['name']} on every knob's "
               f"value ({row.shape} term{'s' if row.shape == 'quadratic' else ''} for this knob); the effect is the "
               f"predicted change from the baseline {row.baseline:g} to {chosen[3]:g}, the most extreme value in "
