@@ -39,7 +39,9 @@ from tunelab.loads.metrics import pick
 from tunelab.paths import SCRATCH_DIR
 from tunelab.targets.base import CommandResult, Target
 
-RW = ("randread", "randwrite", "read", "write", "randrw")
+RW = ("randread", "randwrite", "read", "write", "randrw", "readwrite")
+#: the mixed read/write patterns, whose read share is ``rwmixread``
+MIXED = ("randrw", "readwrite")
 #: fio engines a design may choose (``exec``, ``external:`` and friends would run other programs)
 ENGINES = ("auto", "libaio", "io_uring", "psync", "sync", "pvsync", "pvsync2", "posixaio", "mmap")
 #: largest file fio may lay out in the scratch directory (``size``) and largest block size (``bs``)
@@ -109,17 +111,28 @@ SETTINGS = {
     "size": c.Setting((str, int), f"a size such as 256M (at most {MAX_SIZE_BYTES // 2**30}G)",
                       _size_rule(MAX_SIZE_BYTES), optional=True),
     "filename": c.Setting((str,), f"\"@disk\" or a file under {SCRATCH_DIR}/", lambda v: len(v) <= 4096),
+    # share of reads in % for the mixed patterns (rw: randrw | readwrite); fio ignores it otherwise
+    "rwmixread": c.Setting((int,), "an integer from 0 to 100 (the % of I/Os that are reads)",
+                           lambda v: not isinstance(v, bool) and 0 <= v <= 100),
 }
 INTERNAL = ("device_from_target",)
 DEFAULTS: dict[str, Any] = {"rw": "randread", "bs": "4k", "iodepth": 16, "numjobs": 1, "ioengine": "auto",
-                            "direct": True, "size": None, "filename": "@disk"}
+                            "direct": True, "size": None, "filename": "@disk",
+                            "rwmixread": 50}
 _OPS = ("read", "write", "trim")
 MIN_INTERVAL_S = 0.5  # status objects closer than this to the previous one (the final one) are merged
 
 
 @LOADS.register("fio")
 class FioLoad(Load):
-    """Random/sequential block I/O on the server's scratch disk."""
+    """Random/sequential, read/write/mixed block I/O on the server's scratch disk.
+
+    Profiles: ``randread``, ``randwrite`` (4k, iodepth 16), ``seqread``, ``seqwrite`` (1M, iodepth 4) and
+    ``randrw`` (4k, iodepth 16, 70 % reads). For a mixed profile every metric covers reads and writes
+    together: ``iops`` is read IOPS + write IOPS, ``bw_mibps`` the sum of both directions' bandwidth, and
+    the latencies (mean and percentiles) are over all completed I/Os of either kind (the two
+    completion-latency histograms are merged), which is what the workload as a whole experiences.
+    """
 
     name = "fio"
     tools = ("fio",)
@@ -129,6 +142,8 @@ class FioLoad(Load):
         "randread": {"rw": "randread", "bs": "4k", "iodepth": 16},
         "randwrite": {"rw": "randwrite", "bs": "4k", "iodepth": 16},
         "seqread": {"rw": "read", "bs": "1M", "iodepth": 4},
+        "seqwrite": {"rw": "write", "bs": "1M", "iodepth": 4},
+        "randrw": {"rw": "randrw", "bs": "4k", "iodepth": 16, "rwmixread": 70},
     }
     metrics = pick("iops", "bw_mibps", "lat_mean_us", "lat_p50_us", "lat_p99_us", "lat_p999_us")
 
@@ -191,6 +206,8 @@ class FioLoad(Load):
                 f"--iodepth={s['iodepth']}", f"--numjobs={s['numjobs']}", "--group_reporting",
                 f"--ioengine={s['ioengine']}", f"--direct={int(s['direct'])}", "--time_based",
                 f"--runtime={runtime}", "--output-format=json+", "--status-interval=1"]
+        if s["rw"] in MIXED:
+            argv.append(f"--rwmixread={int(s['rwmixread'])}")
         if s["size"] is not None:
             argv.append(f"--size={s['size']}")
         return argv

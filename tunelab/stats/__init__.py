@@ -22,6 +22,7 @@ from tunelab.stats.posthoc import compact_letters, dunn, games_howell, to_matrix
 from tunelab.stats.power import achieved_power, replicates_needed
 from tunelab.stats.screen import ScreenResult, design_kind, recommend, schema, screen
 from tunelab.stats.sequential import SPENDING, look_alphas, pending_levels, sequential_screen, spent_alpha
+from tunelab.stats.workloads import share_improved, workload_improvements
 
 __all__ = [
     "check_input", "sorted_levels", "check_bootstrap", "MIN_N_BOOT", "MAX_N_BOOT",
