@@ -5,7 +5,8 @@ A refinement (:func:`tunelab.optimize.driver.refine` with a
 one row per search in ``searches`` (its settings, status and winner) and one JSON record per
 batch in ``search_batches`` (the candidates with their pooled estimates, the incumbent, the race
 rounds). The report reads that history only: :func:`searches`, :func:`search_batches`,
-:func:`convergence`, :func:`race_rounds`, :func:`candidate_estimates` and :func:`stored_winner`.
+:func:`convergence`, :func:`generations` (a genetic search per generation), :func:`race_rounds`,
+:func:`candidate_estimates` and :func:`stored_winner`.
 Stores are shared files, so every record is untrusted JSON: each field read is checked first and
 a malformed one is a :class:`ReportError` naming the store and the field.
 
@@ -52,6 +53,9 @@ BATCH_TABLE_COLUMNS = ["search_id", "engine", "batch", "stage", "race_round", "e
 #: columns of :func:`convergence`
 CONVERGENCE_COLUMNS = ["search_id", "engine", "batch", "stage", "race_round", "evaluations", "incumbent_mean",
                        "incumbent_se", "best_mean", "mean", "worst_mean", "baseline_mean", "baseline_se"]
+#: columns of :func:`generations`
+GENERATION_COLUMNS = ["search_id", "engine", "generation", "evaluations", "offspring", "population", "best", "mean",
+                      "worst", "offspring_best", "offspring_mean", "offspring_worst", "baseline", "baseline_se"]
 #: columns of :func:`race_rounds`
 RACE_COLUMNS = ["search_id", "engine", "round", "racer", "candidate", "n", "mean", "se", "ci_low", "ci_high",
                 "status", "survived", "is_baseline"]
@@ -363,6 +367,79 @@ def convergence(batches: pd.DataFrame, objective: Metric | str) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=CONVERGENCE_COLUMNS)
     frame["race_round"] = frame["race_round"].astype("Int64")
     return frame
+
+
+def _key(config: Mapping[str, Any]) -> tuple:
+    """A configuration as a hashable key (knob -> canonical level, sorted by knob)."""
+    return tuple(sorted((k, level_value(v)) for k, v in config.items()))
+
+
+def _spread(values: Sequence[float], maximize: bool) -> tuple[float, float, float]:
+    """(best, mean, worst) of the finite ``values``; NaN for none."""
+    finite = np.array([v for v in values if math.isfinite(v)], dtype=float)
+    if not finite.size:
+        return math.nan, math.nan, math.nan
+    best, worst = (finite.max(), finite.min()) if maximize else (finite.min(), finite.max())
+    return float(best), float(finite.mean()), float(worst)
+
+
+def _population(estimates: Mapping[tuple, float], size: int, maximize: bool) -> list[float]:
+    """The ``size`` best estimates (failed configurations, NaN, rank last), as an elitist GA keeps them."""
+    ranked = sorted(estimates.values(), key=lambda v: (not math.isfinite(v), -v if maximize else v))
+    return ranked[:size]
+
+
+def generations(batches: pd.DataFrame, objective: Metric | str) -> pd.DataFrame:
+    """One row per generation of each genetic search (``ga``, ``nsga2``): best, mean and worst estimate
+    of ``objective`` in the population and among the generation's offspring, and the baseline's.
+
+    A search batch of a pymoo engine is one generation (``generation`` is the batch number): batch 0 is
+    the initial population (the baseline first), each later batch the offspring of one generation. pymoo's GA survival is elitist
+    (the fittest of parents and offspring survive), so the population after generation ``g`` is the
+    ``population`` best configurations measured up to ``g``, where ``population`` is the size of
+    generation 0; this is what Gembala et al. plot per generation (best, worst and default
+    individuals). Race batches are not generations and are left out. Estimates are the stored
+    pooled means (one measurement each in the search stage).
+
+    Parameters
+    ----------
+    batches : :func:`search_batches`
+    objective : a :class:`~tunelab.model.Metric`, ``NAME:max|min``, or the name of a stored objective
+
+    Returns
+    -------
+    DataFrame
+        ``search_id, engine, generation, evaluations, offspring`` (configurations asked in this
+        generation), ``population`` (its size), ``best, mean, worst`` (population),
+        ``offspring_best, offspring_mean, offspring_worst`` and ``baseline, baseline_se`` (the
+        baseline's latest estimate; NaN when the search never measured it).
+    """
+    _check_batches(batches)
+    goal = _objective(objective, batches)
+    rows = []
+    for search_id, group in batches.groupby("search_id", sort=False):
+        estimates: dict[tuple, float] = {}
+        size = 0
+        base_mean = base_se = math.nan
+        for row in group[group["stage"] == "search"].itertuples(index=False):
+            baseline = getattr(row, "baseline", None)
+            asked = []
+            for entry in row.record["candidates"]:
+                mean, se = _estimate(entry, goal.name)
+                asked.append(mean)
+                estimates[_key(entry["config"])] = mean
+                if _same(entry["config"], baseline):
+                    base_mean, base_se = mean, se
+            size = size or len(estimates)
+            best, middle, worst = _spread(_population(estimates, size, goal.maximize), goal.maximize)
+            o_best, o_mean, o_worst = _spread(asked, goal.maximize)
+            rows.append({"search_id": search_id, "engine": row.engine, "generation": int(row.batch),
+                         "evaluations": row.evaluations, "offspring": len(asked),
+                         "population": min(size, len(estimates)),
+                         "best": best, "mean": middle, "worst": worst, "offspring_best": o_best,
+                         "offspring_mean": o_mean, "offspring_worst": o_worst, "baseline": base_mean,
+                         "baseline_se": base_se})
+    return pd.DataFrame(rows, columns=GENERATION_COLUMNS)
 
 
 def config_label(config: Mapping[str, Any], knobs: Sequence[str] | None = None) -> str:
