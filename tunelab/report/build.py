@@ -394,18 +394,41 @@ def _model_figure_html(result: ScreenResult, metric: str, baseline: Mapping[str,
                         f"Model mean of {metric} (95 % CI) per level of each knob, averaged over the other knobs.")
 
 
+def _key_figures_html(result: ScreenResult, inputs: ScreenInputs, band: float | None, interval: str) -> str:
+    """The focus metric's effect sizes and runs per level, or, for a study read over numeric ranges (Latin
+    hypercube, Morris: no levels), its response curves or Morris plane."""
+    from tunelab.report import figures
+    from tunelab.report.methods import sesoi_text
+
+    name = inputs.metric["name"]
+    if name not in set(result.effects.get("metric", ())) and name in set(result.response.get("metric", ())):
+        return _figure_html(figures.response_curves_figure(result.response, name, inputs.baseline),
+                            f"response curves of {name} over each knob's range",
+                            f"Predicted change of {name} against the baseline value over each knob's range (95 % "
+                            "interval); dashed: the baseline value.")
+    if name not in set(result.effects.get("metric", ())) and name in set(result.morris.get("metric", ())):
+        return _figure_html(figures.morris_figure(result.morris, name), f"Morris mu* against sigma of {name}",
+                            f"Morris elementary effects of {name}: each knob's mean absolute change over its range "
+                            "(mu*) against its spread (sigma).")
+    forest = figures.effects_forest(result.effects, name, band)
+    levels = figures.levels_figure(inputs.runs, inputs.knobs, name, inputs.baseline, design=result.design)
+    return "\n".join([
+        _figure_html(forest, f"effect sizes for {name}",
+                     f"% change of {name} per knob level against the baseline, {interval}"
+                     + (f"; shaded: {sesoi_text(inputs.metric)} smallest effect of interest." if band else ".")),
+        _figure_html(levels, f"{name} per knob level",
+                     f"{name} of every run per knob level (box: quartiles); orange: the baseline level.")])
+
+
 def index_html(study: Study, inputs: ScreenInputs, result: ScreenResult, runs: Sequence[NotebookRun],
                n_boot: int | None = None) -> str:
     """The report's index page: summary, verdict table, key figures, notebooks, methods (self-contained)."""
     from tunelab.report import figures
-    from tunelab.report.methods import (TABLE_CSS, markdown_to_html, methods_markdown, sesoi_text, summary_markdown,
-                                        verdicts_html)
+    from tunelab.report.methods import TABLE_CSS, markdown_to_html, methods_markdown, summary_markdown, verdicts_html
 
     focus = inputs.metric
     band = focus.get("sesoi_pct") if focus.get("sesoi_abs") is None else None
     interval = "95 % bootstrap CI" if result.design == "oat" else "95 % CI from the model (Dunnett-adjusted)"
-    forest = figures.effects_forest(result.effects, focus["name"], band)
-    levels = figures.levels_figure(inputs.runs, inputs.knobs, focus["name"], inputs.baseline, design=result.design)
     model_figure = _model_figure_html(result, focus["name"], inputs.baseline)
     items = []
     for run in runs:
@@ -434,11 +457,7 @@ the chosen test, and whether every level is equivalent to the baseline within th
 {verdicts_html(result.verdicts, inputs.metrics)}
 </section>
 <section id="figures"><h2>Key figures ({escape(focus["name"])})</h2>
-{_figure_html(forest, f"effect sizes for {focus['name']}",
-              f"% change of {focus['name']} per knob level against the baseline, {interval}"
-              + (f"; shaded: {sesoi_text(focus)} smallest effect of interest." if band else "."))}
-{_figure_html(levels, f"{focus['name']} per knob level",
-              f"{focus['name']} of every run per knob level (box: quartiles); orange: the baseline level.")}
+{_key_figures_html(result, inputs, band, interval)}
 {model_figure}
 </section>
 <section id="notebooks"><h2>Notebooks</h2><ul>

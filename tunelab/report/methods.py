@@ -819,15 +819,20 @@ def letters_by_level(posthoc: pd.DataFrame, knob: str, metric: str, method: str,
     return dict(zip(table["group"], table["letters"]))
 
 
+#: the screen's tests of a knob read over its numeric range (no levels, so no post-hoc pairs)
+RANGE_TESTS = ("range_regression", "morris")
+
+
 def significant_pairs(verdicts: pd.DataFrame) -> list[tuple[str, str, str]]:
     """(knob, metric, post-hoc method) of every knob × metric whose adjusted omnibus p is below alpha.
 
     Knobs judged by a model (factorial designs, tests in :data:`MODEL_TEST_TEXT`) have the model's
     contrasts against the baseline (``model_dunnett``); interaction rows (``'a:b'``) have no levels of
-    their own and are left out."""
+    their own and are left out, and so are knobs read over a numeric range (Latin hypercube, Morris:
+    tests in :data:`RANGE_TESTS`), which have no groups to compare pairwise."""
     methods = {"anova+tukey": "tukey_hsd", "welch+games_howell": "games_howell", "kruskal+dunn": "dunn",
                **{test: "model_dunnett" for test in MODEL_TEST_TEXT}}
-    chosen = verdicts[verdicts["significant"].astype(bool)]
+    chosen = verdicts[verdicts["significant"].astype(bool) & ~verdicts["test"].isin(RANGE_TESTS)]
     return [(r.knob, r.metric, methods.get(r.test, "tukey_hsd")) for r in chosen.itertuples(index=False)
             if not (":" in str(r.knob) and not _present(r.best_level))]
 
