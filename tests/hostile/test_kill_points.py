@@ -69,8 +69,8 @@ LAB_KILL_POINTS = [
     ("between_trials", 2), ("teardown", 1), ("teardown_mid", 1),
 ]
 LOCAL_KILL_POINTS = [p for p in LAB_KILL_POINTS if p[0] not in ("lab_coming_up", "teardown_mid")]
-#: SIGINT and SIGTERM at 10 points of each run (the run must clean up by itself): every distinct
-#: path of the lab run, and of the local run (which has no lab to build or tear down)
+#: SIGINT or SIGTERM (in turn: _alternate_signals) at 10 points of each run (the run must clean up by
+#: itself): every distinct path of the lab run, and of the local run (which has no lab to build or tear down)
 LAB_SOFT_POINTS = [
     ("lab_coming_up", 1), ("begin", 2), ("before_apply", 1), ("after_apply", 2), ("measuring", 2),
     ("after_record", 2), ("restore", 3), ("between_trials", 2), ("teardown", 1), ("teardown_mid", 1),
@@ -633,8 +633,16 @@ def test_local_netns_sigkill_then_rerun_without_restore(make_case: Any, point: s
 
 # ---- SIGINT / SIGTERM: the run cleans up by itself -------------------------------------------------
 
-SOFT_CASES = [(sig, point, n) for sig, points in SOFT_POINTS.items() for point, n in points]
-LOCAL_SOFT_CASES = [(sig, point, n) for sig in SOFT_POINTS for point, n in LOCAL_SOFT_POINTS]
+def _alternate_signals(points: list[tuple[str, int]]) -> list[tuple[str, str, int]]:
+    """Each point once, SIGINT and SIGTERM in turn: once its handler is in, SIGTERM takes SIGINT's path
+    (``signals.sigterm_interrupts`` raises KeyboardInterrupt), so every point is covered by one signal and
+    each signal by half the points (in turn, so both see the lab's set-up, a trial and the teardown)."""
+    signals = list(SOFT_POINTS)
+    return [(signals[i % len(signals)], point, n) for i, (point, n) in enumerate(points)]
+
+
+SOFT_CASES = _alternate_signals(LAB_SOFT_POINTS)
+LOCAL_SOFT_CASES = _alternate_signals(LOCAL_SOFT_POINTS)
 
 
 def _soft_kill_then_resume(case: Case, sig: str, point: str, occurrence: int) -> None:
