@@ -66,3 +66,7 @@ class TestbedError(TargetError):
 class ClusterError(TargetError):
     """The Dask cluster of a many-testbed study could not be started or reached, or its workers do not
     match the testbeds."""
+
+
+class SeedError(TunelabError):
+    """A seed study of the gallery cannot be recorded or shown (missing store, unknown study, failed step)."""

@@ -43,17 +43,22 @@ class Registry(Generic[T]):
     ----------
     kind : what is registered, in words (``"load generator"``), for the error message
     error : the exception class ``get`` raises for an unknown name (default :class:`KeyError`)
+    same : ``same(a, b)``: whether two objects registered under one name are one definition (then the
+        second replaces the first); default :func:`same_definition`. Registries of instances, whose
+        re-imported copies are new objects, pass their own.
     """
 
-    def __init__(self, kind: str, error: type[Exception] = KeyError) -> None:
+    def __init__(self, kind: str, error: type[Exception] = KeyError,
+                 same: Callable[[object, object], bool] = same_definition) -> None:
         self.kind = kind
         self.error = error
+        self.same = same
         self._items: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(obj: T) -> T:
             known = self._items.get(name)
-            if known is not None and not same_definition(known, obj):
+            if known is not None and not self.same(known, obj):
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             self._items[name] = obj
             return obj

@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
     {"simulator"},
     {"report"},
     {"api", "__init__"},
+    {"seeds"},
     {"cli", "__main__"},
 ]
 #: packages with a stricter rule than their layer: what they may import at all

@@ -1,0 +1,57 @@
+"""Fixtures of the seed-study tests: the recorded stores (copied, consistently) and headless Chromium.
+
+Stores are copied with SQLite's backup API, so a store still being written (WAL) is read as one consistent
+snapshot and the checkout is never touched (opening a WAL store, even read-only, creates files next to it).
+``TUNELAB_SEED_STORES=data/seeds-dev`` points the real-gallery test at development stores.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the shipped recordings of the five seed studies
+RECORDED = ROOT / "data" / "examples" / "seeds"
+
+
+def copy_store(source: Path, directory: Path) -> Path:
+    """A consistent copy of the store ``source`` in ``directory`` (SQLite backup; the source is opened read-only)."""
+    target = directory / source.name
+    with sqlite3.connect(f"file:{source}?mode=ro", uri=True) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+    return target
+
+
+def copy_stores(source: Path, directory: Path) -> Path:
+    """Every ``*.sqlite`` store of ``source`` copied into ``directory`` (created); returns ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for store in sorted(source.glob("*.sqlite")):
+        copy_store(store, directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The headless Chromium binary (browser tests are skipped without it)."""
+    path = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    if path is None:
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def recorded_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A consistent copy of the recorded seed stores (``TUNELAB_SEED_STORES`` or data/examples/seeds)."""
+    source = Path(os.environ.get("TUNELAB_SEED_STORES") or RECORDED)
+    if not source.is_absolute():
+        source = ROOT / source
+    if not any(source.glob("*.sqlite")):
+        pytest.fail(f"{source} holds no recorded seed stores (they ship with the source): record them with "
+                    f"`tunelab gallery --record --stores {source}` on a quiet machine")
+    return copy_stores(source, tmp_path_factory.mktemp("seed-stores"))
