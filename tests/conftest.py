@@ -4,8 +4,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # tests/*_helpers.py (browser_helpers)
 
 
 def _tunelab_namespaces() -> set[str]:
@@ -51,3 +55,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for name in leftover:
             subprocess.run(["ip", "netns", "delete", name], check=False)
         session.exitstatus = 1
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The headless Chromium binary (browser tests are skipped without it)."""
+    from browser_helpers import find_chromium
+
+    path = find_chromium()
+    if path is None:
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    return path

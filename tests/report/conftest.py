@@ -5,7 +5,6 @@ read-only, creates ``-shm``/``-wal`` files next to it, and the checkout must sta
 """
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -58,12 +57,3 @@ def refine_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("report") / store.stem
     assert main(["report", str(store), "--out", str(out), "--notebooks", "03", "--notebooks", "04"]) == 0
     return out / "index.html"
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    """The headless Chromium binary (browser tests are skipped without it)."""
-    path = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-    if path is None:
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    return path

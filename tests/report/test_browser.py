@@ -3,25 +3,14 @@ from __future__ import annotations
 
 import base64
 import io
-import subprocess
-import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+from browser_helpers import chromium_run  # tests/ is on sys.path (tests/conftest.py)
+
 pytestmark = pytest.mark.browser
-
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def chromium_run(binary: str, url: str, *extra: str) -> str:
-    with tempfile.TemporaryDirectory(prefix="tunelab-chromium-") as profile:
-        done = subprocess.run([binary, *FLAGS, f"--user-data-dir={profile}", *extra, url], capture_output=True,
-                              text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 class Dom(HTMLParser):

@@ -7,7 +7,6 @@ snapshot and the checkout is never touched (opening a WAL store, even read-only,
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -36,13 +35,6 @@ def copy_stores(source: Path, directory: Path) -> Path:
     return directory
 
 
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    """The headless Chromium binary (browser tests are skipped without it)."""
-    path = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-    if path is None:
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    return path
 
 
 @pytest.fixture(scope="session")

@@ -2,16 +2,16 @@
 Chromium), the real gallery from the recorded stores, and the command's one-line errors."""
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Callable
 from urllib.parse import unquote, urlparse
 
 import pandas as pd
 import pytest
+
+from browser_helpers import chromium_run  # tests/ is on sys.path (tests/conftest.py)
 
 from tunelab.seeds import SEED_STUDIES, Claim, FigureImage, Measured, SeedStudy, StudyPage, Table
 from tunelab.seeds.gallery import provenance_text, store_provenance, write_gallery
@@ -19,17 +19,6 @@ from tunelab.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def _report_browser() -> object:
-    """tests/report/test_browser.py loaded as a helper module (its ``chromium_run``), under a name of its own."""
-    spec = importlib.util.spec_from_file_location("seed_tests_report_browser",
-                                                  ROOT / "tests" / "report" / "test_browser.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-chromium_run: Callable[..., str] = _report_browser().chromium_run
 
 
 class Seen(HTMLParser):
