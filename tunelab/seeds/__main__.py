@@ -7,6 +7,7 @@ The seeds layer sits below the CLI, so this entry point parses with the gallery'
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from typing import Sequence
 
@@ -26,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except (TunelabError, OSError) as exc:
         print(f"tunelab: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as exc:
+        print(f"tunelab: error: a seed store is damaged or not a tunelab store ({exc}); restore it from git "
+              "(data/examples/seeds) or record it again", file=sys.stderr)
         return 2
     print(f"gallery written: {index}")
     return 0
