@@ -133,8 +133,7 @@ def probe_config(target: Target, store: Store, specs: Sequence[BoundKnob], confi
     levels = check_trial(specs, config, allow_host_global)
     devices = {s.id: target.resolve_device(s.device) if s.device else None for s in specs}
     old = {s.id: s.knob.read(target, s.host, device=devices[s.id]) for s in specs}
-    changing = in_write_order([s for s in specs if levels[s.id] != old[s.id]],
-                              lambda s: s.name, lambda s: s.apply_order)
+    changing = in_write_order(s for s in specs if levels[s.id] != old[s.id])
     if not changing:
         return None
     identities = {host: host_identity(target, host) for host in {s.host for s in changing}}

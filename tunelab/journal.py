@@ -12,7 +12,7 @@ the labs of dead runs. The rules checked before anything is written live with th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from tunelab.errors import KnobError, TargetError, TunelabError
 from tunelab.knobs import Knob, get_knob
@@ -20,6 +20,8 @@ from tunelab.signals import deferred_interrupts
 from tunelab.store import HostIdentity, JournalEntry, Store
 from tunelab.targets import Target, build_target, get_target
 from tunelab.targets import lab as lab_module
+
+T = TypeVar("T")
 
 KnobLookup = Callable[[str], Knob]
 
@@ -233,11 +235,11 @@ def _triage(store: Store, entries: list[JournalEntry], report: RestoreReport, kn
 def _replay(store: Store, target: Target, live: list[tuple[JournalEntry, Knob]], report: RestoreReport) -> None:
     """Put each entry back on the machine it was made on: another machine's entry is refused, one from
     before the last reboot is moot, the others are written back and verified (Ctrl-C held meanwhile).
-    An entry the kernel refuses is tried once more after the others, as the runner does
-    (:func:`tunelab.runner.write_back`: ``nr_requests`` is only valid under its old scheduler)."""
+    An entry the kernel refuses is tried once more after the others (:func:`in_two_passes`, as the
+    runner's :func:`tunelab.runner.write_back`: ``nr_requests`` is only valid under its old scheduler)."""
     identities = {host: host_identity(target, host) for host in {entry.host for entry, _ in live}}
     with deferred_interrupts():
-        retry: list[tuple[JournalEntry, Knob]] = []
+        replay: list[tuple[JournalEntry, Knob]] = []
         for entry, knob in live:
             here = identities[entry.host]
             foreign = _foreign_reason(entry, here)
@@ -249,19 +251,32 @@ def _replay(store: Store, target: Target, live: list[tuple[JournalEntry, Knob]],
                 store.journal_restored(entry.entry_id, note=note)
                 report.moot.append(f"{_describe(entry)}: {note}")
             else:
-                retry.append((entry, knob))
-        for attempt in range(2):
-            failed: list[tuple[JournalEntry, Knob, str]] = []
-            for entry, knob in retry:
-                try:
-                    restore_entry(store, target, knob, entry)
-                    report.restored.append(f"{_describe(entry)} back to {entry.old_text!r}")
-                except TunelabError as exc:
-                    failed.append((entry, knob, str(exc)))
-            if attempt == 1 or not failed or len(failed) == len(retry):
-                report.failed.extend(f"{_describe(entry)}: {why}" for entry, _, why in failed)
-                break
-            retry = [(entry, knob) for entry, knob, _ in failed]
+                replay.append((entry, knob))
+
+        def put_back(item: tuple[JournalEntry, Knob]) -> None:
+            entry, knob = item
+            restore_entry(store, target, knob, entry)
+            report.restored.append(f"{_describe(entry)} back to {entry.old_text!r}")
+
+        report.failed.extend(f"{_describe(entry)}: {why}" for (entry, _), why in in_two_passes(replay, put_back))
+
+
+def in_two_passes(items: Sequence[T], put_back: Callable[[T], None]) -> list[tuple[T, str]]:
+    """Call ``put_back`` on each item in order; those it refuses (a :class:`TunelabError`) are tried once
+    more after the others, when the others changed something (coupled knobs: ``nr_requests`` is only
+    valid under its old scheduler). Returns the items still refused, each with the error's text."""
+    pending, failed = list(items), []
+    for _ in range(2):
+        failed = []
+        for item in pending:
+            try:
+                put_back(item)
+            except TunelabError as exc:
+                failed.append((item, str(exc)))
+        if not failed or len(failed) == len(pending):
+            break
+        pending = [item for item, _ in failed]
+    return failed
 
 
 def restore_entry(store: Store, target: Target, knob: Knob, entry: JournalEntry) -> None:

@@ -60,7 +60,7 @@ from tunelab.designs import Design, make_plan
 from tunelab.designs.constraints import in_write_order
 from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS, PLAN_COLUMNS
 from tunelab.errors import DesignError, KnobError, SafetyError, TargetError, TunelabError
-from tunelab.journal import host_identity, restore_journal
+from tunelab.journal import host_identity, in_two_passes, restore_journal
 from tunelab.knobs import Knob, get_knob
 from tunelab.loads import Load, LoadResult, get_load
 from tunelab.model import KnobId, TrialStatus, knob_id, level_from_json, level_to_json
@@ -335,8 +335,7 @@ def _apply(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob], store:
             spec.knob.write(target, spec.host, trial.levels[spec.id], device=trial.devices[spec.id])
 
     with trial.clock.phase("apply"):
-        changing = in_write_order([spec for spec in specs if trial.levels[spec.id] != trial.old_values[spec.id]],
-                                  lambda spec: spec.name, lambda spec: spec.apply_order)
+        changing = in_write_order(spec for spec in specs if trial.levels[spec.id] != trial.old_values[spec.id])
         if not changing:
             return
         journal_and_write(changing)
@@ -354,7 +353,7 @@ def reset_by_writes(target: Target, specs: Sequence[BoundKnob], levels: Mapping[
     ids = {spec.id for spec in written}
     reset = [spec for spec in specs if spec.id not in ids and devices[spec.id] in touched
              and spec.knob.read(target, spec.host, device=devices[spec.id]) != levels[spec.id]]
-    return in_write_order(reset, lambda spec: spec.name, lambda spec: spec.apply_order)
+    return in_write_order(reset)
 
 
 def _verify(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob]) -> None:
@@ -527,35 +526,29 @@ def _identities(target: Target, hosts: set[str]) -> dict[str, HostIdentity]:
 def write_back(target: Target, items: Sequence[tuple[int, BoundKnob, str | None, Any]],
                on_each: Callable[[], None] | None = None) -> tuple[list[int], list[str]]:
     """Write each ``(journal entry, knob, device, old value)`` back in the given order and read it back;
-    a knob the kernel refuses is tried once more after the others (coupled knobs: ``nr_requests`` is
-    only valid under its old scheduler). Returns the restored entries and one problem line per knob
-    still not back; ``on_each`` is called after each restored knob."""
+    a knob the kernel refuses is tried once more after the others (:func:`tunelab.journal.in_two_passes`:
+    ``nr_requests`` is only valid under its old scheduler), and one a later write reset is put back again
+    (:func:`_put_back_resets`). Returns the restored entries and one problem line per knob still not back;
+    ``on_each`` is called after each restored knob."""
     restored: list[int] = []
-    problems: list[str] = []
-    pending = list(items)
-    for _ in range(2):
-        retry, problems = [], []
-        for item in pending:
-            entry, spec, device, old = item
-            try:
-                spec.knob.write(target, spec.host, old, device=device)
-                got = spec.knob.read(target, spec.host, device=device)
-            except TunelabError as exc:
-                problems.append(f"{spec.id}: {exc}")
-                retry.append(item)
-                continue
-            if got != old:
-                problems.append(f"{spec.id}: wrote back {_fmt(spec.knob, old)!r}, read {_fmt(spec.knob, got)!r}")
-                retry.append(item)
-                continue
-            restored.append(entry)
-            if on_each is not None:
-                on_each()
-        if not retry or len(retry) == len(pending):
-            break
-        pending = retry
-    problems += _put_back_resets(target, items, restored)
-    return restored, problems
+
+    def put_back(item: tuple[int, BoundKnob, str | None, Any]) -> None:
+        entry, spec, device, old = item
+        _write_verified(target, spec, device, old)
+        restored.append(entry)
+        if on_each is not None:
+            on_each()
+
+    problems = [f"{item[1].id}: {why}" for item, why in in_two_passes(items, put_back)]
+    return restored, problems + _put_back_resets(target, items, restored)
+
+
+def _write_verified(target: Target, spec: BoundKnob, device: str | None, value: Any) -> None:
+    """Write ``value`` and read it back; KnobError when the kernel keeps another value."""
+    spec.knob.write(target, spec.host, value, device=device)
+    got = spec.knob.read(target, spec.host, device=device)
+    if got != value:
+        raise KnobError(f"wrote back {_fmt(spec.knob, value)!r}, read {_fmt(spec.knob, got)!r}")
 
 
 def _put_back_resets(target: Target, items: Sequence[tuple[int, BoundKnob, str | None, Any]],
@@ -569,17 +562,11 @@ def _put_back_resets(target: Target, items: Sequence[tuple[int, BoundKnob, str |
         if entry not in restored or not device or devices.count(device) < 2:
             continue
         try:
-            if spec.knob.read(target, spec.host, device=device) == old:
-                continue
-            spec.knob.write(target, spec.host, old, device=device)
-            got = spec.knob.read(target, spec.host, device=device)
+            if spec.knob.read(target, spec.host, device=device) != old:
+                _write_verified(target, spec, device, old)
         except TunelabError as exc:
-            got, problem = None, f"{spec.id}: {exc}"
-        else:
-            problem = f"{spec.id}: wrote back {_fmt(spec.knob, old)!r}, read {_fmt(spec.knob, got)!r}"
-        if got != old:
             restored.remove(entry)
-            problems.append(problem)
+            problems.append(f"{spec.id}: {exc}")
     return problems
 
 
@@ -963,6 +950,6 @@ def describe_target(target: Target) -> dict[str, Any]:
 
 
 __all__ = ["BoundKnob", "BusyRule", "RunSetup", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs",
-           "busy_rule", "check_host_global", "check_trial", "cleanup_load", "keyed_settings", "load_for", "load_of", "prepare_run", "preflight",
-           "profile_settings", "recover_journal", "repeat_while_busy", "run_design", "run_provenance_of", "run_trial",
-           "target_spec_of", "validate_config", "write_back"]
+           "busy_rule", "check_host_global", "check_trial", "cleanup_load", "keyed_settings", "load_for", "load_of",
+           "prepare_run", "preflight", "profile_settings", "recover_journal", "repeat_while_busy", "reset_by_writes",
+           "run_design", "run_provenance_of", "run_trial", "target_spec_of", "validate_config", "write_back"]

@@ -34,5 +34,5 @@ def test_a_range_study_has_significant_knobs_but_no_post_hoc_pairs(lhs_screen) -
 def test_the_index_of_a_range_study_shows_response_curves(lhs_screen) -> None:
     study, inputs, result = lhs_screen
     page = index_html(study, inputs, result, runs=[])
-    assert "response curves of qps over each knob&#x27;s range" in page or "response curves of qps" in page
+    assert "response curves of qps" in page
     assert "effect sizes for qps" not in page

@@ -26,11 +26,11 @@ orders its writes with :func:`write_rank`, and :mod:`tunelab.constraints` probes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from tunelab.model import level_to_json
 
-T = TypeVar("T")
+R = TypeVar("R", bound="Ranked")
 
 #: built-in write ranks of known couplings (lower is written first; a knob not listed has rank 0).
 #: ``block.queue.scheduler`` goes first: the elevator decides which ``nr_requests`` the queue
@@ -75,16 +75,28 @@ def write_rank(name: str, apply_order: int | None = None) -> int:
     return BUILTIN_APPLY_ORDER.get(name, 0)
 
 
-def in_write_order(items: Sequence[T], name_of: Callable[[T], str],
-                   order_of: Callable[[T], int | None]) -> list[T]:
-    """``items`` sorted by :func:`write_rank` (stable: ties keep their order).
+class Ranked(Protocol):
+    """What :func:`in_write_order` reads of a knob: a design's ``KnobSpec`` or the runner's ``BoundKnob``."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def apply_order(self) -> int | None: ...
+
+
+def in_write_order(knobs: Iterable[R]) -> list[R]:
+    """``knobs`` sorted by :func:`write_rank` of their ``name`` and ``apply_order`` (stable: ties keep
+    their order).
 
     Examples
     --------
-    >>> in_write_order(["block.queue.nr_requests", "block.queue.scheduler"], str, lambda n: None)
+    >>> from collections import namedtuple
+    >>> K = namedtuple("K", "name apply_order")
+    >>> [k.name for k in in_write_order([K("block.queue.nr_requests", None), K("block.queue.scheduler", None)])]
     ['block.queue.scheduler', 'block.queue.nr_requests']
     """
-    return sorted(items, key=lambda item: write_rank(name_of(item), order_of(item)))
+    return sorted(knobs, key=lambda knob: write_rank(knob.name, knob.apply_order))
 
 
 def design_ranks(apply_order: Sequence[str]) -> dict[str, int]:
@@ -126,5 +138,5 @@ def entry_text(entry: Mapping[str, Any]) -> str:
     return "- " + flow.strip()
 
 
-__all__ = ["BUILTIN_APPLY_ORDER", "Constraints", "EXCLUDABLE_TYPES", "design_ranks", "entry_text", "in_write_order",
-           "matches", "matching_entry", "write_rank"]
+__all__ = ["BUILTIN_APPLY_ORDER", "Constraints", "EXCLUDABLE_TYPES", "Ranked", "design_ranks", "entry_text",
+           "in_write_order", "matches", "matching_entry", "write_rank"]

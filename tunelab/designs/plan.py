@@ -341,7 +341,7 @@ def excluded_lines(summary: Mapping[str, Any]) -> list[str]:
 
 def apply_order_summary(design: Design) -> list[dict[str, Any]]:
     """The design's knobs in the order a trial writes them (``rank``: lower first; restored in reverse)."""
-    ordered = in_write_order(list(design.knobs), lambda k: k.name, lambda k: k.apply_order)
+    ordered = in_write_order(design.knobs)
     return [{"id": k.id, "rank": write_rank(k.name, k.apply_order)} for k in ordered]
 
 

@@ -205,7 +205,7 @@ def _frame_html(frame: pd.DataFrame) -> str:
 def _study_page(study: SeedStudy, page: StudyPage, directory: Path, provenance: list[dict[str, Any]],
                 reports: Sequence[Path]) -> str:
     """Write the figures and design copies of one study into ``directory``; return its HTML body."""
-    parts = [f"<p class=\"small\"><a href=\"../index.html\">All seed studies</a></p>",
+    parts = ["<p class=\"small\"><a href=\"../index.html\">All seed studies</a></p>",
              f"<h1>{_e(study.key)}: {_e(study.title)}</h1>",
              _claim_table([f"<tr class=\"claim-row\" data-study=\"{_e(study.key)}\">"
                            f"{_claim_cells(study, page, None)}</tr>"])]

@@ -170,15 +170,6 @@ def measured_row(confirmation: pd.DataFrame, verdicts: pd.DataFrame) -> Measured
     return Measured(effect=effect, verdict=verdict, agreement=agreement, why=why)
 
 
-def _provenance(study: Study, path: Path) -> dict[str, Any]:
-    trials = study.trials
-    started = pd.to_datetime(trials["started_at"], utc=True, errors="coerce")
-    ended = pd.to_datetime(trials["ended_at"], utc=True, errors="coerce")
-    span = (ended.max() - started.min()).total_seconds() / 60 if len(trials) else math.nan
-    return {"store": path.name, "trials": int(len(trials)), "recorded": str(ended.max()),
-            "lab_minutes": round(span, 1) if math.isfinite(span) else None}
-
-
 def page(stores: Path) -> StudyPage:
     """Generations as in Figure 4, the screen's effects and verdicts, the confirmation (throughput and RTT)."""
     path = recorded_store(stores, STORE, NAME)
@@ -217,7 +208,6 @@ def page(stores: Path) -> StudyPage:
                f"{PAPER_POPULATION} x {PAPER_GENERATIONS} generations to the lab's budget.",
                "The high-BDP variant needs path delay (the lab's delay_ms, netem); the recording skips it where the "
                f"kernel lacks netem: {NETEM_MISSING}."],
-        provenance=[_provenance(study, path)],
         stores=[path])
 
 

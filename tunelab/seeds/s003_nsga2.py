@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 import yaml
 from matplotlib.figure import Figure
-from scipy import stats as ss
 
 import tunelab
 from tunelab.errors import SeedError
@@ -98,7 +97,8 @@ DEFAULTS_NAME = "defaults"
 
 def mean_interval(values: Iterable[float], level: float = 0.95,
                   floor: float | None = None) -> tuple[float, float, float, int]:
-    """Mean and Student-t confidence interval of ``values`` (NaNs dropped): ``(mean, low, high, n)``.
+    """Mean and Student-t confidence interval of ``values`` (NaNs dropped; statsmodels' ``tconfint_mean``):
+    ``(mean, low, high, n)``.
 
     With fewer than two values the interval is ``(nan, nan)``; with no spread it is the mean itself.
     ``floor`` clips the interval to a metric's range (0 for counts and rates).
@@ -110,12 +110,12 @@ def mean_interval(values: Iterable[float], level: float = 0.95,
     mean = float(data.mean())
     if n < 2:
         return mean, math.nan, math.nan, n
-    se = float(data.std(ddof=1)) / math.sqrt(n)
-    if se == 0:
+    if data.std(ddof=1) == 0:
         return mean, mean, mean, n
-    half = float(ss.t.ppf(0.5 + level / 2, n - 1)) * se
-    low = mean - half if floor is None else max(mean - half, floor)
-    return mean, low, mean + half, n
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    low, high = (float(v) for v in DescrStatsW(data).tconfint_mean(alpha=1 - level))
+    return mean, low if floor is None else max(low, floor), high, n
 
 
 def pct_change_interval(candidate: Iterable[float], baseline: Iterable[float],
