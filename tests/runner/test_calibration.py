@@ -88,3 +88,15 @@ def test_assess_noise_reports_too_few_trials(tmp_path: Path) -> None:
     one = assess_noise(tidy.head(1), design, runs=30)
     assert one.lines() == ["calibration: 1 of 30 A/A trials usable; at least 2 are needed for a noise CV"]
     assert one.warnings == []
+
+
+def test_a_quiet_machine_needs_the_minimum_replicates_and_does_not_crash(tmp_path: Path) -> None:
+    # the quickstart on an idle machine: qps CV 2.98 % against a ±5 % SESOI, no solver NaN
+    design, _, _, tidy = calibrate(tmp_path / "c.sqlite")
+    quiet = tidy.head(4).copy()
+    quiet["qps"] = [1000.0, 1029.8, 970.2, 1000.0]          # sample SD 24.33 on a mean of 1000: CV 2.43 %
+    calibration = assess_noise(quiet, design, runs=4)
+    row = calibration.table.set_index("metric").loc["qps"]
+    assert row["cv_pct"] == pytest.approx(100 * np.std(quiet["qps"], ddof=1) / 1000.0)
+    assert row["needed"] == replicates_for_sesoi(row["cv_pct"], 5.0) and row["needed"] >= 2
+    assert calibration.lines()[0].startswith("calibration: 4 of 4 A/A trials usable; noise qps CV 2.4 %")

@@ -30,10 +30,8 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.errors import DataError
-from tunelab.stats.power import replicates_needed
+from tunelab.stats.power import replicates_needed, smallest_n
 
-#: the largest number of replicates the searches go to (a CV far above the SESOI asks for more)
-MAX_REPLICATES_SEARCHED = 100_000
 #: columns of :func:`noise_cv`
 NOISE_COLUMNS = ["metric", "n", "mean", "sd", "cv_pct"]
 #: columns of :func:`noise_table`
@@ -99,29 +97,12 @@ def tost_power(n: int, cv_pct: float, sesoi_pct: float, alpha: float = 0.05) -> 
     return max(0.0, 1.0 - 2.0 * fail_one)
 
 
-def _smallest_n(reaches: Any, start: int) -> int:
-    """The smallest n >= 2 with ``reaches(n)``: a doubling search above ``start``, then bisection."""
-    low, high = 1, max(2, start)
-    while not reaches(high):
-        low, high = high, high * 2
-        if high > MAX_REPLICATES_SEARCHED:
-            raise DataError(f"more than {MAX_REPLICATES_SEARCHED} replicates per level would be needed; the noise "
-                            "is far larger than the smallest effect of interest: reduce the noise first")
-    while high - low > 1:
-        middle = (low + high) // 2
-        if middle >= 2 and reaches(middle):
-            high = middle
-        else:
-            low = middle
-    return high
-
-
 def replicates_to_bound(cv_pct: float, sesoi_pct: float, alpha: float = 0.05, power: float = 0.8) -> int:
     """Replicates per group for TOST to bound a null change within ±``sesoi_pct`` (:func:`tost_power`)."""
     _check(cv_pct, sesoi_pct, alpha, power)
     z = ss.norm.ppf(1 - alpha) + ss.norm.ppf(1 - (1 - power) / 2)
     guess = int(2 * z * z * (cv_pct / sesoi_pct) ** 2)       # the normal approximation, a little low
-    return _smallest_n(lambda n: tost_power(n, cv_pct, sesoi_pct, alpha) >= power, guess)
+    return smallest_n(lambda n: tost_power(n, cv_pct, sesoi_pct, alpha) >= power, guess)
 
 
 def replicates_to_detect(cv_pct: float, sesoi_pct: float, alpha: float = 0.05, power: float = 0.8) -> int:

@@ -15,6 +15,7 @@ asks for more replicates when k > 2 and the same for k = 2.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,33 @@ def _welch_power(f: float, n_per_group: float, n_groups: int, alpha: float) -> f
     return float(ss.ncf.sf(critical, df1, df2, f * f * n_per_group * k))
 
 
+def smallest_n(reaches: Callable[[int], bool], start: int = 2) -> int:
+    """The smallest ``n >= 2`` with ``reaches(n)``, for a ``reaches`` that stays true once true (power
+    grows with n): doubling from ``start``, then bisection. Always an integer, however small the
+    effect is against the noise (the number may then be very large) or however large (then 2).
+
+    Power functions are monotone in n, so this is exact where a root finder on the power curve has
+    nothing to find below its bounds (and returns NaN).
+
+    Examples
+    --------
+    >>> smallest_n(lambda n: n * n >= 50)
+    8
+    >>> smallest_n(lambda n: True)
+    2
+    """
+    low, high = 1, max(2, int(start))
+    while not reaches(high):
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if middle >= 2 and reaches(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
 def _power(d: float, n_per_group: float, n_groups: int, alpha: float, test: str = "anova") -> float:
     if test == "welch" and n_groups > 2:
         return _welch_power(d / math.sqrt(2 * n_groups), n_per_group, n_groups, alpha)
@@ -67,14 +95,18 @@ def replicates_needed(
 ) -> int:
     """Replicates per group needed to detect a ``pct_change`` % change with the given power.
 
-    ``d = |pct_change / 100 · baseline_mean| / pilot_sd``; solved with ``TTestIndPower`` for
-    two groups, ``FTestAnovaPower`` (least favourable ``f = d / sqrt(2k)``) for more. At least 2.
-    ``test="welch"`` plans for Welch's ANOVA instead (see the module docstring).
+    ``d = |pct_change / 100 · baseline_mean| / pilot_sd``; the power is ``TTestIndPower``'s for
+    two groups, ``FTestAnovaPower``'s (least favourable ``f = d / sqrt(2k)``) for more, and the
+    answer is the smallest ``n >= 2`` that reaches it (:func:`smallest_n`), so an effect large
+    against the noise gets 2, never a solver's NaN. ``test="welch"`` plans for Welch's ANOVA
+    instead (see the module docstring).
 
     Examples
     --------
     >>> replicates_needed(pilot_sd=10, baseline_mean=100, pct_change=10)  # d = 1
     17
+    >>> replicates_needed(pilot_sd=1, baseline_mean=100, pct_change=10)   # d = 10: the minimum
+    2
     """
     _check(alpha, power)
     _check_test(test)
@@ -88,18 +120,7 @@ def replicates_needed(
                         "no sample size detects it")
     d = delta / pilot_sd
     n_groups = int(n_groups)
-    if n_groups == 2:
-        n = TTestIndPower().solve_power(effect_size=d, nobs1=None, alpha=alpha, power=power, ratio=1.0)
-        n_per_group = float(np.squeeze(n))
-    else:
-        total = FTestAnovaPower().solve_power(effect_size=d / math.sqrt(2 * n_groups), nobs=None, alpha=alpha,
-                                              power=power, k_groups=n_groups)
-        n_per_group = float(np.squeeze(total)) / n_groups
-    needed = max(2, math.ceil(n_per_group - 1e-9))
-    # solve_power's root may sit a hair below the target; step up until the power is reached
-    while _power(d, needed, n_groups, alpha, test) < power:
-        needed += 1
-    return needed
+    return smallest_n(lambda n: _power(d, n, n_groups, alpha, test) >= power)
 
 
 def achieved_power(data: pd.DataFrame, dv: str, between: str, pct_change: float, alpha: float = 0.05,
