@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tunelab"
 
 #: bottom to top; a module may import from its own layer and the layers below it
 LAYERS: list[set[str]] = [
-    {"errors", "model", "registry", "paths", "version"},
+    {"errors", "model", "registry", "paths", "version", "formatting"},
     {"knobs", "loads", "targets"},
     {"designs", "store", "testbeds"},
     {"journal", "signals", "leases", "runner", "cluster", "constraints"},
@@ -32,7 +32,8 @@ LAYERS: list[set[str]] = [
 ONLY: dict[str, set[str]] = {
     "model": {"errors"},
     "errors": set(),
-    "stats": {"stats", "model", "errors", "registry"},
+    "formatting": set(),
+    "stats": {"stats", "model", "errors", "registry", "formatting"},
 }
 LAYER_OF = {name: index for index, names in enumerate(LAYERS) for name in names}
 

@@ -20,6 +20,7 @@ import pandas as pd
 from IPython.display import HTML
 
 from tunelab.designs import make_plan
+from tunelab.formatting import decimals_apart, fmt_abs, fmt_ci, fmt_p, fmt_p_value, fmt_pct
 from tunelab.report.figures import knob_rows, level_label
 from tunelab.report.study import ScreenInputs, Study
 from tunelab.runner import FOREIGN_LOAD_WARN
@@ -84,55 +85,6 @@ def _trial_provenance(study: Study, phase: str = "screen") -> dict[str, Any]:
     return {}
 
 
-def fmt_pct(value: float, signed: bool = True, decimals: int = 1) -> str:
-    """``-98.73`` -> ``'-98.7 %'``; NaN -> ``'n/a'``; never ``-0.0``.
-
-    >>> fmt_pct(-98.73), fmt_pct(4.0), fmt_pct(-98.73, signed=False), fmt_pct(-0.01)
-    ('-98.7 %', '+4.0 %', '98.7 %', '+0.0 %')
-    """
-    if value is None or not math.isfinite(float(value)):
-        return "n/a"
-    value = round(float(value), decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
-    return f"{value:+.{decimals}f} %" if signed else f"{abs(value):.{decimals}f} %"
-
-
-def fmt_p(p: float, name: str = "p_adj") -> str:
-    """``0.0004`` -> ``'p_adj < 0.001'``, ``0.0123`` -> ``'p_adj = 0.012'``.
-
-    >>> fmt_p(0.0004), fmt_p(0.01234), fmt_p(0.5)
-    ('p_adj < 0.001', 'p_adj = 0.012', 'p_adj = 0.5')
-    """
-    text = fmt_p_value(p)
-    if text == "n/a":
-        return f"{name} not computable"
-    return f"{name} {text}" if text.startswith("<") else f"{name} = {text}"
-
-
-def fmt_p_value(p: float) -> str:
-    """``0.0004`` -> ``'< 0.001'``, ``0.0123`` -> ``'0.012'``, ``0.53`` -> ``'0.53'``, NaN -> ``'n/a'``."""
-    if p is None or not math.isfinite(float(p)):
-        return "n/a"
-    p = float(p)
-    return "< 0.001" if p < 0.001 else f"{p:.2g}" if p >= 0.1 else f"{p:.3f}"
-
-
-def _decimals(*values: float) -> int:
-    """Decimals (1 to 3) that keep distinct values distinct when shown in %."""
-    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    for decimals in (1, 2, 3):
-        if len({round(v, decimals) for v in finite}) == len(set(finite)):
-            return decimals
-    return 3
-
-
-def fmt_ci(low: float, high: float, estimate: float | None = None) -> str:
-    """``[95 % CI -99.12 % to -98.95 %]`` with enough decimals to tell the numbers apart."""
-    decimals = _decimals(low, high, *(() if estimate is None else (estimate,)))
-    return f"[95 % CI {fmt_pct(low, decimals=decimals)} to {fmt_pct(high, decimals=decimals)}]"
-
-
-
-
 def _verb(effect: float) -> str:
     return "raises" if effect > 0 else "lowers" if effect < 0 else "leaves unchanged"
 
@@ -149,17 +101,6 @@ def sesoi_text(metric: Mapping[str, Any]) -> str:
     if metric.get("sesoi_pct") is not None:
         return f"±{float(metric['sesoi_pct']):g} %"
     return "± n/a"
-
-
-def fmt_abs(value: float, signed: bool = True) -> str:
-    """A difference in the metric's units with 3 significant digits: ``12.345`` -> ``'+12.3'``; NaN -> ``'n/a'``.
-
-    >>> fmt_abs(12.345), fmt_abs(-0.5), fmt_abs(-0.5, signed=False)
-    ('+12.3', '-0.5', '0.5')
-    """
-    if value is None or not math.isfinite(float(value)):
-        return "n/a"
-    return f"{float(value):+.3g}" if signed else f"{abs(float(value)):.3g}"
 
 
 def condition_text(only_when: str) -> str:
@@ -336,7 +277,7 @@ def summary_markdown(result: ScreenResult, inputs: ScreenInputs) -> str:
 def _change_cell(effect: float, low: float, high: float) -> str:
     if effect is None or not math.isfinite(float(effect)):
         return "n/a"
-    d = _decimals(effect, low, high)
+    d = decimals_apart(effect, low, high)
     return f"{fmt_pct(effect, decimals=d)} [{fmt_pct(low, decimals=d)}, {fmt_pct(high, decimals=d)}]"
 
 

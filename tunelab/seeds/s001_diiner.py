@@ -20,7 +20,7 @@ import tunelab
 from tunelab.errors import SeedError
 from tunelab.optimize.confirm import goals_of
 from tunelab.report import figures, refinement
-from tunelab.report.methods import fmt_p_value
+from tunelab.formatting import fmt_p_value
 from tunelab.report.study import load_study, screen_study
 from tunelab.seeds.study import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)

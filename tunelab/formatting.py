@@ -1,0 +1,138 @@
+"""Numbers as people read them: one function per kind of number, shared by the CLI, reports and gallery.
+
+Pure and light (only :mod:`math`), so the command line can use it without importing pandas. Every
+view of a screen formats its numbers here, so the same number reads the same everywhere:
+
+* a % change keeps its sign and at least two significant digits: ``-0.000016 %`` reads
+  ``-1.6e-05 %``, never ``-0.0 %``;
+* a p-value that underflowed to 0 reads ``< 1e-300`` (the smallest positive double is about
+  1e-308, and no test here is that exact), never ``0``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: a p-value below this is shown as ``< 1e-300`` (0 included: it underflowed)
+P_FLOOR = 1e-300
+
+
+def is_number(value: Any) -> bool:
+    """True for a finite int or float (not a bool, not None, not NaN).
+
+    >>> is_number(1.5), is_number(float("nan")), is_number(None), is_number(True)
+    (True, False, False, False)
+    """
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def fmt_number(value: Any, decimals: int = 1, signed: bool = False) -> str:
+    """``value`` with ``decimals`` decimals, or two significant digits where rounding would hide a
+    non-zero value; ``-0.0`` never appears; NaN/None -> ``'n/a'``.
+
+    >>> fmt_number(-98.73), fmt_number(4.0, signed=True), fmt_number(-1.6e-5), fmt_number(-0.001)
+    ('-98.7', '+4.0', '-1.6e-05', '-0.001')
+    """
+    number = _finite(value)
+    if number is None:
+        return "n/a"
+    rounded = round(number, decimals) + 0.0          # + 0.0 turns -0.0 into 0.0
+    if rounded == 0 and number != 0:
+        return f"{number:+.2g}" if signed else f"{number:.2g}"
+    return f"{rounded:+.{decimals}f}" if signed else f"{rounded:.{decimals}f}"
+
+
+def fmt_pct(value: Any, signed: bool = True, decimals: int = 1) -> str:
+    """A % change: ``-98.73`` -> ``'-98.7 %'``; a tiny change keeps two significant digits; NaN -> ``'n/a'``.
+
+    >>> fmt_pct(-98.73), fmt_pct(4.0), fmt_pct(-98.73, signed=False), fmt_pct(-1.6e-5), fmt_pct(0.0)
+    ('-98.7 %', '+4.0 %', '98.7 %', '-1.6e-05 %', '+0.0 %')
+    """
+    number = _finite(value)
+    if number is None:
+        return "n/a"
+    text = fmt_number(number if signed else abs(number), decimals, signed)
+    return f"{text} %"
+
+
+def fmt_abs(value: Any, signed: bool = True) -> str:
+    """A difference in the metric's units with 3 significant digits: ``12.345`` -> ``'+12.3'``; NaN -> ``'n/a'``.
+
+    >>> fmt_abs(12.345), fmt_abs(-0.5), fmt_abs(-0.5, signed=False)
+    ('+12.3', '-0.5', '0.5')
+    """
+    number = _finite(value)
+    if number is None:
+        return "n/a"
+    return f"{number:+.3g}" if signed else f"{abs(number):.3g}"
+
+
+def decimals_apart(*values: Any) -> int:
+    """Decimals (1 to 3) that keep distinct values distinct when shown in %.
+
+    >>> decimals_apart(-99.12, -98.95), decimals_apart(-99.04, -98.96)
+    (1, 2)
+    """
+    finite = [number for number in map(_finite, values) if number is not None]
+    for decimals in (1, 2, 3):
+        if len({round(v, decimals) for v in finite}) == len(set(finite)):
+            return decimals
+    return 3
+
+
+def fmt_ci(low: Any, high: Any, estimate: Any = None) -> str:
+    """``[95 % CI -99.12 % to -98.95 %]`` with enough decimals to tell the numbers apart.
+
+    >>> fmt_ci(-99.04, -98.96)
+    '[95 % CI -99.04 % to -98.96 %]'
+    """
+    decimals = decimals_apart(low, high, *(() if estimate is None else (estimate,)))
+    return f"[95 % CI {fmt_pct(low, decimals=decimals)} to {fmt_pct(high, decimals=decimals)}]"
+
+
+def fmt_p_value(p: Any) -> str:
+    """A p-value for prose: ``0.0004`` -> ``'< 0.001'``, ``0.0123`` -> ``'0.012'``, ``0.53`` -> ``'0.53'``.
+
+    >>> fmt_p_value(0.0004), fmt_p_value(0.01234), fmt_p_value(0.53), fmt_p_value(None)
+    ('< 0.001', '0.012', '0.53', 'n/a')
+    """
+    number = _finite(p)
+    if number is None:
+        return "n/a"
+    return "< 0.001" if number < 0.001 else f"{number:.2g}" if number >= 0.1 else f"{number:.3f}"
+
+
+def fmt_p(p: Any, name: str = "p_adj") -> str:
+    """``0.0004`` -> ``'p_adj < 0.001'``, ``0.0123`` -> ``'p_adj = 0.012'``.
+
+    >>> fmt_p(0.0004), fmt_p(0.01234), fmt_p(0.5)
+    ('p_adj < 0.001', 'p_adj = 0.012', 'p_adj = 0.5')
+    """
+    text = fmt_p_value(p)
+    if text == "n/a":
+        return f"{name} not computable"
+    return f"{name} {text}" if text.startswith("<") else f"{name} = {text}"
+
+
+def fmt_p_exact(p: Any) -> str:
+    """A p-value for tables, with 3 significant digits; an underflowed one reads ``< 1e-300``.
+
+    >>> fmt_p_exact(0.0), fmt_p_exact(3.2e-12), fmt_p_exact(0.04567), fmt_p_exact(float("nan"))
+    ('< 1e-300', '3.2e-12', '0.0457', '-')
+    """
+    number = _finite(p)
+    if number is None:
+        return "-"
+    return f"< {P_FLOOR:.0e}" if number < P_FLOOR else f"{number:.3g}"
+
+
+__all__ = ["P_FLOOR", "decimals_apart", "fmt_abs", "fmt_ci", "fmt_number", "fmt_p", "fmt_p_exact", "fmt_p_value",
+           "fmt_pct", "is_number"]
