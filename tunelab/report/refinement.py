@@ -33,7 +33,7 @@ from tunelab.loads import get_load
 from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_text, level_value
 from tunelab.optimize.confirm import analyse_blocks, goals_of
 from tunelab.optimize.evaluators import trial_metrics
-from tunelab.report.study import ReportError, Study
+from tunelab.report.loading import ReportError, Study
 from tunelab.simulator import Surface, get_surface
 
 REFINE_KEY = re.compile(r"^refine:(?:(?P<search>[a-z0-9][a-z0-9-]*)/)?(?:(?P<event>\d+)|b(?P<batch>\d+):c(?P<candidate>\d+)"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from tunelab.seeds import s000_gembala, s001_diiner, s002_ioperf, s003_nsga2, s004_wayfinder  # noqa: F401 (register)
 from tunelab.seeds.gallery import build_gallery, record_studies, store_provenance, write_gallery
-from tunelab.seeds.study import (DESIGNS, RECORDED, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext,
+from tunelab.seeds.contract import (DESIGNS, RECORDED, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext,
                                  SeedStudy, StudyPage, Table, recorded_store)
 
 __all__ = ["DESIGNS", "RECORDED", "SEED_STUDIES", "Claim", "FigureImage", "Measured", "RecordContext", "SeedStudy",

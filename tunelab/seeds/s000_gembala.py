@@ -23,8 +23,8 @@ import tunelab
 from tunelab.errors import DesignError, SeedError
 from tunelab.optimize.confirm import goals_of
 from tunelab.report import figures, refinement
-from tunelab.report.study import Study, load_study, screen_study
-from tunelab.seeds.study import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
+from tunelab.report.loading import Study, load_study, screen_study
+from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 from tunelab.targets.lab import NETEM_MISSING, netem_available
 

@@ -21,8 +21,8 @@ from tunelab.errors import SeedError
 from tunelab.optimize.confirm import goals_of
 from tunelab.report import figures, refinement
 from tunelab.formatting import fmt_p_value
-from tunelab.report.study import load_study, screen_study
-from tunelab.seeds.study import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
+from tunelab.report.loading import load_study, screen_study
+from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 
 DESIGN = DESIGNS / "001_diiner_overload.yaml"

@@ -21,8 +21,8 @@ import yaml
 import tunelab
 from tunelab.errors import SeedError
 from tunelab.report import figures
-from tunelab.report.study import load_study, screen_inputs
-from tunelab.seeds.study import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
+from tunelab.report.loading import load_study, study_inputs
+from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 from tunelab.stats.workloads import (INCONCLUSIVE, IMPROVE, NO_EFFECT, REGRESS, share_improved,
                                      workload_improvements)
@@ -74,7 +74,7 @@ def short_knob(knob: str) -> str:
 def workload_tables(path: Path) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, Any]]]:
     """Per design metric: :func:`workload_improvements` of the recorded study (and the metric's settings)."""
     study = load_study(path)
-    inputs = screen_inputs(study)
+    inputs = study_inputs(study)
     data = inputs.runs.copy()
     knobs = [k for k in inputs.knobs if k != WORKLOAD]
     if WORKLOAD not in data.columns:   # a single-workload (smoke) store: the design names its one profile

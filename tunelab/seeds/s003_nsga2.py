@@ -27,8 +27,8 @@ import tunelab
 from tunelab.errors import SeedError
 from tunelab.model import level_value
 from tunelab.report import figures, refinement
-from tunelab.report.study import load_study
-from tunelab.seeds.study import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
+from tunelab.report.loading import load_study
+from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 
 DESIGN = DESIGNS / "003_nsga2_pareto.yaml"

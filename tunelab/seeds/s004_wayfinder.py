@@ -28,9 +28,9 @@ from tunelab.errors import SeedError
 from tunelab.model import level_value
 from tunelab.report import figures
 from tunelab.report.refinement import REFINE_KEY, config_label
-from tunelab.report.study import Study, load_study, screen_study
+from tunelab.report.loading import Study, load_study, screen_study
 from tunelab.tidy import design_info
-from tunelab.seeds.study import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
+from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 
 DESIGN = DESIGNS / "004_wayfinder_space.yaml"
