@@ -9,6 +9,7 @@ HTML in it.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -617,3 +618,44 @@ def _software_paragraph(study: Study) -> str:
             + (f" at git commit {study.git_sha[:12]}" if study.git_sha else "") + ".")
 
 
+
+
+def result_notes(result: ScreenResult, knob: str, metric: str) -> list[str]:
+    """Every sentence the screen result carries about ``knob`` × ``metric`` (e.g. why its post-hoc test and
+    its verdict disagree), read generically so that it works whatever the screen names them: the text of any
+    verdict column whose name holds ``note`` on that row, and the ``settings["notes"]`` that name both the
+    knob and the metric (strings) or carry them as ``knob``/``metric`` keys (mappings with ``text``).
+
+    >>> from types import SimpleNamespace
+    >>> verdicts = pd.DataFrame({"knob": ["mtu", "mtu"], "metric": ["qps", "lost"],
+    ...                          "posthoc_note": ["Tukey's p 0.052 is simultaneous over 3 pairs.", None]})
+    >>> result = SimpleNamespace(verdicts=verdicts, settings={"notes": [
+    ...     "`mtu` × qps: the forest plot's interval is not adjusted.", "`mtu` × achieved_qps: other", "qps: model"]})
+    >>> result_notes(result, "mtu", "qps")
+    ["Tukey's p 0.052 is simultaneous over 3 pairs.", "`mtu` × qps: the forest plot's interval is not adjusted."]
+    """
+    verdicts = result.verdicts
+    rows = verdicts[(verdicts["knob"] == knob) & (verdicts["metric"] == metric)]
+    notes = [text for column in verdicts.columns if "note" in str(column).lower()
+             for value in rows[column] for text in _texts(value)]
+    for note in (result.settings or {}).get("notes") or ():
+        if isinstance(note, Mapping):
+            if (note.get("knob"), note.get("metric")) in ((knob, metric), (knob, None), (None, metric)):
+                notes += _texts(note.get("text") or note.get("note") or note.get("message"))
+        elif _names(str(note), knob) and _names(str(note), metric):
+            notes.append(str(note).strip())
+    return list(dict.fromkeys(notes))
+
+
+def _texts(value: Any) -> list[str]:
+    """The non-empty strings in a note cell (a string, a list of them, or nothing)."""
+    if isinstance(value, str):
+        return [value.strip()] if value.strip() else []
+    if isinstance(value, (list, tuple)):
+        return [text for item in value for text in _texts(item)]
+    return []
+
+
+def _names(text: str, name: str) -> bool:
+    """True when ``text`` names ``name`` as a whole word (``qps`` is not named by ``achieved_qps``)."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?![\w\[])", text) is not None

@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 
 import tunelab
 from tunelab.errors import SeedError
+from tunelab.formatting import fmt_number, fmt_pct_interval
 from tunelab.model import level_value
 from tunelab.report import figures, refinement
 from tunelab.report.loading import load_study
@@ -421,7 +422,9 @@ def record(ctx: RecordContext) -> list[Path]:
 
 def _ci_text(row: Mapping[str, Any], metric: str, unit: str = " %") -> str:
     pct, low, high = row[f"{metric}_pct"], row[f"{metric}_pct_low"], row[f"{metric}_pct_high"]
-    return f"{pct:+.1f}{unit} [{low:+.1f}, {high:+.1f}]{unit}"
+    if unit.strip() == "%":
+        return fmt_pct_interval(pct, low, high, decimals=1)
+    return f"{fmt_number(pct, 1, signed=True)}{unit} [{fmt_number(low, 1, signed=True)}, {fmt_number(high, 1, signed=True)}]{unit}"
 
 
 def _measured(configs: pd.DataFrame, marked: pd.DataFrame, dominance: pd.DataFrame) -> Measured:
@@ -457,12 +460,13 @@ def _measured(configs: pd.DataFrame, marked: pd.DataFrame, dominance: pd.DataFra
         agreement, why = "differs", ("Unlike the paper's -O levels, no baseline is dominated beyond the CIs: the "
                                      "front beats some of them on the means, but not clearly on either objective.")
     if spread < 5.0:
-        why += (f" Across the {len(configs)} searched configurations throughput moved by only {spread:.1f} % while the "
-                f"mean RTT ranged {rtt.min():.1f}-{rtt.max():.1f} ms: the lab's veth path has no propagation delay, so "
+        why += (f" Across the {len(configs)} searched configurations throughput moved by only {fmt_number(spread)} % while "
+                f"the mean RTT ranged {fmt_number(rtt.min())}-{fmt_number(rtt.max())} ms: the lab's veth path has no propagation delay, so "
                 "any buffer fills the 200 Mbit/s link and the trade-off lives in queueing delay and retransmits "
                 "(congestion control and buffer sizes), where a front point can hardly beat a preset on throughput.")
     else:
-        why += (f" Throughput moved by {spread:.0f} % and the mean RTT from {rtt.min():.1f} to {rtt.max():.1f} ms "
+        why += (f" Throughput moved by {fmt_number(spread, 0)} % and the mean RTT from {fmt_number(rtt.min())} to "
+                f"{fmt_number(rtt.max())} ms "
                 f"across the {len(configs)} searched configurations.")
     why += f" The search made {int(configs['n'].sum())} measurements against the paper's 32 x 200 NSGA-II evaluations."
     return Measured(effect=f"{x} vs {y}: {named}; {best_text}", verdict=verdict, agreement=agreement, why=why)
