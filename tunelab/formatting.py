@@ -206,4 +206,5 @@ def is_p_column(name: str) -> bool:
 
 
 __all__ = ["NOISE_RATIO", "P_FLOOR", "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci", "fmt_number", "fmt_p",
-           "fmt_p_exact", "fmt_p_value", "fmt_pct", "fmt_pct_interval", "fmt_plain", "fmt_sig", "is_number", "is_p_column"]
+           "fmt_p_exact", "fmt_p_value", "fmt_pct", "fmt_pct_interval", "fmt_plain", "fmt_sig", "is_number",
+           "is_p_column"]

@@ -296,7 +296,8 @@ def model_lines(result: ScreenResult, inputs: StudyInputs | None = None) -> list
                 + (f", chosen because: {_reason_core(reason)}" if reason else "") + ".")
         aliased = [f"`{t}` = `{a}`" for t, a in zip(terms["term"], terms["aliases"]) if present(a)]
         if aliased:
-            line += " Aliased (the design cannot tell them apart; the estimate is their sum): " + "; ".join(aliased) + "."
+            line += (" Aliased (the design cannot tell them apart; the estimate is their sum): "
+                     + "; ".join(aliased) + ".")
         notes = [n for n in _metric_notes(result, metric) if not (aliased and n.startswith("aliases of the design"))]
         if notes:
             line += " Notes: " + "; ".join(notes) + "."
@@ -409,7 +410,8 @@ def _foreign_load_text(study: Study, host: Mapping[str, Any], trial_s: float) ->
         return ""
     busy = int((share > FOREIGN_LOAD_WARN).sum())
     cpu_s = study.tidy["screen"]["foreign_cpu_s"].dropna()
-    text = (f"Other processes used a median of {fmt_sig(cpu_s.median(), 2)} CPU-seconds during a {trial_s:g} s trial on "
+    text = (f"Other processes used a median of {fmt_sig(cpu_s.median(), 2)} CPU-seconds during a {trial_s:g} s "
+            "trial on "
             f"{host.get('nproc') or 1} CPU(s) (largest {fmt_sig(cpu_s.max(), 2)})")
     if busy:
         text += (f"; in {busy} of {len(share)} trials more than {100 * FOREIGN_LOAD_WARN:.0f} %, the main source "

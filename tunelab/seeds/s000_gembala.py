@@ -156,7 +156,8 @@ def measured_row(confirmation: pd.DataFrame, verdicts: pd.DataFrame) -> Measured
            "the TCP buffers the paper tuned for its 1 Gbit/s path with competing streams have little to act on")
     if gain["verdict"] == "improve":
         agreement = "agrees" if rtt_verdict != "regress" else "partly"
-        why = (f"As in the paper, the GA beats the defaults ({fmt_pct(gain['pct_change'], decimals=0)} against the paper's "
+        why = (f"As in the paper, the GA beats the defaults ({fmt_pct(gain['pct_change'], decimals=0)} against the "
+               "paper's "
                f"{fmt_pct(PAPER_GAIN_PCT, decimals=0)}), but the screen puts the gain on {named}"
                + ("" if buffers else ", not on TCP buffers: " + lab) + ".")
         why += (" The RTT rose with it, unlike the paper's latency check." if rtt_verdict == "regress"

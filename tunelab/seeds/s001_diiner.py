@@ -108,13 +108,14 @@ def _measured(term: pd.Series, effects: pd.DataFrame, validation: pd.DataFrame, 
     if not at_paper.empty:
         e = at_paper.iloc[0]
         clear_at_paper, clear_worse = float(e["ci_high"]) < 0, float(e["ci_low"]) > 0
-        simple_text = (f"{fmt_number(e['estimate'], 0, signed=True)} queries [{fmt_number(e['ci_low'], 0, signed=True)}, "
-                       f"{fmt_number(e['ci_high'], 0, signed=True)}]")
+        low, high = (fmt_number(e[end], 0, signed=True) for end in ("ci_low", "ci_high"))
+        simple_text = f"{fmt_number(e['estimate'], 0, signed=True)} queries [{low}, {high}]"
         parts.append(f"lost {simple_text} at somaxconn {PAPER_SOMAXCONN} (factorial, overload)")
     verdict_word = str(lost.iloc[0]["verdict"]) if not lost.empty else "n/a"
     if not lost.empty and pd.notna(lost.iloc[0].get("pct_change")):
         row = lost.iloc[0]
-        parts.append(f"validation: lost {fmt_pct_interval(row['pct_change'], row['ci_low'], row['ci_high'], decimals=0)}")
+        change = fmt_pct_interval(row["pct_change"], row["ci_low"], row["ci_high"], decimals=0)
+        parts.append(f"validation: lost {change}")
     if verdict_word == "improve" and (significant or clear_at_paper):
         agreement = "agrees"
     elif verdict_word == "improve" or significant or clear_at_paper:

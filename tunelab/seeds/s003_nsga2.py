@@ -420,11 +420,8 @@ def record(ctx: RecordContext) -> list[Path]:
 
 # ---- page ---------------------------------------------------------------------------------------
 
-def _ci_text(row: Mapping[str, Any], metric: str, unit: str = " %") -> str:
-    pct, low, high = row[f"{metric}_pct"], row[f"{metric}_pct_low"], row[f"{metric}_pct_high"]
-    if unit.strip() == "%":
-        return fmt_pct_interval(pct, low, high, decimals=1)
-    return f"{fmt_number(pct, 1, signed=True)}{unit} [{fmt_number(low, 1, signed=True)}, {fmt_number(high, 1, signed=True)}]{unit}"
+def _ci_text(row: Mapping[str, Any], metric: str) -> str:
+    return fmt_pct_interval(row[f"{metric}_pct"], row[f"{metric}_pct_low"], row[f"{metric}_pct_high"], decimals=1)
 
 
 def _measured(configs: pd.DataFrame, marked: pd.DataFrame, dominance: pd.DataFrame) -> Measured:
@@ -460,8 +457,9 @@ def _measured(configs: pd.DataFrame, marked: pd.DataFrame, dominance: pd.DataFra
         agreement, why = "differs", ("Unlike the paper's -O levels, no baseline is dominated beyond the CIs: the "
                                      "front beats some of them on the means, but not clearly on either objective.")
     if spread < 5.0:
-        why += (f" Across the {len(configs)} searched configurations throughput moved by only {fmt_number(spread)} % while "
-                f"the mean RTT ranged {fmt_number(rtt.min())}-{fmt_number(rtt.max())} ms: the lab's veth path has no propagation delay, so "
+        why += (f" Across the {len(configs)} searched configurations throughput moved by only {fmt_number(spread)} % "
+                f"while the mean RTT ranged {fmt_number(rtt.min())}-{fmt_number(rtt.max())} ms: the lab's veth path "
+                "has no propagation delay, so "
                 "any buffer fills the 200 Mbit/s link and the trade-off lives in queueing delay and retransmits "
                 "(congestion control and buffer sizes), where a front point can hardly beat a preset on throughput.")
     else:

@@ -264,7 +264,8 @@ def _measured(finals: pd.DataFrame, change: tuple[float, float, float], best_tex
     agreement = "agrees" if bayes_wins and gain_clear else "partly" if bayes_wins or gain_clear else "differs"
     if separated:
         why = (f"{METHOD_NAMES.get(leader, leader)} leads the next method by {fmt_pct(lead_pct, signed=False)}, more "
-               f"than the ±{fmt_pct(noise_pct, signed=False)} two single measurements differ by from noise alone (the default's repeats)")
+               f"than the ±{fmt_pct(noise_pct, signed=False)} two single measurements differ by from noise alone "
+               "(the default's repeats)")
         why += ", as the paper found for Bayesian optimisation." if bayes_wins else \
             ", but the paper's winner was Bayesian optimisation."
     else:
@@ -310,7 +311,8 @@ def _default_note(values: np.ndarray, objective: str) -> str:
         return f"The default was measured {values.size} time(s): too few to see the noise."
     cv = float(np.std(values, ddof=1) / np.mean(values) * 100.0)
     return (f"The default was measured {values.size} times (Latin hypercube baselines and each search's first "
-            f"evaluation), {objective} from {fmt_plain(values.min())} to {fmt_plain(values.max())} (CV {fmt_pct(cv, signed=False, decimals=0)}): differences "
+            f"evaluation), {objective} from {fmt_plain(values.min())} to {fmt_plain(values.max())} "
+            f"(CV {fmt_pct(cv, signed=False, decimals=0)}): differences "
             "between methods smaller than that spread are noise or drift of the machine, not search skill.")
 
 
