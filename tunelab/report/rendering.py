@@ -67,10 +67,11 @@ def table_html(columns: Iterable[Any], rows: Iterable[Sequence[str]], table_clas
 
 def html_table(frame: pd.DataFrame, digits: int = 4) -> str:
     """A DataFrame as a left-aligned HTML table without the index, cells as :func:`tunelab.report.tables.cell_texts`
-    shows them (floats with ``digits`` significant digits, p-values as ``< 0.001`` / ``0.012``, NaN as ``-``).
+    shows them (numbers with ``digits`` significant digits, p-values with 3, an underflowed one as ``< 1e-300``,
+    NaN as ``-``).
 
     >>> print(html_table(pd.DataFrame({"knob": ["<b>"], "p": [0.0004]})))
-    <div class="tunelab-table-wrap"><table class="tunelab-table"><thead><tr><th>knob</th><th>p</th></tr></thead><tbody><tr><td>&lt;b&gt;</td><td>&lt; 0.001</td></tr></tbody></table></div>
+    <div class="tunelab-table-wrap"><table class="tunelab-table"><thead><tr><th>knob</th><th>p</th></tr></thead><tbody><tr><td>&lt;b&gt;</td><td>0.0004</td></tr></tbody></table></div>
     """
     return str(table_html(frame.columns, cell_texts(frame, digits)))
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from tunelab.formatting import fmt_abs_interval, fmt_p_value, fmt_pct_interval, fmt_sig, is_number, is_p_column
+from tunelab.formatting import fmt_abs_interval, fmt_p_exact, fmt_pct_interval, fmt_sig, is_number, is_p_column
 from tunelab.report.figures import knob_rows, level_label
 from tunelab.report.loading import Study, StudyInputs
 from tunelab.report.wording import MODEL_TEST_SHORT, MODEL_TEST_TEXT, present, short_test_name
@@ -22,13 +22,16 @@ from tunelab.stats import ScreenResult, compact_letters, to_matrix
 
 
 def cell_texts(frame: pd.DataFrame, digits: int = 4) -> list[list[str]]:
-    """Every cell of ``frame`` as shown: p-value columns (:func:`tunelab.formatting.is_p_column`) as
-    ``< 0.001`` / ``0.012``, other numbers with ``digits`` significant digits and rounding noise next to
-    the column's largest value as ``0`` (:func:`tunelab.formatting.fmt_sig`), NaN/None as ``-``, levels
-    (tuples) as text, long text in full.
+    """Every cell of ``frame`` as shown: p-value columns (:func:`tunelab.formatting.is_p_column`) with 3
+    significant digits, an underflowed one as ``< 1e-300`` (:func:`tunelab.formatting.fmt_p_exact`);
+    other numbers with ``digits`` significant digits and rounding noise next to the column's largest
+    value as ``0`` (:func:`tunelab.formatting.fmt_sig`); NaN/None as ``-``; levels (tuples) as text;
+    long text in full.
 
     >>> cell_texts(pd.DataFrame({"p_adj": [0.0004, 0.2], "estimate": [68.85, -1.421e-14], "n": [3, 10]}))
-    [['< 0.001', '68.85', '3'], ['0.2', '0', '10']]
+    [['0.0004', '68.85', '3'], ['0.2', '0', '10']]
+    >>> cell_texts(pd.DataFrame({"level": [(1, 2), None], "p": [0.0, float("nan")], "mean": [100123.4, 0.5]}))
+    [['1 2', '< 1e-300', '100,123'], ['-', '-', '0.5']]
     """
     scales = {column: _scale(frame[column]) for column in frame.columns}
     return [[_cell(str(column), value, digits, scales[column]) for column, value in zip(frame.columns, row)]
@@ -45,12 +48,12 @@ def _cell(column: str, value: Any, digits: int, scale: float | None) -> str:
         return level_label(value)
     if isinstance(value, (str, bool, np.bool_)):
         return str(value)
-    if value is None or (isinstance(value, numbers.Real) and math.isnan(value)):
+    if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, numbers.Real) and math.isnan(value)):
         return "-"
     if isinstance(value, numbers.Integral):
         return str(int(value))
     if isinstance(value, numbers.Real):
-        return fmt_p_value(value) if is_p_column(column) else fmt_sig(value, digits, scale)
+        return fmt_p_exact(value) if is_p_column(column) else fmt_sig(value, digits, scale)
     return str(value)
 
 
@@ -80,7 +83,7 @@ def verdict_frame(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] |
                     zip(verdicts["verdict"], verdicts.get("guard", pd.Series([None] * len(verdicts))))],
         "level": verdicts["best_level"].map(lambda v: "-" if not present(v) else level_label(v)),
         "change vs baseline": [_verdict_change(r, r["metric"] in absolute) for r in records],
-        "p_adj": verdicts["p_adj"].map(fmt_p_value),
+        "p_adj": verdicts["p_adj"].map(fmt_p_exact),
         "test": verdicts["test"].map(lambda t: "-" if t is None or pd.isna(t) else short_test_name(t)),
         "equivalent (TOST)": verdicts["equivalent"].map(lambda v: "yes" if bool(v) else "no"),
     })
