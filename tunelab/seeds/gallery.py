@@ -5,6 +5,8 @@ with its 95 % CI, verdict, agreement and why, and where the data came from); eac
 ``<study.name>/index.html`` with the figures (PNG files next to it), tables, notes, provenance, a copy of
 each design it ran and, when built, a link to each store's full ``tunelab report``. Every link is
 relative, the CSS is inline and there is no JavaScript, so the directory can be moved or served as is.
+The pages are rendered from the Jinja2 templates ``gallery_index.html.j2`` and ``gallery_study.html.j2``
+(:mod:`tunelab.report.rendering`, autoescaped), every number through :mod:`tunelab.formatting`.
 
 ==========================  ===================================================================
 :func:`store_provenance`    a store's trials, times, lab minutes, machine and busy share
