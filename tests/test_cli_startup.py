@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tunelab.cli import main
 
+ROOT = Path(__file__).resolve().parents[1]
 #: libraries the --help path must not import (each costs 0.1-3 s here)
 HEAVY = ("pandas", "numpy", "scipy", "statsmodels", "pingouin", "optuna", "torch", "matplotlib", "seaborn", "pymoo",
          "papermill", "nbconvert", "yaml", "paramiko", "dask")
@@ -38,8 +41,9 @@ print(json.dumps(found))
 """
 
 
-def probe(code: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+def probe(code: str) -> Any:
+    """What ``code``, run by a fresh interpreter in the source tree, prints as JSON."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     return json.loads(proc.stdout)
 
 
@@ -53,6 +57,18 @@ def test_import_tunelab_and_tunelab_seeds_is_light() -> None:
     code = ("import json, sys, tunelab, tunelab.seeds, tunelab.seeds.arguments; "
             f"print(json.dumps([n for n in {HEAVY!r} if n in sys.modules]))")
     assert probe(code) == []
+
+
+def test_plan_imports_no_statistics_optimiser_or_plotting_library() -> None:
+    """``tunelab plan`` needs the design layer (pandas, PyYAML), not scipy, statsmodels, Optuna or matplotlib."""
+    code = ("import contextlib, io, json, sys\n"
+            "from tunelab.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    status = main(['plan', 'designs/default.yaml'])\n"
+            f"print(json.dumps([status, [n for n in {HEAVY!r} if n in sys.modules]]))")
+    status, heavy = probe(code)
+    assert status == 0
+    assert set(heavy) <= {"pandas", "numpy", "yaml", "paramiko"}, heavy
 
 
 @pytest.mark.parametrize(("argv", "line"), [
