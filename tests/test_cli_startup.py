@@ -82,6 +82,8 @@ def test_plan_imports_no_statistics_optimiser_or_plotting_library() -> None:
     (["plan", "d.yaml", "--format", "jsno"], "tunelab: error: argument --format: invalid choice: 'jsno' (choose "
                                              "from 'table', 'csv', 'json'); did you mean 'json'? (see `tunelab plan "
                                              "--help`)"),
+    (["knobs", "list", "--famly", "link"], "tunelab: error: unrecognized arguments: --famly link (see `tunelab knobs "
+                                           "list --help`)"),
 ])
 def test_a_typo_gets_one_error_line_with_a_suggestion(argv: list[str], line: str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:

@@ -33,6 +33,8 @@ EXIT_ERROR = 2
 EXIT_INTERNAL = 70
 #: set to 1 to get the traceback of an internal error
 DEBUG_ENV = "TUNELAB_DEBUG"
+#: where the parsed arguments keep the (sub-)command that was left arguments it does not know
+COMMAND_ATTR = "_tunelab_unrecognized_by"
 #: argparse's message for a value outside an argument's choices (a verb, a sub-verb, --format ...)
 INVALID_CHOICE = re.compile(r"invalid choice: (?P<value>.+?) \(choose from (?P<choices>.*)\)$")
 
@@ -42,6 +44,21 @@ class TunelabArgumentParser(argparse.ArgumentParser):
 
     The line names the command once (its ``--help``), and a mistyped verb or choice gets a suggestion.
     """
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(namespace, COMMAND_ATTR):   # the innermost (sub-)command left them over
+            setattr(namespace, COMMAND_ATTR, self)
+        return namespace, extras
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """As argparse's, but an unrecognized argument is reported by the verb that was given it."""
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            getattr(namespace, COMMAND_ATTR, self).error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
