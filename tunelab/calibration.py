@@ -50,7 +50,7 @@ def design_replicates(design: Design) -> int:
 
 def runs_per_level(design: Design, replicates: int) -> float | None:
     """Runs behind one level's mean that a level-vs-baseline comparison uses; None for range designs."""
-    from tunelab.stats.screen import RANGE_DESIGNS   # tunelab.stats (scipy, statsmodels): not when `plan` imports the API
+    from tunelab.stats.screen import RANGE_DESIGNS   # tunelab.stats (scipy, statsmodels): not on `plan`'s path
 
     if design.design_type in RANGE_DESIGNS:
         return None

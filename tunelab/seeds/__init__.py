@@ -44,5 +44,6 @@ def __getattr__(name: str) -> Any:
     # PEP 562: `tunelab.seeds.X` imports X's module (and registers the studies) on first use only
     if name not in EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    load_studies()
+    if EXPORTS[name] != "arguments":   # the registry and the gallery: with every study registered
+        load_studies()
     return getattr(importlib.import_module(f"{__name__}.{EXPORTS[name]}"), name)
