@@ -59,6 +59,14 @@ def test_import_tunelab_and_tunelab_seeds_is_light() -> None:
     assert probe(code) == []
 
 
+def test_the_lazy_seed_package_still_registers_every_study_for_the_gallery(tmp_path: Path) -> None:
+    """In a fresh process (nothing imported the studies before), ``tunelab gallery`` knows the five seed studies."""
+    proc = subprocess.run([sys.executable, "-m", "tunelab", "gallery", "--quick", "--only", "999", "--stores",
+                           str(tmp_path), "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "known studies are 000, 001, 002, 003, 004;" in proc.stderr
+
+
 def test_plan_imports_no_statistics_optimiser_or_plotting_library() -> None:
     """``tunelab plan`` needs the design layer (pandas, PyYAML), not scipy, statsmodels, Optuna or matplotlib."""
     code = ("import contextlib, io, json, sys\n"
