@@ -16,7 +16,7 @@ from tunelab.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 #: libraries the --help path must not import (each costs 0.1-3 s here)
 HEAVY = ("pandas", "numpy", "scipy", "statsmodels", "pingouin", "optuna", "torch", "matplotlib", "seaborn", "pymoo",
-         "papermill", "nbconvert", "yaml", "paramiko", "dask")
+         "papermill", "nbconvert", "paramiko", "dask")
 
 #: in a fresh interpreter: parse ``--help`` of the main command and of every verb and sub-verb found in the parser
 #: itself (so a new verb is covered), then print which heavy modules each one had pulled in
@@ -76,7 +76,7 @@ def test_plan_imports_no_statistics_optimiser_or_plotting_library() -> None:
             f"print(json.dumps([status, [n for n in {HEAVY!r} if n in sys.modules]]))")
     status, heavy = probe(code)
     assert status == 0
-    assert set(heavy) <= {"pandas", "numpy", "yaml", "paramiko"}, heavy
+    assert set(heavy) <= {"pandas", "numpy", "paramiko"}, heavy
 
 
 @pytest.mark.parametrize(("argv", "line"), [
