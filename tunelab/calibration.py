@@ -27,8 +27,6 @@ from tunelab.designs import Design
 from tunelab.designs.generators import runs_per_replicate
 from tunelab.designs.plan import PLAN_COLUMNS
 from tunelab.model import Phase, json_value
-from tunelab.stats.noise import noise_table
-from tunelab.stats.screen import RANGE_DESIGNS
 from tunelab.store import Store
 from tunelab.targets import Target
 
@@ -52,6 +50,8 @@ def design_replicates(design: Design) -> int:
 
 def runs_per_level(design: Design, replicates: int) -> float | None:
     """Runs behind one level's mean that a level-vs-baseline comparison uses; None for range designs."""
+    from tunelab.stats.screen import RANGE_DESIGNS   # tunelab.stats (scipy, statsmodels): not on `plan`'s path
+
     if design.design_type in RANGE_DESIGNS:
         return None
     if design.design_type == "oat":
@@ -116,6 +116,8 @@ def within_testbed(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 def assess_noise(frame: pd.DataFrame, design: Design, runs: int | None = None) -> Calibration:
     """The :class:`Calibration` of the A/A trials in ``frame`` (the store's tidy ``calibrate`` frame);
     trials on several testbeds are judged within each testbed (:func:`within_testbed`)."""
+    from tunelab.stats.noise import noise_table
+
     metrics = [metric.to_json() for metric in design.metrics]
     usable = within_testbed(frame, [m["name"] for m in metrics])
     table = noise_table(usable, metrics, alpha=design.analysis.alpha, power=POWER)
