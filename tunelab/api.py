@@ -412,6 +412,21 @@ class RefineRun:
         """True on the simulator target: no real kernel was measured."""
         return self.target_type == "simulator"
 
+    def counts_text(self) -> str:
+        """Every measurement of the refinement, split by where it went and where it came from.
+
+        ``measured`` and ``reused`` count the search, its race and the confirmation;
+        ``result.evaluations`` the search and its race only, so the confirmation's are the rest.
+
+        >>> run = RefineRun("s", Path("s.sqlite"), "simulator", type("R", (), {"evaluations": 60})(), None, 84, 0, [], {})
+        >>> run.counts_text()
+        '84 measurements (60 in the search, 24 confirming the winner; 0 taken from the store, 84 new)'
+        """
+        total = self.measured + self.reused
+        confirming = total - self.result.evaluations
+        split = f"{self.result.evaluations} in the search, {confirming} confirming the winner; " if confirming else ""
+        return f"{total} measurements ({split}{self.reused} taken from the store, {self.measured} new)"
+
     @property
     def exit_status(self) -> int:
         """0 improve/equivalent or no confirmation, 3 regress, 4 inconclusive."""
