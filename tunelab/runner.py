@@ -71,6 +71,9 @@ from tunelab.version import __version__
 
 Checkpoint = Callable[[str], None]
 KnobLookup = Callable[[str], Knob]
+#: runs one plan of a study, ``run_plan(phase, plan)`` (plan None: the design's own), on the study's
+#: target or testbeds, and returns its counts (built by :func:`tunelab.study_run.plan_runner`)
+PlanRunner = Callable[[str, "pd.DataFrame | None"], "RunSummary"]
 
 #: warn when other processes used more than this share of the machine during the median trial
 FOREIGN_LOAD_WARN = 0.10
@@ -366,7 +369,7 @@ def _verify(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob]) -> No
             if got != trial.levels[spec.id]:
                 mismatches.append(f"{spec.id}: wanted {_fmt(spec.knob, trial.levels[spec.id])!r}, "
                                   f"read back {_fmt(spec.knob, got)!r}")
-        if mismatches:
+        if mismatches and "read back" not in getattr(target, "cannot", {}):   # dry run: nothing written to read back
             raise _TrialFailed("verify failed (the kernel did not take the value): " + "; ".join(mismatches))
 
 
@@ -390,6 +393,9 @@ def _measure(trial: _LiveTrial, target: Target, load: Load, warmup_s: float, mea
         result = target.run(load.runs_on, trial.argv, timeout_s=_load_timeout(warmup_s, measure_s))
     with trial.clock.phase("foreign_cpu"):
         trial.foreign_cpu_s = float(target.foreign_cpu_s())
+    if getattr(result, "dry", False):     # recorded, not run (a dry run): there is nothing to measure or judge
+        trial.status, trial.reason = TrialStatus.OK, "dry run: the load's command was recorded, not run"
+        return
     with trial.clock.phase("parse"):
         parsed = load.parse(result, trial.settings, warmup_s)
     checkpoint("after_measure")
@@ -949,7 +955,7 @@ def describe_target(target: Target) -> dict[str, Any]:
         return {"target": getattr(target, "name", "?"), "describe_error": f"{type(exc).__name__}: {exc}"}
 
 
-__all__ = ["BoundKnob", "BusyRule", "RunSetup", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs",
+__all__ = ["BoundKnob", "BusyRule", "PlanRunner", "RunSetup", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs",
            "busy_rule", "check_host_global", "check_trial", "cleanup_load", "keyed_settings", "load_for", "load_of",
            "prepare_run", "preflight", "profile_settings", "recover_journal", "repeat_while_busy", "reset_by_writes",
            "run_design", "run_provenance_of", "run_trial", "target_spec_of", "validate_config", "write_back"]
