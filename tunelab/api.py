@@ -333,7 +333,7 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
     if testbeds is not None or scheduler is not None:
         if design_path is None:
             raise DesignError("--testbeds needs a DESIGN file (its target options are each testbed's defaults)")
-        beds, warnings = _testbed_specs(load_design(design_path), testbeds, allow_design_commands)
+        beds, warnings = testbed_specs(load_design(design_path), testbeds, allow_design_commands)
     with sigterm_interrupts():
         with Store.open(path, study=setup.study, design_hash=setup.design_hash, design_text=setup.design_text,
                         target_spec=dict(spec)) as opened:

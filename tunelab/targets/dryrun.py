@@ -131,7 +131,7 @@ class DryRunTarget(Target):
         order they ran; a file written is shown by name and size, never inline."""
         groups = [_texts([a for a in self.actions if a["trial"] == number]) for number in range(self.trials + 1)]
         before, trials = list(dict.fromkeys(groups[0])), groups[1:]
-        common = [text for text in trials[0] if all(text in group for group in trials)] if trials else []
+        common = [text for text in trials[0] if all(text in group for group in trials)] if len(trials) > 1 else []
         names = list(run_keys) if len(run_keys) == len(trials) else [f"trial {i + 1}" for i in range(len(trials))]
         own: dict[str, list[str]] = {}
         for name, group in zip(names, trials):
