@@ -2,8 +2,9 @@
 
 Every ``tunelab`` verb is *parse -> this module -> print*: a notebook or a script calling these
 functions gets exactly what the command prints, as a result object with ``to_json()`` (strict
-JSON: ``json.dumps(result.to_json())`` always works). All orchestration lives here (stores opened,
-targets built, leases taken, labs removed); the layers below do the work.
+JSON: ``json.dumps(result.to_json())`` always works). Arguments are typed values (the CLI parses
+strings, :mod:`tunelab.cli.parsing`); a study run's sequence is :mod:`tunelab.study_run`'s, the
+knob and lab verbs live in :mod:`tunelab.knobs.discovery` and :mod:`tunelab.labs`.
 
 ========================  ==========================================  ===========================
 function                  does                                        returns
@@ -37,10 +38,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -60,16 +60,16 @@ from tunelab.optimize.export import design_fragment, sysctl_conf
 from tunelab.optimize.workflow import run_refinement, setup_from_design
 from tunelab.report import build_report
 from tunelab.rounds import StudyRun
+from tunelab.runner import Checkpoint
 from tunelab.signals import sigterm_interrupts
 from tunelab.simulator import refine_setup        # importing it registers the SYNTHETIC "simulator" target
 from tunelab.store import Store, check_study_name, default_store_path, store_path_for
-from tunelab.study_run import RunOptions, run_study_of, study_store, target_spec_for, testbed_specs, with_busy_rule
+from tunelab.study_run import (RunOptions, checked_testbeds, dispatcher_on, run_study_of, study_store,
+                               target_spec_for, with_busy_rule)
 from tunelab.targets import build_target, check_target_spec
 from tunelab.tidy import screen_design, screen_inputs
 
 PathLike = str | os.PathLike[str]
-#: a runner checkpoint: called with named points of a run (tests use it to kill a run at a point)
-Checkpoint = Callable[[str], None]
 
 
 def _frame_json(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
@@ -237,19 +237,19 @@ class RefineRun:
         return self.target_type == "simulator"
 
     def counts_text(self) -> str:
-        """Every measurement of the refinement, split by where it went and where it came from.
+        """Every measurement of the refinement, where it came from, and what it was for.
 
         ``measured`` and ``reused`` count the search, its race and the confirmation;
         ``result.evaluations`` the search and its race only, so the confirmation's are the rest.
 
-        >>> run = RefineRun("s", Path("s.sqlite"), "simulator", type("R", (), {"evaluations": 60})(), None, 84, 0, [], {})
-        >>> run.counts_text()
-        '84 measurements (60 in the search, 24 confirming the winner; 0 taken from the store, 84 new)'
+        >>> search = type("Search", (), {"evaluations": 60})()
+        >>> RefineRun("s", Path("s.sqlite"), "simulator", search, None, 84, 0, [], {}).counts_text()
+        '84 measurements (0 taken from the store, 84 new): 60 searching, 24 confirming the winner'
         """
         total = self.measured + self.reused
         confirming = total - self.result.evaluations
-        split = f"{self.result.evaluations} in the search, {confirming} confirming the winner; " if confirming else ""
-        return f"{total} measurements ({split}{self.reused} taken from the store, {self.measured} new)"
+        split = f": {self.result.evaluations} searching, {confirming} confirming the winner" if confirming else ""
+        return f"{total} measurements ({self.reused} taken from the store, {self.measured} new){split}"
 
     @property
     def exit_status(self) -> int:
@@ -258,9 +258,9 @@ class RefineRun:
 
     def sysctl_conf(self) -> str:
         """The winner as a sysctl.d file (with the confirmed gain when there is one)."""
-        confirmation = self.confirmation
+        confirmation, first = self.confirmation, self.objectives[0]
         return sysctl_conf(self.result.winner, gain=confirmation.gain() if confirmation is not None else None,
-                           metric=_metric_name(self.objectives[0]), study=self.study,
+                           metric=getattr(first, "metric", None) or first.name, study=self.study,
                            verdict=confirmation.verdict if confirmation is not None else None)
 
     def design_fragment(self) -> str:
@@ -278,10 +278,6 @@ class RefineRun:
             "confirmation": None if confirmation is None else {
                 "verdict": confirmation.verdict, "table": _frame_json(confirmation.table)},
         }
-
-
-def _metric_name(objective: Any) -> str:
-    return getattr(objective, "metric", None) or objective.name
 
 
 def refine(design_path: PathLike | None = None, *, knobs: str | None = None, objectives: Sequence[str] = (),
@@ -333,7 +329,7 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
     if testbeds is not None or scheduler is not None:
         if design_path is None:
             raise DesignError("--testbeds needs a DESIGN file (its target options are each testbed's defaults)")
-        beds, warnings = testbed_specs(load_design(design_path), testbeds, allow_design_commands)
+        beds, warnings = checked_testbeds(load_design(design_path), testbeds, allow_design_commands)
     with sigterm_interrupts():
         with Store.open(path, study=setup.study, design_hash=setup.design_hash, design_text=setup.design_text,
                         target_spec=dict(spec)) as opened:
@@ -352,15 +348,10 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
 def _refine_on_testbeds(beds: list[Any], warnings: list[str], scheduler: str | None, setup: Any, store: Store,
                         objectives: list[Metric], **settings: Any) -> Any:
     """:func:`tunelab.optimize.workflow.run_refinement` with each batch measured across the testbeds."""
-    from tunelab.cluster import Dispatcher, TestbedCluster
-
     if settings["engine"] in ("tunelab", "model") and "batch" not in (settings.get("options") or {}):
         # one asked configuration per testbed (the engine's default asks 2 at a time)
         settings["options"] = {**(settings.get("options") or {}), "batch": max(2, len(beds))}
-    with TestbedCluster(beds, scheduler) as cluster:
-        if cluster.dashboard_link:
-            print(f"Dask dashboard: {cluster.dashboard_link}", file=sys.stderr)
-        dispatcher = Dispatcher(cluster, store, shown_warnings=warnings)
+    with dispatcher_on(beds, scheduler, store, warnings) as dispatcher:
         return run_refinement(setup, None, store, objectives, dispatcher=dispatcher, **settings)
 
 

@@ -71,7 +71,7 @@ def with_busy_rule(design: Design, repeat_busy_pct: float | None) -> Design:
     return dataclasses.replace(design, noise=dataclasses.replace(design.noise, repeat_busy_pct=float(repeat_busy_pct)))
 
 
-def testbed_specs(design: Design, testbeds: Path | str | None,
+def checked_testbeds(design: Design, testbeds: Path | str | None,
                   allow_design_commands: bool) -> tuple[list[Any], list[str]]:
     """The design's testbeds (checked: file, options, keys, reachable hosts) and the shared-machine
     warnings, which go to stderr."""
@@ -85,6 +85,19 @@ def testbed_specs(design: Design, testbeds: Path | str | None,
     for line in warnings:
         print(line, file=sys.stderr)
     return bed_specs(beds, runner.target_spec_of(design), allow_commands=allow_design_commands), warnings
+
+
+@contextmanager
+def dispatcher_on(beds: list[Any], scheduler: str | None, store: Store, warnings: list[str], *,
+                       progress: bool = True) -> Iterator[Any]:
+    """The Dask cluster of the testbeds (its dashboard named on stderr) and a
+    :class:`tunelab.cluster.Dispatcher` recording into ``store``; the cluster closes after."""
+    from tunelab.cluster import Dispatcher, TestbedCluster
+
+    with TestbedCluster(beds, scheduler) as cluster:
+        if cluster.dashboard_link:
+            print(f"Dask dashboard: {cluster.dashboard_link}", file=sys.stderr)
+        yield Dispatcher(cluster, store, progress=progress, shown_warnings=warnings)
 
 
 def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[str, Any], options: RunOptions, *,
@@ -198,9 +211,7 @@ def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | Non
                     path: Path, options: RunOptions) -> StudyRun:
     """The study across the testbeds of a testbeds file (see :func:`tunelab.run`); everything is checked
     before Dask starts."""
-    from tunelab.cluster import Dispatcher, TestbedCluster
-
-    beds, warnings = testbed_specs(design, testbeds, options.allow_design_commands)
+    beds, warnings = checked_testbeds(design, testbeds, options.allow_design_commands)
     design = _without_busy_rule_on_one_machine(design, warnings)
     load, load_settings = _one_load(design, beds)
     runner.prepare_run(design, None, allow_host_global=options.allow_host_global, load=load,
@@ -211,10 +222,7 @@ def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | Non
         if _nothing_left(design, opened, finished):                          # no cluster to start
             study = StudyRun(finished.study, opened.path, len(finished.rows), len(finished.rows))
         else:
-            with TestbedCluster(beds, scheduler) as cluster:
-                if cluster.dashboard_link:
-                    print(f"Dask dashboard: {cluster.dashboard_link}", file=sys.stderr)
-                dispatcher = Dispatcher(cluster, opened, progress=options.progress, shown_warnings=warnings)
+            with dispatcher_on(beds, scheduler, opened, warnings, progress=options.progress) as dispatcher:
                 study = _calibrate_and_run(design, opened, plan_runner(design, opened, load, load_settings, options,
                                                                        dispatcher=dispatcher))
     study.labs_removed = removed
@@ -261,5 +269,5 @@ def run_study_of(design: Design, design_text: str, *, target: str | None = None,
     return run_on_target(design, design_text, target_spec_for(design, target), path, options)
 
 
-__all__ = ["RunOptions", "plan_runner", "run_on_target", "run_on_testbeds", "run_study_of", "study_store", "target_spec_for",
-           "testbed_specs", "with_busy_rule"]
+__all__ = ["RunOptions", "checked_testbeds", "dispatcher_on", "plan_runner", "run_on_target", "run_on_testbeds",
+           "run_study_of", "study_store", "target_spec_for", "with_busy_rule"]

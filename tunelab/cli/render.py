@@ -184,7 +184,7 @@ def refine_text(run: Any) -> str:
     result = run.result
     lines = [SYNTHETIC] if run.synthetic else []
     preset = f" (preset {result.preset})" if result.preset else ""
-    lines.append(f"study {run.study}: {run.counts_text()}, engine {result.engine}{preset}, seed {result.seed}; "
+    lines.append(f"study {run.study}: {run.counts_text()}; engine {result.engine}{preset}, seed {result.seed}; "
                  f"store {run.store_path}")
     number = lambda v: f"{v:.4g}"   # noqa: E731
     if not result.batches.empty:
