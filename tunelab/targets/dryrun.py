@@ -154,7 +154,7 @@ def _texts(actions: Sequence[dict[str, Any]]) -> list[str]:
             shown = f": {text.strip()}" if len(text) <= 24 and "\n" not in text.strip() else ""
             if key in written:
                 index = written[key]
-                texts[index] = texts[index][:-1] + f"; put back{shown or ''})"
+                texts[index] = texts[index][:-1] + f"; put back{shown})"
                 continue
             written[key] = len(texts)
             texts.append(f"{action['host']}: write {action['path']} ({len(text.encode()):,} B{shown})")
