@@ -68,10 +68,13 @@ class DryRunTarget(Target):
         self.actions: list[dict[str, Any]] = []
         #: (host, path) -> text a file reads as when this machine lacks it (:meth:`assume`)
         self.assumed: dict[tuple[str, str], str] = {}
+        #: trials begun (:meth:`reset`), and the trial each action belongs to (0: before the first)
         self.trials = 0
+        self._trial_of: list[int] = []
 
     def _record(self, **action: Any) -> None:
-        self.actions.append({**action, "trial": self.trials})
+        self.actions.append(action)
+        self._trial_of.append(self.trials)
         if not self.quiet:
             detail = " ".join(f"{k}={v!r}" for k, v in action.items() if k != "action")
             print(f"[dry-run] {action['action']} {detail}", file=sys.stdout)
@@ -129,8 +132,11 @@ class DryRunTarget(Target):
         """The recorded actions as a compact preview: once before the first trial, in every trial, then each
         trial's own (trials with the same own actions share a line). ``run_keys`` name the trials in the
         order they ran; a file written is shown by name and size, never inline."""
-        groups = [_texts([a for a in self.actions if a["trial"] == number]) for number in range(self.trials + 1)]
-        before, trials = list(dict.fromkeys(groups[0])), groups[1:]
+        groups: list[list[dict[str, Any]]] = [[] for _ in range(self.trials + 1)]
+        for action, number in zip(self.actions, self._trial_of):
+            groups[number].append(action)
+        texts = [_texts(group) for group in groups]
+        before, trials = list(dict.fromkeys(texts[0])), texts[1:]
         common = [text for text in trials[0] if all(text in group for group in trials)] if len(trials) > 1 else []
         names = list(run_keys) if len(run_keys) == len(trials) else [f"trial {i + 1}" for i in range(len(trials))]
         own: dict[str, list[str]] = {}
