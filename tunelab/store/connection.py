@@ -19,9 +19,10 @@ from typing import Any, Iterator, Mapping, Self
 
 from tunelab.errors import StoreError, quoted
 from tunelab.store.files import check_store_file
-from tunelab.store.locking import lock_timeout, release_writer_lock, sql_errors, take_writer_lock, transaction
-from tunelab.store.schema import (add_identity_columns, check_schema, has_identity_columns, holds_nothing,
-                                  initialise)
+from tunelab.store.locking import (lock_timeout, refuse_full_disk, release_writer_lock, sql_errors, take_writer_lock,
+                                   transaction)
+from tunelab.store.schema import (add_identity_columns, check_integrity, check_schema, has_identity_columns,
+                                  holds_nothing, initialise)
 from tunelab.store.values import as_mapping, check_study_name, dumps, git_sha, loads, utc_now
 from tunelab.version import __version__
 
@@ -75,7 +76,10 @@ class StoreConnection:
             raise
 
     def _prepare_for_writing(self) -> None:
-        """Schema, migrations and crash checks of a writable open (the file was checked already)."""
+        """Schema, migrations and crash checks of a writable open, after the file, the schema, the study
+        row and (for a store that holds data) SQLite's ``quick_check`` found nothing wrong."""
+        if not self._fresh:
+            check_integrity(self._db, self.path)
         initialise(self._db, self.path)
         if not has_identity_columns(self._db):
             with self._transaction() as db:
@@ -99,10 +103,14 @@ class StoreConnection:
         rebuild the target; reopening replaces it with the latest one.
         """
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            # create the file under the lock so two first runs cannot race
-            path.touch()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                # create the file under the lock so two first runs cannot race
+                path.touch()
+        except OSError as exc:
+            refuse_full_disk(path, exc)
+            raise
         store = cls(path, create=True)
         try:
             with store._transaction() as db:

@@ -7,9 +7,11 @@ longer becomes one :class:`~tunelab.errors.StoreError` naming the holder.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import math
 import os
+import shutil
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,10 +20,16 @@ from typing import Iterator
 import psutil
 
 from tunelab.errors import StoreError
+from tunelab.formatting import fmt_number
 
 #: seconds to wait for another process's SQLite lock before giving up (``TUNELAB_LOCK_TIMEOUT_S`` overrides)
 LOCK_TIMEOUT_S = 10.0
 LOCK_TIMEOUT_ENV = "TUNELAB_LOCK_TIMEOUT_S"
+#: SQLite's primary result codes for a full disk and for an I/O error
+SQLITE_FULL, SQLITE_IOERR = 13, 10
+#: free bytes below which an I/O error writing a store is taken for a full disk: SQLite reports a full
+#: tmpfs as "disk I/O error" when it cannot grow the ``-shm`` or ``-wal`` file
+NEARLY_FULL_BYTES = 1 << 20
 
 
 def lock_timeout(seconds: float | None = None) -> float:
@@ -88,6 +96,38 @@ def locked_message(path: Path, waited_s: float) -> str:
             f"finish or stop it, then retry (${LOCK_TIMEOUT_ENV} sets how long to wait)")
 
 
+def free_bytes(path: Path) -> int | None:
+    """Free bytes on the filesystem holding ``path`` (its directory), ``None`` when it cannot be told."""
+    try:
+        return shutil.disk_usage(path if path.is_dir() else path.parent).free
+    except OSError:
+        return None
+
+
+def disk_full_message(path: Path, exc: BaseException) -> str | None:
+    """The StoreError text when ``exc`` means the disk holding the store is full, else ``None``.
+
+    A full disk is ``ENOSPC``/``EDQUOT``, SQLite's ``SQLITE_FULL`` ("database or disk is full"), or
+    an SQLite I/O error while less than :data:`NEARLY_FULL_BYTES` are free. A full disk does not
+    damage a store: SQLite rolls the transaction back.
+    """
+    free = free_bytes(path)
+    if isinstance(exc, OSError):
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    elif isinstance(exc, sqlite3.Error):
+        code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+        full = (code == SQLITE_FULL or "disk is full" in str(exc)
+                or (code == SQLITE_IOERR and free is not None and free < NEARLY_FULL_BYTES))
+    else:
+        full = False
+    if not full:
+        return None
+    room = "unknown space" if free is None else f"{fmt_number(free / 1024, 0)} KiB"
+    return (f"the disk holding the store {path} is full ({room} free), so SQLite could not write to it "
+            f"({getattr(exc, 'strerror', None) or exc}). The store is not damaged and keeps everything recorded "
+            "before; free some space, or pass --store on another disk, then run again")
+
+
 def take_writer_lock(path: Path) -> int:
     """Take the writer lock of the store at ``path`` (``<store>.lock``, holding our pid); returns its fd.
 
@@ -112,8 +152,13 @@ def take_writer_lock(path: Path) -> int:
             f"({'; '.join(holders) or 'holder unknown'}); "
             "wait for it to finish or stop it, then retry"
         ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError as exc:
+        release_writer_lock(fd)
+        raise StoreError(disk_full_message(path, exc) or f"cannot write the lock file {lock_path} ({exc.strerror}); "
+                         "the store's directory must be writable to record trials or restore knobs") from None
     return fd
 
 
@@ -133,8 +178,8 @@ def sql_errors(path: Path, lock_timeout_s: float) -> Iterator[None]:
     except sqlite3.OperationalError as exc:
         if is_locked(exc):
             raise StoreError(locked_message(path, lock_timeout_s)) from None
-        raise StoreError(f"{path} cannot be read as a tunelab store ({exc}); it is damaged or not a "
-                         "store: use the original file (or rerun the study)") from None
+        raise StoreError(disk_full_message(path, exc) or f"{path} cannot be read as a tunelab store ({exc}); it is "
+                         "damaged or not a store: use the original file (or rerun the study)") from None
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path} is damaged or not a tunelab store ({exc}); use the original file "
                          "(or rerun the study)") from None
@@ -143,16 +188,27 @@ def sql_errors(path: Path, lock_timeout_s: float) -> Iterator[None]:
 @contextmanager
 def transaction(db: sqlite3.Connection, path: Path, lock_timeout_s: float) -> Iterator[sqlite3.Connection]:
     """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception); a lock held longer than
-    ``lock_timeout_s`` is one StoreError naming its holder."""
+    ``lock_timeout_s`` is one StoreError naming its holder, a full disk one saying so
+    (:func:`disk_full_message`)."""
     try:
         db.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
         if is_locked(exc):
             raise StoreError(locked_message(path, lock_timeout_s)) from None
+        refuse_full_disk(path, exc)
         raise
     try:
         yield db
-    except BaseException:
-        db.execute("ROLLBACK")
+        db.execute("COMMIT")
+    except BaseException as exc:
+        if db.in_transaction:      # SQLite may have rolled back already (e.g. after SQLITE_FULL)
+            db.execute("ROLLBACK")
+        refuse_full_disk(path, exc)
         raise
-    db.execute("COMMIT")
+
+
+def refuse_full_disk(path: Path, exc: BaseException) -> None:
+    """Raise the StoreError of :func:`disk_full_message` when ``exc`` (an SQLite or OS error) means a full disk."""
+    message = disk_full_message(path, exc) if isinstance(exc, (sqlite3.OperationalError, OSError)) else None
+    if message:
+        raise StoreError(message) from None
