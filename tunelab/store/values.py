@@ -18,14 +18,16 @@ from typing import Any
 import pandas as pd
 
 from tunelab.designs.schema import MAX_NAME_LENGTH, NAME_PATTERN
-from tunelab.errors import StoreError, quoted
+from tunelab.errors import KnobError, StoreError, quoted
+from tunelab.knobs.families import DEVICE_NAME_PATTERN, SYMBOLIC_DEVICES, check_design_device
 from tunelab.model import HOSTS, KnobId, ParseError, level_to_json
 
 #: knob names: catalogue-style dotted lowercase names (``net.core.somaxconn``, ``block.queue.scheduler``)
 KNOB_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*")
 KNOB_NAME_MAX = 128
-#: devices of block and link knobs (``loop0``, ``veth0``, ``@link``); never ``/`` and never only dots
-DEVICE_PATTERN = re.compile(r"[a-z0-9@][a-z0-9@._-]*")
+#: devices of block and link knobs (``loop0``, ``veth0``): the names a knob may be written on; a design
+#: may also name a symbolic device (``@disk``, ``@link``: :func:`tunelab.knobs.families.check_design_device`)
+DEVICE_PATTERN = DEVICE_NAME_PATTERN
 DEVICE_MAX = 64
 #: metric names (the load metric schema: ``qps``, ``latency_mean_ms``, ...)
 METRIC_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
@@ -56,8 +58,8 @@ def check_knob_id(text: Any, where: str = "knob id") -> str:
 
     The text is read by :meth:`tunelab.model.KnobId.parse`; the name must be a catalogue-style dotted
     lowercase name (:data:`KNOB_NAME_PATTERN`, at most :data:`KNOB_NAME_MAX` characters), the host
-    one of :data:`tunelab.model.HOSTS`, the device :data:`DEVICE_PATTERN` (at most
-    :data:`DEVICE_MAX` characters).
+    one of :data:`tunelab.model.HOSTS`, the device one a design may name
+    (:func:`tunelab.knobs.families.check_design_device`, the check of every knob write).
 
     >>> check_knob_id("link.mtu[@link]@client")
     'link.mtu[@link]@client'
@@ -74,8 +76,12 @@ def check_knob_id(text: Any, where: str = "knob id") -> str:
         problem = f"its name {quoted(name)} is not a dotted lowercase knob name like net.core.somaxconn"
     elif host not in HOSTS:
         problem = f"its host {quoted(host)} is not one of {', '.join(HOSTS)}"
-    elif device is not None and (len(device) > DEVICE_MAX or not DEVICE_PATTERN.fullmatch(device)):
-        problem = f"its device {quoted(device)} is not 1 to {DEVICE_MAX} characters a-z, 0-9, '@', '.', '_', '-'"
+    elif device is not None:
+        try:
+            check_design_device(name, device)
+        except KnobError:
+            problem = (f"its device {quoted(device)} is not {', '.join(SYMBOLIC_DEVICES)} or a device name of at most "
+                       f"{DEVICE_MAX} characters (letters, digits, '_', '.', ':', '@', '-'; no '/')")
     if problem:
         raise StoreError(f"{where} {quoted(text)} is not a valid knob id: {problem}")
     return text
