@@ -25,17 +25,17 @@ is opened for writing, and never counts as done. Only one process may hold a sto
 :class:`Store` is one facade over the store's concerns, one module each (as Optuna's storages
 keep schema, migrations, locking and the storage apart):
 
-=====================  ===================================================================
+=====================  ======================================================================
 ``files``              where a store lives; what its file must be before SQLite touches it
-``schema``             tables, schema version, WAL, migrations
-``locking``            the writer lock, SQLite's lock timeout, transactions, SQLite errors
+``schema``             tables, schema version, WAL, migrations, the integrity check
+``locking``            writer lock, lock timeout, transactions, SQLite errors, full disk
 ``connection``         opening: checks before any write, the study row, crash checks
 ``values``, ``rows``   what a store may hold (names, levels, JSON), a trial row checked
 ``trials``             trials and runs
 ``journal_entries``    the journal of knob changes
 ``searches``           a refinement's stored search state
 ``tidy_frame``         the tidy frame (Contract 6)
-=====================  ===================================================================
+=====================  ======================================================================
 
 Examples
 --------
