@@ -17,9 +17,10 @@ import sys
 import tempfile
 import textwrap
 import time
+from contextlib import contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 import yaml
@@ -532,14 +533,14 @@ def test_an_intact_store_passes_the_check_and_opens_for_writing(data_dir: Path) 
         assert opened.study is not None and opened.study.name == "default"
 
 
-@pytest.fixture
-def tiny_disk(tmp_path: Path):
-    """A 400 KiB tmpfs of this test's own, unmounted afterwards; skipped unless root may mount one."""
+@contextmanager
+def tmpfs(mount: Path, options: str) -> Iterator[Path]:
+    """A tmpfs of this test's own mounted at ``mount`` with ``options``, unmounted afterwards; the test is
+    skipped unless root may mount one here."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tiny tmpfs to fill needs root")
-    mount = tmp_path / "tiny"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mount)], capture_output=True,
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], capture_output=True,
                           text=True, check=False)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()[:200]}")
@@ -547,6 +548,13 @@ def tiny_disk(tmp_path: Path):
         yield mount
     finally:
         subprocess.run(["umount", str(mount)], capture_output=True, check=False)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 400 KiB tmpfs (:func:`tmpfs`)."""
+    with tmpfs(tmp_path / "tiny", "size=400k") as mount:
+        yield mount
 
 
 def fill(mount: Path, leave_kib: int) -> None:
@@ -585,3 +593,11 @@ def test_a_disk_filling_during_a_run_keeps_what_was_recorded(cli, tiny_disk: Pat
     assert result.status == 0, result.err
     with Store(store, readonly=True) as done:
         assert done.completed_run_keys("screen") == {f"screen:{i}" for i in range(4)}
+
+
+def test_a_disk_out_of_inodes_says_so(cli, tmp_path: Path, simulator_design: Path) -> None:
+    with tmpfs(tmp_path / "inodes", "size=1m,nr_inodes=3") as mount:
+        for name in ("a", "b"):              # the root directory takes the first inode
+            (mount / name).touch()
+        result = cli("run", str(simulator_design), "--store", str(mount / "s.sqlite"), "--no-progress")
+        assert_one_error(result, "s.sqlite", "is full", "kib free, but no free inodes")

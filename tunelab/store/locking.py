@@ -104,6 +104,14 @@ def free_bytes(path: Path) -> int | None:
         return None
 
 
+def free_inodes(path: Path) -> int | None:
+    """Free inodes (files that may still be created) on the filesystem holding ``path``; ``None`` when unknown."""
+    try:
+        return os.statvfs(path if path.is_dir() else path.parent).f_favail
+    except OSError:
+        return None
+
+
 def disk_full_message(path: Path, exc: BaseException) -> str | None:
     """The StoreError text when ``exc`` means the disk holding the store is full, else ``None``.
 
@@ -122,8 +130,10 @@ def disk_full_message(path: Path, exc: BaseException) -> str | None:
         full = False
     if not full:
         return None
-    room = "unknown space" if free is None else f"{fmt_number(free / 1024, 0)} KiB"
-    return (f"the disk holding the store {path} is full ({room} free), so SQLite could not write to it "
+    room = "free space unknown" if free is None else f"{fmt_number(free / 1024, 0)} KiB free"
+    if free_inodes(path) == 0:
+        room += ", but no free inodes"
+    return (f"the disk holding the store {path} is full ({room}), so SQLite could not write to it "
             f"({getattr(exc, 'strerror', None) or exc}). The store is not damaged and keeps everything recorded "
             "before; free some space, or pass --store on another disk, then run again")
 
@@ -140,8 +150,8 @@ def take_writer_lock(path: Path) -> int:
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        raise StoreError(f"cannot open the lock file {lock_path} ({exc.strerror}); the store's directory must be "
-                         "writable to record trials or restore knobs") from None
+        raise StoreError(disk_full_message(path, exc) or f"cannot open the lock file {lock_path} ({exc.strerror}); "
+                         "the store's directory must be writable to record trials or restore knobs") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
