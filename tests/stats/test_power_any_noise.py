@@ -5,33 +5,43 @@ does not (or ``n`` is the minimum, 2), with the power computed by statsmodels an
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats as ss
+from statsmodels.stats.power import FTestAnovaPower, TTestIndPower
 
 from tunelab.stats.noise import replicates_for_sesoi, replicates_to_bound, replicates_to_detect, tost_power
 from tunelab.stats.power import replicates_needed
 
-import math
-
-from scipy import stats as ss
-from statsmodels.stats.power import FTestAnovaPower, TTestIndPower
+CV = st.floats(min_value=0.01, max_value=100.0, allow_nan=False)
+SESOI = st.floats(min_value=0.1, max_value=100.0, allow_nan=False)
 
 
 def reference_power(d: float, n: int, groups: int, test: str = "anova", alpha: float = 0.05) -> float:
-    """The power the module docstring defines, computed here from statsmodels and SciPy directly."""
-    if groups == 2:
-        return float(TTestIndPower().power(effect_size=d, nobs1=n, alpha=alpha, ratio=1.0))
+    """The power the module docstring defines, from statsmodels; where statsmodels returns NaN (it does
+    for some large effects), from SciPy's non-central t (two groups: both tails), and where that is
+    NaN too, from SciPy's non-central F survival function (``T²`` is ``F(1, 2n - 2)``)."""
     f = d / math.sqrt(2 * groups)
+    if groups == 2:
+        power = float(TTestIndPower().power(effect_size=d, nobs1=n, alpha=alpha, ratio=1.0))
+        if math.isfinite(power):
+            return power
+        df, ncp = 2 * n - 2, d * math.sqrt(n / 2)
+        critical = ss.t.ppf(1 - alpha / 2, df)
+        power = float(ss.nct.sf(critical, df, ncp) + ss.nct.cdf(-critical, df, ncp))
+        if math.isfinite(power):
+            return power
+    df1 = groups - 1
+    df2 = groups * (n - 1) if test == "anova" else (groups + 1) * groups * (n - 1) / (3 * (groups - 1))
     if test == "anova":
-        return float(FTestAnovaPower().power(effect_size=f, nobs=n * groups, alpha=alpha, k_groups=groups))
-    df1, df2 = groups - 1, (groups + 1) * groups * (n - 1) / (3 * (groups - 1))
+        power = float(FTestAnovaPower().power(effect_size=f, nobs=n * groups, alpha=alpha, k_groups=groups))
+        if math.isfinite(power):
+            return power
     return float(ss.ncf.sf(ss.f.ppf(1 - alpha, df1, df2), df1, df2, f * f * n * groups))
-
-CV = st.floats(min_value=0.01, max_value=100.0, allow_nan=False)
-SESOI = st.floats(min_value=0.1, max_value=100.0, allow_nan=False)
 
 
 def test_the_issue_case_is_the_minimum_not_a_crash():
@@ -69,6 +79,18 @@ def test_replicates_needed_for_k_groups_is_the_smallest_n(cv, sesoi, groups, tes
     assert isinstance(n, int) and n >= 2
     assert reference_power(d, n, groups, test) >= 0.8
     assert n == 2 or reference_power(d, n - 1, groups, test) < 0.8
+
+
+def test_where_statsmodels_returns_nan_the_power_is_still_the_t_tests():
+    # d = 10, n = 8: statsmodels' TTestIndPower returns NaN (SciPy's non-central t); the power is ~1
+    assert math.isnan(float(TTestIndPower().power(effect_size=10.0, nobs1=8, alpha=0.05)))
+    assert reference_power(10.0, 8, 2) == pytest.approx(1.0)
+    # hypothesis' case cv 1.0, sesoi 9.0: d = 9, where statsmodels is NaN already at n = 2; the
+    # non-central t's two tails give 0.98 there, so 2 replicates are enough
+    critical = ss.t.ppf(0.975, 2)
+    two_tails = float(ss.nct.sf(critical, 2, 9.0) + ss.nct.cdf(-critical, 2, 9.0))
+    assert reference_power(9.0, 2, 2) == pytest.approx(two_tails) and two_tails > 0.8
+    assert replicates_to_detect(1.0, 9.0) == 2
 
 
 @pytest.mark.parametrize("cv, sesoi", [(0.01, 100.0), (100.0, 0.1), (0.01, 0.1), (100.0, 100.0)])

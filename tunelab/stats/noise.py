@@ -93,7 +93,10 @@ def tost_power(n: int, cv_pct: float, sesoi_pct: float, alpha: float = 0.05) -> 
         raise DataError(f"n must be at least 2 per group, got {n!r}")
     df = 2 * n - 2
     ncp = sesoi_pct / (cv_pct * math.sqrt(2.0 / n))
-    fail_one = float(ss.nct.cdf(ss.t.ppf(1 - alpha, df), df, ncp))
+    critical = ss.t.ppf(1 - alpha, df)
+    fail_one = float(ss.nct.cdf(critical, df, ncp))
+    if not math.isfinite(fail_one):          # SciPy's cdf returns NaN at some large ncp; its sf stays finite
+        fail_one = 1.0 - float(ss.nct.sf(critical, df, ncp))
     return max(0.0, 1.0 - 2.0 * fail_one)
 
 

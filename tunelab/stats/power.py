@@ -1,10 +1,17 @@
 """Power and sample size: how many replicates detect the smallest effect of interest?
 
 Effects are expressed as a percent change of a mean, turned into Cohen's ``d = |delta| / sd``.
-Two groups use ``statsmodels.stats.power.TTestIndPower`` (two-sided two-sample t-test). More
-groups use ``FTestAnovaPower`` with the *least favourable* configuration for a largest
-difference ``delta`` between two of ``k`` means (two means at ±delta/2, the rest in the middle):
-Cohen's ``f = d / sqrt(2k)``. For k = 2 that is ``f = d / 2``, the usual two-group relation.
+Two groups use the power of the two-sided two-sample t-test (statsmodels' ``TTestIndPower``). More
+groups use one-way ANOVA's (statsmodels' ``FTestAnovaPower``) with the *least favourable*
+configuration for a largest difference ``delta`` between two of ``k`` means (two means at ±delta/2,
+the rest in the middle): Cohen's ``f = d / sqrt(2k)``. For k = 2 that is ``f = d / 2``, the usual
+two-group relation, and the two powers are the same number.
+
+Both are computed as SciPy's non-central F survival function with ``k - 1`` and ``k (n - 1)``
+degrees of freedom and non-centrality ``f² n k`` (the t-test's ``T²`` is ``F(1, 2n - 2)``): the same
+values as statsmodels, which evaluates them as ``1 - cdf`` or through the non-central t and then
+returns NaN for some large effects (d = 10 at n = 8, for instance), where the survival function
+stays finite.
 
 ``test="welch"`` plans for Welch's ANOVA, which the screen chooses unless equal variances are
 shown (:func:`tunelab.stats.recommend`): its power under equal variances and equal group sizes is
@@ -20,7 +27,6 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 from scipy import stats as ss
-from statsmodels.stats.power import FTestAnovaPower, TTestIndPower
 
 from tunelab.errors import DataError
 from tunelab.stats._validate import check_input, grouped
@@ -41,11 +47,20 @@ def _check_test(test: str) -> None:
         raise DataError(f"test must be one of {', '.join(TESTS)}, got {test!r}")
 
 
+def _f_power(f: float, n_per_group: float, n_groups: int, alpha: float, df2: float) -> float:
+    """P(F > F_crit) for the non-central F with ``k - 1`` and ``df2`` df and non-centrality ``f² n k``."""
+    df1 = n_groups - 1
+    critical = ss.f.ppf(1 - alpha, df1, df2)
+    return float(ss.ncf.sf(critical, df1, df2, f * f * n_per_group * n_groups))
+
+
 def _welch_power(f: float, n_per_group: float, n_groups: int, alpha: float) -> float:
     k = n_groups
-    df1, df2 = k - 1, (k + 1) * k * (n_per_group - 1) / (3 * (k - 1))
-    critical = ss.f.ppf(1 - alpha, df1, df2)
-    return float(ss.ncf.sf(critical, df1, df2, f * f * n_per_group * k))
+    return _f_power(f, n_per_group, k, alpha, (k + 1) * k * (n_per_group - 1) / (3 * (k - 1)))
+
+
+#: the largest n :func:`smallest_n` tries (about 1e18: far beyond any plan, a guard against a power that never rises)
+MAX_SEARCHED = 2 ** 60
 
 
 def smallest_n(reaches: Callable[[int], bool], start: int = 2) -> int:
@@ -66,6 +81,9 @@ def smallest_n(reaches: Callable[[int], bool], start: int = 2) -> int:
     low, high = 1, max(2, int(start))
     while not reaches(high):
         low, high = high, high * 2
+        if high > MAX_SEARCHED:
+            raise DataError(f"no sample size up to {MAX_SEARCHED:.0e} per group reaches the asked power; "
+                            "the effect is too small against the noise to plan for")
     while high - low > 1:
         middle = (low + high) // 2
         if middle >= 2 and reaches(middle):
@@ -78,10 +96,7 @@ def smallest_n(reaches: Callable[[int], bool], start: int = 2) -> int:
 def _power(d: float, n_per_group: float, n_groups: int, alpha: float, test: str = "anova") -> float:
     if test == "welch" and n_groups > 2:
         return _welch_power(d / math.sqrt(2 * n_groups), n_per_group, n_groups, alpha)
-    if n_groups == 2:
-        return float(TTestIndPower().power(effect_size=d, nobs1=n_per_group, alpha=alpha, ratio=1.0))
-    f = d / math.sqrt(2 * n_groups)
-    return float(FTestAnovaPower().power(effect_size=f, nobs=n_per_group * n_groups, alpha=alpha, k_groups=n_groups))
+    return _f_power(d / math.sqrt(2 * n_groups), n_per_group, n_groups, alpha, n_groups * (n_per_group - 1))
 
 
 def replicates_needed(
