@@ -34,6 +34,7 @@ from scipy import optimize, stats as ss
 
 from tunelab.errors import DataError
 from tunelab.stats._validate import check_columns, encode, sorted_levels
+from tunelab.stats.numerics import log_shifted, quietly, shifted
 from tunelab.stats.omnibus import lenth_pse
 
 #: ``interactions: auto`` estimates the clean two-factor interactions only if, all of them in the model,
@@ -137,11 +138,12 @@ def _rowwise_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class _Design:
     """The model matrix under construction: factor codings, columns and terms."""
 
-    y: np.ndarray
+    y: np.ndarray                    # the response minus ``shift`` (see fit_model)
     levels: dict[str, list[Any]]
     codes: dict[str, np.ndarray]     # factor -> level index per run
     coding: dict[str, np.ndarray]    # factor -> contr.sum matrix
     terms: list[Term] = field(default_factory=list)
+    shift: float = 0.0               # added back to means and fitted values
 
     def main(self, factor: str) -> np.ndarray:
         return self.coding[factor][self.codes[factor]]
@@ -343,14 +345,19 @@ def _variance_p(resid: np.ndarray, design: _Design, factors: Sequence[str]) -> f
     return min(1.0, min(p_values) * len(p_values)) if p_values else math.nan
 
 
-def _route(resid_studentized: np.ndarray, resid: np.ndarray, design: _Design, factors: Sequence[str],
+def _shapiro_p(values: np.ndarray) -> tuple[float, list[str]]:
+    """Shapiro–Wilk p of the studentized residuals (NaN for fewer than 3 or constant values) and the
+    notes its warnings call for (SciPy's p is approximate above 5000 values)."""
+    if len(values) < 3 or not np.ptp(values) > 0:
+        return math.nan, []
+    result, caught = quietly(ss.shapiro, values)
+    notes = [f"Shapiro–Wilk on {len(values):,} residuals: p approximate (SciPy)"] if caught else []
+    return float(result.pvalue), notes
+
+
+def _route(shapiro_p: float, resid: np.ndarray, design: _Design, factors: Sequence[str],
            leverage: np.ndarray, robust: str) -> tuple[str, str, dict[str, float]]:
     """The test route from the residuals: ``(route, reason, {shapiro_p, variance_p})``."""
-    keep = leverage < 1 - 1e-8
-    shapiro_p = math.nan
-    values = resid_studentized[keep]
-    if len(values) >= 3 and np.ptp(values) > 0:
-        shapiro_p = float(ss.shapiro(values).pvalue)
     variance_p = _variance_p(resid, design, factors)
     checks = {"shapiro_p": shapiro_p, "variance_p": variance_p}
     normal = "not computable" if math.isnan(shapiro_p) else f"p={shapiro_p:.3g}"
@@ -495,7 +502,7 @@ def _emmeans(design: _Design, factors: list[str], beta: np.ndarray, cov: np.ndar
     rows = []
 
     def add(knob: str, level: Any, by: str | None, by_level: Any, vector: np.ndarray) -> None:
-        mean, se = float(vector @ beta), float(math.sqrt(max(vector @ cov @ vector, 0.0)))
+        mean, se = design.shift + float(vector @ beta), float(math.sqrt(max(vector @ cov @ vector, 0.0)))
         rows.append({"knob": knob, "level": level, "by": by, "by_level": by_level, "mean": mean, "se": se,
                      "ci_low": mean - q * se, "ci_high": mean + q * se})
 
@@ -545,7 +552,8 @@ def _effects(design: _Design, beta: np.ndarray, cov: np.ndarray, df: float) -> p
 
 
 def _prepare(data: pd.DataFrame, dv: str, factors: list[str], block: str | None,
-             log: bool) -> tuple[pd.DataFrame, np.ndarray]:
+             log: bool) -> tuple[pd.DataFrame, np.ndarray, float]:
+    """The usable runs, the response on the model's scale minus its shift, and the shift."""
     if isinstance(factors, str):
         factors = [factors]
     if not factors or len(set(factors)) != len(factors):
@@ -561,12 +569,12 @@ def _prepare(data: pd.DataFrame, dv: str, factors: list[str], block: str | None,
         if (y <= 0).any():
             raise DataError(f"{dv!r} has values <= 0 ({int((y <= 0).sum())} runs), so it cannot be analysed on the "
                             "log scale; give the metric `scale: linear` (and `sesoi_abs` when its baseline is 0)")
-        y = np.log(y)
     for factor in factors:
         if clean[factor].nunique() < 2:
             raise DataError(f"knob {factor!r} takes a single level {clean[factor].iloc[0]!r} in the usable runs of "
                             f"{dv!r}; it has no effect to estimate")
-    return clean, y
+    response, shift = log_shifted(y) if log else shifted(y)
+    return clean, response, shift
 
 
 def fit_model(data: pd.DataFrame, dv: str, factors: list[str], *, baseline: Mapping[str, Any] | None = None,
@@ -614,14 +622,14 @@ def fit_model(data: pd.DataFrame, dv: str, factors: list[str], *, baseline: Mapp
     if robust not in ("none", "auto", "hc3", "permutation"):
         raise DataError(f"robust must be 'none', 'auto', 'hc3' or 'permutation', got {robust!r}")
     factors = [factors] if isinstance(factors, str) else list(factors)
-    clean, y = _prepare(data, dv, factors, block, log)
+    clean, y, shift = _prepare(data, dv, factors, block, log)
     levels = {f: sorted_levels(clean[f]) for f in factors + ([block] if block else [])}
     baseline = {f: (baseline or {}).get(f, levels[f][0]) for f in factors}
     for factor in factors:
         if baseline[factor] not in levels[factor]:
             raise DataError(f"baseline {baseline[factor]!r} of {factor!r} is not among its usable levels {levels[factor]}")
     design = _Design(y=y, levels=levels, codes={f: encode(clean[f], levels[f]) for f in levels},
-                     coding={f: contr_sum(len(levels[f])) for f in levels})
+                     coding={f: contr_sum(len(levels[f])) for f in levels}, shift=shift)
     if block and len(levels[block]) > 1:
         design.add(block, "block", (block,))
     for factor in factors:
@@ -657,19 +665,22 @@ def _ols_fit(design: _Design, clean: pd.DataFrame, factors: list[str], baseline:
     x = design.matrix()
     n, p = x.shape
     df_res = float(n - p)
-    model = sm.OLS(design.y, x).fit()
+    model, fit_warnings = quietly(lambda: sm.OLS(design.y, x).fit())
     influence = model.get_influence()
     leverage = np.asarray(influence.hat_matrix_diag)
-    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        studentized = np.asarray(influence.resid_studentized_internal)
-    route, reason, checks = _route(studentized, np.asarray(model.resid), design, factors, leverage, robust)
+    # a run with leverage 1 has no studentized residual: NumPy's division warning says nothing more
+    studentized = np.asarray(quietly(lambda: influence.resid_studentized_internal)[0])
+    shapiro_p, shapiro_notes = _shapiro_p(studentized[leverage < 1 - 1e-8])
+    route, reason, checks = _route(shapiro_p, np.asarray(model.resid), design, factors, leverage, robust)
+    notes = notes + shapiro_notes + [f"model fit (statsmodels): {message}" for message in fit_warnings]
     balanced = _balanced(design, x)
     typ = typ or (2 if balanced else 3)
     rss = float(model.ssr)
     cov = np.asarray(model.cov_params())
     if route == "hc3_wald":
-        cov = np.asarray(model.get_robustcov_results(cov_type="HC3").cov_params())
+        robust_fit, hc3_warnings = quietly(model.get_robustcov_results, cov_type="HC3")
+        cov = np.asarray(robust_fit.cov_params())
+        notes += [f"HC3 covariance (statsmodels): {message}" for message in hc3_warnings]
     rng = np.random.default_rng(seed)
     rows = []
     for term in design.terms:
@@ -690,7 +701,7 @@ def _ols_fit(design: _Design, clean: pd.DataFrame, factors: list[str], baseline:
     test = f"ols_type{typ}" if route == "ols" else route
     if route == "ols":
         reason += f": type {'II' if typ == 2 else 'III'} F tests" + ("" if balanced else " (unbalanced data)")
-    residuals = pd.DataFrame({"row": clean.index, "fitted": model.fittedvalues, "residual": model.resid,
+    residuals = pd.DataFrame({"row": clean.index, "fitted": design.shift + model.fittedvalues, "residual": model.resid,
                               "studentized": studentized, "leverage": leverage}, columns=RESIDUAL_COLUMNS)
     return ModelFit(terms=pd.DataFrame(rows, columns=TERM_COLUMNS), residuals=residuals, residual_df=df_res,
                     test=test, reason=reason, scale="log" if log else "linear", assumptions=checks, notes=notes,

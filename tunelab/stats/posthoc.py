@@ -19,6 +19,7 @@ from tunelab.errors import DataError
 from tunelab.stats import _studentized_range as srange
 from tunelab.stats._validate import Groups, check_input, grouped
 from tunelab.stats.multiplicity import adjust
+from tunelab.stats.numerics import centred
 
 POSTHOC_COLUMNS = ["group1", "group2", "estimate", "ci_low", "ci_high", "statistic", "p", "p_adj"]
 
@@ -85,6 +86,7 @@ def _tukey_table(levels: list[Any], samples: list[np.ndarray], alpha: float) -> 
     ``pairwise_tukeyhsd``.
     """
     k = len(levels)
+    samples = centred(samples)   # differences and variances: exact with a large offset
     counts = np.array([len(y) for y in samples], dtype=float)
     means = np.array([np.mean(y) for y in samples])
     n = int(counts.sum())
@@ -151,6 +153,7 @@ def _games_howell_table(levels: list[Any], samples: list[np.ndarray], alpha: flo
     a test compares this function with pingouin.
     """
     k = len(levels)
+    samples = centred(samples)
     counts = np.array([len(y) for y in samples], dtype=float)
     means = np.array([np.mean(y) for y in samples])
     v = np.array([np.var(y, ddof=1) for y in samples]) / counts
