@@ -93,7 +93,8 @@ def sums_of_squares(samples: Sequence[np.ndarray]) -> tuple[float, float]:
     means = np.array([float(np.mean(y)) for y in values])
     grand = float(np.sum(counts * means) / counts.sum())
     ss_b = float(np.sum(counts * (means - grand) ** 2))
-    ss_w = float(sum(float(np.sum((y - m) ** 2)) for y, m in zip(values, means)))
+    # a constant group adds exactly 0 (its mean may be off by an ulp): constant groups give F = inf, as SciPy
+    ss_w = float(sum(float(np.sum((y - m) ** 2)) if np.ptp(y) > 0 else 0.0 for y, m in zip(values, means)))
     return ss_b, ss_w
 
 

@@ -67,7 +67,7 @@ def _anova_values(samples: list[np.ndarray]) -> dict[str, float]:
     The sums of squares come from the centred two-pass formulas of
     :func:`tunelab.stats.numerics.sums_of_squares`; ``F = MS_between / MS_within`` and ``p`` its F
     tail, so the table agrees with itself (SciPy's ``f_oneway`` centres too: a test checks that its
-    F is the same to 1e-12).
+    F is the same to 1e-13).
     """
     ss_b, ss_w = sums_of_squares(samples)
     df_b, df_w = float(len(samples) - 1), float(sum(len(y) for y in samples) - len(samples))
