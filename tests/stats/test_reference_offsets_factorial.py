@@ -9,11 +9,15 @@ the decimal ±0.1 are checked too, as the true differences the intervals must co
 
 The verdict's tie rule: among levels whose effects are equal up to rounding (here: identical runs),
 the first level in the knob's level order is chosen (:func:`tunelab.stats.numerics.first_best`).
+
+Lenth's route (a saturated two-level design) is checked on Montgomery's published 2^4 example moved
+to 1e12, whose integer rates float64 holds exactly (before issue 24: effect A 21.62487 for 21.625).
 """
 from __future__ import annotations
 
 import itertools
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -107,3 +111,32 @@ def test_the_verdict_takes_the_first_of_exactly_tied_levels(seed: int | None, di
     assert row["test"] in ("ols_type2", "ols_type3", "hc3_wald", "freedman_lane")
     assert row["best_level"] == level
     assert abs(row["effect_abs"]) == pytest.approx(exact_tables()["difference"][level].__abs__(), rel=1e-9)
+
+
+#: Montgomery (2013), *Design and Analysis of Experiments*, 8th ed., Example 6.2 (filtration rate,
+#: unreplicated 2^4): the effects of Table 6.11 and Lenth's PSE = 2.625; every rate is an integer,
+#: so ``1e12 + rate`` is exact in float64 and the effects stay the published ones
+MONTGOMERY_EFFECTS = {"A": 21.625, "B": 3.125, "C": 9.875, "D": 14.625, "AB": 0.125, "AC": -18.125, "AD": 16.625,
+                      "BC": 2.375, "BD": -0.375, "CD": -1.125, "ABC": 1.875, "ABD": 4.125, "ACD": -1.625,
+                      "BCD": -2.625, "ABCD": 1.375}
+
+
+def _filtration_at_1e12() -> pd.DataFrame:
+    data = pd.read_csv(Path(__file__).parent / "reference" / "datasets" / "filtration_rate.csv")
+    for word in MONTGOMERY_EFFECTS:
+        data[word] = np.prod([data[letter] for letter in word], axis=0)
+    return data.assign(rate=data["rate"] + float(OFFSET))
+
+
+def test_lenths_route_is_exact_at_a_1e12_offset() -> None:
+    """The saturated model (no residual df, Lenth's PSE) and lenth_effects on Montgomery's 2^4 + 1e12."""
+    data = _filtration_at_1e12()
+    fit = fit_model(data, "rate", list(MONTGOMERY_EFFECTS), baseline={w: -1 for w in MONTGOMERY_EFFECTS})
+    assert fit.test == "lenth"
+    assert fit.assumptions["pse"] == pytest.approx(2.625, abs=1e-9)
+    effects = fit.effects.set_index("term")["estimate"]
+    table = stats.lenth_effects(data, "rate", list("ABCD")).set_index("term")["effect"]
+    for word, effect in MONTGOMERY_EFFECTS.items():
+        assert effects[word] == pytest.approx(effect, abs=1e-9), word
+        assert table[":".join(word)] == pytest.approx(effect, abs=1e-9), word
+    assert sorted(fit.terms.loc[fit.terms["p"] < 0.05, "term"]) == ["A", "AC", "AD", "C", "D"]
