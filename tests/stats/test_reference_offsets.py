@@ -248,3 +248,19 @@ def test_the_one_way_checks_on_many_runs_keep_scipys_warning_off_the_terminal() 
     data, _ = nist("SmLs09")
     row = stats.normality(data, "y", "g").iloc[0]
     assert row["n"] == 18009 and 0 <= row["p"] <= 1
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("robust", ["none", "hc3", "permutation"])
+def test_runs_without_variation_give_no_test_and_never_a_negative_f(robust: str) -> None:
+    """All runs equal: F is 0/0, undefined (SciPy's f_oneway: NaN), never inf with p = 0; runs equal
+    within each level of ``g``: a sum of squares is never negative, so neither is F."""
+    equal = pd.DataFrame({"g": list("aaabbbccc"), "h": [0, 1, 0] * 3, "y": [1e12 + 0.5] * 9})
+    samples = [y.to_numpy() for _, y in equal.groupby("g")["y"]]
+    assert math.isnan(ss.f_oneway(*samples).statistic)
+    terms = fit_model(equal, "y", ["g", "h"], interactions="none", robust=robust, n_perm=99).terms
+    assert terms["statistic"].isna().all() and terms["p"].isna().all()
+    assert math.isnan(stats.anova_oneway(equal, "y", "g").loc[0, "F"])
+    by_level = equal.assign(y=1e12 + equal["g"].map({"a": 0.1, "b": 0.2, "c": 0.3}))
+    terms = fit_model(by_level, "y", ["g", "h"], interactions="none", robust=robust, n_perm=99).terms
+    assert (terms["statistic"] >= 0).all()

@@ -294,6 +294,14 @@ def _wald(beta: np.ndarray, cov: np.ndarray, columns: slice, higher: Sequence[sl
     """Wald F of ``beta[columns] = 0``; with ``higher`` (the columns of the terms containing this one)
     the type II hypothesis of R's ``car::Anova``: ``H = L_T - L_T V L_R' (L_R V L_R')^-1 L_R``."""
     width = columns.stop - columns.start
+    try:
+        return _wald_f(beta, cov, columns, higher), width
+    except np.linalg.LinAlgError:      # a zero covariance (runs without any variation): no test
+        return math.nan, width
+
+
+def _wald_f(beta: np.ndarray, cov: np.ndarray, columns: slice, higher: Sequence[slice]) -> float:
+    width = columns.stop - columns.start
     hypothesis = np.zeros((width, len(beta)))
     hypothesis[:, columns] = np.eye(width)
     rest = [i for s in higher for i in range(s.start, s.stop)]
@@ -302,12 +310,14 @@ def _wald(beta: np.ndarray, cov: np.ndarray, columns: slice, higher: Sequence[sl
         l_r[np.arange(len(rest)), rest] = 1.0
         hypothesis = hypothesis - hypothesis @ cov @ l_r.T @ np.linalg.solve(l_r @ cov @ l_r.T, l_r)
     b = hypothesis @ beta
-    return float(b @ np.linalg.solve(hypothesis @ cov @ hypothesis.T, b)) / width, width
+    return float(b @ np.linalg.solve(hypothesis @ cov @ hypothesis.T, b)) / width
 
 
 def _freedman_lane(design: _Design, x: np.ndarray, term: Term, f_obs: float, df_res: float,
                    rng: np.random.Generator, n_perm: int) -> float:
-    """Freedman & Lane (1983): permute the residuals of the model without ``term``."""
+    """Freedman & Lane (1983): permute the residuals of the model without ``term`` (NaN for a NaN F)."""
+    if math.isnan(f_obs):
+        return math.nan
     reduced = np.delete(x, np.arange(term.columns.start, term.columns.stop), axis=1)
     beta_r = np.linalg.lstsq(reduced, design.y, rcond=None)[0]
     fitted, resid = reduced @ beta_r, design.y - reduced @ beta_r
@@ -698,8 +708,8 @@ def _ols_fit(design: _Design, clean: pd.DataFrame, factors: list[str], baseline:
     rows = []
     for term in design.terms:
         width = term.columns.stop - term.columns.start
-        ss_term = _type_ss(design, term, typ, rss)
-        f_value = (ss_term / width) / (rss / df_res) if rss > 0 else math.inf
+        ss_term = max(_type_ss(design, term, typ, rss), 0.0)   # a difference of RSS: never below 0
+        f_value = (ss_term / width) / (rss / df_res) if rss > 0 else (math.inf if ss_term > 0 else math.nan)
         if route == "hc3_wald":
             higher = [t.columns for t in design.terms if _contains(term, t)] if typ == 2 else []
             f_value = _wald(model.params, cov, term.columns, higher)[0]
