@@ -9,8 +9,8 @@ depend on the origin (differences, sums of squares, F, t, p) is therefore comput
 ``y - c``, where ``c`` is one of the observations (:func:`origin`): by Sterbenz's lemma that
 subtraction is exact for every value within a factor of two of ``c``, so nothing is lost before
 the fit. Means are reported as ``c + mean(y - c)``. On the log scale ``log(y) - log(c)`` is
-computed as ``log1p((y - c) / c)``; ``log(y)`` itself keeps only ~3e-15 absolute digits near
-``log(1e12) = 27.6``, which is ~3 % of ``log(1e12 + 0.5) - log(1e12 + 0.4)``.
+computed as ``log1p((y - c) / c)``: ``log(y)`` itself is resolved only to 3.6e-15 near
+``log(1e12) = 27.6``, up to 3 % of ``log(1e12 + 0.5) - log(1e12 + 0.4) = 1e-13``.
 
 >>> y = np.array([1e12 + 0.4, 1e12 + 0.3, 1e12 + 0.5])
 >>> shifted(y)[0].tolist(), bool(shifted(y)[1] == y[0])
