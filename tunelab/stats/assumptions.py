@@ -10,6 +10,7 @@ from scipy import stats as ss
 
 from tunelab.errors import DataError
 from tunelab.stats._validate import Groups, check_input, grouped
+from tunelab.stats.numerics import centred, origin, quietly
 
 
 def normality(data: pd.DataFrame, dv: str, between: str, standardize: bool = False) -> pd.DataFrame:
@@ -47,12 +48,13 @@ def normality(data: pd.DataFrame, dv: str, between: str, standardize: bool = Fal
 
 def _normality_row(groups: Groups, dv: str, standardize: bool = False) -> dict[str, Any]:
     """:func:`normality`'s row on already grouped values (residuals kept in row order)."""
-    means = np.array([np.mean(y) for y in groups.samples])
-    residuals = groups.y - means[groups.codes]
+    values = groups.y - origin(groups.y)            # exact residuals with a large constant offset
+    means = np.array([np.mean(y) for y in centred(groups.samples)])
+    residuals = values - means[groups.codes]
     if standardize:
         with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)   # a one-value group has no SD: residual 0
-            spread = np.array([np.std(y, ddof=1) for y in groups.samples])[groups.codes]
+            spread = np.array([np.std(y, ddof=1) for y in centred(groups.samples)])[groups.codes]
             residuals = np.where(spread > 0, residuals / spread, 0.0)
     n = len(residuals)
     if n < 3:
@@ -60,9 +62,7 @@ def _normality_row(groups: Groups, dv: str, standardize: bool = False) -> dict[s
     if np.allclose(residuals, 0.0):
         statistic, p = np.nan, np.nan
     else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # scipy warns for n > 5000 (p approximate)
-            result = ss.shapiro(residuals)
+        result, _ = quietly(ss.shapiro, residuals)  # SciPy warns for n > 5000 (p approximate; `n` says so)
         statistic, p = float(result.statistic), float(result.pvalue)
     test = "shapiro_wilk_standardized" if standardize else "shapiro_wilk"
     return {"test": test, "statistic": statistic, "p": p, "n": n}
@@ -83,7 +83,7 @@ def sd_ratio(data: pd.DataFrame, dv: str, between: str) -> float:
 
 
 def _sd_ratio(samples: list[np.ndarray]) -> float:
-    sds = np.array([np.std(y, ddof=1) for y in samples])
+    sds = np.array([np.std(y, ddof=1) for y in centred(samples)])
     if (sds == 0).all():
         return float("nan")
     return float(sds.max() / sds.min()) if sds.min() > 0 else float("inf")
@@ -113,7 +113,7 @@ def _homoscedasticity_rows(samples: list[np.ndarray]) -> list[dict[str, Any]]:
     for name, center in (("levene", "mean"), ("brown_forsythe", "median")):
         with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            result = ss.levene(*samples, center=center)
+            result = ss.levene(*centred(samples), center=center)
         rows.append({"test": name, "statistic": float(result.statistic), "df1": k - 1, "df2": n - k,
                      "p": float(result.pvalue)})
     return rows
@@ -132,7 +132,8 @@ def group_summary(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
     levels, samples = grouped(clean, dv, between)
     rows = []
     for level, y in zip(levels, samples):
-        mean, sd = float(np.mean(y)), float(np.std(y, ddof=1))
+        c = origin(y)
+        mean, sd = c + float(np.mean(y - c)), float(np.std(y - c, ddof=1))
         rows.append({"group": level, "n": len(y), "mean": mean, "sd": sd, "median": float(np.median(y)),
-                     "iqr": float(ss.iqr(y)), "cv": sd / mean if mean != 0 else np.nan})
+                     "iqr": float(ss.iqr(y - c)), "cv": sd / mean if mean != 0 else np.nan})
     return pd.DataFrame(rows, columns=["group", "n", "mean", "sd", "median", "iqr", "cv"])

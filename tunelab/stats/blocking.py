@@ -34,6 +34,7 @@ from tunelab.errors import DataError
 from tunelab.stats._validate import check_columns, check_input, encode, level_matches, sorted_levels
 from tunelab.stats.model_screen import _tost
 from tunelab.stats.multiplicity import adjust
+from tunelab.stats.numerics import shifted
 from tunelab.stats.posthoc import POSTHOC_COLUMNS
 
 #: the tidy column naming each run's testbed (plan column ``testbed``); a block, never a knob
@@ -141,7 +142,8 @@ def fit_blocked(y: np.ndarray, codes: np.ndarray, block_codes: np.ndarray, n_lev
     if len(y) - x.shape[1] < 1:
         raise DataError(f"{len(y)} runs leave no residual degrees of freedom for the knob and the "
                         f"{n_blocks} testbeds; add replicates")
-    result = sm.OLS(y, x).fit()
+    response, shift = shifted(y)          # exact with a large constant offset; the means get it back
+    result = sm.OLS(response, x).fit()
     rss = float(result.ssr)
     levels = slice(1, n_levels)
     blocks = slice(n_levels, n_levels + n_blocks - 1)
@@ -154,7 +156,7 @@ def fit_blocked(y: np.ndarray, codes: np.ndarray, block_codes: np.ndarray, n_lev
     lsm[np.arange(1, n_levels), np.arange(1, n_levels)] = 1.0
     lsm[:, blocks] = 1.0 / n_blocks
     block_effect = np.concatenate([[0.0], result.params[blocks]])
-    return BlockedFit(lsmeans=lsm @ result.params, cov=lsm @ np.asarray(result.cov_params()) @ lsm.T,
+    return BlockedFit(lsmeans=shift + lsm @ result.params, cov=lsm @ np.asarray(result.cov_params()) @ lsm.T,
                       cov_hc3=lsm @ np.asarray(robust.cov_params()) @ lsm.T, df_resid=float(result.df_resid),
                       knob=_f_row(result, levels, n_levels - 1, rss),
                       knob_hc3={**_f_row(robust, levels, n_levels - 1, rss), "partial_eta2": math.nan},
@@ -380,6 +382,7 @@ def _block_test(y: np.ndarray, configs: np.ndarray, blocks: np.ndarray,
     configuration; the numbers equal statsmodels ``anova_lm(ols("y ~ C(config) + C(block)"), typ=2)``.
     """
     nan = {"F": math.nan, "df1": float(n_blocks - 1), "df2": math.nan, "p": math.nan, "partial_eta2": math.nan}
+    y = shifted(y)[0]                      # sums of squares: exact with a large constant offset
     n_configs = int(configs.max()) + 1
     df_resid = len(y) - n_configs - (n_blocks - 1)
     d = _dummies(blocks, n_blocks)

@@ -9,6 +9,14 @@ estimated marginal means, each level's contrast against the baseline level (aver
 other factors, Dunnett-adjusted on the model's contrasts), simple effects within the levels of an
 interacting factor, residual diagnostics and standardised effects.
 
+Every fit (OLS, the type II/III sums of squares, HC3, Freedman–Lane, Lenth) is of the response
+shifted to one of its values (:func:`tunelab.stats.numerics.shifted`; on the log scale
+``log(y / c)`` by ``log1p``), which no test, contrast or interval depends on; the shift is added
+back to the marginal means and fitted values. On data with a large constant offset (NIST StRD
+SmLs09: 1000000000000.4) the fit is then exact to float64: differences to ~1e-14, where the raw
+values gave 0.083-0.115 for steps of 0.1 (tests/stats/test_reference_offsets.py). Library
+warnings are caught at the call; those that qualify a result become :attr:`ModelFit.notes`.
+
 Examples
 --------
 >>> import pandas as pd
@@ -34,6 +42,7 @@ from scipy import optimize, stats as ss
 
 from tunelab.errors import DataError
 from tunelab.stats._validate import check_columns, encode, sorted_levels
+from tunelab.stats.numerics import log_shifted, quietly, shifted
 from tunelab.stats.omnibus import lenth_pse
 
 #: ``interactions: auto`` estimates the clean two-factor interactions only if, all of them in the model,
@@ -99,6 +108,9 @@ class ModelFit:
         knob's baseline (a difference of differences; a ratio of ratios on the log scale).
     test, reason : str
         The tests' route (a key of :data:`TESTS`) and why it was taken.
+    notes : list of str
+        What the tables need said beside them: interactions left out, and library warnings that
+        qualify a result (e.g. "Shapiro–Wilk on 6,000 residuals: p approximate (SciPy)").
     """
 
     terms: pd.DataFrame
@@ -137,11 +149,12 @@ def _rowwise_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class _Design:
     """The model matrix under construction: factor codings, columns and terms."""
 
-    y: np.ndarray
+    y: np.ndarray                    # the response minus ``shift`` (see fit_model)
     levels: dict[str, list[Any]]
     codes: dict[str, np.ndarray]     # factor -> level index per run
     coding: dict[str, np.ndarray]    # factor -> contr.sum matrix
     terms: list[Term] = field(default_factory=list)
+    shift: float = 0.0               # added back to means and fitted values
 
     def main(self, factor: str) -> np.ndarray:
         return self.coding[factor][self.codes[factor]]
@@ -281,6 +294,14 @@ def _wald(beta: np.ndarray, cov: np.ndarray, columns: slice, higher: Sequence[sl
     """Wald F of ``beta[columns] = 0``; with ``higher`` (the columns of the terms containing this one)
     the type II hypothesis of R's ``car::Anova``: ``H = L_T - L_T V L_R' (L_R V L_R')^-1 L_R``."""
     width = columns.stop - columns.start
+    try:
+        return _wald_f(beta, cov, columns, higher), width
+    except np.linalg.LinAlgError:      # a zero covariance (runs without any variation): no test
+        return math.nan, width
+
+
+def _wald_f(beta: np.ndarray, cov: np.ndarray, columns: slice, higher: Sequence[slice]) -> float:
+    width = columns.stop - columns.start
     hypothesis = np.zeros((width, len(beta)))
     hypothesis[:, columns] = np.eye(width)
     rest = [i for s in higher for i in range(s.start, s.stop)]
@@ -289,12 +310,14 @@ def _wald(beta: np.ndarray, cov: np.ndarray, columns: slice, higher: Sequence[sl
         l_r[np.arange(len(rest)), rest] = 1.0
         hypothesis = hypothesis - hypothesis @ cov @ l_r.T @ np.linalg.solve(l_r @ cov @ l_r.T, l_r)
     b = hypothesis @ beta
-    return float(b @ np.linalg.solve(hypothesis @ cov @ hypothesis.T, b)) / width, width
+    return float(b @ np.linalg.solve(hypothesis @ cov @ hypothesis.T, b)) / width
 
 
 def _freedman_lane(design: _Design, x: np.ndarray, term: Term, f_obs: float, df_res: float,
                    rng: np.random.Generator, n_perm: int) -> float:
-    """Freedman & Lane (1983): permute the residuals of the model without ``term``."""
+    """Freedman & Lane (1983): permute the residuals of the model without ``term`` (NaN for a NaN F)."""
+    if math.isnan(f_obs):
+        return math.nan
     reduced = np.delete(x, np.arange(term.columns.start, term.columns.stop), axis=1)
     beta_r = np.linalg.lstsq(reduced, design.y, rcond=None)[0]
     fitted, resid = reduced @ beta_r, design.y - reduced @ beta_r
@@ -343,14 +366,20 @@ def _variance_p(resid: np.ndarray, design: _Design, factors: Sequence[str]) -> f
     return min(1.0, min(p_values) * len(p_values)) if p_values else math.nan
 
 
-def _route(resid_studentized: np.ndarray, resid: np.ndarray, design: _Design, factors: Sequence[str],
+def _shapiro_p(values: np.ndarray) -> tuple[float, list[str]]:
+    """Shapiro–Wilk p of the studentized residuals (NaN for fewer than 3 or constant values) and the
+    notes its warnings call for (SciPy's p is approximate above 5000 values)."""
+    if len(values) < 3 or not np.ptp(values) > 0:
+        return math.nan, []
+    result, caught = quietly(ss.shapiro, values)
+    notes = [f"Shapiro–Wilk on {len(values):,} residuals: p approximate (SciPy)" if "may not be accurate" in message
+             else f"Shapiro–Wilk (SciPy): {message}" for message in caught]
+    return float(result.pvalue), notes
+
+
+def _route(shapiro_p: float, resid: np.ndarray, design: _Design, factors: Sequence[str],
            leverage: np.ndarray, robust: str) -> tuple[str, str, dict[str, float]]:
     """The test route from the residuals: ``(route, reason, {shapiro_p, variance_p})``."""
-    keep = leverage < 1 - 1e-8
-    shapiro_p = math.nan
-    values = resid_studentized[keep]
-    if len(values) >= 3 and np.ptp(values) > 0:
-        shapiro_p = float(ss.shapiro(values).pvalue)
     variance_p = _variance_p(resid, design, factors)
     checks = {"shapiro_p": shapiro_p, "variance_p": variance_p}
     normal = "not computable" if math.isnan(shapiro_p) else f"p={shapiro_p:.3g}"
@@ -495,7 +524,7 @@ def _emmeans(design: _Design, factors: list[str], beta: np.ndarray, cov: np.ndar
     rows = []
 
     def add(knob: str, level: Any, by: str | None, by_level: Any, vector: np.ndarray) -> None:
-        mean, se = float(vector @ beta), float(math.sqrt(max(vector @ cov @ vector, 0.0)))
+        mean, se = design.shift + float(vector @ beta), float(math.sqrt(max(vector @ cov @ vector, 0.0)))
         rows.append({"knob": knob, "level": level, "by": by, "by_level": by_level, "mean": mean, "se": se,
                      "ci_low": mean - q * se, "ci_high": mean + q * se})
 
@@ -545,7 +574,8 @@ def _effects(design: _Design, beta: np.ndarray, cov: np.ndarray, df: float) -> p
 
 
 def _prepare(data: pd.DataFrame, dv: str, factors: list[str], block: str | None,
-             log: bool) -> tuple[pd.DataFrame, np.ndarray]:
+             log: bool) -> tuple[pd.DataFrame, np.ndarray, float]:
+    """The usable runs, the response on the model's scale minus its shift, and the shift."""
     if isinstance(factors, str):
         factors = [factors]
     if not factors or len(set(factors)) != len(factors):
@@ -561,12 +591,12 @@ def _prepare(data: pd.DataFrame, dv: str, factors: list[str], block: str | None,
         if (y <= 0).any():
             raise DataError(f"{dv!r} has values <= 0 ({int((y <= 0).sum())} runs), so it cannot be analysed on the "
                             "log scale; give the metric `scale: linear` (and `sesoi_abs` when its baseline is 0)")
-        y = np.log(y)
     for factor in factors:
         if clean[factor].nunique() < 2:
             raise DataError(f"knob {factor!r} takes a single level {clean[factor].iloc[0]!r} in the usable runs of "
                             f"{dv!r}; it has no effect to estimate")
-    return clean, y
+    response, shift = log_shifted(y) if log else shifted(y)
+    return clean, response, shift
 
 
 def fit_model(data: pd.DataFrame, dv: str, factors: list[str], *, baseline: Mapping[str, Any] | None = None,
@@ -594,7 +624,8 @@ def fit_model(data: pd.DataFrame, dv: str, factors: list[str], *, baseline: Mapp
     block : str, optional
         An additive blocking column (never interacting).
     log : bool
-        Fit ``log(dv)``: effects become log ratios.
+        Fit ``log(dv)``: effects become log ratios (computed as ``log1p((y - c) / c)``, exact
+        for values far from 0 such as ``1e12 + 0.4``).
     typ : {2, 3}, optional
         Sums of squares; default 2 for balanced (orthogonal) data, else 3.
     robust : {'none', 'auto', 'hc3', 'permutation'}
@@ -614,14 +645,14 @@ def fit_model(data: pd.DataFrame, dv: str, factors: list[str], *, baseline: Mapp
     if robust not in ("none", "auto", "hc3", "permutation"):
         raise DataError(f"robust must be 'none', 'auto', 'hc3' or 'permutation', got {robust!r}")
     factors = [factors] if isinstance(factors, str) else list(factors)
-    clean, y = _prepare(data, dv, factors, block, log)
+    clean, y, shift = _prepare(data, dv, factors, block, log)
     levels = {f: sorted_levels(clean[f]) for f in factors + ([block] if block else [])}
     baseline = {f: (baseline or {}).get(f, levels[f][0]) for f in factors}
     for factor in factors:
         if baseline[factor] not in levels[factor]:
             raise DataError(f"baseline {baseline[factor]!r} of {factor!r} is not among its usable levels {levels[factor]}")
     design = _Design(y=y, levels=levels, codes={f: encode(clean[f], levels[f]) for f in levels},
-                     coding={f: contr_sum(len(levels[f])) for f in levels})
+                     coding={f: contr_sum(len(levels[f])) for f in levels}, shift=shift)
     if block and len(levels[block]) > 1:
         design.add(block, "block", (block,))
     for factor in factors:
@@ -657,25 +688,28 @@ def _ols_fit(design: _Design, clean: pd.DataFrame, factors: list[str], baseline:
     x = design.matrix()
     n, p = x.shape
     df_res = float(n - p)
-    model = sm.OLS(design.y, x).fit()
+    model, fit_warnings = quietly(lambda: sm.OLS(design.y, x).fit())
     influence = model.get_influence()
     leverage = np.asarray(influence.hat_matrix_diag)
-    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        studentized = np.asarray(influence.resid_studentized_internal)
-    route, reason, checks = _route(studentized, np.asarray(model.resid), design, factors, leverage, robust)
+    # a run with leverage 1 has no studentized residual: NumPy's division warning says nothing more
+    studentized = np.asarray(quietly(lambda: influence.resid_studentized_internal)[0])
+    shapiro_p, shapiro_notes = _shapiro_p(studentized[leverage < 1 - 1e-8])
+    route, reason, checks = _route(shapiro_p, np.asarray(model.resid), design, factors, leverage, robust)
+    notes = notes + shapiro_notes + [f"model fit (statsmodels): {message}" for message in fit_warnings]
     balanced = _balanced(design, x)
     typ = typ or (2 if balanced else 3)
     rss = float(model.ssr)
     cov = np.asarray(model.cov_params())
     if route == "hc3_wald":
-        cov = np.asarray(model.get_robustcov_results(cov_type="HC3").cov_params())
+        robust_fit, hc3_warnings = quietly(model.get_robustcov_results, cov_type="HC3")
+        cov = np.asarray(robust_fit.cov_params())
+        notes += [f"HC3 covariance (statsmodels): {message}" for message in hc3_warnings]
     rng = np.random.default_rng(seed)
     rows = []
     for term in design.terms:
         width = term.columns.stop - term.columns.start
-        ss_term = _type_ss(design, term, typ, rss)
-        f_value = (ss_term / width) / (rss / df_res) if rss > 0 else math.inf
+        ss_term = max(_type_ss(design, term, typ, rss), 0.0)   # a difference of RSS: never below 0
+        f_value = (ss_term / width) / (rss / df_res) if rss > 0 else (math.inf if ss_term > 0 else math.nan)
         if route == "hc3_wald":
             higher = [t.columns for t in design.terms if _contains(term, t)] if typ == 2 else []
             f_value = _wald(model.params, cov, term.columns, higher)[0]
@@ -690,7 +724,7 @@ def _ols_fit(design: _Design, clean: pd.DataFrame, factors: list[str], baseline:
     test = f"ols_type{typ}" if route == "ols" else route
     if route == "ols":
         reason += f": type {'II' if typ == 2 else 'III'} F tests" + ("" if balanced else " (unbalanced data)")
-    residuals = pd.DataFrame({"row": clean.index, "fitted": model.fittedvalues, "residual": model.resid,
+    residuals = pd.DataFrame({"row": clean.index, "fitted": design.shift + model.fittedvalues, "residual": model.resid,
                               "studentized": studentized, "leverage": leverage}, columns=RESIDUAL_COLUMNS)
     return ModelFit(terms=pd.DataFrame(rows, columns=TERM_COLUMNS), residuals=residuals, residual_df=df_res,
                     test=test, reason=reason, scale="log" if log else "linear", assumptions=checks, notes=notes,

@@ -23,6 +23,7 @@ from scipy import stats as ss
 from tunelab.errors import DataError
 from tunelab.model import Verdict
 from tunelab.stats.linear_model import ModelFit, fit_model
+from tunelab.stats.numerics import first_best
 
 #: permutations of the Freedman–Lane test: its smallest p is 1 / (N + 1), which must survive a Holm
 #: adjustment over a family of a hundred knob × metric tests
@@ -193,7 +194,7 @@ def simple_effects(part: Mapping[str, Any], knob: str, other: str) -> list[dict[
     rows = contrasts[(contrasts["knob"] == knob) & contrasts["at"].str.startswith(f"{other}=")]
     out = []
     for at, group in rows.groupby("at", sort=False):
-        label = group["estimate"].abs().idxmax()
+        label = first_best(group["estimate"].abs())
         best = group.loc[label]
         clear = bool(best["adj_ci_low"] > 0 or best["adj_ci_high"] < 0)
         out.append({"at": at, "level": group["level"].tolist()[group.index.get_loc(label)], "estimate": float(best["estimate"]),
@@ -226,7 +227,7 @@ def model_verdict(part: dict[str, Any], label: str, metric: Mapping[str, Any], p
     effects = part.get("model_effects", part["effects"])
     size = effects["estimate"] if absolute else effects["pct_change"]
     gain = sign * size
-    index = int(gain.idxmax()) if (gain >= sesoi).any() else int(size.abs().idxmax())
+    index = first_best(gain) if (gain >= sesoi).any() else first_best(size.abs())   # ties: first level
     best = effects.loc[index]
     best_level = effects["level"].tolist()[effects.index.get_loc(index)]   # a row Series would make 128 a float
     effect = float(size.loc[index])

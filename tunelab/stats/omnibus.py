@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,10 +18,11 @@ from scipy import stats as ss
 
 from tunelab.errors import DataError
 from tunelab.stats._validate import Groups, check_input, encode, grouped, sorted_levels
+from tunelab.stats.numerics import quietly, shifted, sums_of_squares
 
 
 def anova_oneway(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
-    """Classic one-way ANOVA (equal variances): F and p from ``scipy.stats.f_oneway``.
+    """Classic one-way ANOVA (equal variances), as ``scipy.stats.f_oneway`` and R ``aov``.
 
     Returns
     -------
@@ -34,7 +34,9 @@ def anova_oneway(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
     Notes
     -----
     The sums of squares come from the group means (``SS_between = Σ n_i (mean_i - mean)^2``,
-    ``SS_within = Σ (y - mean_i)^2``). This used statsmodels ``anova_lm(ols("y ~ C(g)"))``, whose
+    ``SS_within = Σ (y - mean_i)^2``) of the values shifted to one observation (exact to float64
+    on data with a large constant offset, NIST StRD SmLs01-09), and ``F = MS_between /
+    MS_within``. This used statsmodels ``anova_lm(ols("y ~ C(g)"))``, whose
     formula interface costs ~12-25 ms per call (0.4-0.8 s of a 30-knob screen); the numbers are
     the same (a test compares them; docs/stats-notes.md, "Screen speed").
 
@@ -60,23 +62,24 @@ def anova_oneway(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
 
 
 def _anova_values(samples: list[np.ndarray]) -> dict[str, float]:
-    """:func:`anova_oneway`'s numbers on already grouped values."""
-    counts = np.array([len(y) for y in samples], dtype=float)
-    means = np.array([np.mean(y) for y in samples])
-    grand = float(np.mean(np.concatenate(samples)))
-    ss_b = np.float64(np.sum(counts * (means - grand) ** 2))
-    ss_w = np.float64(sum(np.sum((y - m) ** 2) for y, m in zip(samples, means)))
-    df_b, df_w = float(len(samples) - 1), float(counts.sum() - len(samples))
+    """:func:`anova_oneway`'s numbers on already grouped values.
+
+    The sums of squares come from the centred two-pass formulas of
+    :func:`tunelab.stats.numerics.sums_of_squares`; ``F = MS_between / MS_within`` and ``p`` its F
+    tail, so the table agrees with itself (SciPy's ``f_oneway`` centres too: a test checks that its
+    F is the same to 1e-13).
+    """
+    ss_b, ss_w = sums_of_squares(samples)
+    df_b, df_w = float(len(samples) - 1), float(sum(len(y) for y in samples) - len(samples))
     ss_t = ss_b + ss_w
-    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # constant groups: scipy warns and returns inf or NaN
-        result = ss.f_oneway(*samples)
-        ms_b, ms_w = ss_b / df_b, ss_w / df_w
-        eta2 = ss_b / ss_t
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ms_b, ms_w = np.float64(ss_b) / df_b, np.float64(ss_w) / df_w
+        f_value = ms_b / ms_w              # constant groups: inf (means differ) or NaN (all equal), as SciPy
+        eta2 = np.float64(ss_b) / ss_t
         omega2 = (ss_b - df_b * ms_w) / (ss_t + ms_w)
-    return {"ss_b": float(ss_b), "ss_w": float(ss_w), "df_b": df_b, "df_w": df_w, "ms_b": float(ms_b),
-            "ms_w": float(ms_w), "F": float(result.statistic), "p": float(result.pvalue), "eta2": float(eta2),
-            "omega2": float(omega2)}
+    p_value = float(ss.f.sf(f_value, df_b, df_w)) if not np.isnan(f_value) else math.nan
+    return {"ss_b": ss_b, "ss_w": ss_w, "df_b": df_b, "df_w": df_w, "ms_b": float(ms_b), "ms_w": float(ms_w),
+            "F": float(f_value), "p": p_value, "eta2": float(eta2), "omega2": float(omega2)}
 
 
 def welch_anova(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
@@ -103,8 +106,8 @@ def _welch_values(groups: Groups) -> dict[str, float]:
     error) when a group has no variation, where Welch's weights ``n / s^2`` are undefined."""
     if any(np.ptp(y) == 0 for y in groups.samples):
         return {"F": np.nan, "df1": float(len(groups.samples) - 1), "df2": np.nan, "p": np.nan}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        table = pg.welch_anova(data=groups.frame, dv="y", between="g")
+    frame = groups.frame.assign(y=shifted(groups.frame["y"].to_numpy())[0])   # exact with large offsets
+    table, _ = quietly(pg.welch_anova, data=frame, dv="y", between="g")
     return {"F": float(table["F"].iloc[0]), "df1": float(table["ddof1"].iloc[0]),
             "df2": float(table["ddof2"].iloc[0]), "p": float(table["p_unc"].iloc[0])}
 
@@ -166,8 +169,11 @@ def anova_factorial(
     -------
     DataFrame
         One row per term and ``'Residual'`` (the intercept row of Type III is dropped); columns
-        ``[source, ss, df, F, p, partial_eta2]`` with ``partial_eta2 = SS / (SS + SS_residual)``.
-        Interaction sources are named ``'a:b'``.
+        ``[source, ss, df, F, p, partial_eta2]`` with ``partial_eta2 = SS / (SS + SS_residual)``
+        and ``F = (SS / df) / (SS_residual / df_residual)``. Interaction sources are named ``'a:b'``.
+        The model is fitted to the metric shifted to one of its values
+        (:func:`tunelab.stats.numerics.shifted`), which no sum of squares depends on, so a large
+        constant offset costs no digits.
 
     Raises
     ------
@@ -177,60 +183,59 @@ def anova_factorial(
     """
     if typ not in (1, 2, 3):
         raise DataError(f"typ must be 1, 2 or 3, got {typ!r}")
-    if isinstance(factors, str):
-        factors = [factors]
-    factors = list(factors)
+    factors = [factors] if isinstance(factors, str) else list(factors)
     if not factors:
         raise DataError("factors is empty; name at least one knob column")
     if len(set(factors)) != len(factors):
         raise DataError(f"factors has duplicates: {factors}")
     columns = factors + ([block] if block is not None else [])
     clean = check_input(data, dv, columns, min_group_size=1)
-    frame = pd.DataFrame({"y": clean[dv].to_numpy()})
+    frame = pd.DataFrame({"y": shifted(clean[dv].to_numpy())[0]})
     names = {}
     for i, column in enumerate(columns):
         code = f"f{i}" if column != block else "blk"
         frame[code] = encode(clean[column], sorted_levels(clean[column]))
         names[code] = column
-    codes = [f"f{i}" for i in range(len(factors))]
+    terms = _factorial_terms([f"f{i}" for i in range(len(factors))], interactions)
     contrast = ", Sum" if typ == 3 else ""
+    _check_residual_df(frame, terms, block is not None, dv, factors)
+    rhs = ([f"C(blk{contrast})"] if block is not None else []) + [_term_formula(t, contrast) for t in terms]
+    model = smf.ols("y ~ " + " + ".join(rhs), data=frame).fit()
+    table, _ = quietly(sm.stats.anova_lm, model, typ=typ)
+    table = table.drop(index=[i for i in table.index if i == "Intercept"])
+    lookup = {_term_formula(t, contrast): ":".join(names[c] for c in t) for t in terms}
+    lookup.update({f"C(blk{contrast})": block, "Residual": "Residual"})
+    out = pd.DataFrame({"source": [lookup[str(i)] for i in table.index],
+                        "ss": table["sum_sq"].to_numpy(dtype=float), "df": table["df"].to_numpy(dtype=float),
+                        "F": table["F"].to_numpy(dtype=float), "p": table["PR(>F)"].to_numpy(dtype=float)})
+    ss_resid = float(table.loc["Residual", "sum_sq"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["partial_eta2"] = np.where(out["source"] == "Residual", np.nan, out["ss"] / (out["ss"] + ss_resid))
+    return out
+
+
+def _factorial_terms(codes: list[str], interactions: bool | int) -> list[tuple[str, ...]]:
+    """The model's terms: every combination of the factor codes up to the interaction order."""
     max_order = len(codes) if interactions is True else (1 if interactions is False else int(interactions))
     if max_order < 1:
         raise DataError(f"interactions must be True, False or an order >= 1, got {interactions!r}")
-    terms: list[tuple[str, ...]] = []
-    for order in range(1, min(max_order, len(codes)) + 1):
-        terms.extend(itertools.combinations(codes, order))
-    rhs = [_term_formula(t, contrast) for t in terms]
-    if block is not None:
-        rhs.insert(0, f"C(blk{contrast})")
-    # count the parameters before building the design matrix: a model with more parameters than
-    # runs has no residual df anyway, and many-level "factors" (e.g. a metric taken for a knob)
-    # would make a design matrix of hundreds of thousands of columns
+    return [t for order in range(1, min(max_order, len(codes)) + 1) for t in itertools.combinations(codes, order)]
+
+
+def _check_residual_df(frame: pd.DataFrame, terms: list[tuple[str, ...]], blocked: bool, dv: str,
+                       factors: list[str]) -> None:
+    """DataError unless the model leaves residual degrees of freedom.
+
+    The parameters are counted before the design matrix is built: a model with more parameters
+    than runs has no residual df anyway, and many-level "factors" (e.g. a metric taken for a knob)
+    would make a design matrix of hundreds of thousands of columns.
+    """
     n_levels = {code: int(frame[code].nunique()) for code in frame.columns if code != "y"}
-    parameters = 1 + sum(math.prod(n_levels[c] - 1 for c in t) for t in terms) + (n_levels["blk"] - 1 if block else 0)
+    parameters = 1 + sum(math.prod(n_levels[c] - 1 for c in t) for t in terms) + (n_levels["blk"] - 1 if blocked else 0)
     if parameters >= len(frame):
         raise DataError(f"the model of {dv!r} on {factors} has no residual degrees of freedom "
                         f"({len(frame)} runs, {parameters} parameters); use interactions=2 or "
                         "False, add replicates, or use lenth_effects() for an unreplicated 2-level design")
-    model = smf.ols("y ~ " + " + ".join(rhs), data=frame).fit()
-    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
-        table = sm.stats.anova_lm(model, typ=typ)
-    table = table.drop(index=[i for i in table.index if i == "Intercept"])
-    ss_resid = float(table.loc["Residual", "sum_sq"])
-    lookup = {_term_formula(t, contrast): ":".join(names[c] for c in t) for t in terms}
-    lookup[f"C(blk{contrast})"] = block
-    lookup["Residual"] = "Residual"
-    out = pd.DataFrame({
-        "source": [lookup[str(i)] for i in table.index],
-        "ss": table["sum_sq"].to_numpy(dtype=float),
-        "df": table["df"].to_numpy(dtype=float),
-        "F": table["F"].to_numpy(dtype=float),
-        "p": table["PR(>F)"].to_numpy(dtype=float),
-    })
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["partial_eta2"] = np.where(out["source"] == "Residual", np.nan, out["ss"] / (out["ss"] + ss_resid))
-    return out
 
 
 def lenth_pse(effects: np.ndarray) -> float:
@@ -273,7 +278,7 @@ def lenth_effects(data: pd.DataFrame, dv: str, factors: list[str], alpha: float 
     if isinstance(factors, str):
         factors = [factors]
     clean = check_input(data, dv, list(factors), min_group_size=1)
-    y = clean[dv].to_numpy()
+    y = shifted(clean[dv].to_numpy())[0]   # effects are differences: exact with a large offset
     n = len(y)
     columns: list[tuple[str, np.ndarray]] = []
     for factor in factors:

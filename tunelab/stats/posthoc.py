@@ -19,6 +19,7 @@ from tunelab.errors import DataError
 from tunelab.stats import _studentized_range as srange
 from tunelab.stats._validate import Groups, check_input, grouped
 from tunelab.stats.multiplicity import adjust
+from tunelab.stats.numerics import centred, quietly
 
 POSTHOC_COLUMNS = ["group1", "group2", "estimate", "ci_low", "ci_high", "statistic", "p", "p_adj"]
 
@@ -85,6 +86,7 @@ def _tukey_table(levels: list[Any], samples: list[np.ndarray], alpha: float) -> 
     ``pairwise_tukeyhsd``.
     """
     k = len(levels)
+    samples = centred(samples)   # differences and variances: exact with a large offset
     counts = np.array([len(y) for y in samples], dtype=float)
     means = np.array([np.mean(y) for y in samples])
     n = int(counts.sum())
@@ -151,6 +153,7 @@ def _games_howell_table(levels: list[Any], samples: list[np.ndarray], alpha: flo
     a test compares this function with pingouin.
     """
     k = len(levels)
+    samples = centred(samples)
     counts = np.array([len(y) for y in samples], dtype=float)
     means = np.array([np.mean(y) for y in samples])
     v = np.array([np.var(y, ddof=1) for y in samples]) / counts
@@ -197,7 +200,7 @@ def _dunn_table(groups: Groups, p_adjust: str) -> pd.DataFrame:
     levels = groups.levels
     ranks = ss.rankdata(groups.y)
     mean_ranks = pd.Series(ranks).groupby(groups.codes).mean().reindex(range(len(levels))).to_numpy()
-    matrix = sp.posthoc_dunn(groups.frame, val_col="y", group_col="g", p_adjust=None)
+    matrix, _ = quietly(sp.posthoc_dunn, groups.frame, val_col="y", group_col="g", p_adjust=None)   # all ties: NaN
     i1, i2 = np.triu_indices(len(levels), 1)
     p = np.array([float(matrix.loc[a, b]) for a, b in zip(i1, i2)])
     estimate = mean_ranks[i2] - mean_ranks[i1]
