@@ -26,9 +26,8 @@ from tunelab import runner
 from tunelab.designs import Design
 from tunelab.designs.generators import runs_per_replicate
 from tunelab.designs.plan import PLAN_COLUMNS
-from tunelab.model import Phase, json_value
+from tunelab.model import RANGE_DESIGNS, DesignType, Phase, json_value
 from tunelab.stats.noise import noise_table
-from tunelab.stats.screen import RANGE_DESIGNS
 from tunelab.store import Store
 from tunelab.targets import Target
 
@@ -54,7 +53,7 @@ def runs_per_level(design: Design, replicates: int) -> float | None:
     """Runs behind one level's mean that a level-vs-baseline comparison uses; None for range designs."""
     if design.design_type in RANGE_DESIGNS:
         return None
-    if design.design_type == "oat":
+    if design.design_type == DesignType.OAT:
         return float(replicates)
     levels = max(len(knob.levels) for knob in design.knobs)
     return replicates * runs_per_replicate(design) / levels

@@ -393,7 +393,40 @@ VERDICTS = tuple(Verdict)
 #: verdicts that need no more replicates: a relevant effect, equivalence, or a guard that tripped
 DECIDED_VERDICTS = (Verdict.MATTERS, Verdict.EQUIVALENT, Verdict.NOT_COMPARABLE)
 
-__all__ = ["DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES", "Direction",
-           "FINAL_STATUSES", "HOSTS", "KnobId", "Metric", "PHASES", "ParseError", "Phase", "TrialStatus",
-           "USABLE_STATUSES", "VERDICTS", "Verdict", "json_value", "knob_id", "level_from_json", "level_text",
-           "level_to_json", "level_value"]
+
+class AnalysisKind(str, Enum):
+    """How the screen reads a study's runs (``ScreenResult.design``, the JSON's ``design``)."""
+
+    #: one-at-a-time: every run has at most one knob away from its baseline; each knob is compared on
+    #: the baseline runs plus its own runs
+    OAT = "oat"
+    #: knobs varied together (full or fractional factorial, Plackett–Burman): one model of all runs
+    FACTORIAL = "factorial"
+    #: a space-filling design (Latin hypercube, Morris): each knob's effect over its range, no levels
+    RANGE = "range"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class DesignType(str, Enum):
+    """The design generators (a design file's ``design.type``); ``Design.design_type`` holds the value."""
+
+    OAT = "oat"
+    FULL_FACTORIAL = "full_factorial"
+    FRACTIONAL_FACTORIAL = "fractional_factorial"
+    PLACKETT_BURMAN = "plackett_burman"
+    LATIN_HYPERCUBE = "latin_hypercube"
+    MORRIS = "morris"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: design types the screen reads as space-filling (range) designs: regression or elementary effects, not levels
+RANGE_DESIGNS = (DesignType.LATIN_HYPERCUBE, DesignType.MORRIS)
+
+__all__ = ["AnalysisKind", "DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES", "DesignType",
+           "Direction", "FINAL_STATUSES", "HOSTS", "KnobId", "Metric", "PHASES", "ParseError", "Phase",
+           "RANGE_DESIGNS", "TrialStatus", "USABLE_STATUSES", "VERDICTS", "Verdict", "json_value", "knob_id",
+           "level_from_json", "level_text", "level_to_json", "level_value"]

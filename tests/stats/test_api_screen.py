@@ -13,7 +13,7 @@ from scipy import stats as ss
 from tunelab.cli import main
 from tunelab.errors import DataError
 from tunelab.stats import ScreenResult, design_kind, schema, screen
-from tunelab.stats.screen import VERDICT_COLUMNS
+from tunelab.stats.screen_common import VERDICT_COLUMNS
 
 Q = ss.norm.ppf((np.arange(1, 11) - 0.5) / 10)  # deterministic "normal sample" of 10
 E = ss.expon.ppf((np.arange(1, 11) - 0.5) / 10) ** 2  # deterministic, strongly skewed

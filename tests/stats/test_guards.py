@@ -193,12 +193,12 @@ def test_another_level_tripped_keeps_the_verdict_with_a_note() -> None:
          "effect_abs": -10.0, "units": "%", "sesoi": 5.0},
         {"knob": "k", "level": 3, "guard": "qps", "tripped": True, "text": "qps -60.0 %", "effect_pct": -60.0,
          "effect_abs": -600.0, "units": "%", "sesoi": 5.0}])
-    notes: list[str] = []
-    out = apply_guards(verdicts, table, {"lat": ("qps",)}, QPS_GUARD, notes).iloc[0]
+    out, notes = apply_guards(verdicts, table, {"lat": ("qps",)}, QPS_GUARD)
+    out = out.iloc[0]
     assert (out["verdict"], out["direction"], out["guard"]) == ("matters", "better", None)
     assert "not comparable at k=3" in out["reason"] and "qps -60.0 %" in out["reason"] and notes
     # an equivalence claim covers every level, so it cannot stand
-    out = apply_guards(verdicts.assign(verdict="no effect (equivalent)"), table, {"lat": ("qps",)}, QPS_GUARD)
+    out, _ = apply_guards(verdicts.assign(verdict="no effect (equivalent)"), table, {"lat": ("qps",)}, QPS_GUARD)
     assert out["verdict"].iloc[0] == "not comparable" and out["guard"].iloc[0] == "guard: qps -60.0 % at 3"
 
 

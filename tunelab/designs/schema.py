@@ -30,7 +30,8 @@ from tunelab.errors import DesignError, KnobError, LoadError, TargetError, quote
 from tunelab.paths import read_capped_text
 from tunelab.knobs import Knob, get_knob
 from tunelab.loads import Load, get_load
-from tunelab.model import HOSTS, METRIC_SCALES, Direction, Metric, ParseError, knob_id, level_from_json, level_to_json
+from tunelab.model import (HOSTS, METRIC_SCALES, RANGE_DESIGNS, DesignType, Direction, Metric, ParseError, knob_id,
+                           level_from_json, level_to_json)
 from tunelab.targets import TARGETS, check_target_spec, target_commands
 
 #: target types of Contract 4 (the targets registry may add more)
@@ -963,7 +964,7 @@ def _parse_design_section(ctx: _Context, raw: Any) -> dict[str, Any]:
     for key, value in options.items():
         if isinstance(value, int) and not isinstance(value, bool) and value > MAX_OPTION_VALUE:
             raise ctx.limit(("design", "options", key), ("MAX_OPTION_VALUE", MAX_OPTION_VALUE), value)
-    if sequential is not None and design_type != "oat":
+    if sequential is not None and design_type != DesignType.OAT:
         raise ctx.error(("design", "replicates"), f"sequential replicates add runs to the undecided levels of a "
                         f"one-at-a-time (oat) design; a {design_type} design is read through one model of all its "
                         "runs, so give it a fixed number: replicates: N")
@@ -1047,7 +1048,7 @@ def _parse_noise(ctx: _Context, raw: Any) -> NoiseSpec:
 def _check_model_size(ctx: _Context, design: Design) -> None:
     """The screen's model must leave residual degrees of freedom (or be a saturated two-level design)."""
     interactions = design.analysis.interactions
-    if design.design_type == "oat" or interactions in ("auto", "none"):
+    if design.design_type == DesignType.OAT or interactions in ("auto", "none"):
         return
     ids = design.knob_ids
     levels = {k.id: len(k.levels) for k in design.knobs}
@@ -1077,7 +1078,7 @@ def plan_runs_per_replicate(design: Design) -> int:
 
 
 #: design types whose screen reads knob ranges (regression, elementary effects): no profile factor there
-_RANGE_TYPES = ("latin_hypercube", "morris")
+_RANGE_TYPES = RANGE_DESIGNS
 
 
 def _check_profiles(ctx: _Context, design: Design) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from tunelab.errors import TunelabError
+from tunelab.model import AnalysisKind
 from tunelab.report.study import ReportError, ScreenInputs, Study, UnknownParameterError, load_study, screen_study
 from tunelab.store import check_study_name
 
@@ -382,7 +383,7 @@ def _model_figure_html(result: ScreenResult, metric: str, baseline: Mapping[str,
     from tunelab.report import figures
 
     means = result.emmeans[result.emmeans["metric"] == metric]
-    if result.design == "oat" or means.empty:
+    if result.design == AnalysisKind.OAT or means.empty:
         return ""
     if means["by"].notna().any():
         return _figure_html(figures.interaction_plot(result.emmeans, metric, baseline),
@@ -428,7 +429,7 @@ def index_html(study: Study, inputs: ScreenInputs, result: ScreenResult, runs: S
 
     focus = inputs.metric
     band = focus.get("sesoi_pct") if focus.get("sesoi_abs") is None else None
-    interval = "95 % bootstrap CI" if result.design == "oat" else "95 % CI from the model (Dunnett-adjusted)"
+    interval = "95 % bootstrap CI" if result.design == AnalysisKind.OAT else "95 % CI from the model (Dunnett-adjusted)"
     model_figure = _model_figure_html(result, focus["name"], inputs.baseline)
     items = []
     for run in runs:
@@ -451,7 +452,7 @@ def index_html(study: Study, inputs: ScreenInputs, result: ScreenResult, runs: S
 {markdown_to_html(summary_markdown(result, inputs))}
 </section>
 <section id="verdicts"><h2>Verdict table</h2>
-<p>One row per knob × metric{" (and per interaction of two knobs × metric)" if result.design != "oat" else ""}:
+<p>One row per knob × metric{" (and per interaction of two knobs × metric)" if result.design != AnalysisKind.OAT else ""}:
 the level that matters most, its % change against the baseline with the {escape(interval)}, the adjusted p-value of
 the chosen test, and whether every level is equivalent to the baseline within the smallest effect of interest.</p>
 {verdicts_html(result.verdicts, inputs.metrics)}

@@ -32,6 +32,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from scipy import stats as ss
 
 from tunelab.errors import DataError
+from tunelab.model import AnalysisKind
 from tunelab.stats import sorted_levels
 from tunelab.stats.model_screen import profile_effects
 
@@ -91,10 +92,10 @@ def _labelled(data: pd.DataFrame, knob: str, metric: str) -> tuple[pd.DataFrame,
 
 
 def knob_rows(data: pd.DataFrame, knob: str, knobs: Sequence[str], baseline: Mapping[str, Any],
-              design: str = "factorial") -> pd.DataFrame:
+              design: AnalysisKind = AnalysisKind.FACTORIAL) -> pd.DataFrame:
     """The runs that inform ``knob`` as :func:`tunelab.stats.screen` analyses them: for a one-at-a-time
-    design (``design='oat'``) the runs with every other knob at its baseline, otherwise all runs."""
-    if design != "oat":
+    design (``design=AnalysisKind.OAT``) the runs with every other knob at its baseline, otherwise all runs."""
+    if design != AnalysisKind.OAT:
         return data
     keep = np.ones(len(data), dtype=bool)
     for other in knobs:
@@ -104,7 +105,7 @@ def knob_rows(data: pd.DataFrame, knob: str, knobs: Sequence[str], baseline: Map
 
 
 def levels_figure(data: pd.DataFrame, knobs: Sequence[str], metric: str, baseline: Mapping[str, Any],
-                  letters: Mapping[str, Mapping[Any, str]] | None = None, design: str = "factorial",
+                  letters: Mapping[str, Mapping[Any, str]] | None = None, design: AnalysisKind = AnalysisKind.FACTORIAL,
                   ncols: int = 3, title: str | None = None) -> Figure:
     """One panel per knob: box plot of ``metric`` per level with every run as a dot; the baseline
     level in orange with a dashed line at its mean.
@@ -122,8 +123,8 @@ def levels_figure(data: pd.DataFrame, knobs: Sequence[str], metric: str, baselin
     letters : dict, optional
         Knob -> {level: compact letters} written above each box (levels sharing a letter do
         not differ significantly).
-    design : {'oat', 'factorial'}
-        ``'oat'``: each panel shows only the runs with the other knobs at their baselines
+    design : AnalysisKind
+        ``OAT``: each panel shows only the runs with the other knobs at their baselines
         (:func:`knob_rows`); otherwise every run in every panel.
     """
     _require(data, [*knobs, metric])

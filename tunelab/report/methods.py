@@ -20,6 +20,7 @@ import pandas as pd
 from IPython.display import HTML
 
 from tunelab.designs import make_plan
+from tunelab.model import AnalysisKind, DesignType
 from tunelab.formatting import decimals_apart, fmt_abs, fmt_ci, fmt_p, fmt_p_value, fmt_pct
 from tunelab.report.figures import knob_rows, level_label
 from tunelab.report.study import ScreenInputs, Study
@@ -48,9 +49,9 @@ CORRECTION_TEXT = {"holm": "Holm's step-down method (family-wise error rate)",
                    "bonferroni": "the Bonferroni method (family-wise error rate)",
                    "fdr_bh": "the Benjamini–Hochberg method (false discovery rate)",
                    "none": "no correction"}
-DESIGN_TEXT = {"oat": "one-at-a-time (OAT)", "full_factorial": "full factorial",
-               "fractional_factorial": "fractional factorial", "plackett_burman": "Plackett–Burman",
-               "latin_hypercube": "Latin hypercube"}
+DESIGN_TEXT = {DesignType.OAT: "one-at-a-time (OAT)", DesignType.FULL_FACTORIAL: "full factorial",
+               DesignType.FRACTIONAL_FACTORIAL: "fractional factorial", DesignType.PLACKETT_BURMAN: "Plackett–Burman",
+               DesignType.LATIN_HYPERCUBE: "Latin hypercube"}
 VERDICT_ORDER = {"matters": 0, "not comparable": 1, "inconclusive": 2, "no effect (equivalent)": 3, "untestable": 4}
 
 
@@ -401,7 +402,7 @@ def model_lines(result: ScreenResult, inputs: ScreenInputs | None = None) -> lis
     freedom, the tests and why they were chosen, aliased effects and the model's notes. Empty for
     one-at-a-time designs (no model of the whole design)."""
     terms_all = result.model_terms
-    if result.design == "oat":
+    if result.design == AnalysisKind.OAT:
         return []
     lines = []
     metrics = list(dict.fromkeys(terms_all["metric"]))
@@ -438,10 +439,10 @@ def model_lines(result: ScreenResult, inputs: ScreenInputs | None = None) -> lis
 def model_markdown(result: ScreenResult, inputs: ScreenInputs | None = None) -> str:
     """What the model route did, in words (Markdown): the model, its scale, the tests and aliases per
     metric (:func:`model_lines`); a one-sentence note for one-at-a-time designs."""
-    if result.design == "oat":
+    if result.design == AnalysisKind.OAT:
         return ("One-at-a-time design: every run varies at most one knob, so there is no model of the whole "
                 "design; each knob is tested on the baseline runs plus its own runs (see *Omnibus tests*).")
-    if result.design == "range":
+    if result.design == AnalysisKind.RANGE:
         intro = ("A range (space-filling) design: one regression per metric of all usable runs on every knob's value "
                  "over its range; each knob's response curve shows the predicted metric across that range.")
     else:
@@ -517,7 +518,7 @@ def _range_tests_text(result: ScreenResult) -> list[str]:
 
 def _order_text(design: Any) -> str:
     """How the plan ordered the runs (see :func:`tunelab.designs.make_plan`)."""
-    every = design.options.get("baseline_every", 2 if design.design_type == "oat" else None)
+    every = design.options.get("baseline_every", 2 if design.design_type == DesignType.OAT else None)
     if every:
         return (f"Within each replicate the varied runs ran in random order (seed {design.seed}), with a baseline "
                 f"run first and after every {every} varied runs, so drift shows in the baseline.")
@@ -639,8 +640,8 @@ def methods_markdown(study: Study, inputs: ScreenInputs, result: ScreenResult, n
     n_tests = int(result.verdicts["p"].notna().sum())
     flagged = f" ({int(counts.get('flagged', 0))} flagged by the runner and " \
               f"{'included' if study.include_flagged else 'left out'})" if counts.get("flagged", 0) else ""
-    tests = _model_tests_text(result, inputs) if result.design == "factorial" else _range_tests_text(result) \
-        if result.design == "range" else [
+    tests = _model_tests_text(result, inputs) if result.design == AnalysisKind.FACTORIAL else _range_tests_text(result) \
+        if result.design == AnalysisKind.RANGE else [
         "**Tests chosen and why.** The screen treated the design as one-at-a-time: each knob is analysed on the "
         "baseline runs plus the runs that vary only that knob. For every knob × metric, the errors were tested for "
         "normality (Shapiro–Wilk; clearly non-normal at "

@@ -40,8 +40,9 @@ import pandas as pd
 from scipy import stats as sps
 
 from tunelab.errors import DataError
-from tunelab.model import Verdict, level_text
+from tunelab.model import AnalysisKind, Verdict, level_text
 from tunelab.stats._validate import level_matches, sorted_levels
+from tunelab.stats.screen_common import rows_per_knob
 
 #: columns of the guard table: ``ci_low``/``ci_high``/``sesoi`` are in % of the baseline mean when
 #: ``units`` is ``'%'`` and in the guard metric's own units when it is ``'abs'``
@@ -145,9 +146,17 @@ def change_text(spec: Mapping[str, Any], effect_pct: float, effect_abs: float) -
     return f"{name} {effect_abs:+.3g}{suffix}"
 
 
+def guard_notes(data: pd.DataFrame, guards: Sequence[Mapping[str, Any]], kind: AnalysisKind) -> list[str]:
+    """A line for each guard that :func:`guard_table` cannot check: none in a range design, or one not measured."""
+    if guards and kind == AnalysisKind.RANGE:
+        return ["guards are not checked in range designs (each configuration has levels of its own)"]
+    return [f"guard {spec['name']} was not measured; metrics conditional on it are compared without it"
+            for spec in guards if spec["name"] not in data.columns or data[spec["name"]].isna().all()]
+
+
 def guard_table(data: pd.DataFrame, knobs: Sequence[str], baseline: Mapping[str, Any],
-                guards: Sequence[Mapping[str, Any]], kind: str = "oat", alpha: float = 0.05,
-                notes: list[str] | None = None) -> pd.DataFrame:
+                guards: Sequence[Mapping[str, Any]], kind: AnalysisKind = AnalysisKind.OAT,
+                alpha: float = 0.05) -> pd.DataFrame:
     """Each guard's change at each non-baseline level of each knob, and whether it trips.
 
     Parameters
@@ -158,14 +167,12 @@ def guard_table(data: pd.DataFrame, knobs: Sequence[str], baseline: Mapping[str,
         Knob columns and their baseline levels.
     guards : list of dict
         Guard specs ``{name, direction, sesoi_pct | sesoi_abs[, unit]}``.
-    kind : {'oat', 'factorial', 'range'}
-        ``'oat'``: a knob's levels are compared on the runs whose other knobs sit at their
-        baselines; ``'factorial'``: on all runs (marginal means); ``'range'``: no levels to compare,
-        the table is empty (and a note says so).
+    kind : AnalysisKind
+        ``OAT``: a knob's levels are compared on the runs whose other knobs sit at their
+        baselines; ``FACTORIAL``: on all runs (marginal means); ``RANGE``: no levels to compare,
+        the table is empty (:func:`guard_notes` says so).
     alpha : float
         The interval is the two-sided ``1 - alpha`` Welch t interval of the difference of means.
-    notes : list of str, optional
-        Gets a line for each guard that was not measured.
 
     Returns
     -------
@@ -174,22 +181,13 @@ def guard_table(data: pd.DataFrame, knobs: Sequence[str], baseline: Mapping[str,
         least its SESOI and the interval excludes no change. ``effect_pct`` is NaN when the
         baseline mean is 0; a guard with a % SESOI then does not trip.
     """
-    notes = notes if notes is not None else []
     rows: list[dict[str, Any]] = []
-    if not guards or kind == "range":
-        if guards:
-            notes.append("guards are not checked in range designs (each configuration has levels of its own)")
+    if not guards or kind == AnalysisKind.RANGE:
         return pd.DataFrame(rows, columns=GUARD_COLUMNS)
-    measured = []
-    for spec in guards:
-        if spec["name"] not in data.columns or data[spec["name"]].isna().all():
-            notes.append(f"guard {spec['name']} was not measured; metrics conditional on it are compared without it")
-        else:
-            measured.append(spec)
-    off = {knob: ~level_matches(data[knob], baseline[knob]) for knob in knobs}
-    n_off = np.sum(list(off.values()), axis=0) if knobs else np.zeros(len(data), dtype=int)
+    measured = [spec for spec in guards if spec["name"] in data.columns and not data[spec["name"]].isna().all()]
+    rows_of = rows_per_knob(data, list(knobs), dict(baseline), kind)
     for knob in knobs:
-        rows_here = data[(n_off - off[knob]) == 0] if kind == "oat" else data
+        rows_here = data[rows_of[knob]]
         at_base = level_matches(rows_here[knob], baseline[knob])
         for level in sorted_levels(rows_here[knob].dropna()):
             if level == baseline[knob]:
@@ -238,8 +236,8 @@ def guard_sentence(metric: str, knob: str, level: Any, tripped: pd.DataFrame,
 
 
 def apply_guards(verdicts: pd.DataFrame, table: pd.DataFrame, dependents: Mapping[str, Sequence[str]],
-                 specs: Sequence[Mapping[str, Any]] = (), notes: list[str] | None = None) -> pd.DataFrame:
-    """The verdicts with the guard rule applied (a copy with a ``guard`` column).
+                 specs: Sequence[Mapping[str, Any]] = ()) -> tuple[pd.DataFrame, list[str]]:
+    """The verdicts with the guard rule applied (a copy with a ``guard`` column), and the notes.
 
     A dependent metric's verdict (matters, equivalent or inconclusive) becomes ``not comparable``,
     its ``direction`` ``'none'``, its ``guard`` the tripped guards' text (``guard: qps -99.8 %``, plus
@@ -247,14 +245,14 @@ def apply_guards(verdicts: pd.DataFrame, table: pd.DataFrame, dependents: Mappin
     :func:`guard_sentence`, when one of its guards tripped at the reported level (``best_level``), at
     every non-baseline level, or, for an equivalence verdict (a claim about every level), at any
     level. Otherwise, when a guard tripped at another level, the verdict stays and its reason (and
-    ``notes``) name the levels where the metric is not comparable. Other rows are unchanged.
+    the notes) name the levels where the metric is not comparable. Other rows are unchanged.
     """
     out = verdicts.copy()
     existing = out["guard"].tolist() if "guard" in out.columns else [None] * len(out)
     out["guard"] = pd.Series([g if isinstance(g, str) else None for g in existing], dtype=object, index=out.index)
+    notes: list[str] = []
     if table.empty or not dependents:
-        return out
-    notes = notes if notes is not None else []
+        return out, notes
     by_name = {spec["name"]: spec for spec in specs}
     for index, row in out.iterrows():
         guards = dependents.get(row["metric"])
@@ -288,7 +286,7 @@ def apply_guards(verdicts: pd.DataFrame, table: pd.DataFrame, dependents: Mappin
         out.at[index, "direction"] = "none"
         sentence = guard_sentence(row["metric"], row["knob"], level, here, by_name)
         out.at[index, "reason"] = f"{sentence}; {row['reason']}" if row["reason"] else sentence
-    return out
+    return out, notes
 
 
 def _worst_level(hit: pd.DataFrame) -> Any:

@@ -65,7 +65,7 @@ def _bounds(metric: Mapping[str, Any], scale: str, base_mean: float) -> tuple[fl
     return -share * base_mean, share * base_mean
 
 
-def _tost(estimate: float, se: float, df: float, low: float, high: float, alpha: float) -> tuple[float, float]:
+def tost_p_values(estimate: float, se: float, df: float, low: float, high: float, alpha: float) -> tuple[float, float]:
     if not se > 0:
         return (0.0 if estimate > low else 1.0), (0.0 if estimate < high else 1.0)
     return float(ss.t.sf((estimate - low) / se, df)), float(ss.t.cdf((estimate - high) / se, df))
@@ -98,7 +98,7 @@ def _knob_part(fit: ModelFit, knob: str, metric: Mapping[str, Any], scale: str, 
                         "ci_low": to_metric_scale(row.adj_ci_low, scale, base_mean),
                         "ci_high": to_metric_scale(row.adj_ci_high, scale, base_mean),
                         "estimate": row.estimate, "est_low": row.adj_ci_low, "est_high": row.adj_ci_high})
-        p_lower, p_upper = _tost(row.estimate, row.se, row.df, low, high, alpha)
+        p_lower, p_upper = tost_p_values(row.estimate, row.se, row.df, low, high, alpha)
         equivalence.append({"level": row.level, "baseline": base_level,
                             "pct_change": to_metric_scale(row.estimate, scale, base_mean), "lower_bound": low,
                             "upper_bound": high, "p_lower": p_lower, "p_upper": p_upper, "p": max(p_lower, p_upper),

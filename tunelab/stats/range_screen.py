@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from tunelab.errors import DataError
-from tunelab.model import Verdict
+from tunelab.model import DesignType, Verdict
 from tunelab.stats.model_screen import metric_scale, to_metric_scale
 from tunelab.stats.response import morris_effects, range_effects
 
@@ -45,7 +45,7 @@ def range_parts(data: pd.DataFrame, metric: Mapping[str, Any], knobs: list[str],
     scale = metric_scale(metric, values)
     sesoi, mean = _sesoi(metric, scale, values)
     ranges = design.get("ranges") or {}
-    if design.get("type") == "morris":
+    if design.get("type") == DesignType.MORRIS:
         points = design.get("points")
         if points is None:
             raise DataError("a Morris screen needs the design's points in trajectory order; screen the study's store")
@@ -115,7 +115,8 @@ def _morris_part(row: Any, metric: Mapping[str, Any], scale: str, sesoi: float, 
     reason = (f"Morris elementary effects: mu*={row.mu_star:.3g} (±{row.mu_star_conf:.3g}), sigma={row.sigma:.3g} over "
               f"the knob's range on the {scale} scale, against a SESOI of {sesoi:.3g}; elementary effects give no "
               "p-value, so these verdicts carry no multiplicity control")
-    return {"kind": "morris", "p": math.nan, "route": "morris", "reason": reason, "eta2": math.nan, "scale": scale,
+    return {"kind": DesignType.MORRIS.value, "p": math.nan, "route": "morris", "reason": reason, "eta2": math.nan,
+            "scale": scale,
             "sesoi": sesoi, "mean": mean, "change": (float(row.mu_star), low, high, math.nan), "mu": float(row.mu),
             "max_abs_ci": float(high), "morris_low": float(low), "effects": pd.DataFrame(),
             "equivalence": pd.DataFrame(), "posthoc": pd.DataFrame(), "omnibus": pd.DataFrame(),
@@ -127,7 +128,7 @@ def range_verdict(part: dict[str, Any], metric: Mapping[str, Any], p_adj: float,
     scale, sesoi, mean = part["scale"], part["sesoi"], part["mean"]
     estimate, low, high, at = part["change"]
     absolute = metric.get("sesoi_abs") is not None
-    if part["kind"] == "morris":
+    if part["kind"] == DesignType.MORRIS:
         significant = bool(part["morris_low"] > sesoi)
         relevant = significant
     else:

@@ -25,6 +25,23 @@ Examples
 0.0056
 >>> [round(a, 4) for a in look_alphas([0.5, 1.0], 0.05, "linear")]
 [0.025, 0.025]
+
+Validity
+--------
+Validity (docs/stats-notes.md, "Sequential replicates"): a row still open at look ``r`` is
+analysed on exactly the runs it would have had if every knob had kept running, provided the
+run loop gives every pending level ``step`` more runs per round and adds the same number of
+baseline runs every round. Before the first false ``matters`` only false nulls have left the
+family, so at the look ``r`` where it happens all ``m0`` true nulls are in it (open, or frozen
+with p = 1) and Holm's step-down reaches the first true null at a threshold
+``<= alpha_r / m0``; that event has probability ``<= alpha_r`` and, summed over looks, the
+chance of any false ``matters`` is at most ``sum(alpha_r) <= alpha``. Rows frozen as
+equivalent must stay: dropping them would let a data-dependent, smaller ``m0`` set the
+threshold. A false ``no effect (equivalent)`` for one row also has probability at most
+``sum(alpha_r)`` (TOST at ``alpha_r`` per look). benchmarks/bench_sequential.py (4,000 studies
+per row, CV 6 %, SESOI 5 %, 4 knobs, min 3, step 3, max 20, linear): FWER 3.8 % (all null),
+2.7 % (half null), false equivalence 1.5 % of rows, and at 2×SESOI 50.7 trials with 99.6 %
+power against 93 trials for the fixed design of the same power (46 % fewer).
 """
 from __future__ import annotations
 
@@ -37,12 +54,14 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.errors import DataError
-from tunelab.model import DONE_STATUSES, USABLE_STATUSES, Metric, Verdict
+from tunelab.model import DONE_STATUSES, USABLE_STATUSES, AnalysisKind, Metric, Verdict
 from tunelab.registry import Registry
 from tunelab.stats._validate import level_matches, sorted_levels
+from tunelab.stats.look import screen_look
 from tunelab.stats.multiplicity import adjust
-from tunelab.stats.screen import (ROUND_COLUMNS, VERDICT_COLUMNS, ScreenResult, _rows_per_knob, design_kind,
-                                   screen)
+from tunelab.stats.screen_common import ROUND_COLUMNS, VERDICT_COLUMNS, rows_per_knob
+from tunelab.stats.screen_data import design_kind
+from tunelab.stats.screen_result import ScreenResult
 
 #: an alpha-spending function: ``(information fraction in [0, 1], alpha) -> alpha spent so far``
 SpendingFunction = Callable[[float, float], float]
@@ -163,24 +182,11 @@ def pending_levels(result_or_verdicts: ScreenResult | pd.DataFrame, data: pd.Dat
     return out
 
 
-def sequential_screen(
-    data: pd.DataFrame,
-    metrics: Sequence[Metric | dict[str, Any]],
-    knobs: list[str],
-    baseline: dict[str, Any],
-    *,
-    max_replicates: int,
-    alpha: float = 0.05,
-    correction: str = "holm",
-    spending: str = DEFAULT_SPENDING,
-    round_column: str = "round",
-    n_boot: int = 1000,
-    seed: int = 0,
-    design: Mapping[str, Any] | None = None,
-    guards: Mapping[str, Any] | None = None,
-    previous: ScreenResult | None = None,
-    recycle: bool = True,
-) -> ScreenResult:
+def sequential_screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str],
+                      baseline: dict[str, Any], *, max_replicates: int, alpha: float = 0.05, correction: str = "holm",
+                      spending: str = DEFAULT_SPENDING, round_column: str = "round", n_boot: int = 1000, seed: int = 0,
+                      design: Mapping[str, Any] | None = None, guards: Mapping[str, Any] | None = None,
+                      previous: ScreenResult | None = None, recycle: bool = True) -> ScreenResult:
     """Screen a study run in rounds, replaying the looks so that early stopping keeps the error rates.
 
     For every round ``r`` (the distinct values of ``round_column``) the rows with round <= ``r`` are
@@ -230,21 +236,26 @@ def sequential_screen(
 
     Notes
     -----
-    Validity (docs/stats-notes.md, "Sequential replicates"): a row still open at look ``r`` is
-    analysed on exactly the runs it would have had if every knob had kept running, provided the
-    run loop gives every pending level ``step`` more runs per round and adds the same number of
-    baseline runs every round. Before the first false ``matters`` only false nulls have left the
-    family, so at the look ``r`` where it happens all ``m0`` true nulls are in it (open, or frozen
-    with p = 1) and Holm's step-down reaches the first true null at a threshold
-    ``<= alpha_r / m0``; that event has probability ``<= alpha_r`` and, summed over looks, the
-    chance of any false ``matters`` is at most ``sum(alpha_r) <= alpha``. Rows frozen as
-    equivalent must stay: dropping them would let a data-dependent, smaller ``m0`` set the
-    threshold. A false ``no effect (equivalent)`` for one row also has probability at most
-    ``sum(alpha_r)`` (TOST at ``alpha_r`` per look). benchmarks/bench_sequential.py (4,000 studies
-    per row, CV 6 %, SESOI 5 %, 4 knobs, min 3, step 3, max 20, linear): FWER 3.8 % (all null),
-    2.7 % (half null), false equivalence 1.5 % of rows, and at 2×SESOI 50.7 trials with 99.6 %
-    power against 93 trials for the fixed design of the same power (46 % fewer).
+    Why the replay keeps the error rates, and the benchmark behind the default spending: the
+    module docstring, "Validity".
     """
+    options = _options(data, alpha, spending, max_replicates, round_column, recycle)
+    knobs = list(knobs) if not isinstance(knobs, str) else knobs
+    # each look is a plain screen: a `sequential` entry would make `screen` replay the looks again
+    design = None if design is None else {k: v for k, v in design.items() if k != "sequential"}
+    screen_args = {"metrics": metrics, "correction": correction, "n_boot": n_boot, "seed": seed, "design": design,
+                   **({"guards": guards} if guards is not None else {})}
+    if round_column not in data.columns:
+        return _single_look(data, knobs, baseline, alpha, options, screen_args)
+
+    return _replay(data, knobs, baseline, alpha, options, screen_args, previous)
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+
+def _options(data: pd.DataFrame, alpha: float, spending: str, max_replicates: int, round_column: str,
+             recycle: bool) -> dict[str, Any]:
+    """The sequential settings, checked (``settings['sequential']`` of the result)."""
     if not isinstance(data, pd.DataFrame):
         raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}")
     _check_alpha(alpha)
@@ -252,25 +263,30 @@ def sequential_screen(
     if isinstance(max_replicates, bool) or not isinstance(max_replicates, (int, np.integer)) or max_replicates < 1:
         raise DataError(f"max_replicates must be a whole number >= 1 (the design's replicates.max), "
                         f"got {max_replicates!r}")
-    knobs = list(knobs) if not isinstance(knobs, str) else knobs
-    # each look is a plain screen: a `sequential` entry would make `screen` replay the looks again
-    design = None if design is None else {k: v for k, v in design.items() if k != "sequential"}
     if not isinstance(recycle, bool):
         raise DataError(f"recycle must be True or False, got {recycle!r}")
-    options = {"max_replicates": int(max_replicates), "spending": spending, "round_column": round_column,
-               "recycle": recycle}
-    screen_args = {"metrics": metrics, "correction": correction, "n_boot": n_boot, "seed": seed, "design": design,
-                   **({"guards": guards} if guards is not None else {})}
-    if round_column not in data.columns:
-        result = screen(data, knobs=knobs, baseline=baseline, alpha=alpha, **screen_args)
-        replicates = _least_replicated(data, knobs, baseline)
-        rounds = [_round_row(1, len(data), replicates, 1.0, alpha, alpha, result.verdicts)]
-        looks = {key: (result, 1, alpha) for key in _keys(result.verdicts)}
-        return _assemble(result, looks, rounds, {**options, "looks": 1}, alpha, data)
+    return {"max_replicates": int(max_replicates), "spending": spending, "round_column": round_column,
+            "recycle": recycle}
 
+
+def _single_look(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], alpha: float,
+                 options: dict[str, Any], screen_args: dict[str, Any]) -> ScreenResult:
+    """Data without rounds: one look at the full ``alpha``, in the sequential result's shape."""
+    result = screen_look(data, knobs=knobs, baseline=baseline, alpha=alpha, **screen_args)
+    replicates = _least_replicated(data, knobs, baseline)
+    rounds = [_round_row(1, len(data), replicates, 1.0, alpha, alpha, result.verdicts)]
+    looks = {key: (result, 1, alpha) for key in _keys(result.verdicts)}
+    return _assemble(result, looks, rounds, {**options, "looks": 1}, alpha, data)
+
+
+def _replay(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], alpha: float, options: dict[str, Any],
+            screen_args: dict[str, Any], previous: ScreenResult | None) -> ScreenResult:
+    """The looks of data with rounds (after those of ``previous``), assembled into one result."""
+    round_column, max_replicates = options["round_column"], options["max_replicates"]
+    spending, recycle, correction = options["spending"], options["recycle"], screen_args["correction"]
     round_of = _round_numbers(data[round_column], round_column)
     numbers = sorted(set(round_of.tolist()))
-    if len(numbers) > 1 and design_kind(data, knobs, baseline) != "oat":
+    if len(numbers) > 1 and design_kind(data, knobs, baseline) != AnalysisKind.OAT:
         raise DataError("sequential replicates (several rounds) need a one-at-a-time design: every run with at most "
                         "one knob away from its baseline")
     looks, rounds, first, last, spent = _resume(previous, data, round_of, knobs, alpha, options, screen_args)
@@ -293,11 +309,11 @@ def sequential_screen(
                         "guards than the study ran with) is a different rule from the one the study ran")
         if nominal > 0:
             rows = upto[_only_knobs(upto, knobs, pending, baseline)]
-            result = screen(rows, knobs=pending, baseline={k: baseline[k] for k in pending}, alpha=nominal,
-                            **screen_args)
+            result = screen_look(rows, knobs=pending, baseline={k: baseline[k] for k in pending}, alpha=nominal,
+                                 **screen_args)
             first = first or result
             last = result
-            _freeze(result, looks, number, nominal, correction, recycle)
+            looks.update(_frozen(result, looks, number, nominal, correction, recycle))
         spent = max(spent, now)
         rounds.append(_round_row(number, len(upto), replicates, fraction, spent, nominal,
                                  _current_verdicts(looks)))
@@ -307,8 +323,6 @@ def sequential_screen(
     result.settings["notes"].extend(idle)
     return result
 
-
-# ---- helpers --------------------------------------------------------------------------------------
 
 def _round_numbers(values: pd.Series, column: str) -> pd.Series:
     """The round of every row as integers; DataError unless every value is a whole number >= 1."""
@@ -329,7 +343,7 @@ def _least_replicated(data: pd.DataFrame, knobs: list[str], baseline: Mapping[st
     outcome: the count follows the plan, not the measurements)."""
     if "status" in data.columns:
         data = data[data["status"].isin([status.value for status in DONE_STATUSES])]
-    rows_of = _rows_per_knob(data, knobs, dict(baseline), "oat")
+    rows_of = rows_per_knob(data, knobs, dict(baseline), AnalysisKind.OAT)
     counts = []
     for knob in knobs:
         values = data.loc[rows_of[knob], knob].dropna()
@@ -361,9 +375,10 @@ def _row(result: ScreenResult, knob: str, metric: str) -> pd.Series:
     return verdicts[(verdicts["knob"] == knob) & (verdicts["metric"] == metric)].iloc[0]
 
 
-def _freeze(result: ScreenResult, looks: dict, number: int, nominal: float, correction: str,
-            recycle: bool = True) -> None:
-    """Record the look's rows of the open knob × metric pairs; frozen rows count with p = 1 in the family.
+def _frozen(result: ScreenResult, looks: dict, number: int, nominal: float, correction: str,
+            recycle: bool = True) -> dict:
+    """The look's entries of the open knob × metric pairs (to add to ``looks``); rows frozen at earlier
+    looks count with p = 1 in the family.
 
     With ``recycle`` a row frozen as ``matters`` (a rejected no-effect null) leaves the family
     instead (group-sequential Holm); rows frozen with any other verdict stay in it with p = 1.
@@ -392,9 +407,7 @@ def _freeze(result: ScreenResult, looks: dict, number: int, nominal: float, corr
         verdicts.loc[demoted, "verdict"] = np.where(verdicts.loc[demoted, "equivalent"].astype(bool),
                                                     Verdict.EQUIVALENT.value, Verdict.INCONCLUSIVE.value)
         result = replace(result, verdicts=verdicts)
-    for key, is_open in zip(_keys(verdicts), open_rows):
-        if is_open:
-            looks[key] = (result, number, nominal)
+    return {key: (result, number, nominal) for key, is_open in zip(_keys(verdicts), open_rows) if is_open}
 
 
 def _current_verdicts(looks: dict) -> pd.Series:
