@@ -198,11 +198,11 @@ def summary_sentences(result: ScreenResult, inputs: ScreenInputs) -> list[str]:
         spec = specs.get(row.metric, {})
         band = sesoi_text(spec)
         absolute = spec.get("sesoi_abs") is not None
-        if ":" in str(row.knob) and not _present(row.best_level):
+        if ":" in str(row.knob) and not _present(row.level):
             lines.append(_interaction_sentence(row, band, absolute, aliases.get((row.metric, row.knob), "")))
             continue
         base = level_label(inputs.baseline.get(row.knob))
-        level = level_label(row.best_level)
+        level = level_label(row.level)
         test = _test_text(row.test)
         only_when = getattr(row, "only_when", None)
         effect = float(row.effect_abs) if absolute and math.isfinite(float(getattr(row, "effect_abs", math.nan))) \
@@ -289,7 +289,7 @@ def _verdict_change(row: Mapping[str, Any], absolute: bool) -> str:
                                              if math.isfinite(float(low)) and math.isfinite(float(high)) else "")
     else:
         text = _change_cell(row["effect_pct"], row["effect_ci_low"], row["effect_ci_high"])
-    interaction = ":" in str(row["knob"]) and not _present(row.get("best_level"))
+    interaction = ":" in str(row["knob"]) and not _present(row.get("level"))
     return f"effects differ by {text}" if interaction and text != "n/a" else text
 
 
@@ -308,7 +308,7 @@ def verdict_frame(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] |
         "metric": verdicts["metric"],
         "verdict": [f"{v} ({g})" if _present(g) else v for v, g in
                     zip(verdicts["verdict"], verdicts.get("guard", pd.Series([None] * len(verdicts))))],
-        "level": verdicts["best_level"].map(lambda v: "-" if not _present(v) else level_label(v)),
+        "level": verdicts["level"].map(lambda v: "-" if not _present(v) else level_label(v)),
         "change vs baseline": [_verdict_change(r, r["metric"] in absolute) for r in records],
         "p_adj": verdicts["p_adj"].map(fmt_p_value),
         "test": verdicts["test"].map(lambda t: "-" if t is None or pd.isna(t) else _test_text(t)),
@@ -776,7 +776,7 @@ def significant_pairs(verdicts: pd.DataFrame) -> list[tuple[str, str, str]]:
                **{test: "model_dunnett" for test in MODEL_TEST_TEXT}}
     chosen = verdicts[verdicts["significant"].astype(bool) & ~verdicts["test"].isin(RANGE_TESTS)]
     return [(r.knob, r.metric, methods.get(r.test, "tukey_hsd")) for r in chosen.itertuples(index=False)
-            if not (":" in str(r.knob) and not _present(r.best_level))]
+            if not (":" in str(r.knob) and not _present(r.level))]
 
 
 def configs_text(config: Mapping[str, Any], keys: Sequence[str] | None = None) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.model import AnalysisKind, Metric
-from tunelab.stats.guards import apply_guards, guard_notes, guard_table
+from tunelab.stats.guards import apply_guards, guard_notes, guard_table, trade_off_texts
 from tunelab.stats.model_route import model_route
 from tunelab.stats.model_screen import model_verdict
 from tunelab.stats.multiplicity import adjust
@@ -24,7 +24,7 @@ from tunelab.stats.oat_route import oat_route
 from tunelab.stats.oneway import NORMALITY_ALPHA, SD_RATIO_MAX, VARIANCE_ALPHA, oneway_verdict
 from tunelab.stats.range_route import range_route
 from tunelab.stats.range_screen import range_verdict
-from tunelab.stats.screen_common import PART_TABLES, VERDICT_COLUMNS, RouteParts, Tested
+from tunelab.stats.screen_common import PART_TABLES, VERDICT_COLUMNS, RouteParts, TestedPart
 from tunelab.stats.screen_data import ScreenRuns, prepare_runs
 from tunelab.stats.screen_result import ScreenResult
 
@@ -55,14 +55,18 @@ def screen_look(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], 
     rows = verdict_rows(found.tested, p_adj, alpha)
     verdicts = pd.DataFrame(rows + found.untestable, columns=VERDICT_COLUMNS)
     # levels keep their type: pandas would turn [128, 16, None] (an interaction row) into floats
-    verdicts["best_level"] = pd.Series([row.get("best_level") for row in rows + found.untestable], dtype=object)
+    verdicts["level"] = pd.Series([row.get("level") for row in rows + found.untestable], dtype=object)
+    verdicts["levels"] = pd.Series([row.get("levels", []) for row in rows + found.untestable], dtype=object)
     adjusted = {(t.metric["name"], t.label): float(q) for t, q in zip(found.tested, p_adj)}
     for frame in found.tables.get("model_terms", []):
         frame["p_adj"] = [adjusted.get((m, t), math.nan) for m, t in zip(frame["metric"], frame["term"])]
-    guard_rows = guard_table(runs.data, runs.knobs, runs.baseline, runs.guard_specs, runs.kind, alpha)
-    verdicts, guarded = apply_guards(verdicts, guard_rows, runs.dependents, runs.guard_specs)
-    notes = [*runs.notes, *found.notes, *guard_notes(runs.data, runs.guard_specs, runs.kind), *guarded]
     tables = {name: gather(found.tested, name, columns) for name, columns in PART_TABLES.items()}
+    guard_rows = guard_table(runs.data, runs.knobs, runs.baseline, runs.guard_specs, runs.kind, alpha,
+                             tables["effects"])
+    verdicts, guarded = apply_guards(verdicts, guard_rows, runs.dependents, runs.guard_specs)
+    verdicts["trade_off"] = pd.Series(trade_off_texts(verdicts, guard_rows, runs.trade_offs, runs.guard_specs),
+                                      dtype=object, index=verdicts.index)
+    notes = [*runs.notes, *found.notes, *guard_notes(runs.data, runs.guard_specs, runs.kind), *guarded]
     tables.update({name: pd.concat(frames, ignore_index=True) for name, frames in found.tables.items() if frames})
     if runs.testbeds:
         tables["testbeds"] = runs.spread
@@ -70,7 +74,7 @@ def screen_look(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], 
                         **tables)
 
 
-def verdict_rows(tested: list[Tested], p_adj: Sequence[float], alpha: float) -> list[dict[str, Any]]:
+def verdict_rows(tested: list[TestedPart], p_adj: Sequence[float], alpha: float) -> list[dict[str, Any]]:
     """Each tested part's verdict row, by the rule of its kind (:data:`VERDICT_RULES`); a model's main
     effect learns which of its interactions are significant in the family."""
     significant_terms = {(t.metric["name"], t.label) for t, q in zip(tested, p_adj)
@@ -84,7 +88,7 @@ def verdict_rows(tested: list[Tested], p_adj: Sequence[float], alpha: float) -> 
     return rows
 
 
-def gather(tested: list[Tested], name: str, columns: list[str]) -> pd.DataFrame:
+def gather(tested: list[TestedPart], name: str, columns: list[str]) -> pd.DataFrame:
     """The per-part table ``name`` of every tested part, with its knob and metric, as one frame."""
     keep = [t for t in tested if len(t.part[name])]
     if not keep:
@@ -103,7 +107,8 @@ def _settings(runs: ScreenRuns, notes: list[str]) -> dict[str, Any]:
                 "normality_alpha": NORMALITY_ALPHA, "variance_alpha": VARIANCE_ALPHA, "sd_ratio_max": SD_RATIO_MAX,
                 "design_type": runs.design.get("type"), "notes": notes,
                 "guards": {"guards": runs.guard_specs,
-                           "conditional_on": {m: list(g) for m, g in runs.dependents.items()}}}
+                           "conditional_on": {m: list(g) for m, g in runs.dependents.items()},
+                           "trade_offs": {m: list(g) for m, g in runs.trade_offs.items()}}}
     if runs.profiles:
         settings["profiles"] = runs.profiles
     if runs.testbeds:

@@ -19,7 +19,7 @@ from tunelab.stats.blocking import TESTBED
 from tunelab.stats.linear_model import MIN_RESIDUAL_DF
 from tunelab.stats.model_screen import model_parts
 from tunelab.stats.screen_common import (ASSUMPTION_COLUMNS, EFFECT_COLUMNS, EQUIVALENCE_COLUMNS, OMNIBUS_COLUMNS,
-                                         POSTHOC_TABLE_COLUMNS, PROFILE, RouteParts, Tested, failure_summary,
+                                         POSTHOC_TABLE_COLUMNS, PROFILE, RouteParts, TestedPart, failure_summary,
                                          untestable)
 from tunelab.stats.screen_data import ScreenRuns
 
@@ -85,7 +85,7 @@ def _metric_model(runs: ScreenRuns, metric: dict[str, Any]) -> RouteParts:
         pairs = "; ".join(f"{t} = {a}" for t, a in zip(aliased["term"], aliased["aliases"]))
         notes.append(f"{name}: main effects are aliased with two-factor interactions (resolution III): {pairs}; "
                      "a main effect's estimate includes its aliases")
-    return found + RouteParts([Tested(label, metric, part) for label, part in parts], [],
+    return found + RouteParts([TestedPart(label, metric, part) for label, part in parts], [],
                               {key: [frame] for key, frame in tables.items()}, notes)
 
 

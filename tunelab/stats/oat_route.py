@@ -20,7 +20,7 @@ from tunelab.stats.blocking import TESTBED
 from tunelab.stats.model_route import model_part_tables
 from tunelab.stats.model_screen import model_parts
 from tunelab.stats.oneway import analyse_levels, analyse_levels_blocked
-from tunelab.stats.screen_common import PROFILE, RouteParts, Tested, failure_summary, rows_per_knob, untestable
+from tunelab.stats.screen_common import PROFILE, RouteParts, TestedPart, failure_summary, rows_per_knob, untestable
 from tunelab.stats.screen_data import ScreenRuns
 
 #: below this many runs in some level of an OAT comparison the assumption checks say nothing, so the
@@ -81,7 +81,7 @@ def _analysis(runs: ScreenRuns, knob: str, metric: dict[str, Any], sub: pd.DataF
             found, tables = profile_oat_part(sub, knob, metric, base, runs.profiles, runs.alpha, runs.seed, block)
         except DataError as exc:
             return untestable(knob, name, f"the model of {knob} × {PROFILE} cannot be fitted: {exc}", note=True)
-        return RouteParts([Tested(label, metric, part) for label, part in found], [],
+        return RouteParts([TestedPart(label, metric, part) for label, part in found], [],
                           {key: [frame] for key, frame in tables.items()})
     notes = []
     if runs.profiles:
@@ -92,7 +92,7 @@ def _analysis(runs: ScreenRuns, knob: str, metric: dict[str, Any], sub: pd.DataF
     try:
         if metric.get("sesoi_abs") is not None or smallest < MIN_RUNS_FOR_CHECKS:
             found = pooled_oat_part(sub, knob, metric, base, runs.alpha, runs.seed, smallest, block)
-            return RouteParts([Tested(label, metric, part) for label, part in found], notes=notes)
+            return RouteParts([TestedPart(label, metric, part) for label, part in found], notes=notes)
         if block:
             part = analyse_levels_blocked(sub, knob, metric, base, runs.alpha, runs.correction, runs.n_boot, runs.seed)
         else:
@@ -103,7 +103,7 @@ def _analysis(runs: ScreenRuns, knob: str, metric: dict[str, Any], sub: pd.DataF
             raise DataError(f"knob {knob!r}, metric {name!r}: {exc}") from exc
         problem = f"{knob} with the {TESTBED} as a block cannot be analysed: {exc}"
         return RouteParts(notes=notes) + untestable(knob, name, problem, note=True)
-    return RouteParts([Tested(knob, metric, part)], notes=notes)
+    return RouteParts([TestedPart(knob, metric, part)], notes=notes)
 
 
 def pooled_oat_part(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: Any, alpha: float,

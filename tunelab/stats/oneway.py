@@ -24,7 +24,8 @@ from tunelab.stats.effects import level_sample, pct_change_table
 from tunelab.stats.equivalence import tost_row
 from tunelab.stats.omnibus import anova_values, kruskal_values, welch_values
 from tunelab.stats.posthoc import dunn_table, games_howell_table, lsmeans_table, tukey_table
-from tunelab.stats.screen_common import ASSUMPTION_COLUMNS, EQUIVALENCE_COLUMNS, OMNIBUS_COLUMNS
+from tunelab.stats.screen_common import ASSUMPTION_COLUMNS, EQUIVALENCE_COLUMNS, OMNIBUS_COLUMNS, direction_of
+from tunelab.stats.verdict_level import baseline_pairs, choose_level, level_entries, posthoc_note
 
 #: Shapiro–Wilk p below this means "clearly non-normal" -> Kruskal–Wallis + Dunn
 NORMALITY_ALPHA = 0.01
@@ -202,32 +203,45 @@ def _omnibus_rows(knob: str, route: str, reason: str, anova: tuple[Any, ...], we
                              "epsilon2", "kruskal+dunn")], columns=OMNIBUS_COLUMNS[2:])
 
 
-def _effect_level(effects: pd.DataFrame, direction: str, sesoi_pct: float) -> dict[str, Any]:
-    """The level the verdict reports: the best level if it beats the baseline by the SESOI,
-    otherwise the level that differs most from the baseline (either way). A dict of that row's
-    values (a row Series would turn integer levels into floats when every column is numeric)."""
-    gain = effects["pct_change"] if direction == "maximize" else -effects["pct_change"]
-    label = gain.idxmax() if (gain >= sesoi_pct).any() else effects["pct_change"].abs().idxmax()
-    return {column: effects[column].tolist()[effects.index.get_loc(label)] for column in effects.columns}
+#: the post-hoc test of each route, as the verdict's note names it
+POSTHOC_NAMES = {"anova+tukey": "Tukey HSD", "welch+games_howell": "Games–Howell", "kruskal+dunn": "Dunn's test"}
+
+
+def oneway_comparisons(part: dict[str, Any]) -> pd.DataFrame:
+    """Each non-baseline level's comparison with the baseline (:mod:`tunelab.stats.verdict_level`):
+    its % change and bootstrap interval, its difference in the metric's units, the recommended
+    post-hoc test's adjusted p for the pair and its TOST p."""
+    effects, equivalence = part["effects"], part["equivalence"]
+    posthoc = part["posthoc"][part["posthoc"]["recommended"].astype(bool)]
+    levels = effects["level"].tolist()
+    base = effects["baseline"].tolist()[0] if len(effects) else None
+    tost = equivalence["p"].astype(float).tolist()
+    return pd.DataFrame({"level": pd.Series(levels, dtype=object), "effect_pct": effects["pct_change"].astype(float),
+                         "ci_low": effects["ci_low"].astype(float), "ci_high": effects["ci_high"].astype(float),
+                         "effect_abs": (effects["mean"] - effects["baseline_mean"]).astype(float),
+                         "abs_ci_low": math.nan, "abs_ci_high": math.nan,
+                         "p_adj": baseline_pairs(posthoc, base, levels), "tost_p": tost})
 
 
 def oneway_verdict(part: dict[str, Any], metric: dict[str, Any], p_adj: float, alpha: float) -> dict[str, Any]:
-    best = _effect_level(part["effects"], metric["direction"], metric["sesoi_pct"])
-    significant = bool(p_adj < alpha) if not math.isnan(p_adj) else False
-    effect = float(best["pct_change"])
-    gain = effect if metric["direction"] == "maximize" else -effect
-    direction = "none" if not significant or gain == 0 else ("better" if gain > 0 else "worse")
+    """The verdict row (without knob and metric) of a one-way part, given the family's adjusted p;
+    its level and effect come from that level's post-hoc comparison with the baseline."""
+    comparisons = oneway_comparisons(part)
+    family = bool(p_adj < alpha) if not math.isnan(p_adj) else False
+    index, chosen = choose_level(comparisons, family, alpha, metric["direction"], metric["sesoi_pct"])
+    level = comparisons["level"].tolist()[index]
+    decisive = comparisons.iloc[index]
+    significant = bool(chosen)
+    effect = float(decisive["effect_pct"])
     relevant = significant and abs(effect) >= metric["sesoi_pct"]
     equivalent = bool(part["equivalence"]["equivalent"].all())
-    if relevant:
-        verdict = Verdict.MATTERS
-    elif equivalent:
-        verdict = Verdict.EQUIVALENT
-    else:
-        verdict = Verdict.INCONCLUSIVE
+    verdict = Verdict.MATTERS if relevant else Verdict.EQUIVALENT if equivalent else Verdict.INCONCLUSIVE
+    gain = effect if metric["direction"] == "maximize" else -effect
     return {"test": part["route"], "reason": part["reason"], "p": part["p"], "p_adj": p_adj,
-            "significant": significant, "best_level": best["level"], "effect_pct": effect,
-            "effect_ci_low": float(best["ci_low"]), "effect_ci_high": float(best["ci_high"]), "eta2": part["eta2"],
-            "direction": direction, "relevant": relevant, "equivalent": equivalent, "verdict": verdict.value,
-            "effect_abs": float(best["mean"]) - float(best["baseline_mean"]), "effect_abs_ci_low": math.nan,
-            "effect_abs_ci_high": math.nan, "scale": "linear", "only_when": None}
+            "significant": significant, "level": level, "effect_pct": effect,
+            "effect_ci_low": float(decisive["ci_low"]), "effect_ci_high": float(decisive["ci_high"]),
+            "eta2": part["eta2"], "direction": direction_of(verdict, gain), "relevant": relevant,
+            "equivalent": equivalent, "verdict": verdict.value, "effect_abs": float(decisive["effect_abs"]),
+            "effect_abs_ci_low": math.nan, "effect_abs_ci_high": math.nan, "scale": "linear", "only_when": None,
+            "levels": level_entries(comparisons, chosen),
+            "posthoc_note": posthoc_note(comparisons, family, p_adj, alpha, POSTHOC_NAMES.get(part["route"], "the post-hoc test"))}

@@ -13,7 +13,7 @@ from typing import Any
 from tunelab.errors import DataError
 from tunelab.stats.model_route import metric_runs
 from tunelab.stats.range_screen import range_parts
-from tunelab.stats.screen_common import RouteParts, Tested, untestable
+from tunelab.stats.screen_common import RouteParts, TestedPart, untestable
 from tunelab.stats.screen_data import ScreenRuns
 
 
@@ -33,5 +33,5 @@ def _metric_ranges(runs: ScreenRuns, metric: dict[str, Any]) -> RouteParts:
         problem = RouteParts.combine([untestable(knob, name, f"the model of {name} cannot be fitted: {exc}")
                                       for knob in active])
         return found + problem + RouteParts(notes=[f"model of {name} not fitted: {exc}"])
-    return found + RouteParts([Tested(label, metric, part) for label, part in parts], [],
+    return found + RouteParts([TestedPart(label, metric, part) for label, part in parts], [],
                               {key: [frame] for key, frame in tables.items()})

@@ -17,6 +17,7 @@ import pandas as pd
 from tunelab.errors import DataError
 from tunelab.model import DesignType, Verdict
 from tunelab.stats.model_screen import metric_scale, to_metric_scale
+from tunelab.stats.screen_common import direction_of
 from tunelab.stats.response import morris_effects, range_effects
 
 RESPONSE_COLUMNS = ["metric", "knob", "x", "scale", "estimate", "ci_low", "ci_high", "effect_pct", "effect_ci_low",
@@ -140,10 +141,11 @@ def range_verdict(part: dict[str, Any], metric: Mapping[str, Any], p_adj: float,
     linear = scale == "linear"
     pct = [to_metric_scale(v, scale, mean) for v in (estimate, low, high)] if not absolute else [math.nan] * 3
     return {"test": part["route"], "reason": part["reason"], "p": part["p"], "p_adj": p_adj,
-            "significant": significant, "best_level": None if math.isnan(at) else (int(at) if float(at).is_integer() else at),
+            "significant": significant, "level": None if math.isnan(at) else (int(at) if float(at).is_integer() else at),
             "effect_pct": pct[0], "effect_ci_low": pct[1], "effect_ci_high": pct[2], "eta2": math.nan,
-            "direction": "none" if not significant else ("better" if sign * part.get("mu", estimate) > 0 else "worse"),
+            "direction": direction_of(verdict, sign * part.get("mu", estimate)),
             "relevant": relevant, "equivalent": equivalent, "verdict": verdict.value,
             "effect_abs": estimate if linear else math.nan, "effect_abs_ci_low": low if linear else math.nan,
-            "effect_abs_ci_high": high if linear else math.nan, "scale": scale, "only_when": None}
+            "effect_abs_ci_high": high if linear else math.nan, "scale": scale, "only_when": None, "levels": [],
+            "posthoc_note": None}
 

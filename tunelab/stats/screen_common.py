@@ -19,9 +19,10 @@ from tunelab.model import AnalysisKind, Verdict
 from tunelab.stats._validate import level_matches
 from tunelab.stats.posthoc import POSTHOC_COLUMNS
 
-VERDICT_COLUMNS = ["knob", "metric", "test", "reason", "p", "p_adj", "significant", "best_level", "effect_pct",
+VERDICT_COLUMNS = ["knob", "metric", "test", "reason", "p", "p_adj", "significant", "level", "effect_pct",
                    "effect_ci_low", "effect_ci_high", "eta2", "direction", "relevant", "equivalent", "verdict",
-                   "effect_abs", "effect_abs_ci_low", "effect_abs_ci_high", "scale", "only_when", "guard"]
+                   "effect_abs", "effect_abs_ci_low", "effect_abs_ci_high", "scale", "only_when", "guard", "levels",
+                   "posthoc_note", "trade_off"]
 ASSUMPTION_COLUMNS = ["knob", "metric", "test", "statistic", "df1", "df2", "p", "n"]
 OMNIBUS_COLUMNS = ["knob", "metric", "test", "source", "statistic", "df1", "df2", "p", "effect_size",
                    "effect_size_name", "recommended", "reason"]
@@ -41,7 +42,7 @@ PROFILE = "profile"
 
 
 @dataclass(frozen=True)
-class Tested:
+class TestedPart:
     """One tested knob × metric (or interaction × metric): ``label`` names the knob or the term
     (``'a:b'``, ``'knob:profile'``), ``part`` holds its p-value, route, reason and per-part tables."""
 
@@ -55,7 +56,7 @@ class RouteParts:
     """What a route found: the tested parts, the untestable verdict rows, the route's own tables
     (name -> frames to concatenate, e.g. ``model_terms``) and its notes."""
 
-    tested: list[Tested] = field(default_factory=list)
+    tested: list[TestedPart] = field(default_factory=list)
     untestable: list[dict[str, Any]] = field(default_factory=list)
     tables: dict[str, list[pd.DataFrame]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -86,10 +87,24 @@ def untestable(knob: str, metric: str, problem: str, note: bool = False) -> Rout
 def untestable_verdict(knob: str, metric: str, problem: str) -> dict[str, Any]:
     """The verdict row of a knob × metric that cannot be tested (``test`` null, ``reason`` says why)."""
     return {"knob": knob, "metric": metric, "test": None, "reason": problem, "p": math.nan, "p_adj": math.nan,
-            "significant": False, "best_level": None, "effect_pct": math.nan, "effect_ci_low": math.nan,
+            "significant": False, "level": None, "effect_pct": math.nan, "effect_ci_low": math.nan,
             "effect_ci_high": math.nan, "eta2": math.nan, "direction": "none", "relevant": False,
             "equivalent": False, "verdict": Verdict.UNTESTABLE.value, "effect_abs": math.nan,
-            "effect_abs_ci_low": math.nan, "effect_abs_ci_high": math.nan, "scale": None, "only_when": None}
+            "effect_abs_ci_low": math.nan, "effect_abs_ci_high": math.nan, "scale": None, "only_when": None,
+            "levels": [], "posthoc_note": None, "trade_off": None}
+
+
+def direction_of(verdict: Verdict, gain: float) -> str:
+    """``'better'``/``'worse'`` (the sign of the decisive effect in the metric's direction) for a
+    ``matters`` verdict, else ``'none'``: a significant effect smaller than the SESOI, or one a guard
+    makes not comparable, has no direction that matters (its sign stays in ``effect_pct``).
+
+    >>> direction_of(Verdict.MATTERS, -40.0), direction_of(Verdict.EQUIVALENT, -1.6e-5)
+    ('worse', 'none')
+    """
+    if verdict != Verdict.MATTERS or not gain or math.isnan(gain):
+        return "none"
+    return "better" if gain > 0 else "worse"
 
 
 def failure_summary(failed: pd.DataFrame, knob: str, level: Any) -> str:

@@ -30,7 +30,7 @@ class ScreenRuns:
 
     ``data`` holds the usable runs (status ``ok``/``flagged``, with a profile and a testbed when the
     study has several), ``failed`` the others; ``metrics`` are checked dicts; ``kind`` picks the
-    route; ``guard_specs`` and ``dependents`` come from :func:`tunelab.stats.guards.check_guards`;
+    route; ``guard_specs``, ``dependents`` and ``trade_offs`` come from :func:`tunelab.stats.guards.check_guards`;
     ``spread`` is the between-testbed table; ``notes`` what preparing the runs had to say.
     """
 
@@ -49,6 +49,7 @@ class ScreenRuns:
     testbeds: list[Any] = field(default_factory=list)
     guard_specs: list[dict[str, Any]] = field(default_factory=list)
     dependents: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    trade_offs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     spread: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TESTBED_COLUMNS))
     notes: list[str] = field(default_factory=list)
 
@@ -66,7 +67,7 @@ def prepare_runs(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]],
     metrics = normalise_metrics(metrics, data)
     knobs = list(knobs) if not isinstance(knobs, str) else knobs
     design = dict(design or {})
-    guard_specs, dependents = check_guards(guards if guards is not None else design.get("guards"), metrics)
+    guard_specs, dependents, trade_offs = check_guards(guards if guards is not None else design.get("guards"), metrics)
     check_knobs(data, knobs, baseline, need_runs=design.get("type") not in RANGE_DESIGNS)
     failed = data.iloc[0:0]
     if "status" in data.columns:
@@ -87,7 +88,7 @@ def prepare_runs(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]],
             notes.append(f"the Latin hypercube / Morris route has no block term: the runs of the {len(testbeds)} "
                          "testbeds are pooled, so a testbed offset adds to the noise (see the testbeds table)")
     return ScreenRuns(data, failed, metrics, knobs, dict(baseline), kind, alpha, correction, n_boot, seed, design,
-                      profiles, testbeds, guard_specs, dependents, spread, notes)
+                      profiles, testbeds, guard_specs, dependents, trade_offs, spread, notes)
 
 
 def check_alpha(alpha: float) -> None:

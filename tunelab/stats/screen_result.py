@@ -20,7 +20,7 @@ from tunelab.stats.model_screen import (MODEL_CONTRAST_COLUMNS, MODEL_EFFECT_COL
 from tunelab.stats.range_screen import MORRIS_COLUMNS, RESPONSE_COLUMNS
 from tunelab.stats.screen_common import ROUND_COLUMNS
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)

@@ -16,26 +16,18 @@ kind                      route                                  module
 
 The verdict table
 -----------------
-``verdicts`` has one row per knob × metric with columns
-``[knob, metric, test, reason, p, p_adj, significant, best_level, effect_pct,
-effect_ci_low, effect_ci_high, eta2, direction, relevant, equivalent, verdict]``:
-
-* ``test``: recommended route (see :func:`tunelab.stats.oneway.recommend`), ``reason`` says why;
-  ``p`` its omnibus p, ``p_adj`` adjusted with ``correction``; ``significant = p_adj < alpha``.
-* ``best_level``: the best level if it beats the baseline by at least ``sesoi_pct``, else
-  the level that differs most from the baseline; ``effect_pct`` its percent change
-  against the baseline with bootstrap CI.
-* ``eta2``: share of variance explained by the knob (one-way ANOVA, descriptive).
-* ``direction``: ``'better'``/``'worse'`` (the sign of ``effect_pct`` in the metric's
-  direction) when significant, else ``'none'``.
-* ``relevant = significant and |effect_pct| >= sesoi_pct``.
-* ``equivalent``: every level passes TOST against the baseline with ±``sesoi_pct``
-  (intersection–union test: no multiplicity adjustment needed).
-* ``verdict``: ``'matters'`` if relevant, else ``'no effect (equivalent)'`` if equivalent,
-  else ``'inconclusive'`` (more replicates needed); ``'untestable'`` (``test`` null,
-  ``reason`` naming the levels and their failed runs) when the baseline or every other
-  level has fewer than two usable runs, e.g. because the load failed at that setting.
-  Untestable rows do not enter the multiplicity adjustment.
+``verdicts`` has one row per knob × metric (and per interaction × metric of the model route);
+docs/screen-json-schema.md defines every column once (the CLI, JSON, report and notebooks read them
+so). In short: ``p_adj`` is the route's omnibus p adjusted over the family; each level has one
+comparison with the baseline (the recommended post-hoc pair, or the model's Dunnett contrast);
+``level`` is the level whose comparison decides the verdict (:mod:`tunelab.stats.verdict_level`:
+the best significant gain of at least the SESOI, else the largest significant change, else the
+level that decides the TOST equivalence test) and ``effect_pct`` with its interval are that
+comparison's; ``significant`` means that level's comparison is; ``levels`` lists every significant
+level; ``direction`` is set for ``matters`` rows only; ``verdict`` is ``matters`` (significant and
+at least the SESOI), ``no effect (equivalent)`` (every level within ±SESOI by TOST),
+``inconclusive``, ``untestable`` or ``not comparable`` (a guard tripped); ``posthoc_note`` says why
+a post-hoc test and the row disagree, ``trade_off`` shows the cost a metric trades off against.
 
 Designs, load profiles, testbeds
 --------------------------------

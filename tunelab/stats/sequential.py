@@ -396,12 +396,15 @@ def _frozen(result: ScreenResult, looks: dict, number: int, nominal: float, corr
         verdicts = verdicts.copy()
         p = verdicts.loc[open_rows, "p"].to_numpy(dtype=float)
         q = adjust(np.concatenate([p, np.ones(in_family)]), method=correction)[:len(p)]
-        significant = np.where(np.isnan(q), False, q < nominal)
+        # a row stays significant only if it was (its level's own comparison) and its family p still is
+        significant = np.where(np.isnan(q), False, q < nominal) & verdicts.loc[open_rows, "significant"].to_numpy(bool)
         index = verdicts.index[open_rows]
         verdicts.loc[index, "p_adj"] = q
         verdicts.loc[index, "significant"] = significant
         lost = index[~significant]
         verdicts.loc[lost, "direction"] = "none"
+        for i in lost:
+            verdicts.at[i, "levels"] = []
         demoted = lost[(verdicts.loc[lost, "verdict"] == Verdict.MATTERS.value).to_numpy()]
         verdicts.loc[demoted, "relevant"] = False
         verdicts.loc[demoted, "verdict"] = np.where(verdicts.loc[demoted, "equivalent"].astype(bool),
@@ -450,6 +453,23 @@ def _resume(previous: ScreenResult | None, data: pd.DataFrame, round_of: pd.Seri
     return looks, rounds, previous, previous, float(rounds[-1]["alpha_spent"])
 
 
+def _gather_guards(looks: dict, knob_source: dict[str, ScreenResult], last: ScreenResult) -> pd.DataFrame:
+    """The guards table of a sequential screen: a guard that is a screened metric comes from the look that
+    decided its own row (so it shows that row's change and interval), any other from the knob's last look."""
+    def source(knob: str, guard: str) -> ScreenResult | None:
+        return looks[(knob, guard)][0] if (knob, guard) in looks else knob_source.get(knob)
+
+    sources = {id(result): result for result in (*knob_source.values(), *(r for r, _, _ in looks.values()))}
+    parts = [table[[source(k, g) is result for k, g in zip(table["knob"], table["guard"])]]
+             for result in sources.values() if len(table := result.guards)]
+    parts = [part for part in parts if len(part)]
+    if not parts:
+        return last.guards.iloc[0:0]
+    out = pd.concat(parts, ignore_index=True)
+    rank = {knob: i for i, knob in enumerate(dict.fromkeys(knob for knob, _ in looks))}
+    return out.iloc[np.argsort([rank[knob] for knob in out["knob"]], kind="stable")].reset_index(drop=True)
+
+
 def _assemble(first: ScreenResult, looks: dict, rounds: list[dict[str, Any]], options: dict[str, Any], alpha: float,
               data: pd.DataFrame, last: ScreenResult | None = None) -> ScreenResult:
     """One ScreenResult: every knob × metric row (and its detail rows) from the look that decided it."""
@@ -477,6 +497,8 @@ def _assemble(first: ScreenResult, looks: dict, rounds: list[dict[str, Any]], op
 
     def gather(name: str) -> pd.DataFrame:
         frame = getattr(last, name)
+        if name == "guards":
+            return _gather_guards(looks, knob_source, last)
         if "knob" in frame.columns and "metric" not in frame.columns:
             return gather_by_knob(name)
         if not {"knob", "metric"} <= set(frame.columns):
@@ -500,8 +522,8 @@ def _assemble(first: ScreenResult, looks: dict, rounds: list[dict[str, Any]], op
         row = result.verdicts[(result.verdicts["knob"] == key[0]) & (result.verdicts["metric"] == key[1])]
         rows.append(row.assign(round=int(number), alpha_nominal=float(nominal)))
     verdicts = pd.concat(rows, ignore_index=True) if len(rows) > 1 else rows[0].reset_index(drop=True)
-    verdicts["best_level"] = pd.Series(
-        [level for row in rows for level in row["best_level"].tolist()], dtype=object)
+    for column in ("level", "levels"):
+        verdicts[column] = pd.Series([value for row in rows for value in row[column].tolist()], dtype=object)
     verdicts = verdicts[SEQUENTIAL_VERDICT_COLUMNS]
     spread = [note for note in last.settings.get("notes", []) if note.startswith(TESTBED_NOTE)]
     notes = list(dict.fromkeys(note for result in (first, *[r for r, _ in by_source.values()], last)
