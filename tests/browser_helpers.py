@@ -2,6 +2,9 @@
 (tests/report/test_browser.py) and the seed gallery (tests/seeds/test_gallery.py)."""
 from __future__ import annotations
 
+import html
+import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -24,3 +27,53 @@ def chromium_run(binary: str, url: str, *extra: str) -> str:
                               text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+#: measures the page once loaded and writes the result into the DOM (read back from ``--dump-dom``)
+_LAYOUT_PROBE = """<script>
+window.addEventListener("load", function () {
+  var width = window.innerWidth, out = {scrollWidth: document.documentElement.scrollWidth, innerWidth: width,
+                                        overflowing: [], headers: {}};
+  function inScrollBox(el) {
+    for (var up = el.parentElement; up && up !== document.body; up = up.parentElement) {
+      if (["auto", "scroll"].indexOf(getComputedStyle(up).overflowX) >= 0) return true;
+    }
+    return false;
+  }
+  out.scrolled = [];
+  document.querySelectorAll("body *").forEach(function (el) {
+    var box = el.getBoundingClientRect();
+    if (box.width > 0 && box.right > width + 0.5) {
+      var name = el.tagName.toLowerCase() + (el.className ? "." + el.className : "") + " right=" + Math.round(box.right);
+      (inScrollBox(el) ? out.scrolled : out.overflowing).push(name);
+    }
+  });
+  document.querySelectorAll("th").forEach(function (th) {
+    out.headers[th.textContent.trim()] = th.getBoundingClientRect().right;
+  });
+  var pre = document.createElement("pre");
+  pre.id = "tunelab-layout-probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def layout_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> dict:
+    """How ``page`` lays out in a ``width`` px wide window, as Chromium measures it: ``scrollWidth`` and
+    ``innerWidth`` of the document, ``overflowing`` (every element whose right edge is beyond the window),
+    ``scrolled`` (those of them inside a box that scrolls sideways on its own: a wide table) and ``headers`` (each table header's text -> its right edge, px).
+
+    The page is measured through a copy next to it (same relative links) with a script that reports the
+    layout once the page has loaded; the page itself is not changed."""
+    page = Path(page).resolve()
+    probe = page.with_name(f".layout-probe-{page.name}")
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _LAYOUT_PROBE + "</body>"), encoding="utf-8")
+    try:
+        dom = chromium_run(binary, probe.as_uri(), "--dump-dom", f"--window-size={width},{height}",
+                           "--virtual-time-budget=5000")
+    finally:
+        probe.unlink()
+    found = re.search(r'<pre id="tunelab-layout-probe">(.*?)</pre>', dom, re.S)
+    assert found, "the layout probe did not run (no load event?)"
+    return json.loads(html.unescape(found.group(1)))

@@ -131,8 +131,80 @@ def fmt_p_exact(p: Any) -> str:
     number = _finite(p)
     if number is None:
         return "-"
-    return f"< {P_FLOOR:.0e}" if number < P_FLOOR else f"{number:.3g}"
+    return "< " + format(P_FLOOR, ".0e") if number < P_FLOOR else f"{number:.3g}"
 
 
-__all__ = ["P_FLOOR", "decimals_apart", "fmt_abs", "fmt_ci", "fmt_number", "fmt_p", "fmt_p_exact", "fmt_p_value",
-           "fmt_pct", "is_number"]
+def fmt_pct_interval(effect: Any, low: Any, high: Any, decimals: int | None = None) -> str:
+    """A % change with its interval in brackets, with enough decimals (``decimals_apart``) to tell the three
+    numbers apart unless ``decimals`` is given; ``'n/a'`` when the change is not a number.
+
+    >>> fmt_pct_interval(-98.73, -99.12, -98.2), fmt_pct_interval(30.2, 19.8, 41.1, decimals=0)
+    ('-98.7 % [-99.1 %, -98.2 %]', '+30 % [+20 %, +41 %]')
+    """
+    if _finite(effect) is None:
+        return "n/a"
+    d = decimals_apart(effect, low, high) if decimals is None else decimals
+    return f"{fmt_pct(effect, decimals=d)} [{fmt_pct(low, decimals=d)}, {fmt_pct(high, decimals=d)}]"
+
+
+def fmt_abs_interval(effect: Any, low: Any, high: Any) -> str:
+    """A difference in the metric's units with its interval (:func:`fmt_abs`); the interval is left out when
+    either end is not a number.
+
+    >>> fmt_abs_interval(-12.345, -20, -4.5), fmt_abs_interval(3, None, 1)
+    ('-12.3 [-20, -4.5]', '+3')
+    """
+    if _finite(low) is None or _finite(high) is None:
+        return fmt_abs(effect)
+    return f"{fmt_abs(effect)} [{fmt_abs(low)}, {fmt_abs(high)}]"
+
+
+def fmt_plain(value: Any) -> str:
+    """A number without scientific notation (axis ticks): ``200000`` -> ``'200,000'``, ``0.25`` -> ``'0.25'``.
+
+    >>> fmt_plain(200000), fmt_plain(0.25), fmt_plain(-12.6)
+    ('200,000', '0.25', '-13')
+    """
+    number = _finite(value)
+    if number is None:
+        return "n/a"
+    return f"{number:,.0f}" if abs(number) >= 10 else f"{number:g}"
+
+
+#: a table value this many times smaller than the largest of its column is rounding noise and reads 0
+NOISE_RATIO = 1e-9
+
+
+def fmt_sig(value: Any, digits: int = 4, scale: Any = None) -> str:
+    """A table number: ``digits`` significant digits, integers of more digits in full with thousands
+    separators (never ``1.001e+05``), and a value below ``NOISE_RATIO`` times ``scale`` (the largest
+    magnitude in its column) as ``0``: ``-1.421e-14`` beside ``68.85`` is the rounding noise of a zero.
+    Not a number -> ``'-'``.
+
+    >>> fmt_sig(1.23456), fmt_sig(100123.4), fmt_sig(-1.421e-14, scale=68.85), fmt_sig(-1.6e-5), fmt_sig(None)
+    ('1.235', '100,123', '0', '-1.6e-05', '-')
+    """
+    number = _finite(value)
+    if number is None:
+        return "-"
+    reference = _finite(scale)
+    if number == 0 or (reference is not None and abs(number) < NOISE_RATIO * abs(reference)):
+        return "0"
+    if abs(number) >= 10 ** digits:
+        return f"{number:,.0f}"
+    return f"{number:.{digits}g}"
+
+
+def is_p_column(name: str) -> bool:
+    """True for the names tables give p-values: ``p``, ``p_adj``, ``tost_p``, ``p ...``, ``..._p``.
+
+    >>> [is_p_column(n) for n in ("p", "p_adj", "tost_p", "p Shapiro", "pct_change", "top")]
+    [True, True, True, True, False, False]
+    """
+    name = str(name)
+    return name in ("p", "p_adj") or name.startswith(("p ", "p_")) or name.endswith("_p")
+
+
+__all__ = ["NOISE_RATIO", "P_FLOOR", "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci", "fmt_number", "fmt_p",
+           "fmt_p_exact", "fmt_p_value", "fmt_pct", "fmt_pct_interval", "fmt_plain", "fmt_sig", "is_number",
+           "is_p_column"]

@@ -159,3 +159,14 @@ def test_index_screenshot_is_not_blank(default_report: Path, chromium: str, tmp_
     assert image.size == (1280, 3000)
     low, high = image.getextrema()
     assert high - low > 200 and _distinct(image.resize((128, 300))) > 20
+
+
+@pytest.mark.parametrize("page", ["index.html", "01_screen.html", "02_posthoc.html"])
+def test_report_pages_fit_a_1400_px_window(page: str, default_report: Path, chromium: str) -> None:
+    """At a 1400 px wide window no element of the report's pages is beyond the window: figures shrink to
+    the page, and a table wider than the page scrolls inside its own box (the only thing allowed to)."""
+    from browser_helpers import layout_at
+
+    layout = layout_at(chromium, default_report.parent / page, width=1400)
+    assert layout["scrollWidth"] <= layout["innerWidth"] == 1400, layout["overflowing"][:5]
+    assert not layout["overflowing"], f"{page}: elements beyond the window: {layout['overflowing'][:5]}"

@@ -6,7 +6,8 @@ import importlib
 
 import pytest
 
-MODULES = ["tunelab.report.figures", "tunelab.report.methods", "tunelab.cli.report"]
+MODULES = ["tunelab.report.figures", "tunelab.report.wording", "tunelab.report.tables", "tunelab.report.rendering",
+           "tunelab.formatting", "tunelab.cli.report"]
 
 
 @pytest.mark.parametrize("module_name", MODULES)

@@ -79,6 +79,60 @@ def test_forest_figures() -> None:
         figures.effects_forest(effects, "z")
 
 
+def _data_points_px(fig: Figure) -> np.ndarray:
+    """Display coordinates (pixels) of every plotted data point: each data line's vertices (so the points
+    and both ends of every interval) and each scatter's points (a zero line drawn in axes coordinates is
+    not data)."""
+    points = [ax.transData.transform(np.column_stack(line.get_data()).astype(float))
+              for ax in fig.axes for line in ax.lines if line.get_transform() is ax.transData]
+    points += [ax.transData.transform(np.asarray(c.get_offsets(), dtype=float))
+               for ax in fig.axes for c in ax.collections if c.get_offset_transform() is ax.transData]
+    return np.vstack(points)
+
+
+def _assert_legend_clear(fig: Figure) -> None:
+    fig.canvas.draw()                  # the constrained layout places the legend while drawing
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    assert len(legends) == 1
+    box = legends[0].get_window_extent()
+    points = _data_points_px(fig)
+    inside = (points[:, 0] >= box.x0) & (points[:, 0] <= box.x1) & (points[:, 1] >= box.y0) & (points[:, 1] <= box.y1)
+    assert not inside.any(), f"the legend {box} covers the data points {points[inside].tolist()}"
+    assert box.x1 <= fig.bbox.x1 and box.y0 >= fig.bbox.y0, "the legend is cut off by the figure's edge"
+
+
+#: confirmations as the refine page plots them: one row per metric, % change of the candidate with its CI
+CONFIRMATIONS = {
+    "one metric": {"qps (±5 %)": (0.4, -1.5, 2.3)},
+    "two metrics": {"qps (±5 %)": (3.1, -0.4, 6.8), "latency_mean_ms (±5 %)": (-2.0, -4.0, 0.1)},
+    "wide spread": {"qps (±5 %)": (11.0, 4.0, 18.0), "latency_mean_ms (±5 %)": (-12.0, -20.0, -4.0),
+                    "lost (±5 %)": (0.4, -1.0, 1.9)},
+    "right edge": {"qps (±5 %)": (14.0, 9.0, 19.0), "latency_mean_ms (±5 %)": (13.0, 8.0, 18.0)},
+}
+
+
+@pytest.mark.parametrize("case", CONFIRMATIONS)
+def test_forest_legend_covers_no_point(case: str) -> None:
+    """The refine page's confirmation plot (one row per metric, the SESOI band in the legend): as a reader
+    sees the drawn figure, the legend's box holds none of the points or interval ends."""
+    rows = CONFIRMATIONS[case]
+    frame = pd.DataFrame({"label": list(rows), "pct_change": [v[0] for v in rows.values()],
+                          "ci_low": [v[1] for v in rows.values()], "ci_high": [v[2] for v in rows.values()]})
+    fig = figures.forest_figure(frame, "label", sesoi_pct=5.0, xlabel="% change, candidate vs baseline (95 % CI)",
+                                title="confirmation: 6 ABBA blocks")
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["±5 % (SESOI)"]
+    _assert_legend_clear(fig)
+
+
+def test_abba_legend_covers_no_point() -> None:
+    """The ABBA plot beside it: block means spread over the whole height on both arms, the legend clear of them."""
+    means = {1: (100.0, 50.0), 2: (52.0, 99.0), 3: (75.0, 76.0), 4: (98.0, 51.0)}
+    measurements = pd.DataFrame([{"block": block, "arm": arm, "qps": value + offset}
+                                 for block, (a, b) in means.items() for arm, value in (("A", a), ("B", b))
+                                 for offset in (-0.5, 0.5)])
+    _assert_legend_clear(figures.abba_figure(measurements, "qps"))
+
+
 def test_drift_and_series(runs: pd.DataFrame) -> None:
     fig = figures.drift_figure(runs, "y")
     ax = fig.axes[0]

@@ -12,7 +12,7 @@ import pytest
 
 import tunelab
 from tunelab.report import figures, refinement
-from tunelab.report.study import load_study
+from tunelab.report.loading import load_study
 from tunelab.simulator import get_surface
 
 POPULATION, BUDGET = 8, 24

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -69,3 +70,35 @@ def test_methods_report_the_foreign_cpu_load(screened: tuple) -> None:
     assert f"a median of {cpu_s.median():.2g} CPU-seconds" in text
     busy = methods.foreign_load(pd.DataFrame({"foreign_cpu_s": [0.1, 4.0, None]}), n_cpus=2, trial_s=8)
     assert busy.tolist() == pytest.approx([0.1 / 16, 0.25])
+
+
+def test_methods_counts_the_runs_of_a_sequential_design_per_round(screened: tuple) -> None:
+    """The example ran in rounds (sequential replicates): the plan covers round 1 only, so the methods say
+    how many runs round 1 planned and how many ran in how many rounds, never "27 runs planned, 54 usable".
+    The expected numbers are read from the store's trials, not from the screen."""
+    study, inputs, result = screened
+    text = methods.methods_markdown(study, inputs, result)
+    screen = study.tidy["screen"]
+    rounds = int(screen["round"].nunique())
+    first_round = int((screen["round"] == screen["round"].min()).sum())
+    ran = int((study.trials["phase"] == "screen").sum())
+    usable = int(study.trials[study.trials["phase"] == "screen"]["status"].eq("ok").sum())
+    assert rounds > 1 and ran > first_round
+    assert f", {first_round} runs planned in round 1, {ran} run in {rounds} rounds. {usable} runs were usable" in text
+    assert f"{first_round} runs planned." not in text and f"{first_round} runs planned," not in text
+
+
+def test_result_notes_finds_the_screen_notes_of_one_knob_and_metric(screened: tuple) -> None:
+    """The post-hoc page shows every note the screen result carries for a knob × metric, whatever the
+    screen calls it: a verdict column holding ``note``, or a ``settings["notes"]`` entry naming both."""
+    _, _, result = screened
+    row = result.verdicts.iloc[0]
+    knob, metric = row["knob"], row["metric"]
+    other_metric = next(m for m in result.verdicts["metric"] if m != metric)
+    why = "The post-hoc test adjusts over every pair, the verdict's interval only the baseline contrast."
+    verdicts = result.verdicts.assign(verdict_note=[why if i == 0 else None for i in range(len(result.verdicts))])
+    notes = [f"`{knob}` × {metric}: a second sentence.", f"`{knob}` × {other_metric}: not this one.",
+             {"knob": knob, "metric": metric, "text": "a third, as a mapping"}, f"{metric}: a model note"]
+    carrying = SimpleNamespace(verdicts=verdicts, settings={**result.settings, "notes": notes})
+    assert methods.result_notes(carrying, knob, metric) == [why, notes[0], "a third, as a mapping"]
+    assert methods.result_notes(carrying, knob, other_metric) == [notes[1]]

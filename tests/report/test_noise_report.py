@@ -15,7 +15,7 @@ import pytest
 from report_helpers import DEFAULT_EXAMPLE, MISSING, copy_store, nb_outputs
 
 from tunelab.report import methods
-from tunelab.report.study import load_study
+from tunelab.report.loading import load_study
 from tunelab.stats.noise import replicates_for_sesoi
 from tunelab.store import Store
 

@@ -79,3 +79,49 @@ def test_every_example_is_covered() -> None:
     """Sanity of the parametrisation above: every example store is exercised by some notebook test."""
     covered = {DEFAULT_EXAMPLE.name} | {p.name for p in OTHER_SCREENS + REFINES + ABBAS}
     assert {p.name for p in example_stores()} <= covered
+
+
+#: loaded by the notebook's kernel (sitecustomize): the screen result carries notes, as the screen gives them
+#: where a post-hoc test and a verdict disagree (a note in settings["notes"], or a verdict column with "note")
+_NOTES_SITE = '''
+import importlib
+
+_loading = importlib.import_module("tunelab.report.loading")   # `tunelab.report` is also the API's function
+from tunelab.report.tables import significant_pairs as _pairs
+
+_screen_study = _loading.screen_study
+
+
+def _with_notes(*args, **kwargs):
+    inputs, result = _screen_study(*args, **kwargs)
+    knob, metric, _ = _pairs(result.verdicts)[0]
+    result.settings["notes"] = [*result.settings.get("notes", []),
+                                f"`{knob}` x {metric}: SETTINGS-NOTE <script>alert(1)</script> why they disagree."]
+    quiet = ~result.verdicts["significant"].astype(bool)
+    result.verdicts["posthoc_note"] = ["COLUMN-NOTE of an untested pair." if q else None for q in quiet]
+    return inputs, result
+
+
+_loading.screen_study = _with_notes
+'''
+
+
+def test_posthoc_page_shows_the_notes_of_the_screen(default_store: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the screen explains a disagreement between a post-hoc test and a verdict, the post-hoc page
+    shows the sentence, as text (markup in it is escaped), for a significant pair and for the others."""
+    import os
+
+    from tunelab.report import execute_notebook, notebook_path, render_html
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_NOTES_SITE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(Path(__file__).resolve().parents[2])]))
+    out = execute_notebook(notebook_path("02"), tmp_path / "02.ipynb",
+                           {"study": str(copy_store(default_store, tmp_path)), "n_boot": 100})
+    _clean(out)
+    page = render_html(out, tmp_path / "02.html").read_text()
+    assert "<strong>Note.</strong>" in page and "SETTINGS-NOTE &lt;script&gt;alert(1)&lt;/script&gt; why" in page
+    assert "<script>alert(1)</script>" not in page
+    assert "COLUMN-NOTE of an untested pair." in page and "<strong>Note on <code>" in page

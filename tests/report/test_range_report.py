@@ -10,7 +10,7 @@ import pytest
 
 from tunelab.report.build import index_html
 from tunelab.report.methods import RANGE_TESTS, significant_pairs
-from tunelab.report.study import load_study, screen_study
+from tunelab.report.loading import load_study, screen_study
 
 STORE = Path(__file__).resolve().parents[2] / "data" / "examples" / "seeds" / "004-wayfinder-space.sqlite"
 

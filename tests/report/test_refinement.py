@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -303,7 +304,8 @@ def test_notebook_reads_the_stored_history_without_the_search_code(
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(_NO_SEARCH)
     marker = tmp_path / "blocked.txt"
-    monkeypatch.setenv("PYTHONPATH", str(blocker))
+    # the blocker first, then the checkout under test (the kernel must import this tunelab, not an installed one)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(blocker), str(Path(__file__).resolve().parents[2])]))
     monkeypatch.setenv("TUNELAB_TEST_NO_SEARCH", str(marker))
     out = execute_notebook(notebook_path("03"), tmp_path / "03.ipynb", {"study": str(_copy(source, tmp_path))})
     libraries = marker.read_text().split()

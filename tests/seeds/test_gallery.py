@@ -284,3 +284,28 @@ def _main(entry: str, args: list[str]) -> int:
     from tunelab.seeds.__main__ import main as seeds_main
 
     return seeds_main(args)
+
+
+# ---- the layout at a 1400 px window, as a reader sees it --------------------------------------------------
+
+
+@pytest.mark.browser
+def test_real_gallery_fits_a_1400_px_window(recorded_stores: Path, tmp_path: Path, chromium: str) -> None:
+    """At a 1400 px wide window nothing is cut off or scrolls sideways: the index's claims table with its
+    "Recorded" column and every seed page (figures, the data tables) stay within the window."""
+    from browser_helpers import layout_at
+
+    from tunelab.seeds.gallery import build_gallery
+
+    index = build_gallery(recorded_stores, tmp_path / "gallery", echo=lambda _: None)
+    pages = [index, *sorted((tmp_path / "gallery").glob("*/index.html"))]
+    assert len(pages) == 1 + len(SEED_STUDIES.names())
+    for page in pages:
+        layout = layout_at(chromium, page, width=1400)
+        where = page.relative_to(tmp_path)
+        assert layout["innerWidth"] == 1400
+        assert layout["scrollWidth"] <= layout["innerWidth"], f"{where} scrolls sideways: {layout['overflowing'][:5]}"
+        assert not layout["overflowing"], f"{where}: elements beyond the window: {layout['overflowing'][:5]}"
+        assert not layout["scrolled"], f"{where}: a table needs scrolling sideways: {layout['scrolled'][:5]}"
+        if page == index:
+            assert 0 < layout["headers"]["Recorded"] <= layout["innerWidth"], layout["headers"]

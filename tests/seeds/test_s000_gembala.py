@@ -34,7 +34,7 @@ VERDICTS = pd.DataFrame({"knob": ["link.mtu[@link]@client", "net.ipv4.tcp_rmem",
 def test_measured_row_follows_the_confirmation(gain: str, rtt: str, agreement: str) -> None:
     row = s000.measured_row(_confirmation(gain, rtt), VERDICTS)
     assert row.agreement == agreement
-    assert row.effect.startswith("GA winner vs defaults: throughput_mbps +30 % [+20, +41] %; rtt_mean_ms -2 %")
+    assert row.effect.startswith("GA winner vs defaults: throughput_mbps +30 % [+20 %, +41 %]; rtt_mean_ms -2 %")
     assert "link.mtu[@link]@client" in row.why and "a:b" not in row.why     # main effects only
     assert ("not on TCP buffers" in row.why) == (gain == "improve")
 

@@ -24,13 +24,12 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from tunelab.errors import TunelabError
 from tunelab.model import AnalysisKind
-from tunelab.report.study import ReportError, ScreenInputs, Study, UnknownParameterError, load_study, screen_study
+from tunelab.report.loading import ReportError, Study, StudyInputs, UnknownParameterError, load_study, screen_study
 from tunelab.store import check_study_name
 
 if TYPE_CHECKING:
@@ -52,26 +51,8 @@ NOTEBOOKS = {
 #: parameters every notebook declares; build_report passes them to each
 COMMON_PARAMETERS = ("study", "data_dir", "metric", "alpha", "correction", "sesoi_pct", "include_flagged", "n_boot")
 DEFAULT_TIMEOUT_S = 600
-_TEMPLATE_NAME = "tunelab_report.html.j2"
-# the lab template without require.js, MathJax and mermaid from CDNs (the report works offline), with
-# each figure's alt text (``figures.show(fig, alt=...)`` stores it in the output's metadata), plus a link
-# back to the index
-_TEMPLATE = """{%- extends 'index.html.j2' -%}
-{%- block html_head_js -%}{%- endblock html_head_js -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block extra_css -%}<style>{{ resources.tunelab_table_css | e }}</style>{%- endblock extra_css -%}
-{%- block data_png scoped -%}
-<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
-<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
-{%- set alt = output | get_metadata('alt', 'image/png') %} alt="{{ (alt or 'figure') | escape_html }}">
-</div>
-{%- endblock data_png -%}
-{%- block body_header -%}
-{{ super() }}
-<p class="tunelab-nav" style="margin:1em 2em"><a href="index.html">&larr; report index</a></p>
-{%- endblock body_header -%}
-"""
+#: the nbconvert template of the notebook pages (tunelab/report/templates/notebook_page.html.j2)
+_TEMPLATE_NAME = "notebook_page.html.j2"
 
 
 def notebook_dir() -> Path:
@@ -172,16 +153,17 @@ def render_html(notebook: str | os.PathLike[str], html: str | os.PathLike[str], 
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
-    from tunelab.report.methods import TABLE_CSS
+    from tunelab.report.rendering import TABLE_CSS, template_source
 
     nb = nbformat.read(str(notebook), as_version=4)
+    # only this one template joins nbconvert's loaders: it extends the lab template's index.html.j2
     exporter = HTMLExporter(template_name="lab", template_file=_TEMPLATE_NAME,
-                            extra_loaders=[DictLoader({_TEMPLATE_NAME: _TEMPLATE})])
+                            extra_loaders=[DictLoader({_TEMPLATE_NAME: template_source(_TEMPLATE_NAME)})])
     exporter.exclude_input = not show_code
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
     exporter.embed_images = True
-    # second layer behind the escaping in tunelab.report.methods: bleach every HTML and Markdown output
+    # second layer behind the templates' autoescaping: bleach every HTML and Markdown output
     # against an allow-list (no script, style, iframe, event attributes or javascript: links) and drop
     # outputs of other rich types (JavaScript, SVG, widgets)
     exporter.register_preprocessor(output_sanitizer(), enabled=True)
@@ -353,28 +335,11 @@ def _execute_all(todo: Mapping[str, tuple[Path, dict[str, Any]]], out: Path, tim
         return {name: future.result() for name, future in futures.items()}
 
 
-_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; max-width: 70em; margin: 2em auto;
-       padding: 0 1.5em; color: #222; line-height: 1.45; }
-h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 1.6em; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.92em; }
-/* TABLE_CSS */
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
-th { background: #f3f3f3; }
-tr.verdict-matters td:nth-child(3) { color: #8b1a00; font-weight: bold; }
-tr.verdict-equivalent td:nth-child(3) { color: #1a6b1a; }
-tr.verdict-inconclusive td:nth-child(3) { color: #7a6000; }
-tr.verdict-untestable td:nth-child(3) { color: #555; font-style: italic; }
-.meta { color: #666; font-size: 0.9em; } .skipped { color: #777; }
-figure { margin: 1.2em 0; } figcaption { color: #555; font-size: 0.9em; }
-code { background: #f5f5f5; padding: 0 0.2em; }
-"""
-
-
 def _figure_html(fig: Any, alt: str, caption: str) -> str:
-    from tunelab.report.figures import to_img_tag
+    from tunelab.report.figures import to_png
+    from tunelab.report.rendering import figure_html
 
-    return f"<figure>{to_img_tag(fig, alt)}<figcaption>{escape(caption)}</figcaption></figure>"
+    return str(figure_html(to_png(fig), alt, caption))
 
 
 def _model_figure_html(result: ScreenResult, metric: str, baseline: Mapping[str, Any]) -> str:
@@ -395,11 +360,11 @@ def _model_figure_html(result: ScreenResult, metric: str, baseline: Mapping[str,
                         f"Model mean of {metric} (95 % CI) per level of each knob, averaged over the other knobs.")
 
 
-def _key_figures_html(result: ScreenResult, inputs: ScreenInputs, band: float | None, interval: str) -> str:
+def _key_figures_html(result: ScreenResult, inputs: StudyInputs, band: float | None, interval: str) -> str:
     """The focus metric's effect sizes and runs per level, or, for a study read over numeric ranges (Latin
     hypercube, Morris: no levels), its response curves or Morris plane."""
     from tunelab.report import figures
-    from tunelab.report.methods import sesoi_text
+    from tunelab.report.wording import sesoi_text
 
     name = inputs.metric["name"]
     if name not in set(result.effects.get("metric", ())) and name in set(result.response.get("metric", ())):
@@ -421,51 +386,25 @@ def _key_figures_html(result: ScreenResult, inputs: ScreenInputs, band: float | 
                      f"{name} of every run per knob level (box: quartiles); orange: the baseline level.")])
 
 
-def index_html(study: Study, inputs: ScreenInputs, result: ScreenResult, runs: Sequence[NotebookRun],
+def index_html(study: Study, inputs: StudyInputs, result: ScreenResult, runs: Sequence[NotebookRun],
                n_boot: int | None = None) -> str:
-    """The report's index page: summary, verdict table, key figures, notebooks, methods (self-contained)."""
-    from tunelab.report import figures
-    from tunelab.report.methods import TABLE_CSS, markdown_to_html, methods_markdown, summary_markdown, verdicts_html
+    """The report's index page (``report_index.html.j2``): summary, verdict table, key figures, notebooks,
+    methods (self-contained)."""
+    from markupsafe import Markup
+
+    from tunelab.report.rendering import markdown_to_html, render, verdicts_html
+    from tunelab.report.wording import methods_markdown, summary_markdown
 
     focus = inputs.metric
     band = focus.get("sesoi_pct") if focus.get("sesoi_abs") is None else None
     interval = "95 % bootstrap CI" if result.design == AnalysisKind.OAT else "95 % CI from the model (Dunnett-adjusted)"
-    model_figure = _model_figure_html(result, focus["name"], inputs.baseline)
-    items = []
-    for run in runs:
-        if run.html is not None:
-            items.append(f'<li><a href="{escape(run.html.name)}">{escape(run.name)}</a> — {escape(run.question)} '
-                         f'(<a href="{escape(run.ipynb.name)}">executed notebook</a>)</li>')
-        else:
-            items.append(f'<li class="skipped"><strong>{escape(run.name)}</strong> skipped: {escape(run.skipped or "")}'
-                         "</li>")
+    figures_html = "\n".join([_key_figures_html(result, inputs, band, interval),
+                              _model_figure_html(result, focus["name"], inputs.baseline)])
     description = study.design.description.strip() if study.design is not None and study.design.description else ""
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/>
-<title>tunelab report: {escape(study.name)}</title><style>{_CSS.replace("/* TABLE_CSS */", TABLE_CSS)}</style></head>
-<body>
-<h1>tunelab report: {escape(study.name)}</h1>
-<p class="meta">Store <code>{escape(str(study.path))}</code>; report written {now}.</p>
-<p>{escape(description)}</p>
-<section id="summary"><h2>Results in plain words</h2>
-{markdown_to_html(summary_markdown(result, inputs))}
-</section>
-<section id="verdicts"><h2>Verdict table</h2>
-<p>One row per knob × metric{" (and per interaction of two knobs × metric)" if result.design != AnalysisKind.OAT else ""}:
-the level that matters most, its % change against the baseline with the {escape(interval)}, the adjusted p-value of
-the chosen test, and whether every level is equivalent to the baseline within the smallest effect of interest.</p>
-{verdicts_html(result.verdicts, inputs.metrics)}
-</section>
-<section id="figures"><h2>Key figures ({escape(focus["name"])})</h2>
-{_key_figures_html(result, inputs, band, interval)}
-{model_figure}
-</section>
-<section id="notebooks"><h2>Notebooks</h2><ul>
-{''.join(items)}
-</ul></section>
-<section id="methods"><h2>Methods</h2>
-{markdown_to_html(methods_markdown(study, inputs, result, n_boot=n_boot))}
-</section>
-</body></html>
-"""
+    return str(render(
+        "report_index.html.j2", title=f"tunelab report: {study.name}", study_name=study.name, store=str(study.path),
+        written=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), description=description,
+        summary_html=Markup(markdown_to_html(summary_markdown(result, inputs))),
+        verdicts_html=Markup(verdicts_html(result.verdicts, inputs.metrics)), factorial=result.design != AnalysisKind.OAT,
+        interval=interval, focus=focus["name"], figures_html=Markup(figures_html), runs=list(runs),
+        methods_html=Markup(markdown_to_html(methods_markdown(study, inputs, result, n_boot=n_boot)))))

@@ -14,11 +14,9 @@ Examples
 """
 from __future__ import annotations
 
-import base64
 import io
 import math
 import warnings
-from html import escape
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -33,6 +31,7 @@ from scipy import stats as ss
 
 from tunelab.errors import DataError
 from tunelab.model import AnalysisKind
+from tunelab.formatting import fmt_plain
 from tunelab.stats import sorted_levels
 from tunelab.stats.model_screen import profile_effects
 
@@ -94,7 +93,7 @@ def _labelled(data: pd.DataFrame, knob: str, metric: str) -> tuple[pd.DataFrame,
 def knob_rows(data: pd.DataFrame, knob: str, knobs: Sequence[str], baseline: Mapping[str, Any],
               design: AnalysisKind = AnalysisKind.FACTORIAL) -> pd.DataFrame:
     """The runs that inform ``knob`` as :func:`tunelab.stats.screen` analyses them: for a one-at-a-time
-    design (``design=AnalysisKind.OAT``) the runs with every other knob at its baseline, otherwise all runs."""
+    design (``design='oat'``) the runs with every other knob at its baseline, otherwise all runs."""
     if design != AnalysisKind.OAT:
         return data
     keep = np.ones(len(data), dtype=bool)
@@ -123,8 +122,8 @@ def levels_figure(data: pd.DataFrame, knobs: Sequence[str], metric: str, baselin
     letters : dict, optional
         Knob -> {level: compact letters} written above each box (levels sharing a letter do
         not differ significantly).
-    design : AnalysisKind
-        ``OAT``: each panel shows only the runs with the other knobs at their baselines
+    design : {'oat', 'factorial'}
+        ``'oat'``: each panel shows only the runs with the other knobs at their baselines
         (:func:`knob_rows`); otherwise every run in every panel.
     """
     _require(data, [*knobs, metric])
@@ -193,8 +192,8 @@ def _is_log(rows: pd.DataFrame) -> bool:
 
 
 def _plain_number(value: float, _: Any = None) -> str:
-    """A tick label without scientific notation: ``200000`` -> ``'200,000'``, ``0.25`` -> ``'0.25'``."""
-    return f"{value:,.0f}" if abs(value) >= 10 else f"{value:g}"
+    """A tick label without scientific notation (:func:`tunelab.formatting.fmt_plain`)."""
+    return fmt_plain(value)
 
 
 def _log_y(ax: Any, low: float, high: float) -> None:
@@ -604,10 +603,17 @@ def forest_figure(frame: pd.DataFrame, label: str, estimate: str = "pct_change",
         xlabel += " — log-ratio scale"
     ax.set_xlabel(xlabel)
     if sesoi_pct:
-        ax.legend(loc="best", fontsize=8)
+        legend_outside(ax)
     if title:
         ax.set_title(title, fontsize=10)
     return fig
+
+
+def legend_outside(ax: Any, **options: Any) -> Any:
+    """The axes' legend as a figure legend right of the plotting area (the constrained layout makes room
+    for it), so it never covers a point or an interval, however few rows the plot has."""
+    handles, labels = ax.get_legend_handles_labels()
+    return ax.figure.legend(handles, labels, loc="outside right upper", fontsize=8, **options)
 
 
 def _log_ratio(pct: Any) -> np.ndarray:
@@ -868,8 +874,8 @@ def abba_figure(measurements: pd.DataFrame, metric: str) -> Figure:
     ax.set_xlim(-0.4, 1.4)
     ax.set_ylabel(f"{metric} (block mean)")
     ax.set_title(f"{len(means)} ABBA blocks; lines join a block", fontsize=10)
-    ax.legend(handles=[Patch(color=BASELINE_COLOR, label="baseline"), Patch(color=CANDIDATE_COLOR, label="candidate")],
-              fontsize=8, loc="best")
+    fig.legend(handles=[Patch(color=BASELINE_COLOR, label="baseline"), Patch(color=CANDIDATE_COLOR, label="candidate")],
+               fontsize=8, loc="outside right upper")
     return fig
 
 
@@ -913,6 +919,7 @@ def to_png(fig: Figure, dpi: int = 100) -> bytes:
 
 
 def to_img_tag(fig: Figure, alt: str, dpi: int = 100) -> str:
-    """An ``<img>`` element with the figure embedded as a base64 PNG (self-contained HTML)."""
-    data = base64.b64encode(to_png(fig, dpi)).decode("ascii")
-    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{data}" style="max-width:100%"/>'
+    """An ``<img>`` element with the figure embedded as a base64 PNG (self-contained HTML, ``image.html.j2``)."""
+    from tunelab.report.rendering import image_html   # deferred: rendering's tables import this module
+
+    return str(image_html(to_png(fig, dpi), alt))

@@ -29,11 +29,12 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.errors import LoadError, TunelabError
+from tunelab.formatting import fmt_pct
 from tunelab.loads import get_load
 from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_text, level_value
 from tunelab.optimize.confirm import analyse_blocks, goals_of
 from tunelab.optimize.evaluators import trial_metrics
-from tunelab.report.study import ReportError, Study
+from tunelab.report.loading import ReportError, Study
 from tunelab.simulator import Surface, get_surface
 
 REFINE_KEY = re.compile(r"^refine:(?:(?P<search>[a-z0-9][a-z0-9-]*)/)?(?:(?P<event>\d+)|b(?P<batch>\d+):c(?P<candidate>\d+)"
@@ -569,7 +570,7 @@ def settings_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "search": table["search_id"], "engine": table["engine"], "preset": table["preset"].fillna("-"),
         "seed": table["seed"], "budget": table["budget"],
-        "race share": [f"{100 * s:.0f} %" for s in table["race_share"]],
+        "race share": [fmt_pct(100 * s, signed=False, decimals=0) for s in table["race_share"]],
         "objectives": table["objectives"].map(words), "knobs": table["knobs"].map(words),
         "options": [words(f"{k}={v}" for k, v in (o or {}).items()) for o in table["options"]],
         "status": ["finished" if s == "done" else "interrupted (running)" for s in table["status"]],

@@ -5,6 +5,8 @@ with its 95 % CI, verdict, agreement and why, and where the data came from); eac
 ``<study.name>/index.html`` with the figures (PNG files next to it), tables, notes, provenance, a copy of
 each design it ran and, when built, a link to each store's full ``tunelab report``. Every link is
 relative, the CSS is inline and there is no JavaScript, so the directory can be moved or served as is.
+The pages are rendered from the Jinja2 templates ``gallery_index.html.j2`` and ``gallery_study.html.j2``
+(:mod:`tunelab.report.rendering`, autoescaped), every number through :mod:`tunelab.formatting`.
 
 ==========================  ===================================================================
 :func:`store_provenance`    a store's trials, times, lab minutes, machine and busy share
@@ -18,7 +20,6 @@ relative, the CSS is inline and there is no JavaScript, so the directory can be 
 from __future__ import annotations
 
 import argparse
-import html
 import os
 import shutil
 import time
@@ -26,33 +27,20 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
+from markupsafe import Markup
 
 from tunelab.errors import SeedError, TunelabError
-from tunelab.report.methods import foreign_load
-from tunelab.seeds.study import RECORDED, SEED_STUDIES, RecordContext, SeedStudy, StudyPage
+from tunelab.formatting import fmt_number, fmt_sig
+from tunelab.report.loading import foreign_load
+from tunelab.report.rendering import render, table_html
+from tunelab.report.tables import cell_texts
+from tunelab.seeds.contract import RECORDED, SEED_STUDIES, RecordContext, SeedStudy, StudyPage
 from tunelab.store import Store
 
 #: where the gallery is written by default
 DEFAULT_OUT = Path("reports") / "seeds"
 #: the claim row's columns, on the index and on each study page
 CLAIM_COLUMNS = ("Paper", "The paper's claim", "tunelab measured (95 % CI)", "Verdict", "Agreement", "Why")
-
-STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 78rem;
-       padding: 0 1rem; color: #1d232a; line-height: 1.45; }
-h1 { font-size: 1.6rem; } h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #d0d7de; }
-table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.92rem; }
-th, td { border: 1px solid #d0d7de; padding: 0.35rem 0.55rem; vertical-align: top; text-align: left; }
-th { background: #f3f5f7; }
-table.claims td:nth-child(2), table.claims td:nth-child(6) { max-width: 22rem; }
-table.claims td.provenance { min-width: 14rem; }
-.numbers, .where, .provenance, figcaption, .small { color: #4b5661; font-size: 0.86rem; }
-.agreement { font-weight: 600; white-space: nowrap; }
-.agrees { color: #1a7f37; } .partly { color: #9a6700; } .differs { color: #cf222e; } .not-testable { color: #57606a; }
-figure { margin: 1rem 0; } figure img { max-width: 100%; border: 1px solid #e1e4e8; }
-.frame { overflow-x: auto; } caption { caption-side: top; text-align: left; font-weight: 600; padding: 0.3rem 0; }
-"""
-
 
 # ---- provenance -------------------------------------------------------------------------------------
 
@@ -61,7 +49,7 @@ def busy_shares(trials: pd.DataFrame, nproc: int | None) -> pd.Series:
     """Per trial, the share of the machine (0..1) that other processes used while its load ran.
 
     ``foreign_cpu_s`` (the runner's window spans the load) over ``nproc`` CPUs times the load's own duration
-    (the trial's ``timings["load"]``, else its wall time), through :func:`tunelab.report.methods.foreign_load`.
+    (the trial's ``timings["load"]``, else its wall time), through :func:`tunelab.report.loading.foreign_load`.
     """
     if trials.empty or "foreign_cpu_s" not in trials.columns:
         return pd.Series(dtype=float)
@@ -140,14 +128,14 @@ def provenance_text(prov: Mapping[str, Any]) -> str:
                        for phase, counts in (prov.get("by_phase") or {}).items())
     text = f"{prov.get('store', '?')}: {prov.get('trials', 0)} trials" + (f" ({phases})" if phases else "")
     if prov.get("lab_minutes") is not None:
-        text += f", {prov['lab_minutes']:g} lab minutes"
+        text += f", {fmt_sig(prov['lab_minutes'])} lab minutes"
     if prov.get("first"):
         text += f", recorded {_when(prov['first'])} to {_when(prov.get('last') or prov['first'])} UTC"
     if prov.get("kernel"):
         text += f" on Linux {prov['kernel']}" + (f" ({prov['nproc']} CPUs)" if prov.get("nproc") else "")
     if prov.get("busy_pct") is not None:
-        text += (f"; busy share: other processes used a median {prov['busy_pct']:.0f} % of the machine during a "
-                 f"trial (max {prov.get('busy_max_pct', prov['busy_pct']):.0f} %)")
+        text += (f"; busy share: other processes used a median {fmt_number(prov['busy_pct'], 0)} % of the machine "
+                 f"during a trial (max {fmt_number(prov.get('busy_max_pct', prov['busy_pct']), 0)} %)")
     else:
         text += "; busy share: not recorded"
     return text
@@ -159,34 +147,17 @@ def _when(iso: str) -> str:
     return stamp.strftime("%Y-%m-%d %H:%M")
 
 
-# ---- HTML ---------------------------------------------------------------------------------------------
+# ---- HTML (templates gallery_index.html.j2, gallery_study.html.j2 in tunelab/report/templates) ----------
 
 
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _document(title: str, body: str) -> str:
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"
-            f"<style>{STYLE}</style></head>\n<body>\n{body}\n</body></html>\n")
-
-
-def _claim_cells(study: SeedStudy, page: StudyPage, paper_href: str | None) -> str:
-    name = f"{study.key}: {study.title}"
-    paper = f'<a href="{_e(paper_href)}">{_e(name)}</a>' if paper_href else _e(name)
+def _claim_row(study: SeedStudy, page: StudyPage, href: str | None = None,
+               provenance: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """What the claim row shows for ``study`` (text only; the template escapes it)."""
     m = page.measured
-    return (f"<td class=\"paper\">{paper}<div class=\"small\">{_e(study.paper)}</div></td>"
-            f"<td class=\"claim\">{_e(study.claim.text)}<div class=\"numbers\">{_e(study.claim.numbers)}</div>"
-            f"<div class=\"where\">{_e(study.claim.where)}</div></td>"
-            f"<td class=\"effect\">{_e(m.effect)}</td><td class=\"verdict\">{_e(m.verdict)}</td>"
-            f"<td class=\"agreement {_e(m.agreement.replace(' ', '-'))}\">{_e(m.agreement)}</td>"
-            f"<td class=\"why\">{_e(m.why)}</td>")
-
-
-def _claim_table(rows: Iterable[str], extra_header: str = "") -> str:
-    head = "".join(f"<th>{_e(c)}</th>" for c in CLAIM_COLUMNS) + extra_header
-    return f"<table class=\"claims\"><thead><tr>{head}</tr></thead><tbody>\n" + "\n".join(rows) + "\n</tbody></table>"
+    return {"key": study.key, "name": f"{study.key}: {study.title}", "title": study.title, "href": href,
+            "paper": study.paper, "claim": study.claim.text, "numbers": study.claim.numbers,
+            "where": study.claim.where, "effect": m.effect, "verdict": m.verdict, "agreement": m.agreement,
+            "why": m.why, "provenance": [provenance_text(p) for p in provenance]}
 
 
 def _provenance_of(page: StudyPage) -> list[dict[str, Any]]:
@@ -197,51 +168,32 @@ def _provenance_of(page: StudyPage) -> list[dict[str, Any]]:
     return read + list(given.values())
 
 
-def _frame_html(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, escape=True, na_rep="", border=0, classes="table",
-                         float_format=lambda v: f"{v:.4g}")
+def frame_html(frame: pd.DataFrame) -> str:
+    """A study page's table: every number through :mod:`tunelab.formatting` (significant digits, p-values,
+    rounding noise as 0), in the report's table template."""
+    return str(table_html(frame.columns, cell_texts(frame)))
 
 
 def _study_page(study: SeedStudy, page: StudyPage, directory: Path, provenance: list[dict[str, Any]],
                 reports: Sequence[Path]) -> str:
-    """Write the figures and design copies of one study into ``directory``; return its HTML body."""
-    parts = ["<p class=\"small\"><a href=\"../index.html\">All seed studies</a></p>",
-             f"<h1>{_e(study.key)}: {_e(study.title)}</h1>",
-             _claim_table([f"<tr class=\"claim-row\" data-study=\"{_e(study.key)}\">"
-                           f"{_claim_cells(study, page, None)}</tr>"])]
-    if page.figures:
-        parts.append("<h2>Figures</h2>")
+    """Write the figures and design copies of one study into ``directory``; return its page."""
+    figures = []
     for number, figure in enumerate(page.figures, start=1):
         name = f"fig-{number}.png"
         (directory / name).write_bytes(figure.png)
-        parts.append(f"<figure><img src=\"{name}\" alt=\"{_e(figure.alt)}\">"
-                     f"<figcaption>Figure {number}. {_e(figure.caption)}</figcaption></figure>")
-    if page.tables:
-        parts.append("<h2>Tables</h2>")
-    for table in page.tables:
-        parts.append(f"<div class=\"frame\"><p class=\"caption\"><strong>{_e(table.caption)}</strong></p>"
-                     f"{_frame_html(table.frame)}</div>")
-    if page.notes:
-        parts.append("<h2>Notes</h2><ul>"
-                     + "".join(f"<li>{_e(note)}</li>" for note in page.notes) + "</ul>")
-    parts.append("<h2>Provenance</h2><ul class=\"provenance\">"
-                 + ("".join(f"<li>{_e(provenance_text(p))}</li>" for p in provenance) or "<li>no store read</li>")
-                 + "</ul>")
+        figures.append({"src": name, "alt": figure.alt, "caption": figure.caption})
     designs = []
-    for design in study.designs:
-        design = Path(design)
+    for design in map(Path, study.designs):
         if design.is_file():
             shutil.copyfile(design, directory / design.name)
-            designs.append(f"<li><a href=\"{_e(design.name)}\">{_e(design.name)}</a> (a copy of designs/seeds/"
-                           f"{_e(design.name)})</li>")
-        else:
-            designs.append(f"<li>{_e(design.name)} (not found when the gallery was built)</li>")
-    parts.append("<h2>Designs</h2><ul>" + "".join(designs) + "</ul>")
-    if reports:
-        parts.append("<h2>Full reports</h2><ul>" + "".join(
-            f"<li><a href=\"{_e(Path(os.path.relpath(r, directory)).as_posix())}\">{_e(Path(r).parent.name)}</a>"
-            "</li>" for r in reports) + "</ul>")
-    return "\n".join(parts)
+        designs.append({"name": design.name, "copied": design.is_file()})
+    return str(render(
+        "gallery_study.html.j2", title=f"{study.key}: {study.title}", columns=CLAIM_COLUMNS,
+        row=_claim_row(study, page), figures=figures, designs=designs, notes=list(page.notes),
+        tables=[{"caption": t.caption, "html": Markup(frame_html(t.frame))} for t in page.tables],
+        provenance=[provenance_text(p) for p in provenance],
+        reports=[{"href": Path(os.path.relpath(r, directory)).as_posix(), "name": Path(r).parent.name}
+                 for r in reports]))
 
 
 def write_gallery(studies_and_pages: Sequence[tuple[SeedStudy, StudyPage]], out_dir: str | os.PathLike[str],
@@ -265,21 +217,12 @@ def write_gallery(studies_and_pages: Sequence[tuple[SeedStudy, StudyPage]], out_
         directory = out / study.name
         directory.mkdir(parents=True, exist_ok=True)
         provenance = _provenance_of(page)
-        body = _study_page(study, page, directory, provenance, list((reports or {}).get(study.name, ())))
-        (directory / "index.html").write_text(_document(f"{study.key}: {study.title}", body), encoding="utf-8")
-        recorded = "<br>".join(_e(provenance_text(p)) for p in provenance) or "no store read"
-        rows.append(f"<tr class=\"claim-row\" data-study=\"{_e(study.key)}\">"
-                    f"{_claim_cells(study, page, f'{study.name}/index.html')}"
-                    f"<td class=\"provenance\">{recorded}</td></tr>")
-    body = ("<h1>tunelab: five papers' claims, measured again</h1>"
-            "<p>Each row is a source paper: what it claims, in its own numbers, against what tunelab measured in its "
-            "lab (effect with a 95 % confidence interval, the verdict, and whether the lab agrees, and why). Open a "
-            "paper for its figures, tables, designs and data provenance.</p>"
-            + _claim_table(rows, "<th>Recorded</th>")
-            + "<p class=\"small\">Busy share: the median and largest share of the machine that other processes used "
-              "while a trial's load ran; large shares widen the intervals.</p>")
+        html = _study_page(study, page, directory, provenance, list((reports or {}).get(study.name, ())))
+        (directory / "index.html").write_text(html, encoding="utf-8")
+        rows.append(_claim_row(study, page, f"{study.name}/index.html", provenance))
     index = out / "index.html"
-    index.write_text(_document("tunelab seed studies", body), encoding="utf-8")
+    index.write_text(str(render("gallery_index.html.j2", title="tunelab seed studies", columns=CLAIM_COLUMNS,
+                                rows=rows)), encoding="utf-8")
     return index
 
 

@@ -21,10 +21,11 @@ import pandas as pd
 
 import tunelab
 from tunelab.errors import DesignError, SeedError
+from tunelab.formatting import fmt_pct, fmt_pct_interval
 from tunelab.optimize.confirm import goals_of
 from tunelab.report import figures, refinement
-from tunelab.report.study import Study, load_study, screen_study
-from tunelab.seeds.study import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
+from tunelab.report.loading import Study, load_study, screen_study
+from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 from tunelab.targets.lab import NETEM_MISSING, netem_available
 
@@ -130,7 +131,7 @@ def top_verdicts(verdicts: pd.DataFrame, per_metric: int = 6) -> pd.DataFrame:
 def _pct(row: pd.Series) -> str:
     if not math.isfinite(float(row.get("pct_change", math.nan))):
         return f"{row['metric']} n/a ({row.get('reason') or 'too few blocks'})"
-    return f"{row['metric']} {row['pct_change']:+.0f} % [{row['ci_low']:+.0f}, {row['ci_high']:+.0f}] %"
+    return f"{row['metric']} {fmt_pct_interval(row['pct_change'], row['ci_low'], row['ci_high'], decimals=0)}"
 
 
 def _matters(verdicts: pd.DataFrame, metric: str) -> list[str]:
@@ -155,8 +156,9 @@ def measured_row(confirmation: pd.DataFrame, verdicts: pd.DataFrame) -> Measured
            "the TCP buffers the paper tuned for its 1 Gbit/s path with competing streams have little to act on")
     if gain["verdict"] == "improve":
         agreement = "agrees" if rtt_verdict != "regress" else "partly"
-        why = (f"As in the paper, the GA beats the defaults ({gain['pct_change']:+.0f} % against the paper's "
-               f"+{PAPER_GAIN_PCT:.0f} %), but the screen puts the gain on {named}"
+        why = (f"As in the paper, the GA beats the defaults ({fmt_pct(gain['pct_change'], decimals=0)} against the "
+               "paper's "
+               f"{fmt_pct(PAPER_GAIN_PCT, decimals=0)}), but the screen puts the gain on {named}"
                + ("" if buffers else ", not on TCP buffers: " + lab) + ".")
         why += (" The RTT rose with it, unlike the paper's latency check." if rtt_verdict == "regress"
                 else " The RTT did not get worse, as in the paper's latency check.")

@@ -20,9 +20,9 @@ import tunelab
 from tunelab.errors import SeedError
 from tunelab.optimize.confirm import goals_of
 from tunelab.report import figures, refinement
-from tunelab.formatting import fmt_p_value
-from tunelab.report.study import load_study, screen_study
-from tunelab.seeds.study import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
+from tunelab.formatting import fmt_number, fmt_p_value, fmt_pct_interval
+from tunelab.report.loading import load_study, screen_study
+from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 
 DESIGN = DESIGNS / "001_diiner_overload.yaml"
@@ -108,12 +108,14 @@ def _measured(term: pd.Series, effects: pd.DataFrame, validation: pd.DataFrame, 
     if not at_paper.empty:
         e = at_paper.iloc[0]
         clear_at_paper, clear_worse = float(e["ci_high"]) < 0, float(e["ci_low"]) > 0
-        simple_text = f"{e['estimate']:+.0f} queries [{e['ci_low']:+.0f}, {e['ci_high']:+.0f}]"
+        low, high = (fmt_number(e[end], 0, signed=True) for end in ("ci_low", "ci_high"))
+        simple_text = f"{fmt_number(e['estimate'], 0, signed=True)} queries [{low}, {high}]"
         parts.append(f"lost {simple_text} at somaxconn {PAPER_SOMAXCONN} (factorial, overload)")
     verdict_word = str(lost.iloc[0]["verdict"]) if not lost.empty else "n/a"
     if not lost.empty and pd.notna(lost.iloc[0].get("pct_change")):
         row = lost.iloc[0]
-        parts.append(f"validation: lost {row['pct_change']:+.0f} % [{row['ci_low']:+.0f}, {row['ci_high']:+.0f}] %")
+        change = fmt_pct_interval(row["pct_change"], row["ci_low"], row["ci_high"], decimals=0)
+        parts.append(f"validation: lost {change}")
     if verdict_word == "improve" and (significant or clear_at_paper):
         agreement = "agrees"
     elif verdict_word == "improve" or significant or clear_at_paper:

@@ -20,9 +20,10 @@ import yaml
 
 import tunelab
 from tunelab.errors import SeedError
+from tunelab.formatting import fmt_pct, fmt_pct_interval
 from tunelab.report import figures
-from tunelab.report.study import load_study, screen_inputs
-from tunelab.seeds.study import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
+from tunelab.report.loading import load_study, study_inputs
+from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 from tunelab.stats.workloads import (INCONCLUSIVE, IMPROVE, NO_EFFECT, REGRESS, share_improved,
                                      workload_improvements)
@@ -74,7 +75,7 @@ def short_knob(knob: str) -> str:
 def workload_tables(path: Path) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, Any]]]:
     """Per design metric: :func:`workload_improvements` of the recorded study (and the metric's settings)."""
     study = load_study(path)
-    inputs = screen_inputs(study)
+    inputs = study_inputs(study)
     data = inputs.runs.copy()
     knobs = [k for k in inputs.knobs if k != WORKLOAD]
     if WORKLOAD not in data.columns:   # a single-workload (smoke) store: the design names its one profile
@@ -97,7 +98,7 @@ def workload_tables(path: Path) -> tuple[dict[str, pd.DataFrame], dict[str, dict
 
 
 def _pct(value: float) -> str:
-    return f"{100 * value:.0f} %"
+    return fmt_pct(100 * value, signed=False, decimals=0)
 
 
 def _share_words(metric: str, share: dict[str, Any]) -> str:
@@ -112,8 +113,8 @@ def _biggest(table: pd.DataFrame) -> str:
     if rows.empty:
         return "no per-workload estimate"
     row = rows.loc[rows["pct_change"].abs().idxmax()]
-    return (f"largest: {row['workload']} with {row['best_config']} {row['pct_change']:+.1f} % "
-            f"[{row['ci_low']:+.1f}, {row['ci_high']:+.1f}] %")
+    return (f"largest: {row['workload']} with {row['best_config']} "
+            f"{fmt_pct_interval(row['pct_change'], row['ci_low'], row['ci_high'], decimals=1)}")
 
 
 def measured(tables: dict[str, pd.DataFrame], settings: dict[str, dict[str, Any]]) -> Measured:

@@ -25,10 +25,11 @@ from matplotlib.figure import Figure
 
 import tunelab
 from tunelab.errors import SeedError
+from tunelab.formatting import fmt_number, fmt_pct_interval
 from tunelab.model import level_value
 from tunelab.report import figures, refinement
-from tunelab.report.study import load_study
-from tunelab.seeds.study import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
+from tunelab.report.loading import load_study
+from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 
 DESIGN = DESIGNS / "003_nsga2_pareto.yaml"
@@ -419,9 +420,8 @@ def record(ctx: RecordContext) -> list[Path]:
 
 # ---- page ---------------------------------------------------------------------------------------
 
-def _ci_text(row: Mapping[str, Any], metric: str, unit: str = " %") -> str:
-    pct, low, high = row[f"{metric}_pct"], row[f"{metric}_pct_low"], row[f"{metric}_pct_high"]
-    return f"{pct:+.1f}{unit} [{low:+.1f}, {high:+.1f}]{unit}"
+def _ci_text(row: Mapping[str, Any], metric: str) -> str:
+    return fmt_pct_interval(row[f"{metric}_pct"], row[f"{metric}_pct_low"], row[f"{metric}_pct_high"], decimals=1)
 
 
 def _measured(configs: pd.DataFrame, marked: pd.DataFrame, dominance: pd.DataFrame) -> Measured:
@@ -457,12 +457,14 @@ def _measured(configs: pd.DataFrame, marked: pd.DataFrame, dominance: pd.DataFra
         agreement, why = "differs", ("Unlike the paper's -O levels, no baseline is dominated beyond the CIs: the "
                                      "front beats some of them on the means, but not clearly on either objective.")
     if spread < 5.0:
-        why += (f" Across the {len(configs)} searched configurations throughput moved by only {spread:.1f} % while the "
-                f"mean RTT ranged {rtt.min():.1f}-{rtt.max():.1f} ms: the lab's veth path has no propagation delay, so "
+        why += (f" Across the {len(configs)} searched configurations throughput moved by only {fmt_number(spread)} % "
+                f"while the mean RTT ranged {fmt_number(rtt.min())}-{fmt_number(rtt.max())} ms: the lab's veth path "
+                "has no propagation delay, so "
                 "any buffer fills the 200 Mbit/s link and the trade-off lives in queueing delay and retransmits "
                 "(congestion control and buffer sizes), where a front point can hardly beat a preset on throughput.")
     else:
-        why += (f" Throughput moved by {spread:.0f} % and the mean RTT from {rtt.min():.1f} to {rtt.max():.1f} ms "
+        why += (f" Throughput moved by {fmt_number(spread, 0)} % and the mean RTT from {fmt_number(rtt.min())} to "
+                f"{fmt_number(rtt.max())} ms "
                 f"across the {len(configs)} searched configurations.")
     why += f" The search made {int(configs['n'].sum())} measurements against the paper's 32 x 200 NSGA-II evaluations."
     return Measured(effect=f"{x} vs {y}: {named}; {best_text}", verdict=verdict, agreement=agreement, why=why)

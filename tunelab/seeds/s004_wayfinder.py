@@ -25,12 +25,13 @@ from matplotlib.ticker import MaxNLocator
 
 import tunelab
 from tunelab.errors import SeedError
+from tunelab.formatting import fmt_pct, fmt_pct_interval, fmt_plain
 from tunelab.model import level_value
 from tunelab.report import figures
 from tunelab.report.refinement import REFINE_KEY, config_label
-from tunelab.report.study import Study, load_study, screen_study
+from tunelab.report.loading import Study, load_study, screen_study
 from tunelab.tidy import design_info
-from tunelab.seeds.study import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
+from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 
 DESIGN = DESIGNS / "004_wayfinder_space.yaml"
@@ -254,25 +255,27 @@ def _measured(finals: pd.DataFrame, change: tuple[float, float, float], best_tex
     bayes_wins = separated and leader == "tpe"
     gain_clear = low > 0
     effect = (f"best {OBJECTIVE} after {int(finals['evaluations'].max())} evaluations each: "
-              + ", ".join(f"{METHOD_NAMES.get(k, k)} {v:,.0f}" for k, v in values.items())
-              + f" (default mean {default_mean:,.0f}, n = {n_default}); best configuration {best_text}: "
-              f"{pct:+.1f} % [{low:+.1f}, {high:+.1f}] % over the default (n = {n_best} vs {n_default})")
+              + ", ".join(f"{METHOD_NAMES.get(k, k)} {fmt_plain(v)}" for k, v in values.items())
+              + f" (default mean {fmt_plain(default_mean)}, n = {n_default}); best configuration {best_text}: "
+              f"{fmt_pct_interval(pct, low, high, decimals=1)} over the default (n = {n_best} vs {n_default})")
     verdict = (f"{'improve' if gain_clear else 'regress' if high < 0 else 'not separated from the default'}; "
                f"leader: {METHOD_NAMES.get(leader, leader)}{'' if separated else ' (within noise)'}; "
                f"knobs that matter: {', '.join(matters) or 'none'}")
     agreement = "agrees" if bayes_wins and gain_clear else "partly" if bayes_wins or gain_clear else "differs"
     if separated:
-        why = (f"{METHOD_NAMES.get(leader, leader)} leads the next method by {lead_pct:.1f} %, more than the "
-               f"±{noise_pct:.1f} % two single measurements differ by from noise alone (the default's repeats)")
+        why = (f"{METHOD_NAMES.get(leader, leader)} leads the next method by {fmt_pct(lead_pct, signed=False)}, more "
+               f"than the ±{fmt_pct(noise_pct, signed=False)} two single measurements differ by from noise alone "
+               "(the default's repeats)")
         why += ", as the paper found for Bayesian optimisation." if bayes_wins else \
             ", but the paper's winner was Bayesian optimisation."
     else:
-        why = (f"The methods' best found span {spread:.1f} %, within the ±{noise_pct:.1f} % that two single "
+        why = (f"The methods' best found span {fmt_pct(spread, signed=False)}, within the "
+               f"±{fmt_pct(noise_pct, signed=False)} that two single "
                f"measurements differ by from noise alone: {int(finals['evaluations'].max())} evaluations, one search "
                "per method, cannot rank them (the paper averaged 10 searches of each at 10, 40 and 100 evaluations).")
-    why += (f" The best configuration beats the default by {pct:+.1f} % [{low:+.1f}, {high:+.1f}] %"
-            if gain_clear else
-            f" No configuration clearly beats the default ({pct:+.1f} % [{low:+.1f}, {high:+.1f}] %)")
+    change = fmt_pct_interval(pct, low, high, decimals=1)
+    why += (f" The best configuration beats the default by {change}" if gain_clear else
+            f" No configuration clearly beats the default ({change})")
     if gain_clear:
         why += ("; it was picked as the best of many single measurements, so its estimate is biased upwards (a fresh "
                 "validation would remove the winner's curse).")
@@ -308,7 +311,8 @@ def _default_note(values: np.ndarray, objective: str) -> str:
         return f"The default was measured {values.size} time(s): too few to see the noise."
     cv = float(np.std(values, ddof=1) / np.mean(values) * 100.0)
     return (f"The default was measured {values.size} times (Latin hypercube baselines and each search's first "
-            f"evaluation), {objective} from {values.min():,.0f} to {values.max():,.0f} (CV {cv:.0f} %): differences "
+            f"evaluation), {objective} from {fmt_plain(values.min())} to {fmt_plain(values.max())} "
+            f"(CV {fmt_pct(cv, signed=False, decimals=0)}): differences "
             "between methods smaller than that spread are noise or drift of the machine, not search skill.")
 
 

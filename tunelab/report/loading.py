@@ -2,7 +2,10 @@
 
 The screen's arguments (metrics, knobs, baselines, alpha, correction) come from the design stored
 with the study, through the same code path as ``tunelab screen STUDY``
-(:func:`tunelab.tidy.screen_inputs`), so a report and the CLI always analyse the same thing.
+(:func:`tunelab.tidy.screen_inputs`), so a report and the CLI always analyse the same thing:
+:func:`study_inputs` returns them as a :class:`StudyInputs`, :func:`screen_study` runs the screen.
+Facts the methods section states (machine, software versions, repeated trials, planned runs) are read
+here too.
 
 Examples
 --------
@@ -16,14 +19,16 @@ A lab recording shipped in ``data/examples`` (run from the checkout):
 from __future__ import annotations
 
 import os
+import platform
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import pandas as pd
 
-from tunelab.designs import load_design_text
+from tunelab.designs import load_design_text, make_plan
 from tunelab.errors import DesignError, TunelabError
 from tunelab.model import PHASES, USABLE_STATUSES, Metric
 from tunelab.store import SEARCH_BATCH_COLUMNS, SEARCH_COLUMNS, Store, store_path_for
@@ -104,7 +109,7 @@ class Study:
 
 
 @dataclass(frozen=True)
-class ScreenInputs:
+class StudyInputs:
     """The arguments of :func:`tunelab.stats.screen` for a study, plus the metric in focus.
 
     ``data`` is what the screen gets (it may hold failed trials, which only explain untestable
@@ -201,8 +206,8 @@ def require_screen(study: Study) -> None:
                           "baselines are unknown; screen an exported CSV with `tunelab screen FILE.csv --metric ...`")
 
 
-def screen_inputs(study: Study, metric: str | None = None, alpha: float | None = None,
-                  correction: str | None = None, sesoi_pct: float | None = None) -> ScreenInputs:
+def study_inputs(study: Study, metric: str | None = None, alpha: float | None = None,
+                 correction: str | None = None, sesoi_pct: float | None = None) -> StudyInputs:
     """The screen's arguments from the study's design, as ``tunelab screen STUDY`` builds them.
 
     Parameters
@@ -239,16 +244,16 @@ def screen_inputs(study: Study, metric: str | None = None, alpha: float | None =
             raise ReportError(f"sesoi_pct must be a positive percentage, got {sesoi_pct!r}")
         focus = {**focus, "sesoi_pct": float(sesoi_pct)}
         metrics = [focus if m["name"] == focus["name"] else m for m in metrics]
-    return ScreenInputs(data=data, metrics=metrics, knobs=list(knobs), baseline=dict(baseline), alpha=float(alpha_),
+    return StudyInputs(data=data, metrics=metrics, knobs=list(knobs), baseline=dict(baseline), alpha=float(alpha_),
                         correction=str(correction_), metric=focus)
 
 
 def screen_study(study: Study, metric: str | None = None, alpha: float | None = None,
                  correction: str | None = None, sesoi_pct: float | None = None, n_boot: int = 1000,
-                 seed: int = 0) -> tuple[ScreenInputs, ScreenResult]:
+                 seed: int = 0) -> tuple[StudyInputs, ScreenResult]:
     """Run :func:`tunelab.stats.screen` on the study's screen trials; returns ``(inputs, ScreenResult)``."""
     from tunelab.stats import screen   # deferred: about 2 s (scipy, statsmodels); `import tunelab.report` stays cheap
-    inputs = screen_inputs(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct)
+    inputs = study_inputs(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct)
     result = screen(inputs.data, inputs.metrics, inputs.knobs, inputs.baseline, alpha=inputs.alpha,
                     correction=inputs.correction, n_boot=n_boot, seed=seed,
                     design=design_info(study.design) if study.design is not None else None)
@@ -289,3 +294,92 @@ def trial_series(study: Study, trial_id: int) -> tuple[pd.DataFrame, float]:
     if warmup is None and study.design is not None:
         warmup = study.design.warmup_s
     return series, float(warmup or 0.0)
+
+
+# ---- facts of the study read by the methods section and the notebooks ------------------------------
+
+#: packages whose versions the methods section states
+SOFTWARE = ("tunelab", "numpy", "scipy", "pandas", "statsmodels", "pingouin", "scikit-posthocs", "pymoo",
+            "seaborn", "matplotlib", "papermill", "nbconvert")
+
+
+def software_versions() -> dict[str, str]:
+    """Installed versions of :data:`SOFTWARE` and Python (``'not installed'`` when absent)."""
+    out = {"python": platform.python_version()}
+    for name in SOFTWARE:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def machine(study: Study) -> dict[str, Any]:
+    """Kernel, CPU and tool versions of the measured machine (the first run's target description,
+    else the first trial's provenance)."""
+    described = next((t for t in study.targets if t), None)
+    if described is None:
+        for provenance in study.trials.get("provenance", pd.Series(dtype=object)):
+            if isinstance(provenance, Mapping) and provenance.get("target"):
+                described = provenance["target"]
+                break
+    return dict(described or {})
+
+
+def trial_provenance(study: Study, phase: str = "screen") -> dict[str, Any]:
+    """The provenance of the first usable trial of ``phase`` (empty when none has one)."""
+    rows = study.trials[(study.trials["phase"] == phase) & study.trials["status"].isin(("ok", "flagged"))]
+    for provenance in rows["provenance"]:
+        if isinstance(provenance, Mapping):
+            return dict(provenance)
+    return {}
+
+
+def foreign_load(tidy: pd.DataFrame, n_cpus: int, trial_s: float) -> pd.Series:
+    """Share of the machine (0..1) that processes other than the trial's used during each trial,
+    from the runner's per-trial ``foreign_cpu_s``."""
+    if "foreign_cpu_s" not in tidy.columns or not trial_s > 0:
+        return pd.Series(dtype=float)
+    return tidy["foreign_cpu_s"].dropna().astype(float) / (max(int(n_cpus), 1) * trial_s)
+
+
+def is_synthetic(study: Study) -> bool:
+    """True when the study's trials come from the simulator target (SYNTHETIC numbers, no real kernel)."""
+    if study.design is not None and study.design.target.type == "simulator":
+        return True
+    if '"surface"' in study.design_text:
+        return True
+    loads = {(p or {}).get("load") for p in study.trials.get("provenance", []) if isinstance(p, Mapping)}
+    return "simulated" in loads
+
+
+#: columns of :func:`repeated_trials`
+REPEATED_COLUMNS = ["phase", "run_key", "trial_id", "busy_pct", "reason"]
+
+
+def repeated_trials(study: Study) -> pd.DataFrame:
+    """The attempts set aside and measured again because other processes were busy
+    (``noise.repeat_busy_pct``): phase, run key, trial id, busy % of the machine, reason."""
+    trials = study.trials
+    if trials.empty:
+        return pd.DataFrame(columns=REPEATED_COLUMNS)
+    provenance = trials["provenance"].map(lambda p: p if isinstance(p, Mapping) else {})
+    rows = trials[[bool(p.get("repeated")) for p in provenance]]
+    return pd.DataFrame({"phase": rows["phase"], "run_key": rows["run_key"], "trial_id": rows["trial_id"],
+                         "busy_pct": [provenance[i].get("busy_pct") for i in rows.index], "reason": rows["reason"]},
+                        columns=REPEATED_COLUMNS).reset_index(drop=True)
+
+
+def pinning_text(study: Study) -> str | None:
+    """Where the lab pinned the server and the load (``describe()["lab"]["pinning"]``), or None."""
+    pinning = (machine(study).get("lab") or {}).get("pinning")
+    return str(pinning.get("note")) if isinstance(pinning, Mapping) and pinning.get("note") else None
+
+
+def planned_runs(study: Study) -> int | None:
+    """The number of runs the study's design plans (for a sequential design: its first round); None when the
+    plan cannot be made again."""
+    try:
+        return len(make_plan(study.design))
+    except Exception:  # noqa: BLE001 - the count is informative only; a plan problem must not stop a report
+        return None

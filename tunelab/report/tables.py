@@ -1,0 +1,196 @@
+"""The tables of a report as DataFrames for reading, and every cell of a shown table as text.
+
+Each function takes the study or the :class:`~tunelab.stats.ScreenResult` and returns a DataFrame with
+the columns a reader sees (levels as text, the CI next to the change); :func:`cell_texts` turns any
+DataFrame into the strings the templates show, every number through :mod:`tunelab.formatting`.
+The HTML is :func:`tunelab.report.rendering.html_table` (a template).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from tunelab.formatting import fmt_abs_interval, fmt_p_exact, fmt_pct_interval, fmt_sig, is_number, is_p_column
+from tunelab.report.figures import knob_rows, level_label
+from tunelab.report.loading import Study, StudyInputs
+from tunelab.report.wording import MODEL_TEST_SHORT, MODEL_TEST_TEXT, present, short_test_name
+from tunelab.stats import ScreenResult, compact_letters, to_matrix
+
+
+def cell_texts(frame: pd.DataFrame, digits: int = 4) -> list[list[str]]:
+    """Every cell of ``frame`` as shown: p-value columns (:func:`tunelab.formatting.is_p_column`) with 3
+    significant digits, an underflowed one as ``< 1e-300`` (:func:`tunelab.formatting.fmt_p_exact`);
+    other numbers with ``digits`` significant digits and rounding noise next to the column's largest
+    value as ``0`` (:func:`tunelab.formatting.fmt_sig`); NaN/None as ``-``; levels (tuples) as text;
+    long text in full.
+
+    >>> cell_texts(pd.DataFrame({"p_adj": [0.0004, 0.2], "estimate": [68.85, -1.421e-14], "n": [3, 10]}))
+    [['0.0004', '68.85', '3'], ['0.2', '0', '10']]
+    >>> cell_texts(pd.DataFrame({"level": [(1, 2), None], "p": [0.0, float("nan")], "mean": [100123.4, 0.5]}))
+    [['1 2', '< 1e-300', '100,123'], ['-', '-', '0.5']]
+    """
+    scales = {column: _scale(frame[column]) for column in frame.columns}
+    return [[_cell(str(column), value, digits, scales[column]) for column, value in zip(frame.columns, row)]
+            for row in frame.itertuples(index=False)]
+
+
+def _scale(column: pd.Series) -> float | None:
+    numbers = [abs(float(v)) for v in column if is_number(v)]
+    return max(numbers) if numbers else None
+
+
+def _cell(column: str, value: Any, digits: int, scale: float | None) -> str:
+    if isinstance(value, (tuple, list)):
+        return level_label(value)
+    if isinstance(value, (str, bool, np.bool_)):
+        return str(value)
+    if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, numbers.Real) and math.isnan(value)):
+        return "-"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        return fmt_p_exact(value) if is_p_column(column) else fmt_sig(value, digits, scale)
+    return str(value)
+
+
+def _verdict_change(row: Mapping[str, Any], absolute: bool) -> str:
+    if absolute and math.isfinite(float(row.get("effect_abs", math.nan))):
+        text = fmt_abs_interval(row["effect_abs"], row.get("effect_abs_ci_low"), row.get("effect_abs_ci_high"))
+    else:
+        text = fmt_pct_interval(row["effect_pct"], row["effect_ci_low"], row["effect_ci_high"])
+    interaction = ":" in str(row["knob"]) and not present(row.get("level"))
+    return f"effects differ by {text}" if interaction and text != "n/a" else text
+
+
+def verdict_frame(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] | None = None) -> pd.DataFrame:
+    """The verdict table for reading: levels as text, rounded numbers, the CI next to the change.
+
+    The change is in % (in the metric's units for the ``metrics`` with an absolute smallest effect,
+    ``sesoi_abs``); an interaction row (knob ``'a:b'``) shows how much the effect of a differs
+    between the levels of b. An ``only when`` column appears when some knob matters only when
+    another knob is at some level.
+    """
+    absolute = {m["name"] for m in metrics or () if m.get("sesoi_abs") is not None}
+    records = verdicts.to_dict("records")
+    out = pd.DataFrame({
+        "knob": verdicts["knob"],
+        "metric": verdicts["metric"],
+        "verdict": [f"{v} ({g})" if present(g) else v for v, g in
+                    zip(verdicts["verdict"], verdicts.get("guard", pd.Series([None] * len(verdicts))))],
+        "level": verdicts["level"].map(lambda v: "-" if not present(v) else level_label(v)),
+        "change vs baseline": [_verdict_change(r, r["metric"] in absolute) for r in records],
+        "p_adj": verdicts["p_adj"].map(fmt_p_exact),
+        "test": verdicts["test"].map(lambda t: "-" if t is None or pd.isna(t) else short_test_name(t)),
+        "equivalent (TOST)": verdicts["equivalent"].map(lambda v: "yes" if bool(v) else "no"),
+    })
+    if "only_when" in verdicts.columns and verdicts["only_when"].map(present).any():
+        out["only when"] = verdicts["only_when"].map(lambda v: str(v) if present(v) else "-").to_numpy()
+    return out.reset_index(drop=True)
+
+
+def model_terms_frame(model_terms: pd.DataFrame) -> pd.DataFrame:
+    """:attr:`ScreenResult.model_terms` for reading: one row per metric × term with its test statistic,
+    degrees of freedom, p and family-adjusted p (block terms are not judged: ``-``), partial η² and aliases."""
+    return pd.DataFrame({
+        "metric": model_terms["metric"], "term": model_terms["term"], "kind": model_terms["kind"],
+        "df": [f"{fmt_sig(a)}, {fmt_sig(b, 3)}" for a, b in zip(model_terms["df1"], model_terms["df2"])],
+        "statistic": model_terms["statistic"].astype(float),
+        "p": model_terms["p"].astype(float), "p_adj": model_terms["p_adj"].astype(float),
+        "partial η²": model_terms["partial_eta2"].astype(float),
+        "test": model_terms["test"].map(lambda t: MODEL_TEST_SHORT.get(t, t)),
+        "aliases": model_terms["aliases"].map(lambda a: a if present(a) else "-"),
+    }).reset_index(drop=True)
+
+
+def rounds_frame(result: ScreenResult) -> pd.DataFrame:
+    """The looks of a sequential screen for the report, one row per round (empty otherwise)."""
+    rounds = getattr(result, "rounds", None)
+    if rounds is None or rounds.empty:
+        return pd.DataFrame()
+    frame = rounds.rename(columns={"runs": "runs so far", "replicates": "replicates per undecided level",
+                                   "information_fraction": "information", "alpha_spent": "alpha spent",
+                                   "alpha_nominal": "alpha of this look", "decided": "final verdicts",
+                                   "inconclusive": "still inconclusive"})
+    return frame
+
+
+def between_testbeds_frame(result: ScreenResult) -> pd.DataFrame:
+    """The between-testbed spread for the report, one row per metric × testbed (empty with one testbed)."""
+    spread = getattr(result, "testbeds", None)
+    if spread is None or spread.empty:
+        return pd.DataFrame()
+    return spread.rename(columns={"n": "runs", "sd": "SD", "baseline_n": "baseline runs",
+                                  "baseline_mean": "baseline mean", "offset_pct": "offset %",
+                                  "statistic": "testbed F", "spread_pct": "spread ± %"})
+
+
+def phase_table(study: Study) -> pd.DataFrame:
+    """Trials per phase (columns) and status (rows), zeros filled in."""
+    counts = study.phase_counts()
+    if counts.empty:
+        return pd.DataFrame()
+    return counts.pivot(index="status", columns="phase", values="trials").fillna(0).astype(int)
+
+
+def assumptions_table(assumptions: pd.DataFrame) -> pd.DataFrame:
+    """Assumption tests wide: one row per knob × metric, p-value per test (Shapiro–Wilk, Levene, Brown–Forsythe)."""
+    wide = assumptions.pivot_table(index=["knob", "metric"], columns="test", values="p", sort=False)
+    wide.columns.name = None
+    return wide.add_prefix("p ").reset_index()
+
+
+def chosen_tests(omnibus: pd.DataFrame) -> pd.DataFrame:
+    """The recommended omnibus test per knob × metric and why it was chosen."""
+    chosen = omnibus[omnibus["recommended"].astype(bool)]
+    return chosen[["knob", "metric", "test", "statistic", "df1", "df2", "p", "effect_size", "effect_size_name",
+                   "reason"]].reset_index(drop=True)
+
+
+def letters_by_level(posthoc: pd.DataFrame, knob: str, metric: str, method: str, means: Mapping[Any, float],
+                     alpha: float, maximize: bool = True) -> dict[Any, str]:
+    """Compact letters of one knob × metric post-hoc (levels sorted best mean first get 'a')."""
+    rows = posthoc[(posthoc["knob"] == knob) & (posthoc["metric"] == metric) & (posthoc["method"] == method)]
+    groups = list(dict.fromkeys([*rows["group1"], *rows["group2"]]))
+    order = sorted(groups, key=lambda g: means.get(g, math.nan), reverse=maximize)
+    table = compact_letters(rows, alpha=alpha, order=order)
+    return dict(zip(table["group"], table["letters"]))
+
+
+#: the screen's tests of a knob read over its numeric range (no levels, so no post-hoc pairs)
+RANGE_TESTS = ("range_regression", "morris")
+
+
+def significant_pairs(verdicts: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(knob, metric, post-hoc method) of every knob × metric whose adjusted omnibus p is below alpha.
+
+    Knobs judged by a model (factorial designs, tests in :data:`MODEL_TEST_TEXT`) have the model's
+    contrasts against the baseline (``model_dunnett``); interaction rows (``'a:b'``) have no levels of
+    their own and are left out, and so are knobs read over a numeric range (Latin hypercube, Morris:
+    tests in :data:`RANGE_TESTS`), which have no groups to compare pairwise."""
+    methods = {"anova+tukey": "tukey_hsd", "welch+games_howell": "games_howell", "kruskal+dunn": "dunn",
+               **{test: "model_dunnett" for test in MODEL_TEST_TEXT}}
+    chosen = verdicts[verdicts["significant"].astype(bool) & ~verdicts["test"].isin(RANGE_TESTS)]
+    return [(r.knob, r.metric, methods.get(r.test, "tukey_hsd")) for r in chosen.itertuples(index=False)
+            if not (":" in str(r.knob) and not present(r.level))]
+
+
+def posthoc_detail(result: ScreenResult, inputs: StudyInputs, knob: str, metric: str, method: str) -> dict[str, Any]:
+    """Everything notebook 02 shows for one knob × metric: the post-hoc ``table`` of ``method`` (levels as
+    text), the square ``matrix`` of adjusted p-values, compact ``letters`` per level (best mean first)
+    and the ``rows`` the test used. The model's contrasts (``model_dunnett``) compare each level with the
+    baseline only, so they have no compact letters (``letters`` is empty)."""
+    rows = knob_rows(inputs.runs, knob, inputs.knobs, inputs.baseline, result.design)
+    values = rows[knob].tolist()
+    means = {lvl: float(rows.loc[[v == lvl for v in values], metric].mean()) for lvl in dict.fromkeys(values)}
+    direction = next((m["direction"] for m in inputs.metrics if m["name"] == metric), "maximize")
+    long = result.posthoc[(result.posthoc["knob"] == knob) & (result.posthoc["metric"] == metric)
+                          & (result.posthoc["method"] == method)]
+    letters = {} if method == "model_dunnett" else letters_by_level(
+        result.posthoc, knob, metric, method, means, inputs.alpha, maximize=direction == "maximize")
+    table = long.drop(columns=["knob", "metric", "method", "recommended"]).assign(
+        group1=long["group1"].map(level_label), group2=long["group2"].map(level_label)).reset_index(drop=True)
+    return {"table": table, "matrix": to_matrix(long, "p_adj"), "letters": letters, "rows": rows, "means": means}
