@@ -62,6 +62,7 @@ from tunelab.stats.multiplicity import adjust
 from tunelab.stats.screen_common import ROUND_COLUMNS, VERDICT_COLUMNS, rows_per_knob
 from tunelab.stats.screen_data import design_kind
 from tunelab.stats.screen_result import ScreenResult
+from tunelab.stats.verdict_level import choose_level
 
 #: an alpha-spending function: ``(information fraction in [0, 1], alpha) -> alpha spent so far``
 SpendingFunction = Callable[[float, float], float]
@@ -404,13 +405,34 @@ def _frozen(result: ScreenResult, looks: dict, number: int, nominal: float, corr
         lost = index[~significant]
         verdicts.loc[lost, "direction"] = "none"
         for i in lost:
-            verdicts.at[i, "levels"] = []
+            for column, value in _undecided_level(result, verdicts.at[i, "knob"], verdicts.at[i, "metric"]).items():
+                verdicts.at[i, column] = value
         demoted = lost[(verdicts.loc[lost, "verdict"] == Verdict.MATTERS.value).to_numpy()]
         verdicts.loc[demoted, "relevant"] = False
         verdicts.loc[demoted, "verdict"] = np.where(verdicts.loc[demoted, "equivalent"].astype(bool),
                                                     Verdict.EQUIVALENT.value, Verdict.INCONCLUSIVE.value)
         result = replace(result, verdicts=verdicts)
     return {key: (result, number, nominal) for key, is_open in zip(_keys(verdicts), open_rows) if is_open}
+
+
+def _undecided_level(result: ScreenResult, knob: str, metric: str) -> dict[str, Any]:
+    """A row's level and effect once it has no significant level (it lost significance in the padded
+    family): the level with the largest TOST p (:func:`tunelab.stats.verdict_level.choose_level`),
+    from the look's effects and equivalence tables; only ``levels`` emptied for rows without them."""
+    def rows(table: pd.DataFrame) -> pd.DataFrame:
+        return table[(table["knob"] == knob) & (table["metric"] == metric)].reset_index(drop=True)
+
+    effects, equivalence = rows(result.effects), rows(result.equivalence)
+    if not len(effects) or len(effects) != len(equivalence):
+        return {"levels": []}
+    comparisons = pd.DataFrame({"effect_pct": effects["pct_change"].astype(float), "p_adj": math.nan,
+                                "tost_p": equivalence["p"].astype(float)})
+    index, _ = choose_level(comparisons, False, 1.0, "maximize", math.inf)
+    row = effects.iloc[index]
+    return {"levels": [], "level": effects["level"].tolist()[index], "effect_pct": float(row["pct_change"]),
+            "effect_ci_low": float(row["ci_low"]), "effect_ci_high": float(row["ci_high"]),
+            "effect_abs": float(row["mean"] - row["baseline_mean"]), "effect_abs_ci_low": math.nan,
+            "effect_abs_ci_high": math.nan}
 
 
 def _current_verdicts(looks: dict) -> pd.Series:
