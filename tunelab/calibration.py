@@ -26,7 +26,7 @@ from tunelab import runner
 from tunelab.designs import Design
 from tunelab.designs.generators import runs_per_replicate
 from tunelab.designs.plan import PLAN_COLUMNS
-from tunelab.model import Phase, json_value
+from tunelab.model import RANGE_DESIGNS, DesignType, Phase, json_value
 from tunelab.store import Store
 
 #: the phase of the A/A trials
@@ -49,11 +49,9 @@ def design_replicates(design: Design) -> int:
 
 def runs_per_level(design: Design, replicates: int) -> float | None:
     """Runs behind one level's mean that a level-vs-baseline comparison uses; None for range designs."""
-    from tunelab.stats.screen import RANGE_DESIGNS   # tunelab.stats (scipy, statsmodels): not on `plan`'s path
-
     if design.design_type in RANGE_DESIGNS:
         return None
-    if design.design_type == "oat":
+    if design.design_type == DesignType.OAT:
         return float(replicates)
     levels = max(len(knob.levels) for knob in design.knobs)
     return replicates * runs_per_replicate(design) / levels

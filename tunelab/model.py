@@ -336,7 +336,14 @@ class Metric:
 # ---- states ---------------------------------------------------------------------------------------
 
 
-class TrialStatus(str, Enum):
+class _ValueEnum(str, Enum):
+    """A ``str`` enum whose text is its value (``f"{Phase.SCREEN}"`` is ``'screen'``)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class TrialStatus(_ValueEnum):
     """What became of a trial. ``running`` is transient; the others are final."""
 
     RUNNING = "running"
@@ -344,9 +351,6 @@ class TrialStatus(str, Enum):
     FLAGGED = "flagged"          # usable but suspicious (e.g. far below the requested rate)
     FAILED = "failed"            # no usable measurement; the reason says why
     INTERRUPTED = "interrupted"  # cut short (Ctrl-C, SIGTERM, a crash); run again on resume
-
-    def __str__(self) -> str:
-        return self.value
 
 
 #: statuses a trial can end with
@@ -357,7 +361,7 @@ DONE_STATUSES = (TrialStatus.OK, TrialStatus.FLAGGED, TrialStatus.FAILED)
 USABLE_STATUSES = (TrialStatus.OK, TrialStatus.FLAGGED)
 
 
-class Phase(str, Enum):
+class Phase(_ValueEnum):
     """Which step of a study a trial belongs to."""
 
     SCREEN = "screen"
@@ -367,14 +371,11 @@ class Phase(str, Enum):
     CONFIRM = "confirm"
     VALIDATE = "validate"
 
-    def __str__(self) -> str:
-        return self.value
-
 
 PHASES = tuple(Phase)
 
 
-class Verdict(str, Enum):
+class Verdict(_ValueEnum):
     """The screen's answer for one knob and metric."""
 
     MATTERS = "matters"
@@ -385,15 +386,39 @@ class Verdict(str, Enum):
     #: reported level, so a metric conditional on it (latency of the answered queries) is not compared
     NOT_COMPARABLE = "not comparable"
 
-    def __str__(self) -> str:
-        return self.value
-
 
 VERDICTS = tuple(Verdict)
 #: verdicts that need no more replicates: a relevant effect, equivalence, or a guard that tripped
 DECIDED_VERDICTS = (Verdict.MATTERS, Verdict.EQUIVALENT, Verdict.NOT_COMPARABLE)
 
-__all__ = ["DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES", "Direction",
-           "FINAL_STATUSES", "HOSTS", "KnobId", "Metric", "PHASES", "ParseError", "Phase", "TrialStatus",
-           "USABLE_STATUSES", "VERDICTS", "Verdict", "json_value", "knob_id", "level_from_json", "level_text",
-           "level_to_json", "level_value"]
+
+class AnalysisKind(_ValueEnum):
+    """How the screen reads a study's runs (``ScreenResult.design``, the JSON's ``design``)."""
+
+    #: one-at-a-time: every run has at most one knob away from its baseline; each knob is compared on
+    #: the baseline runs plus its own runs
+    OAT = "oat"
+    #: knobs varied together (full or fractional factorial, Plackett–Burman): one model of all runs
+    FACTORIAL = "factorial"
+    #: a space-filling design (Latin hypercube, Morris): each knob's effect over its range, no levels
+    RANGE = "range"
+
+
+class DesignType(_ValueEnum):
+    """The design generators (a design file's ``design.type``); ``Design.design_type`` holds the value."""
+
+    OAT = "oat"
+    FULL_FACTORIAL = "full_factorial"
+    FRACTIONAL_FACTORIAL = "fractional_factorial"
+    PLACKETT_BURMAN = "plackett_burman"
+    LATIN_HYPERCUBE = "latin_hypercube"
+    MORRIS = "morris"
+
+
+#: design types the screen reads as space-filling (range) designs: regression or elementary effects, not levels
+RANGE_DESIGNS = (DesignType.LATIN_HYPERCUBE, DesignType.MORRIS)
+
+__all__ = ["AnalysisKind", "DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES", "DesignType",
+           "Direction", "FINAL_STATUSES", "HOSTS", "KnobId", "Metric", "PHASES", "ParseError", "Phase",
+           "RANGE_DESIGNS", "TrialStatus", "USABLE_STATUSES", "VERDICTS", "Verdict", "json_value", "knob_id",
+           "level_from_json", "level_text", "level_to_json", "level_value"]

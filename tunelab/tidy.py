@@ -17,7 +17,7 @@ from tunelab.designs import load_design_text
 from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS
 from tunelab.errors import DataError
 from tunelab.loads.metrics import METRICS
-from tunelab.model import Metric, ParseError, level_text
+from tunelab.model import RANGE_DESIGNS, Metric, ParseError, level_text
 from tunelab.store import TIDY_COLUMNS, Store, store_path_for
 
 # tunelab.stats (scipy, statsmodels: about two seconds) is imported inside the two functions that
@@ -264,7 +264,6 @@ def design_info(design: Any) -> dict[str, Any]:
     """
     from tunelab.designs.generators import GENERATORS
     from tunelab.designs.schema import design_guards
-    from tunelab.stats.screen import RANGE_DESIGNS
 
     import numpy as np
 

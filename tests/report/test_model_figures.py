@@ -223,7 +223,7 @@ def test_response_curves_figure() -> None:
 
 def _verdict(**values) -> dict:
     row = {"knob": "k", "metric": "qps", "test": "ols_type2", "reason": "model residuals normal enough: type II F tests",
-           "p": 0.001, "p_adj": 0.002, "significant": True, "best_level": 16, "effect_pct": -40.0,
+           "p": 0.001, "p_adj": 0.002, "significant": True, "level": 16, "effect_pct": -40.0,
            "effect_ci_low": -50.0, "effect_ci_high": -30.0, "eta2": 0.5, "direction": "worse", "relevant": True,
            "equivalent": False, "verdict": "matters", "effect_abs": math.nan, "effect_abs_ci_low": math.nan,
            "effect_abs_ci_high": math.nan, "scale": "log", "only_when": None}
@@ -235,11 +235,11 @@ def test_summary_says_matters_only_when_and_describes_interactions() -> None:
               "at b=1: k=16 -2.0 % [-9.0 %, +5.0 %] (no clear effect)")
     verdicts = pd.DataFrame([
         _verdict(only_when="b=0"),
-        _verdict(knob="b", best_level=1, verdict="inconclusive", significant=False, relevant=False,
+        _verdict(knob="b", level=1, verdict="inconclusive", significant=False, relevant=False,
                  effect_pct=1.0, effect_ci_low=-3.0, effect_ci_high=5.0, p_adj=0.8, direction="none"),
-        _verdict(knob="k:b", best_level=None, reason=reason, effect_pct=58.0, effect_ci_low=40.0,
+        _verdict(knob="k:b", level=None, reason=reason, effect_pct=58.0, effect_ci_low=40.0,
                  effect_ci_high=80.0, only_when="b=0"),
-        _verdict(knob="k", metric="lost", best_level=16, effect_pct=math.nan, effect_abs=12.0, effect_abs_ci_low=4.0,
+        _verdict(knob="k", metric="lost", level=16, effect_pct=math.nan, effect_abs=12.0, effect_abs_ci_low=4.0,
                  effect_abs_ci_high=20.0, scale="linear", direction="worse"),
     ])
     terms = pd.DataFrame({"metric": ["qps"], "term": ["k:b"], "aliases": ["c:d"]})

@@ -231,7 +231,7 @@ def test_a_knob_whose_direction_depends_on_another_matters_through_the_interacti
     assert c["p_adj"] > 0.05 and c["verdict"] == "matters"
     assert "depends on a" in c["reason"] and "averaged over a it is not significant" in c["reason"]
     assert result.verdicts.set_index("knob").loc["a:c", "verdict"] == "matters"
-    assert result.verdicts["best_level"].tolist()[:2] == [1, 1]          # levels keep their type
+    assert result.verdicts["level"].tolist()[:2] == [1, 1]          # levels keep their type
 
 
 def test_a_morris_design_with_a_list_knob_is_screened_over_the_generators_ranges() -> None:

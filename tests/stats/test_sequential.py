@@ -413,3 +413,23 @@ def test_a_replay_under_other_guards_says_why_its_looks_tested_nothing() -> None
     assert not [n for n in own.settings["notes"] if "had no runs in this round" in n]
     idle = [n for n in other.settings["notes"] if "had no runs in this round" in n]
     assert idle and all("link.mtu[@link]" in n for n in idle), other.settings["notes"]
+
+
+def test_a_row_that_loses_significance_in_the_padded_family_loses_its_significant_level() -> None:
+    """Without alpha recycling b's round-2 family is {b, a := 1}: its p_adj doubles past the look's level,
+    so the row is no longer significant; its ``levels`` (the significant ones) are then empty, its
+    direction none, and its level and effect are still b = 1's change (its only level), the ratio of
+    the means of its runs and the baseline runs (pandas). With recycling the same row matters."""
+    data = _two_rounds(35)
+    kwargs = {"max_replicates": 20, "n_boot": 200}
+    recycled = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs).verdicts.set_index("knob")
+    kept = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, recycle=False,
+                             **kwargs).verdicts.set_index("knob")
+    rows = data[data["a"] == 0]
+    change = 100 * (rows.loc[rows["b"] == 1, "y"].mean() / rows.loc[rows["b"] == 0, "y"].mean() - 1)
+    b = recycled.loc["b"]
+    assert (b["verdict"], b["significant"], b["level"], [e["level"] for e in b["levels"]]) == ("matters", True, 1, [1])
+    b = kept.loc["b"]
+    assert b["p_adj"] == pytest.approx(2 * b["p"]) and b["p"] < b["alpha_nominal"] <= b["p_adj"]
+    assert (b["verdict"], b["significant"], b["direction"], b["levels"]) == ("inconclusive", False, "none", [])
+    assert b["level"] == 1 and b["effect_pct"] == pytest.approx(change, rel=1e-9)

@@ -73,6 +73,6 @@ def test_screen_verdicts_separate_an_equivalent_knob_from_an_active_one() -> Non
     assert verdicts.loc["active", "verdict"] == "matters"
     assert not bool(verdicts.loc["active", "equivalent"])
     assert verdicts.loc["active", "direction"] == "better"
-    assert verdicts.loc["active", "best_level"] == 2
+    assert verdicts.loc["active", "level"] == 2
     assert verdicts.loc["active", "effect_ci_low"] < verdicts.loc["active", "effect_pct"] < \
         verdicts.loc["active", "effect_ci_high"]

@@ -14,11 +14,12 @@ import os
 from typing import Any, Callable
 
 from tunelab.cli.paths import check_output_file, write_failed
+from tunelab.formatting import fmt_abs, fmt_p_exact, fmt_pct, is_number
 from tunelab.model import level_text
 
 #: columns of the screen's verdict table as printed
-VERDICT_COLUMNS = ["knob", "metric", "verdict", "test", "p_adj", "best_level", "effect_pct", "effect_ci_low",
-                   "effect_ci_high", "direction", "equivalent", "only_when"]
+VERDICT_COLUMNS = ["knob", "metric", "verdict", "test", "p_adj", "level", "effect", "ci_low", "ci_high", "direction",
+                   "equivalent", "only_when"]
 #: longest note shown by ``tunelab knobs list`` (csv and json keep the full text)
 NOTE_WIDTH = 80
 #: the banner of every result measured on the simulator target
@@ -141,40 +142,69 @@ def _sequential_lines(rule: dict[str, Any] | None) -> list[str]:
             f"            at most {rule['max_runs']} runs, ~{duration(rule['max_wall_s'])}"]
 
 
-def verdict_table(verdicts: Any, absolute: frozenset[str] = frozenset()) -> str:
-    """The screen's verdict table as readable text (rounded numbers, no reasons); a verdict a guard
-    overruled reads ``not comparable (guard: qps -99.8 %)``.
+def verdict_table(verdicts: Any, absolute: frozenset[str] = frozenset(), levels: bool = False) -> str:
+    """The screen's verdict table as readable text (no reasons); a verdict a guard overruled reads
+    ``not comparable (guard: qps -99.8 %)``.
 
-    Effects are % changes, or differences in the metric's units for the metrics in ``absolute``
-    (those with a ``sesoi_abs``) and wherever a % change is undefined (a baseline mean of 0).
+    Effects are % changes (:func:`~tunelab.formatting.fmt_pct`: a tiny one keeps two significant
+    digits), or differences in the metric's units for the metrics in ``absolute`` (those with a
+    ``sesoi_abs``) and wherever a % change is undefined (a baseline mean of 0); p-values go through
+    :func:`~tunelab.formatting.fmt_p_exact` (an underflowed one reads ``< 1e-300``). With ``levels``
+    every significant level of a row (its ``levels``) gets a line of its own under the row, with the
+    adjusted p of its comparison with the baseline.
     """
     import pandas as pd
 
-    table = verdicts[VERDICT_COLUMNS].copy()
-    guards = verdicts["guard"].tolist() if "guard" in verdicts.columns else [None] * len(verdicts)
-    table["verdict"] = [f"{v} ({g})" if isinstance(g, str) and g else v for v, g in zip(verdicts["verdict"], guards)]
-    table["best_level"] = [("-" if v is None or (isinstance(v, float) and math.isnan(v)) else level_text(v))
-                           for v in verdicts["best_level"].tolist()]
-    table["p_adj"] = table["p_adj"].map(lambda p: f"{p:.3g}" if pd.notna(p) else "-")
-    in_units = [(metric in absolute or pd.isna(pct)) and pd.notna(diff)
-                for metric, pct, diff in zip(verdicts["metric"], verdicts["effect_pct"], verdicts["effect_abs"])]
-    for column, diff_column in (("effect_pct", "effect_abs"), ("effect_ci_low", "effect_abs_ci_low"),
-                                ("effect_ci_high", "effect_abs_ci_high")):
-        table[column] = [(f"{d:+.3g}" if pd.notna(d) else "-") if units else (f"{v:+.1f}%" if pd.notna(v) else "-")
-                         for units, v, d in zip(in_units, verdicts[column], verdicts[diff_column])]
-    table["only_when"] = [text if isinstance(text, str) and text else "-" for text in verdicts["only_when"]]
-    table = table.rename(columns={"effect_pct": "effect", "effect_ci_low": "ci_low", "effect_ci_high": "ci_high"})
-    return table.to_string(index=False)
+    rows = []
+    for row in verdicts.to_dict(orient="records"):
+        units = (row["metric"] in absolute or pd.isna(row["effect_pct"])) and pd.notna(row["effect_abs"])
+        guard = row.get("guard")
+        rows.append({"knob": row["knob"], "metric": row["metric"],
+                     "verdict": f"{row['verdict']} ({guard})" if isinstance(guard, str) and guard else row["verdict"],
+                     "test": row["test"] if isinstance(row["test"], str) else "-", "p_adj": fmt_p_exact(row["p_adj"]),
+                     "level": _level(row["level"]),
+                     **_effect_cells(row["effect_pct"], row["effect_ci_low"], row["effect_ci_high"], row["effect_abs"],
+                                     row["effect_abs_ci_low"], row["effect_abs_ci_high"], units),
+                     "direction": row["direction"], "equivalent": row["equivalent"],
+                     "only_when": row["only_when"] if isinstance(row["only_when"], str) and row["only_when"] else "-"})
+        for extra in (row.get("levels") or [])[1:] if levels else ():
+            rows.append({"knob": "", "metric": "", "verdict": "", "test": "", "p_adj": fmt_p_exact(extra["p_adj"]),
+                         "level": _level(extra["level"]),
+                         **_effect_cells(extra["effect_pct"], extra["ci_low"], extra["ci_high"], extra["effect_abs"],
+                                         extra["abs_ci_low"], extra["abs_ci_high"], units),
+                         "direction": "", "equivalent": "", "only_when": ""})
+    return pd.DataFrame(rows, columns=VERDICT_COLUMNS).to_string(index=False)
 
 
-def screen_text(result: Any) -> str:
-    """What ``tunelab screen`` prints: settings line, verdict table, each verdict's reason, notes."""
+def _level(value: Any) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else level_text(value)
+
+
+def _effect_cells(pct: Any, low: Any, high: Any, diff: Any, diff_low: Any, diff_high: Any,
+                  units: bool) -> dict[str, str]:
+    """The effect and its interval: % changes, or differences in the metric's units (``units``)."""
+    def text(value: Any, in_units: bool) -> str:
+        if not is_number(value):
+            return "-"
+        return fmt_abs(value) if in_units else fmt_pct(value)
+
+    values = (diff, diff_low, diff_high) if units else (pct, low, high)
+    return dict(zip(("effect", "ci_low", "ci_high"), (text(v, units) for v in values)))
+
+
+def screen_text(result: Any, levels: bool = False) -> str:
+    """What ``tunelab screen`` prints: settings line, verdict table (every significant level with
+    ``levels``), each verdict's reason, its post-hoc note and trade-off, the notes."""
     settings = result.settings
     baseline = ", ".join(f"{k}={v}" for k, v in settings["baseline"].items())
     lines = [f"screen: {settings['n_runs']} runs, {result.design} design, alpha={settings['alpha']}, "
              f"correction={settings['correction']}, baselines: {baseline}",
-             verdict_table(result.verdicts, frozenset(m["name"] for m in settings["metrics"] if m.get("sesoi_abs"))), ""]
-    lines += [f"{row.knob} × {row.metric}: {row.reason}" for row in result.verdicts.itertuples(index=False)]
+             verdict_table(result.verdicts, frozenset(m["name"] for m in settings["metrics"] if m.get("sesoi_abs")),
+                           levels), ""]
+    for row in result.verdicts.to_dict(orient="records"):
+        lines.append(f"{row['knob']} × {row['metric']}: {row['reason']}")
+        lines += [f"  {label}: {row[key]}" for key, label in (("posthoc_note", "post-hoc"), ("trade_off", "trade-off"))
+                  if isinstance(row.get(key), str) and row.get(key)]
     lines += [f"note: {note}" for note in settings["notes"]]
     return printable("\n".join(lines))
 

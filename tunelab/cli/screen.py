@@ -48,6 +48,8 @@ def register(subparsers: Any) -> None:
     add("--include-flagged", action="store_true", help="study source: also use flagged trials")
     add("--data-dir", type=Path, default=Path("data"), help="where stores live (default: data)")
     add("--json", metavar="OUT", type=Path, help="write the full result as JSON to OUT")
+    add("--levels", action="store_true",
+        help="list every significant level of a row (its effect, interval and adjusted p), not only the decisive one")
     parser.set_defaults(func=run)
 
 
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     result = tunelab.screen(args.source, metrics=args.metric, knobs=args.knob, baselines=args.baseline,
                             alpha=args.alpha, correction=args.correction, n_boot=args.n_boot, seed=args.seed,
                             include_flagged=args.include_flagged, data_dir=args.data_dir)
-    print(render.screen_text(result))
+    print(render.screen_text(result, levels=args.levels))
     if len(result.testbeds):
         print(spread_text(result.testbeds))
     if args.json is not None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar
 
-from tunelab.model import level_to_json
+from tunelab.model import DesignType, level_to_json
 
 R = TypeVar("R", bound="Ranked")
 
@@ -39,7 +39,7 @@ BUILTIN_APPLY_ORDER: dict[str, int] = {"block.queue.scheduler": -1}
 
 #: design types whose rows can be left out and still be read (one knob at a time, or cells of a
 #: full factorial); the orthogonal fractions and space-filling designs lose their structure
-EXCLUDABLE_TYPES = ("oat", "full_factorial")
+EXCLUDABLE_TYPES = (DesignType.OAT, DesignType.FULL_FACTORIAL)
 
 
 @dataclass(frozen=True)

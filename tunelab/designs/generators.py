@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 
 from tunelab.errors import DesignError
+from tunelab.model import DesignType
 from tunelab.registry import Registry
 
 if TYPE_CHECKING:
@@ -664,22 +665,22 @@ def runs_per_replicate(design: Design) -> int:
         value = design.options.get(key, default)
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
-    extra = option("baseline_runs", 0) if design.design_type != "oat" else 0
+    extra = option("baseline_runs", 0) if design.design_type != DesignType.OAT else 0
     k = len(design.knobs)
-    if design.design_type == "oat":
+    if design.design_type == DesignType.OAT:
         varied = sum(len(knob.levels) - 1 for knob in design.knobs)
         return varied + math.ceil(varied / option("baseline_every", 2))
-    if design.design_type == "full_factorial":
+    if design.design_type == DesignType.FULL_FACTORIAL:
         return math.prod(len(knob.levels) for knob in design.knobs) + extra
-    if design.design_type == "fractional_factorial":
+    if design.design_type == DesignType.FRACTIONAL_FACTORIAL:
         generators = design.options.get("generators")
         if isinstance(generators, (list, tuple)) and generators:
             return 2 ** max(k - len(generators), 0) + extra
         return min(option("runs", MAX_FRACTIONAL_RUNS), MAX_FRACTIONAL_RUNS) + extra
-    if design.design_type == "plackett_burman":
+    if design.design_type == DesignType.PLACKETT_BURMAN:
         return option("runs", 4 * (k // 4 + 1)) + extra
-    if design.design_type == "latin_hypercube":
+    if design.design_type == DesignType.LATIN_HYPERCUBE:
         return option("samples", 2) + extra
-    if design.design_type == "morris":
+    if design.design_type == DesignType.MORRIS:
         return option("trajectories", 10) * (k + 1) + extra
     return extra + 1

@@ -33,7 +33,7 @@ from tunelab.designs.constraints import Constraints, entry_text, in_write_order,
 from tunelab.designs.generators import GENERATORS, DesignRows
 from tunelab.designs.schema import Design, design_commands
 from tunelab.errors import DesignError
-from tunelab.model import level_to_json
+from tunelab.model import DesignType, level_to_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -267,7 +267,7 @@ def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
     """
     rows = _rows(design)
     fractional = None
-    if design.design_type == "fractional_factorial":
+    if design.design_type == DesignType.FRACTIONAL_FACTORIAL:
         fractional = {key: rows.info[key] for key in ("resolution", "generators", "defining_relation", "aliases", "letters")}
     host_global = design.host_global_knobs
     warnings = []

@@ -31,7 +31,8 @@ from tunelab.paths import read_capped_text
 from tunelab.knobs import Knob, get_knob
 from tunelab.knobs.families import check_design_device
 from tunelab.loads import Load, get_load
-from tunelab.model import HOSTS, METRIC_SCALES, Direction, Metric, ParseError, knob_id, level_from_json, level_to_json
+from tunelab.model import (HOSTS, METRIC_SCALES, RANGE_DESIGNS, DesignType, Direction, Metric, ParseError, knob_id,
+                           level_from_json, level_to_json)
 from tunelab.targets import TARGETS, check_target_spec, target_commands
 
 #: target types of Contract 4 (the targets registry may add more)
@@ -847,10 +848,13 @@ def _parse_guards(ctx: _Context, data: Mapping[str, Any], load: LoadSpec) -> Gua
 
 
 def design_guards(design: "Design") -> dict[str, Any]:
-    """The guards a screen of ``design`` applies: ``{"guards": [spec, ...], "conditional_on": {metric: [guard]}}``.
+    """The guards a screen of ``design`` applies: ``{"guards": [spec, ...], "conditional_on": {metric: [guard]},
+    "trade_offs": {metric: [other]}}``.
 
     Every metric the load reports is conditional on its metrics entry's ``conditional_on`` or else on
-    the load's default (:attr:`tunelab.loads.Load.conditional_on`); a ``guards:`` entry that no metric
+    the load's default (:attr:`tunelab.loads.Load.conditional_on`) when the load's schema says it is
+    measured on survivors (:attr:`tunelab.loads.base.MetricInfo.on_survivors`); otherwise the load's
+    related metrics are its trade-offs, shown beside its verdict. A ``guards:`` entry that no metric
     is conditional on guards every metric that is not itself a guard and has no ``conditional_on`` of
     its own. A guard's direction and SESOI come from its ``guards:`` entry, else from the design's
     metrics entry of that name, else from the load's schema (``sesoi_abs`` or 5 %); each spec adds
@@ -869,10 +873,14 @@ def design_guards(design: "Design") -> dict[str, Any]:
     defaults = dict(getattr(load_cls, "conditional_on", {}) or {}) if load_cls is not None else {}
     explicit = design.guards.conditional_on
     names = list(dict.fromkeys([*known, *(m.name for m in design.metrics)]))
-    conditional = {name: list(explicit.get(name, defaults.get(name, ()))) for name in names}
+    related = {name: list(explicit.get(name, defaults.get(name, ()))) for name in names}
+    # the load's relations are guards for a metric measured on survivors, trade-offs otherwise (the schema says)
+    on_survivors = {name: name in explicit or getattr(known.get(name), "on_survivors", True) for name in names}
+    conditional = {name: guards if on_survivors[name] else [] for name, guards in related.items()}
+    trade_offs = {name: others for name, others in related.items() if not on_survivors[name] and others}
     named = dict.fromkeys(g for guards in conditional.values() for g in guards)
     declared = {m.name: m for m in design.guards.guards}
-    active = list(dict.fromkeys([*named, *declared]))
+    active = list(dict.fromkeys([*named, *declared, *(o for others in trade_offs.values() for o in others)]))
     unattached = [g for g in declared if g not in named]
     for name, guards in conditional.items():
         if name not in explicit and name not in active:
@@ -887,7 +895,8 @@ def design_guards(design: "Design") -> dict[str, Any]:
         if name in GUARD_WORDS:
             spec["words"] = list(GUARD_WORDS[name])
         specs.append(spec)
-    return {"guards": specs, "conditional_on": {name: guards for name, guards in conditional.items() if guards}}
+    return {"guards": specs, "conditional_on": {name: guards for name, guards in conditional.items() if guards},
+            "trade_offs": trade_offs}
 
 
 def _parse_identity(ctx: _Context, data: Mapping[str, Any]) -> dict[str, str]:
@@ -968,7 +977,7 @@ def _parse_design_section(ctx: _Context, raw: Any) -> dict[str, Any]:
     for key, value in options.items():
         if isinstance(value, int) and not isinstance(value, bool) and value > MAX_OPTION_VALUE:
             raise ctx.limit(("design", "options", key), ("MAX_OPTION_VALUE", MAX_OPTION_VALUE), value)
-    if sequential is not None and design_type != "oat":
+    if sequential is not None and design_type != DesignType.OAT:
         raise ctx.error(("design", "replicates"), f"sequential replicates add runs to the undecided levels of a "
                         f"one-at-a-time (oat) design; a {design_type} design is read through one model of all its "
                         "runs, so give it a fixed number: replicates: N")
@@ -1052,7 +1061,7 @@ def _parse_noise(ctx: _Context, raw: Any) -> NoiseSpec:
 def _check_model_size(ctx: _Context, design: Design) -> None:
     """The screen's model must leave residual degrees of freedom (or be a saturated two-level design)."""
     interactions = design.analysis.interactions
-    if design.design_type == "oat" or interactions in ("auto", "none"):
+    if design.design_type == DesignType.OAT or interactions in ("auto", "none"):
         return
     ids = design.knob_ids
     levels = {k.id: len(k.levels) for k in design.knobs}
@@ -1082,7 +1091,7 @@ def plan_runs_per_replicate(design: Design) -> int:
 
 
 #: design types whose screen reads knob ranges (regression, elementary effects): no profile factor there
-_RANGE_TYPES = ("latin_hypercube", "morris")
+_RANGE_TYPES = RANGE_DESIGNS
 
 
 def _check_profiles(ctx: _Context, design: Design) -> None:

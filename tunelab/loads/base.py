@@ -49,6 +49,10 @@ class MetricInfo:
     description: str = ""
     #: the default smallest effect of interest as a difference (counts whose baseline is often 0)
     sesoi_abs: float | None = None
+    #: measured only on the work that survived (latency of the answered queries, of the completed
+    #: requests): where a related metric (the load's ``conditional_on``) degrades, this one is not
+    #: comparable (a guard); a metric not measured on survivors shows the related one as a trade-off
+    on_survivors: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "direction", Direction.parse(self.direction).value)
@@ -83,9 +87,12 @@ class Load(abc.ABC):
     runs_on: str = "client"
     profiles: Mapping[str, Mapping[str, Any]] = {}
     metrics: Mapping[str, MetricInfo] = {}
-    #: metric -> the guard metrics it is conditional on (latency is timed on answered queries only): at a
+    #: metric -> the metrics it is related to. For a metric measured on survivors
+    #: (:attr:`MetricInfo.on_survivors`: latency is timed on answered queries only) they are guards: at a
     #: level where a guard degrades beyond its SESOI the screen reports the metric as ``not comparable``.
-    #: The guards keep their :class:`MetricInfo` direction and SESOI; a design may override both.
+    #: For any other metric they are trade-offs, shown beside its verdict (iperf3's throughput is goodput,
+    #: already net of retransmissions: the retransmits are a cost, not a selection of what was measured).
+    #: They keep their :class:`MetricInfo` direction and SESOI; a design may override both.
     conditional_on: Mapping[str, tuple[str, ...]] = {}
 
     def settings(self, profile: str | None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

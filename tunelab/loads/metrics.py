@@ -19,13 +19,14 @@ METRICS: Mapping[str, MetricInfo] = {
     "requested_qps": MetricInfo("1/s", _MAX, "the query rate that was asked for (-Q); a setting, echoed for context"),
     "achieved_qps": MetricInfo("1/s", _MAX, "queries sent per second over the whole run (what the generator offered)"),
     "requests_per_s": MetricInfo("1/s", _MAX, "completed HTTP requests per second over the run"),
-    # latencies of a request/query (milliseconds)
-    "latency_mean_ms": MetricInfo("ms", _MIN, "mean request/query latency"),
-    "latency_stddev_ms": MetricInfo("ms", _MIN, "standard deviation of request/query latency"),
-    "latency_max_ms": MetricInfo("ms", _MIN, "largest request/query latency"),
-    "latency_p50_ms": MetricInfo("ms", _MIN, "median request/query latency"),
-    "latency_p99_ms": MetricInfo("ms", _MIN, "99th percentile of request/query latency"),
-    "conn_latency_mean_ms": MetricInfo("ms", _MIN, "mean TCP connection set-up latency (dnsperf -m tcp)"),
+    # latencies of a request/query (milliseconds), timed on the answered queries / completed requests only
+    "latency_mean_ms": MetricInfo("ms", _MIN, "mean request/query latency", on_survivors=True),
+    "latency_stddev_ms": MetricInfo("ms", _MIN, "standard deviation of request/query latency", on_survivors=True),
+    "latency_max_ms": MetricInfo("ms", _MIN, "largest request/query latency", on_survivors=True),
+    "latency_p50_ms": MetricInfo("ms", _MIN, "median request/query latency", on_survivors=True),
+    "latency_p99_ms": MetricInfo("ms", _MIN, "99th percentile of request/query latency", on_survivors=True),
+    "conn_latency_mean_ms": MetricInfo("ms", _MIN, "mean TCP connection set-up latency (dnsperf -m tcp)",
+                                       on_survivors=True),
     # losses and errors
     # losses and errors are often 0 at the baseline, so their SESOI is a difference (sesoi_abs):
     # 10 lost queries is 0.1 % of a 1 s run at 10k QPS; 0.1 percentage point of those sent

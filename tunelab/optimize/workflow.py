@@ -79,7 +79,7 @@ def screened_knobs(store_path: str | Path, design: Design, metric: Metric,
     result = screen(data, [metric], design.knob_ids, design.baseline, design=design_info(design))
     verdicts = result.verdicts[result.verdicts["metric"] == metric.name]
     chosen = verdicts[(verdicts["verdict"] == Verdict.MATTERS) & (verdicts["direction"] == "better")]
-    best = {row.knob: level_value(row.best_level) for row in chosen.itertuples()}
+    best = {row.knob: level_value(row.level) for row in chosen.itertuples()}
     knobs = list(dict.fromkeys(chosen["knob"]))
     if include_inconclusive:
         knobs += [k for k in dict.fromkeys(verdicts.loc[verdicts["verdict"] == Verdict.INCONCLUSIVE, "knob"])

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from tunelab.errors import TunelabError
+from tunelab.model import AnalysisKind
 from tunelab.report.loading import ReportError, Study, StudyInputs, UnknownParameterError, load_study, screen_study
 from tunelab.store import check_study_name
 
@@ -347,7 +348,7 @@ def _model_figure_html(result: ScreenResult, metric: str, baseline: Mapping[str,
     from tunelab.report import figures
 
     means = result.emmeans[result.emmeans["metric"] == metric]
-    if result.design == "oat" or means.empty:
+    if result.design == AnalysisKind.OAT or means.empty:
         return ""
     if means["by"].notna().any():
         return _figure_html(figures.interaction_plot(result.emmeans, metric, baseline),
@@ -396,7 +397,7 @@ def index_html(study: Study, inputs: StudyInputs, result: ScreenResult, runs: Se
 
     focus = inputs.metric
     band = focus.get("sesoi_pct") if focus.get("sesoi_abs") is None else None
-    interval = "95 % bootstrap CI" if result.design == "oat" else "95 % CI from the model (Dunnett-adjusted)"
+    interval = "95 % bootstrap CI" if result.design == AnalysisKind.OAT else "95 % CI from the model (Dunnett-adjusted)"
     figures_html = "\n".join([_key_figures_html(result, inputs, band, interval),
                               _model_figure_html(result, focus["name"], inputs.baseline)])
     description = study.design.description.strip() if study.design is not None and study.design.description else ""
@@ -404,6 +405,6 @@ def index_html(study: Study, inputs: StudyInputs, result: ScreenResult, runs: Se
         "report_index.html.j2", title=f"tunelab report: {study.name}", study_name=study.name, store=str(study.path),
         written=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), description=description,
         summary_html=Markup(markdown_to_html(summary_markdown(result, inputs))),
-        verdicts_html=Markup(verdicts_html(result.verdicts, inputs.metrics)), factorial=result.design != "oat",
+        verdicts_html=Markup(verdicts_html(result.verdicts, inputs.metrics)), factorial=result.design != AnalysisKind.OAT,
         interval=interval, focus=focus["name"], figures_html=Markup(figures_html), runs=list(runs),
         methods_html=Markup(markdown_to_html(methods_markdown(study, inputs, result, n_boot=n_boot)))))

@@ -30,6 +30,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from scipy import stats as ss
 
 from tunelab.errors import DataError
+from tunelab.model import AnalysisKind
 from tunelab.formatting import fmt_plain
 from tunelab.stats import sorted_levels
 from tunelab.stats.model_screen import profile_effects
@@ -90,10 +91,10 @@ def _labelled(data: pd.DataFrame, knob: str, metric: str) -> tuple[pd.DataFrame,
 
 
 def knob_rows(data: pd.DataFrame, knob: str, knobs: Sequence[str], baseline: Mapping[str, Any],
-              design: str = "factorial") -> pd.DataFrame:
+              design: AnalysisKind = AnalysisKind.FACTORIAL) -> pd.DataFrame:
     """The runs that inform ``knob`` as :func:`tunelab.stats.screen` analyses them: for a one-at-a-time
     design (``design='oat'``) the runs with every other knob at its baseline, otherwise all runs."""
-    if design != "oat":
+    if design != AnalysisKind.OAT:
         return data
     keep = np.ones(len(data), dtype=bool)
     for other in knobs:
@@ -103,7 +104,7 @@ def knob_rows(data: pd.DataFrame, knob: str, knobs: Sequence[str], baseline: Map
 
 
 def levels_figure(data: pd.DataFrame, knobs: Sequence[str], metric: str, baseline: Mapping[str, Any],
-                  letters: Mapping[str, Mapping[Any, str]] | None = None, design: str = "factorial",
+                  letters: Mapping[str, Mapping[Any, str]] | None = None, design: AnalysisKind = AnalysisKind.FACTORIAL,
                   ncols: int = 3, title: str | None = None) -> Figure:
     """One panel per knob: box plot of ``metric`` per level with every run as a dot; the baseline
     level in orange with a dashed line at its mean.

@@ -62,7 +62,7 @@ def _verdict_change(row: Mapping[str, Any], absolute: bool) -> str:
         text = fmt_abs_interval(row["effect_abs"], row.get("effect_abs_ci_low"), row.get("effect_abs_ci_high"))
     else:
         text = fmt_pct_interval(row["effect_pct"], row["effect_ci_low"], row["effect_ci_high"])
-    interaction = ":" in str(row["knob"]) and not present(row.get("best_level"))
+    interaction = ":" in str(row["knob"]) and not present(row.get("level"))
     return f"effects differ by {text}" if interaction and text != "n/a" else text
 
 
@@ -81,7 +81,7 @@ def verdict_frame(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] |
         "metric": verdicts["metric"],
         "verdict": [f"{v} ({g})" if present(g) else v for v, g in
                     zip(verdicts["verdict"], verdicts.get("guard", pd.Series([None] * len(verdicts))))],
-        "level": verdicts["best_level"].map(lambda v: "-" if not present(v) else level_label(v)),
+        "level": verdicts["level"].map(lambda v: "-" if not present(v) else level_label(v)),
         "change vs baseline": [_verdict_change(r, r["metric"] in absolute) for r in records],
         "p_adj": verdicts["p_adj"].map(fmt_p_exact),
         "test": verdicts["test"].map(lambda t: "-" if t is None or pd.isna(t) else short_test_name(t)),
@@ -175,7 +175,7 @@ def significant_pairs(verdicts: pd.DataFrame) -> list[tuple[str, str, str]]:
                **{test: "model_dunnett" for test in MODEL_TEST_TEXT}}
     chosen = verdicts[verdicts["significant"].astype(bool) & ~verdicts["test"].isin(RANGE_TESTS)]
     return [(r.knob, r.metric, methods.get(r.test, "tukey_hsd")) for r in chosen.itertuples(index=False)
-            if not (":" in str(r.knob) and not present(r.best_level))]
+            if not (":" in str(r.knob) and not present(r.level))]
 
 
 def posthoc_detail(result: ScreenResult, inputs: StudyInputs, knob: str, metric: str, method: str) -> dict[str, Any]:

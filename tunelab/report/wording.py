@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from tunelab.formatting import fmt_abs, fmt_ci, fmt_number, fmt_p, fmt_pct, fmt_sig
+from tunelab.model import AnalysisKind, DesignType
 from tunelab.report.figures import level_label
 from tunelab.report.loading import (Study, StudyInputs, foreign_load, machine, pinning_text, planned_runs,
                                     repeated_trials, software_versions, trial_provenance)
@@ -50,9 +51,9 @@ CORRECTION_TEXT = {"holm": "Holm's step-down method (family-wise error rate)",
                    "none": "no correction"}
 
 
-DESIGN_TEXT = {"oat": "one-at-a-time (OAT)", "full_factorial": "full factorial",
-               "fractional_factorial": "fractional factorial", "plackett_burman": "Plackett–Burman",
-               "latin_hypercube": "Latin hypercube"}
+DESIGN_TEXT = {DesignType.OAT: "one-at-a-time (OAT)", DesignType.FULL_FACTORIAL: "full factorial",
+               DesignType.FRACTIONAL_FACTORIAL: "fractional factorial", DesignType.PLACKETT_BURMAN: "Plackett–Burman",
+               DesignType.LATIN_HYPERCUBE: "Latin hypercube"}
 
 
 VERDICT_ORDER = {"matters": 0, "not comparable": 1, "inconclusive": 2, "no effect (equivalent)": 3, "untestable": 4}
@@ -193,11 +194,11 @@ def summary_sentences(result: ScreenResult, inputs: StudyInputs) -> list[str]:
         spec = specs.get(row.metric, {})
         band = sesoi_text(spec)
         absolute = spec.get("sesoi_abs") is not None
-        if ":" in str(row.knob) and not present(row.best_level):
+        if ":" in str(row.knob) and not present(row.level):
             lines.append(_interaction_sentence(row, band, absolute, aliases.get((row.metric, row.knob), "")))
             continue
         base = level_label(inputs.baseline.get(row.knob))
-        level = level_label(row.best_level)
+        level = level_label(row.level)
         test = short_test_name(row.test)
         only_when = getattr(row, "only_when", None)
         effect = float(row.effect_abs) if absolute and math.isfinite(float(getattr(row, "effect_abs", math.nan))) \
@@ -274,7 +275,7 @@ def model_lines(result: ScreenResult, inputs: StudyInputs | None = None) -> list
     freedom, the tests and why they were chosen, aliased effects and the model's notes. Empty for
     one-at-a-time designs (no model of the whole design)."""
     terms_all = result.model_terms
-    if result.design == "oat":
+    if result.design == AnalysisKind.OAT:
         return []
     lines = []
     metrics = list(dict.fromkeys(terms_all["metric"]))
@@ -312,10 +313,10 @@ def model_lines(result: ScreenResult, inputs: StudyInputs | None = None) -> list
 def model_markdown(result: ScreenResult, inputs: StudyInputs | None = None) -> str:
     """What the model route did, in words (Markdown): the model, its scale, the tests and aliases per
     metric (:func:`model_lines`); a one-sentence note for one-at-a-time designs."""
-    if result.design == "oat":
+    if result.design == AnalysisKind.OAT:
         return ("One-at-a-time design: every run varies at most one knob, so there is no model of the whole "
                 "design; each knob is tested on the baseline runs plus its own runs (see *Omnibus tests*).")
-    if result.design == "range":
+    if result.design == AnalysisKind.RANGE:
         intro = ("A range (space-filling) design: one regression per metric of all usable runs on every knob's value "
                  "over its range; each knob's response curve shows the predicted metric across that range.")
     else:
@@ -397,7 +398,7 @@ def _range_tests_text(result: ScreenResult) -> list[str]:
 
 def _order_text(design: Any) -> str:
     """How the plan ordered the runs (see :func:`tunelab.designs.make_plan`)."""
-    every = design.options.get("baseline_every", 2 if design.design_type == "oat" else None)
+    every = design.options.get("baseline_every", 2 if design.design_type == DesignType.OAT else None)
     if every:
         return (f"Within each replicate the varied runs ran in random order (seed {design.seed}), with a baseline "
                 f"run first and after every {every} varied runs, so drift shows in the baseline.")
@@ -496,9 +497,9 @@ def methods_markdown(study: Study, inputs: StudyInputs, result: ScreenResult, n_
     """The methods section (Markdown): design, runs, load, tests chosen and why, multiplicity
     correction, effect sizes and equivalence, software versions, kernel and CPU."""
     design = study.design
-    if result.design == "factorial":
+    if result.design == AnalysisKind.FACTORIAL:
         tests = _model_tests_text(result, inputs)
-    elif result.design == "range":
+    elif result.design == AnalysisKind.RANGE:
         tests = _range_tests_text(result)
     else:
         tests = _oat_tests_text(result, inputs, n_boot)

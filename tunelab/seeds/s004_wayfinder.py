@@ -369,7 +369,7 @@ def page(stores: Path) -> StudyPage:
     response = getattr(result, "response", None)
     shown.extend(_response_figures(study, response, default))
     columns = [c for c in ("knob", "metric", "verdict", "p_adj", "effect_pct", "effect_ci_low", "effect_ci_high",
-                           "best_level") if c in verdicts.columns]
+                           "level") if c in verdicts.columns]
     screen_table = verdicts[columns].merge(range_extremes(response), on=["knob", "metric"], how="left")
     return StudyPage(
         measured=_measured(finals, change, _knob_text(best_config), len(best_values), len(default_values),

@@ -20,7 +20,10 @@ from tunelab.stats.multiplicity import adjust
 from tunelab.stats.omnibus import anova_factorial, anova_oneway, kruskal, lenth_effects, welch_anova
 from tunelab.stats.posthoc import compact_letters, dunn, games_howell, to_matrix, tukey_hsd
 from tunelab.stats.power import achieved_power, replicates_needed
-from tunelab.stats.screen import ScreenResult, design_kind, recommend, schema, screen
+from tunelab.stats.oneway import recommend
+from tunelab.stats.screen_data import design_kind
+from tunelab.stats.screen_result import ScreenResult, schema
+from tunelab.stats.screening import screen
 from tunelab.stats.sequential import SPENDING, look_alphas, pending_levels, sequential_screen, spent_alpha
 from tunelab.stats.workloads import share_improved, workload_improvements
 

@@ -43,10 +43,10 @@ def normality(data: pd.DataFrame, dv: str, between: str, standardize: bool = Fal
     ['test', 'statistic', 'p', 'n']
     """
     clean = check_input(data, dv, between)
-    return pd.DataFrame([_normality_row(Groups.of(clean, dv, between), dv, standardize)])
+    return pd.DataFrame([normality_row(Groups.of(clean, dv, between), dv, standardize)])
 
 
-def _normality_row(groups: Groups, dv: str, standardize: bool = False) -> dict[str, Any]:
+def normality_row(groups: Groups, dv: str, standardize: bool = False) -> dict[str, Any]:
     """:func:`normality`'s row on already grouped values (residuals kept in row order)."""
     values = groups.y - origin(groups.y)            # exact residuals with a large constant offset
     means = np.array([np.mean(y) for y in centred(groups.samples)])
@@ -79,10 +79,10 @@ def sd_ratio(data: pd.DataFrame, dv: str, between: str) -> float:
     2.0
     """
     clean = check_input(data, dv, between)
-    return _sd_ratio(grouped(clean, dv, between)[1])
+    return samples_sd_ratio(grouped(clean, dv, between)[1])
 
 
-def _sd_ratio(samples: list[np.ndarray]) -> float:
+def samples_sd_ratio(samples: list[np.ndarray]) -> float:
     sds = np.array([np.std(y, ddof=1) for y in centred(samples)])
     if (sds == 0).all():
         return float("nan")
@@ -102,11 +102,11 @@ def homoscedasticity(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
         ``statistic`` and ``p`` are NaN when every group is constant.
     """
     clean = check_input(data, dv, between)
-    return pd.DataFrame(_homoscedasticity_rows(grouped(clean, dv, between)[1]),
+    return pd.DataFrame(homoscedasticity_rows(grouped(clean, dv, between)[1]),
                         columns=["test", "statistic", "df1", "df2", "p"])
 
 
-def _homoscedasticity_rows(samples: list[np.ndarray]) -> list[dict[str, Any]]:
+def homoscedasticity_rows(samples: list[np.ndarray]) -> list[dict[str, Any]]:
     """:func:`homoscedasticity`'s rows on already grouped values."""
     k, n = len(samples), sum(len(y) for y in samples)
     rows = []

@@ -32,7 +32,7 @@ from scipy import stats as ss
 
 from tunelab.errors import DataError
 from tunelab.stats._validate import check_columns, check_input, encode, level_matches, sorted_levels
-from tunelab.stats.model_screen import _tost
+from tunelab.stats.model_screen import tost_p_values
 from tunelab.stats.multiplicity import adjust
 from tunelab.stats.numerics import shifted
 from tunelab.stats.posthoc import POSTHOC_COLUMNS
@@ -230,7 +230,7 @@ def lsmeans_equivalence(fit: BlockedFit, levels: Sequence[Any], baseline: Any, s
         difference = float(fit.lsmeans[i] - base_mean)
         variance = fit.cov_hc3[i, i] + fit.cov_hc3[base, base] - 2.0 * fit.cov_hc3[i, base]
         se = math.sqrt(variance) if variance > 0 else 0.0
-        p_lower, p_upper = _tost(difference, se, fit.df_resid, -margin, margin, alpha)
+        p_lower, p_upper = tost_p_values(difference, se, fit.df_resid, -margin, margin, alpha)
         rows.append({"level": level, "baseline": baseline, "pct_change": 100.0 * difference / base_mean,
                      "lower_bound": -margin, "upper_bound": margin, "p_lower": p_lower, "p_upper": p_upper,
                      "p": max(p_lower, p_upper), "equivalent": bool(max(p_lower, p_upper) < alpha),
@@ -274,7 +274,7 @@ def _stratified_moments(scores: np.ndarray, codes: np.ndarray, strata: np.ndarra
     return total, expected, cov, np.bincount(codes, minlength=k).astype(float)
 
 
-def _stratified_kruskal_values(y: np.ndarray, codes: np.ndarray, strata: np.ndarray, k: int) -> dict[str, float]:
+def stratified_kruskal_values(y: np.ndarray, codes: np.ndarray, strata: np.ndarray, k: int) -> dict[str, float]:
     """:func:`stratified_kruskal`'s numbers ``{H, df, p, epsilon2}`` on coded arrays."""
     total, expected, cov, _ = _stratified_moments(van_elteren_scores(y, strata), codes, strata, k)
     if not np.abs(cov).max(initial=0.0) > 0:
@@ -319,10 +319,10 @@ def stratified_kruskal(data: pd.DataFrame, dv: str, between: str, strata: str) -
     7.714
     """
     levels, codes, y, strata_codes = _grouped_with_strata(data, dv, between, strata)
-    return pd.DataFrame([{"source": between, **_stratified_kruskal_values(y, codes, strata_codes, len(levels))}])
+    return pd.DataFrame([{"source": between, **stratified_kruskal_values(y, codes, strata_codes, len(levels))}])
 
 
-def _stratified_dunn_table(levels: list[Any], y: np.ndarray, codes: np.ndarray, strata: np.ndarray,
+def stratified_dunn_table(levels: list[Any], y: np.ndarray, codes: np.ndarray, strata: np.ndarray,
                            p_adjust: str) -> pd.DataFrame:
     """:func:`stratified_dunn` on coded arrays."""
     k = len(levels)
@@ -359,7 +359,7 @@ def stratified_dunn(data: pd.DataFrame, dv: str, between: str, strata: str, p_ad
         two-sided, ``p_adj`` adjusted with ``p_adjust`` over the pairs.
     """
     levels, codes, y, strata_codes = _grouped_with_strata(data, dv, between, strata)
-    return _stratified_dunn_table(levels, y, codes, strata_codes, p_adjust)
+    return stratified_dunn_table(levels, y, codes, strata_codes, p_adjust)
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from tunelab.errors import DataError
 from tunelab.stats._validate import check_input, grouped
 
 
-def _sample(levels: list[Any], samples: list[np.ndarray], between: str, level: Any, role: str) -> np.ndarray:
+def level_sample(levels: list[Any], samples: list[np.ndarray], between: str, level: Any, role: str) -> np.ndarray:
     for candidate, y in zip(levels, samples):
         if candidate == level:
             return y
@@ -43,8 +43,8 @@ def cohens_d(data: pd.DataFrame, dv: str, between: str, group1: Any, group2: Any
     """
     clean = check_input(data, dv, between)
     levels, samples = grouped(clean, dv, between)
-    x1 = _sample(levels, samples, between, group1, "group1")
-    x2 = _sample(levels, samples, between, group2, "group2")
+    x1 = level_sample(levels, samples, between, group1, "group1")
+    x2 = level_sample(levels, samples, between, group2, "group2")
     d = float(pg.compute_effsize(x2, x1, paired=False, eftype="cohen"))
     g = float(pg.compute_effsize(x2, x1, paired=False, eftype="hedges"))
     ci = pg.compute_esci(stat=g, nx=len(x2), ny=len(x1), eftype="hedges", decimals=15)
@@ -141,17 +141,17 @@ def pct_change(
     _check_boot(n_boot, ci)
     clean = check_input(data, dv, between)
     levels, samples = grouped(clean, dv, between)
-    return _pct_change_table(levels, samples, between, dv, baseline, n_boot, seed, ci)
+    return pct_change_table(levels, samples, between, dv, baseline, n_boot, seed, ci)
 
 
-def _pct_change_table(levels: list[Any], samples: list[np.ndarray], between: str, dv: str, baseline: Any,
+def pct_change_table(levels: list[Any], samples: list[np.ndarray], between: str, dv: str, baseline: Any,
                       n_boot: int, seed: int, ci: float, cache: dict | None = None) -> pd.DataFrame:
     """:func:`pct_change` on grouped values. ``cache`` (a dict the caller keeps) reuses the
     baseline's resampled means when the same baseline values, ``n_boot`` and ``seed`` come again,
     as in a one-at-a-time screen where every knob shares the baseline runs."""
     _check_boot(n_boot, ci)
     n_boot = int(n_boot)
-    base = _sample(levels, samples, between, baseline, "baseline")
+    base = level_sample(levels, samples, between, baseline, "baseline")
     base_mean = float(np.mean(base))
     if base_mean == 0:
         raise DataError(f"the baseline {between}={baseline!r} has mean 0 for {dv!r}, so a percent change is "

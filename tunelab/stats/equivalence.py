@@ -9,7 +9,7 @@ from statsmodels.stats.weightstats import ttost_ind
 
 from tunelab.errors import DataError
 from tunelab.stats._validate import check_input, grouped
-from tunelab.stats.effects import _sample
+from tunelab.stats.effects import level_sample
 
 
 def tost(
@@ -45,9 +45,9 @@ def tost(
     _check_tost(sesoi_pct, alpha)
     clean = check_input(data, dv, between)
     levels, samples = grouped(clean, dv, between)
-    x = _sample(levels, samples, between, level, "level")
-    base = _sample(levels, samples, between, baseline, "baseline")
-    return pd.DataFrame([_tost_row(x, base, level, baseline, sesoi_pct, alpha, between, dv)])
+    x = level_sample(levels, samples, between, level, "level")
+    base = level_sample(levels, samples, between, baseline, "baseline")
+    return pd.DataFrame([tost_row(x, base, level, baseline, sesoi_pct, alpha, between, dv)])
 
 
 def _check_tost(sesoi_pct: float, alpha: float) -> None:
@@ -57,7 +57,7 @@ def _check_tost(sesoi_pct: float, alpha: float) -> None:
         raise DataError(f"alpha must be between 0 and 1, got {alpha!r}")
 
 
-def _tost_row(x: np.ndarray, base: np.ndarray, level: Any, baseline: Any, sesoi_pct: float, alpha: float,
+def tost_row(x: np.ndarray, base: np.ndarray, level: Any, baseline: Any, sesoi_pct: float, alpha: float,
               between: str, dv: str) -> dict[str, Any]:
     """:func:`tost`'s row on the two groups' values."""
     _check_tost(sesoi_pct, alpha)

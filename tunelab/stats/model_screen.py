@@ -24,6 +24,8 @@ from tunelab.errors import DataError
 from tunelab.model import Verdict
 from tunelab.stats.linear_model import ModelFit, fit_model
 from tunelab.stats.numerics import first_best
+from tunelab.stats.screen_common import direction_of
+from tunelab.stats.verdict_level import baseline_pairs, choose_level, level_entries, posthoc_note
 
 #: permutations of the Freedman–Lane test: its smallest p is 1 / (N + 1), which must survive a Holm
 #: adjustment over a family of a hundred knob × metric tests
@@ -66,7 +68,7 @@ def _bounds(metric: Mapping[str, Any], scale: str, base_mean: float) -> tuple[fl
     return -share * base_mean, share * base_mean
 
 
-def _tost(estimate: float, se: float, df: float, low: float, high: float, alpha: float) -> tuple[float, float]:
+def tost_p_values(estimate: float, se: float, df: float, low: float, high: float, alpha: float) -> tuple[float, float]:
     if not se > 0:
         return (0.0 if estimate > low else 1.0), (0.0 if estimate < high else 1.0)
     return float(ss.t.sf((estimate - low) / se, df)), float(ss.t.cdf((estimate - high) / se, df))
@@ -99,7 +101,7 @@ def _knob_part(fit: ModelFit, knob: str, metric: Mapping[str, Any], scale: str, 
                         "ci_low": to_metric_scale(row.adj_ci_low, scale, base_mean),
                         "ci_high": to_metric_scale(row.adj_ci_high, scale, base_mean),
                         "estimate": row.estimate, "est_low": row.adj_ci_low, "est_high": row.adj_ci_high})
-        p_lower, p_upper = _tost(row.estimate, row.se, row.df, low, high, alpha)
+        p_lower, p_upper = tost_p_values(row.estimate, row.se, row.df, low, high, alpha)
         equivalence.append({"level": row.level, "baseline": base_level,
                             "pct_change": to_metric_scale(row.estimate, scale, base_mean), "lower_bound": low,
                             "upper_bound": high, "p_lower": p_lower, "p_upper": p_upper, "p": max(p_lower, p_upper),
@@ -224,13 +226,15 @@ def model_verdict(part: dict[str, Any], label: str, metric: Mapping[str, Any], p
                            "significant": significant, "eta2": part["eta2"], "scale": scale, "only_when": None}
     if part["kind"] == "interaction":
         return {**row, **_interaction_verdict(part, label, metric, significant, sesoi, absolute, sign)}
-    effects = part.get("model_effects", part["effects"])
-    size = effects["estimate"] if absolute else effects["pct_change"]
-    gain = sign * size
-    index = first_best(gain) if (gain >= sesoi).any() else first_best(size.abs())   # ties: first level
+    effects = part.get("model_effects", part["effects"]).reset_index(drop=True)
+    comparisons = model_comparisons(part, effects)
+    index, chosen = choose_level(comparisons, significant, alpha, metric["direction"], sesoi, absolute)
     best = effects.loc[index]
-    best_level = effects["level"].tolist()[effects.index.get_loc(index)]   # a row Series would make 128 a float
-    effect = float(size.loc[index])
+    level = effects["level"].tolist()[index]   # a row Series would make 128 a float
+    effect = float((effects["estimate"] if absolute else effects["pct_change"]).loc[index])
+    row.update({"significant": bool(chosen), "levels": level_entries(comparisons, chosen),
+                "posthoc_note": posthoc_note(comparisons, significant, p_adj, alpha, "Dunnett")})
+    significant = bool(chosen)
     relevant = significant and abs(effect) >= sesoi
     partners = [t for t in significant_terms if label in t.split(":")]
     equivalent = bool(part["equivalence"]["equivalent"].all()) and not partners
@@ -261,22 +265,38 @@ def model_verdict(part: dict[str, Any], label: str, metric: Mapping[str, Any], p
                                  "ci_high": to_metric_scale(conditional["high"], scale, base_mean),
                                  "estimate": conditional["estimate"], "est_low": conditional["low"],
                                  "est_high": conditional["high"]}])
-        best, best_level = effects.loc[0], conditional["level"]
+        best, level = effects.loc[0], conditional["level"]
         notes.append(f"the effect shown is the one at {conditional['at']}; averaged over {conditional['at'].split('=')[0]} "
                      "it is not significant")
     verdict = Verdict.MATTERS if relevant else (Verdict.EQUIVALENT if equivalent else Verdict.INCONCLUSIVE)
     gain_sign = sign * float(best["estimate"])
     row.update({
         "reason": part["reason"] + ("; " + "; ".join(notes) if notes else ""),
-        "best_level": best_level, "effect_pct": float(best["pct_change"]),
+        "level": level, "effect_pct": float(best["pct_change"]),
         "effect_ci_low": float(best["ci_low"]), "effect_ci_high": float(best["ci_high"]),
         "effect_abs": float(best["estimate"]) if scale == "linear" else math.nan,
         "effect_abs_ci_low": float(best["est_low"]) if scale == "linear" else math.nan,
         "effect_abs_ci_high": float(best["est_high"]) if scale == "linear" else math.nan,
-        "direction": "none" if not relevant and not significant or gain_sign == 0 else
-        ("better" if gain_sign > 0 else "worse"),
+        "direction": direction_of(verdict, gain_sign),
         "relevant": relevant, "equivalent": equivalent, "verdict": verdict.value})
     return row
+
+
+def model_comparisons(part: dict[str, Any], effects: pd.DataFrame) -> pd.DataFrame:
+    """Each non-baseline level's Dunnett contrast with the baseline (:mod:`tunelab.stats.verdict_level`):
+    its % change and interval (back-transformed from the log scale), its difference and interval
+    in the metric's units (linear scale only), its adjusted p and its TOST p."""
+    linear = part["scale"] == "linear"
+    levels = effects["level"].tolist()
+    base = effects["baseline"].tolist()[0] if len(effects) else None
+    nan = [math.nan] * len(effects)
+    return pd.DataFrame({"level": pd.Series(levels, dtype=object), "effect_pct": effects["pct_change"].astype(float),
+                         "ci_low": effects["ci_low"].astype(float), "ci_high": effects["ci_high"].astype(float),
+                         "effect_abs": effects["estimate"].astype(float) if linear else nan,
+                         "abs_ci_low": effects["est_low"].astype(float) if linear else nan,
+                         "abs_ci_high": effects["est_high"].astype(float) if linear else nan,
+                         "p_adj": baseline_pairs(part["posthoc"], base, levels),
+                         "tost_p": part["equivalence"]["p"].astype(float).tolist()})
 
 
 def _interaction_verdict(part: dict[str, Any], label: str, metric: Mapping[str, Any], significant: bool, sesoi: float,
@@ -298,15 +318,14 @@ def _interaction_verdict(part: dict[str, Any], label: str, metric: Mapping[str, 
     description = "; ".join(_describe_simple(knob, simple_effects(part, knob, other), metric, scale,
                                              base_mean) for knob, other in ((b, a), (a, b)))
     linear = scale == "linear"
-    return {"reason": f"{part['reason']}; {description}", "best_level": None,
+    return {"reason": f"{part['reason']}; {description}", "level": None, "levels": [], "posthoc_note": None,
             "effect_pct": to_metric_scale(float(strongest["estimate"]), scale, base_mean) if strongest is not None else math.nan,
             "effect_ci_low": to_metric_scale(float(strongest["ci_low"]), scale, base_mean) if strongest is not None else math.nan,
             "effect_ci_high": to_metric_scale(float(strongest["ci_high"]), scale, base_mean) if strongest is not None else math.nan,
             "effect_abs": float(strongest["estimate"]) if linear and strongest is not None else math.nan,
             "effect_abs_ci_low": float(strongest["ci_low"]) if linear and strongest is not None else math.nan,
             "effect_abs_ci_high": float(strongest["ci_high"]) if linear and strongest is not None else math.nan,
-            "direction": "none" if not significant or strongest is None else
-            ("better" if sign * float(strongest["estimate"]) > 0 else "worse"),
+            "direction": direction_of(verdict, sign * float(strongest["estimate"]) if strongest is not None else 0.0),
             "relevant": relevant, "equivalent": verdict == Verdict.EQUIVALENT, "verdict": verdict.value,
             "only_when": only}
 

@@ -48,7 +48,7 @@ def anova_oneway(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
     21.0
     """
     clean = check_input(data, dv, between)
-    v = _anova_values(grouped(clean, dv, between)[1])
+    v = anova_values(grouped(clean, dv, between)[1])
     return pd.DataFrame({
         "source": [between, "Residual"],
         "ss": [v["ss_b"], v["ss_w"]],
@@ -61,7 +61,7 @@ def anova_oneway(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
     })
 
 
-def _anova_values(samples: list[np.ndarray]) -> dict[str, float]:
+def anova_values(samples: list[np.ndarray]) -> dict[str, float]:
     """:func:`anova_oneway`'s numbers on already grouped values.
 
     The sums of squares come from the centred two-pass formulas of
@@ -98,10 +98,10 @@ def welch_anova(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
         if np.ptp(y) == 0:
             raise DataError(f"Welch's ANOVA is undefined when a group has no variation: every {dv!r} value of "
                             f"{between} = {level!r} is {y[0]!r}; use kruskal() (rank-based) instead")
-    return pd.DataFrame([{"source": between, **_welch_values(groups)}])
+    return pd.DataFrame([{"source": between, **welch_values(groups)}])
 
 
-def _welch_values(groups: Groups) -> dict[str, float]:
+def welch_values(groups: Groups) -> dict[str, float]:
     """:func:`welch_anova`'s numbers ``{F, df1, df2, p}`` on already grouped values; NaN (not an
     error) when a group has no variation, where Welch's weights ``n / s^2`` are undefined."""
     if any(np.ptp(y) == 0 for y in groups.samples):
@@ -123,10 +123,10 @@ def kruskal(data: pd.DataFrame, dv: str, between: str) -> pd.DataFrame:
         ``rcompanion::epsilonSquared``). H and p are NaN if all values are equal.
     """
     clean = check_input(data, dv, between)
-    return pd.DataFrame([{"source": between, **_kruskal_values(grouped(clean, dv, between)[1])}])
+    return pd.DataFrame([{"source": between, **kruskal_values(grouped(clean, dv, between)[1])}])
 
 
-def _kruskal_values(samples: list[np.ndarray]) -> dict[str, float]:
+def kruskal_values(samples: list[np.ndarray]) -> dict[str, float]:
     """:func:`kruskal`'s numbers ``{H, df, p, epsilon2}`` on already grouped values."""
     n = sum(len(y) for y in samples)
     if max(np.max(y) for y in samples) == min(np.min(y) for y in samples):

@@ -50,7 +50,7 @@ def tukey_hsd(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05) ->
 
     Equal to R ``TukeyHSD(aov(dv ~ between), conf.level = 1 - alpha)`` and to statsmodels
     ``pairwise_tukeyhsd``, whose arithmetic it repeats with a faster studentized-range
-    distribution (see :func:`_tukey_table` and docs/stats-notes.md, "Studentized range speed").
+    distribution (see :func:`tukey_table` and docs/stats-notes.md, "Studentized range speed").
 
     Returns
     -------
@@ -71,10 +71,10 @@ def tukey_hsd(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05) ->
     _check_alpha(alpha)
     clean = check_input(data, dv, between)
     levels, samples = grouped(clean, dv, between)
-    return _tukey_table(levels, samples, alpha)
+    return tukey_table(levels, samples, alpha)
 
 
-def _tukey_table(levels: list[Any], samples: list[np.ndarray], alpha: float) -> pd.DataFrame:
+def tukey_table(levels: list[Any], samples: list[np.ndarray], alpha: float) -> pd.DataFrame:
     """Tukey HSD from the groups' values: statsmodels ``MultiComparison.tukeyhsd`` arithmetic.
 
     statsmodels computes ``MS_within`` (``np.var`` of the group-demeaned values with ``ddof = k``),
@@ -103,14 +103,14 @@ def _tukey_table(levels: list[Any], samples: list[np.ndarray], alpha: float) -> 
     return _pair_table(levels, i1, i2, estimate, half_width, t, n - k, srange.sf(q, k, n - k))
 
 
-def _lsmeans_table(levels: list[Any], means: np.ndarray, cov: np.ndarray, df: float, alpha: float) -> pd.DataFrame:
+def lsmeans_table(levels: list[Any], means: np.ndarray, cov: np.ndarray, df: float, alpha: float) -> pd.DataFrame:
     """Every pair of least-squares means of a blocked model with the Tukey–Kramer adjustment.
 
     ``estimate = mean_j - mean_i`` with ``se`` from the means' covariance ``cov`` (the model's
     residual variance, or its HC3 sandwich), ``t = estimate / se`` on the model's residual ``df``,
     ``p_adj = P(Q > sqrt(2) |t|; k, df)`` (studentized range) and the simultaneous interval
     ``estimate ± q(1 - alpha; k, df) / sqrt(2) · se``: R ``emmeans::pairs(emmeans(fit, "level"),
-    adjust = "tukey")``. With one observation per cell and no block this is :func:`_tukey_table`.
+    adjust = "tukey")``. With one observation per cell and no block this is :func:`tukey_table`.
     """
     k = len(levels)
     i1, i2 = np.triu_indices(k, 1)
@@ -128,7 +128,7 @@ def games_howell(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05)
     ``p_adj`` is the studentized-range p ``P(Q > sqrt(2)|t|; k, df)`` with the Welch–Satterthwaite
     df of each pair, as in R ``rstatix::games_howell_test`` and ``PMCMRplus::gamesHowellTest``.
     The interval is ``estimate ± q(1 - alpha; k, df) / sqrt(2) · se`` (rstatix); pingouin reports
-    no interval. See :func:`_games_howell_table` for why pingouin itself is not called.
+    no interval. See :func:`games_howell_table` for why pingouin itself is not called.
 
     Returns
     -------
@@ -140,10 +140,10 @@ def games_howell(data: pd.DataFrame, dv: str, between: str, alpha: float = 0.05)
     _check_alpha(alpha)
     clean = check_input(data, dv, between)
     levels, samples = grouped(clean, dv, between)
-    return _games_howell_table(levels, samples, alpha)
+    return games_howell_table(levels, samples, alpha)
 
 
-def _games_howell_table(levels: list[Any], samples: list[np.ndarray], alpha: float) -> pd.DataFrame:
+def games_howell_table(levels: list[Any], samples: list[np.ndarray], alpha: float) -> pd.DataFrame:
     """Games–Howell from the groups' values: pingouin ``pairwise_gameshowell`` arithmetic.
 
     pingouin: ``v = var(ddof=1) / n`` per group, ``se = sqrt(v_i + v_j)``, ``T = diff / se``,
@@ -192,10 +192,10 @@ def dunn(data: pd.DataFrame, dv: str, between: str, p_adjust: str = "holm") -> p
         ``ci_low``/``ci_high`` are NaN, ``statistic`` the signed z.
     """
     clean = check_input(data, dv, between)
-    return _dunn_table(Groups.of(clean, dv, between), p_adjust)
+    return dunn_table(Groups.of(clean, dv, between), p_adjust)
 
 
-def _dunn_table(groups: Groups, p_adjust: str) -> pd.DataFrame:
+def dunn_table(groups: Groups, p_adjust: str) -> pd.DataFrame:
     """:func:`dunn` on already grouped values."""
     levels = groups.levels
     ranks = ss.rankdata(groups.y)

@@ -15,8 +15,9 @@ from typing import Any, Mapping
 import pandas as pd
 
 from tunelab.errors import DataError
-from tunelab.model import Verdict
+from tunelab.model import DesignType, Verdict
 from tunelab.stats.model_screen import metric_scale, to_metric_scale
+from tunelab.stats.screen_common import direction_of
 from tunelab.stats.response import morris_effects, range_effects
 
 RESPONSE_COLUMNS = ["metric", "knob", "x", "scale", "estimate", "ci_low", "ci_high", "effect_pct", "effect_ci_low",
@@ -45,7 +46,7 @@ def range_parts(data: pd.DataFrame, metric: Mapping[str, Any], knobs: list[str],
     scale = metric_scale(metric, values)
     sesoi, mean = _sesoi(metric, scale, values)
     ranges = design.get("ranges") or {}
-    if design.get("type") == "morris":
+    if design.get("type") == DesignType.MORRIS:
         points = design.get("points")
         if points is None:
             raise DataError("a Morris screen needs the design's points in trajectory order; screen the study's store")
@@ -115,7 +116,8 @@ def _morris_part(row: Any, metric: Mapping[str, Any], scale: str, sesoi: float, 
     reason = (f"Morris elementary effects: mu*={row.mu_star:.3g} (±{row.mu_star_conf:.3g}), sigma={row.sigma:.3g} over "
               f"the knob's range on the {scale} scale, against a SESOI of {sesoi:.3g}; elementary effects give no "
               "p-value, so these verdicts carry no multiplicity control")
-    return {"kind": "morris", "p": math.nan, "route": "morris", "reason": reason, "eta2": math.nan, "scale": scale,
+    return {"kind": DesignType.MORRIS.value, "p": math.nan, "route": "morris", "reason": reason, "eta2": math.nan,
+            "scale": scale,
             "sesoi": sesoi, "mean": mean, "change": (float(row.mu_star), low, high, math.nan), "mu": float(row.mu),
             "max_abs_ci": float(high), "morris_low": float(low), "effects": pd.DataFrame(),
             "equivalence": pd.DataFrame(), "posthoc": pd.DataFrame(), "omnibus": pd.DataFrame(),
@@ -127,7 +129,7 @@ def range_verdict(part: dict[str, Any], metric: Mapping[str, Any], p_adj: float,
     scale, sesoi, mean = part["scale"], part["sesoi"], part["mean"]
     estimate, low, high, at = part["change"]
     absolute = metric.get("sesoi_abs") is not None
-    if part["kind"] == "morris":
+    if part["kind"] == DesignType.MORRIS:
         significant = bool(part["morris_low"] > sesoi)
         relevant = significant
     else:
@@ -139,10 +141,11 @@ def range_verdict(part: dict[str, Any], metric: Mapping[str, Any], p_adj: float,
     linear = scale == "linear"
     pct = [to_metric_scale(v, scale, mean) for v in (estimate, low, high)] if not absolute else [math.nan] * 3
     return {"test": part["route"], "reason": part["reason"], "p": part["p"], "p_adj": p_adj,
-            "significant": significant, "best_level": None if math.isnan(at) else (int(at) if float(at).is_integer() else at),
+            "significant": significant, "level": None if math.isnan(at) else (int(at) if float(at).is_integer() else at),
             "effect_pct": pct[0], "effect_ci_low": pct[1], "effect_ci_high": pct[2], "eta2": math.nan,
-            "direction": "none" if not significant else ("better" if sign * part.get("mu", estimate) > 0 else "worse"),
+            "direction": direction_of(verdict, sign * part.get("mu", estimate)),
             "relevant": relevant, "equivalent": equivalent, "verdict": verdict.value,
             "effect_abs": estimate if linear else math.nan, "effect_abs_ci_low": low if linear else math.nan,
-            "effect_abs_ci_high": high if linear else math.nan, "scale": scale, "only_when": None}
+            "effect_abs_ci_high": high if linear else math.nan, "scale": scale, "only_when": None, "levels": [],
+            "posthoc_note": None}
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,13 +39,22 @@ from scipy import stats as ss
 from tunelab.errors import DataError
 from tunelab.stats._validate import check_columns
 
-#: columns of the first table of :func:`range_effects`, one row per knob (see its docstring)
+#: columns of the first table of :func:`range_effects`, one row per knob, sorted by ``rank`` (1 = the
+#: largest predicted change from the baseline anywhere in the range, ``max(|change_max|, |change_min|)``):
+#: ``shape`` (``linear`` | ``quadratic``), ``df1``, ``df2``, ``statistic`` (F of the knob's terms) and ``p``;
+#: the coefficients ``linear``, ``quadratic`` (NaN when linear) on the coded scale with their
+#: ``_low``/``_high`` interval; ``baseline``, ``x_min``, ``x_max`` (the observed range); ``change_max`` (the
+#: largest predicted increase over the grid), its interval ``change_max_low``/``change_max_high`` and where
+#: it is, ``x_at_max``; the same for the largest decrease (``change_min``…, ``x_at_min``); ``max_abs_ci``, the
+#: largest absolute bound of the ``1 - 2 alpha`` intervals over the grid: the knob's effect is smaller than
+#: a SESOI everywhere in the range (equivalence) when ``max_abs_ci`` is below it
 TERMS_COLUMNS = ["knob", "rank", "shape", "df1", "df2", "statistic", "p",
                  "linear", "linear_low", "linear_high", "quadratic", "quadratic_low", "quadratic_high",
                  "baseline", "x_min", "x_max",
                  "change_max", "change_max_low", "change_max_high", "x_at_max",
                  "change_min", "change_min_low", "change_min_high", "x_at_min", "max_abs_ci"]
-#: columns of the second table of :func:`range_effects`, ``grid`` rows per knob
+#: columns of the second table of :func:`range_effects`, ``grid`` rows per knob: the predicted change
+#: from the baseline at knob value ``x``, its standard error and ``1 - alpha`` interval
 CURVE_COLUMNS = ["knob", "x", "estimate", "se", "ci_low", "ci_high"]
 #: columns of :func:`morris_effects`, one row per knob
 MORRIS_COLUMNS = ["knob", "mu", "mu_star", "sigma", "mu_star_conf"]
@@ -160,17 +170,9 @@ def _first_confounded(columns: list[np.ndarray], names: list[str]) -> str | None
     return None
 
 
-def range_effects(
-    data: pd.DataFrame,
-    dv: str,
-    knobs: Sequence[str],
-    baseline: Mapping[str, Any],
-    *,
-    x_scale: Mapping[str, str] | None = None,
-    log_y: bool = False,
-    alpha: float = 0.05,
-    grid: int = 21,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def range_effects(data: pd.DataFrame, dv: str, knobs: Sequence[str], baseline: Mapping[str, Any], *,
+                  x_scale: Mapping[str, str] | None = None, log_y: bool = False, alpha: float = 0.05,
+                  grid: int = 21) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One regression of ``dv`` on every knob over its observed range, and each knob's response curve.
 
     Each knob's value ``x`` (or ``log x`` where ``x_scale[knob] == "log"``) is coded to
@@ -209,27 +211,15 @@ def range_effects(
 
     Returns
     -------
-    terms : DataFrame
-        :data:`TERMS_COLUMNS`, one row per knob, sorted by ``rank`` (1 = the largest predicted
-        change from the baseline anywhere in the range, ``max(|change_max|, |change_min|)``):
-        ``shape`` (``linear`` | ``quadratic``), ``df1``, ``df2``, ``statistic`` (F of the knob's
-        terms) and ``p``; the coefficients ``linear``, ``quadratic`` (NaN when linear) on the coded
-        scale with their ``_low``/``_high`` interval; ``baseline``, ``x_min``, ``x_max`` (the
-        observed range); ``change_max`` (the largest predicted increase over the grid), its
-        interval ``change_max_low``/``change_max_high`` and where it is, ``x_at_max``; the same
-        for the largest decrease (``change_min``…, ``x_at_min``); ``max_abs_ci``, the largest
-        absolute bound of the ``1 - 2 alpha`` intervals over the grid: the knob's effect is
-        smaller than a SESOI everywhere in the range (equivalence) when ``max_abs_ci`` is below it.
-    curves : DataFrame
-        :data:`CURVE_COLUMNS`: ``grid`` rows per knob (in the order of ``terms``), the predicted
-        change from the baseline at knob value ``x``, its standard error and ``1 - alpha`` interval.
+    terms, curves : DataFrame
+        :data:`TERMS_COLUMNS` (one row per knob, by ``rank``) and :data:`CURVE_COLUMNS` (``grid``
+        rows per knob in that order); the comments of those constants define every column.
 
     Raises
     ------
     DataError
-        Unknown or non-numeric columns, a knob that takes a single value, a baseline missing or not
-        numeric, fewer usable runs than the linear model needs (one per knob, plus the intercept,
-        plus one for the noise), or knobs whose values are confounded in these runs.
+        Bad columns, a knob with one value, a bad baseline, fewer runs than the linear model needs
+        (a slope per knob, the intercept and one for the noise), or knobs confounded in these runs.
 
     Examples
     --------
@@ -244,6 +234,22 @@ def range_effects(
     _check_int(grid, "grid", 2, MAX_GRID, "21 points draw a smooth curve")
     scales = _scales(x_scale, knobs)
     x, y = _runs(data, dv, knobs, log_y)
+    _check_enough_runs(x, dv)
+    axes = [_coded_axis(x[:, j], knob, scales[knob], baseline) for j, knob in enumerate(knobs)]
+    design, index, shapes = _range_design([axis.coded for axis in axes], knobs)
+    import statsmodels.api as sm
+
+    fit = sm.OLS(y, design).fit()
+    grid_c = np.linspace(-1.0, 1.0, int(grid))
+    found = [_knob_response(fit, index[j], axis, grid_c, alpha) for j, axis in enumerate(axes)]
+    rows = [{"knob": knob, "rank": 0, "shape": shapes[j], **row,
+             "baseline": _baseline_value(baseline, knob, scales[knob])} for j, (knob, (row, _)) in
+            enumerate(zip(knobs, found))]
+    return _ranked(rows, [curve.assign(knob=knob) for knob, (_, curve) in zip(knobs, found)])
+
+
+def _check_enough_runs(x: np.ndarray, dv: str) -> None:
+    """DataError unless the runs ``x`` (one column per knob) can fit the linear model and its noise."""
     n, k = x.shape
     needed = k + 2
     if n < needed:
@@ -251,23 +257,50 @@ def range_effects(
                         f"parameters (an intercept and a slope per knob) and needs at least {needed} runs to "
                         f"estimate the noise; run more configurations (a Latin hypercube of samples >= {needed}) "
                         "or analyse fewer knobs")
-    coded, centre, lows, highs, forward = [], [], [], [], []
-    for j, knob in enumerate(knobs):
-        if scales[knob] == "log" and (x[:, j] <= 0).any():
-            raise DataError(f"knob {knob!r} has values <= 0 (smallest {x[:, j].min():g}), so it has no log scale; "
-                            f"use x_scale[{knob!r}] = 'linear'")
-        t = np.log(x[:, j]) if scales[knob] == "log" else x[:, j]
-        lo, hi = float(t.min()), float(t.max())
-        if not hi > lo:
-            raise DataError(f"knob {knob!r} takes the single value {x[0, j]:g} in the {n} usable runs, so no effect "
-                            "over a range can be estimated; drop it from knobs")
-        base = _baseline_value(baseline, knob, scales[knob])
-        tb = math.log(base) if scales[knob] == "log" else base
-        coded.append(2 * (t - lo) / (hi - lo) - 1)
-        centre.append(2 * (tb - lo) / (hi - lo) - 1)
-        lows.append(lo)
-        highs.append(hi)
-        forward.append(scales[knob] == "log")
+
+
+def _ranked(rows: list[dict[str, Any]], curves: list[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The terms and curves ranked by each knob's largest predicted change (ties keep the knobs' order)."""
+    size = [max(abs(row["change_max"]), abs(row["change_min"])) for row in rows]
+    order = sorted(range(len(rows)), key=lambda j: -size[j])
+    for rank, j in enumerate(order, start=1):
+        rows[j]["rank"] = rank
+    terms = pd.DataFrame([rows[j] for j in order], columns=TERMS_COLUMNS)
+    return terms, pd.concat([curves[j] for j in order], ignore_index=True)[CURVE_COLUMNS]
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """One knob's values coded to [-1, 1] over its observed range (on its own scale)."""
+
+    values: np.ndarray      # the knob's values in the runs
+    coded: np.ndarray       # c = 2 (t - lo) / (hi - lo) - 1, t = x or log x
+    centre: float           # the baseline's coded value
+    low: float              # the range on the fitted scale (log x on the log scale)
+    high: float
+    log: bool
+
+
+def _coded_axis(values: np.ndarray, knob: str, scale: str, baseline: Mapping[str, Any]) -> _Axis:
+    """The knob's coded axis; DataError for a log scale with values <= 0 or a single value."""
+    if scale == "log" and (values <= 0).any():
+        raise DataError(f"knob {knob!r} has values <= 0 (smallest {values.min():g}), so it has no log scale; "
+                        f"use x_scale[{knob!r}] = 'linear'")
+    t = np.log(values) if scale == "log" else values
+    lo, hi = float(t.min()), float(t.max())
+    if not hi > lo:
+        raise DataError(f"knob {knob!r} takes the single value {values[0]:g} in the {len(values)} usable runs, so no "
+                        "effect over a range can be estimated; drop it from knobs")
+    base = _baseline_value(baseline, knob, scale)
+    tb = math.log(base) if scale == "log" else base
+    return _Axis(values, 2 * (t - lo) / (hi - lo) - 1, 2 * (tb - lo) / (hi - lo) - 1, lo, hi, scale == "log")
+
+
+def _range_design(coded: list[np.ndarray], knobs: list[str]) -> tuple[np.ndarray, list[list[int]], list[str]]:
+    """The model matrix (intercept, linear terms, then the quadratic ones), each knob's columns, and
+    its shape: quadratic for knobs with three or more values while :data:`MIN_QUADRATIC_DF` residual
+    degrees of freedom remain and the curvature is not confounded, else linear."""
+    n, k = len(coded[0]), len(coded)
     curvy = [j for j in range(k) if len(np.unique(coded[j])) >= 3]
     shapes = ["linear"] * k
     if n - (1 + k + len(curvy)) >= MIN_QUADRATIC_DF:
@@ -286,66 +319,55 @@ def range_effects(
     if squares and np.linalg.matrix_rank(np.column_stack(columns + squares)) < len(columns) + len(squares):
         shapes = ["linear"] * k           # curvature confounded in these runs: keep the linear model
         squares = []
-    design = np.column_stack(columns + squares)
     index: list[list[int]] = [[1 + j] for j in range(k)]
     for position, j in enumerate(j for j in range(k) if shapes[j] == "quadratic"):
         index[j].append(1 + k + position)
-    import statsmodels.api as sm
+    return np.column_stack(columns + squares), index, shapes
 
-    fit = sm.OLS(y, design).fit()
+
+def _knob_response(fit: Any, cols: list[int], axis: _Axis, grid_c: np.ndarray,
+                   alpha: float) -> tuple[dict[str, Any], pd.DataFrame]:
+    """One knob's test, coefficients and predicted change from its baseline over the grid (a
+    :data:`TERMS_COLUMNS` row without knob, rank, shape and baseline) and its curve."""
     beta, cov, df2, rss = fit.params, np.asarray(fit.cov_params()), int(fit.df_resid), float(fit.ssr)
     t_ci = float(ss.t.ppf(1 - alpha / 2, df2))
     t_eq = float(ss.t.ppf(1 - alpha, df2))
-    grid_c = np.linspace(-1.0, 1.0, int(grid))
+    width = len(beta)
+    b = beta[cols]
+    if rss > 0:
+        restriction = np.zeros((len(cols), width))
+        restriction[np.arange(len(cols)), cols] = 1.0
+        test = fit.f_test(restriction)
+        statistic, p = float(np.squeeze(test.fvalue)), float(test.pvalue)
+    else:                      # an exact fit: no noise to test against
+        statistic = math.inf if np.any(b != 0) else math.nan
+        p = 0.0 if statistic == math.inf else math.nan
+    se = np.sqrt(np.diag(cov)[cols])
+    contrast = np.zeros((len(grid_c), width))
+    contrast[:, cols[0]] = grid_c - axis.centre
+    if len(cols) == 2:
+        contrast[:, cols[1]] = grid_c ** 2 - axis.centre ** 2
+    estimate = contrast @ beta
+    se_curve = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", contrast, cov, contrast), 0.0))
+    t_values = axis.low + (grid_c + 1) / 2 * (axis.high - axis.low)
+    x_grid = np.exp(t_values) if axis.log else t_values
+    x_grid[0], x_grid[-1] = axis.values.min(), axis.values.max()        # exact ends, free of exp/log rounding
+    hi_i, lo_i = int(np.argmax(estimate)), int(np.argmin(estimate))
+    quadratic = len(cols) == 2
 
-    rows, curves = [], []
-    for j, knob in enumerate(knobs):
-        cols = index[j]
-        b = beta[cols]
-        if rss > 0:
-            restriction = np.zeros((len(cols), design.shape[1]))
-            restriction[np.arange(len(cols)), cols] = 1.0
-            test = fit.f_test(restriction)
-            statistic, p = float(np.squeeze(test.fvalue)), float(test.pvalue)
-        else:                      # an exact fit: no noise to test against
-            statistic = math.inf if np.any(b != 0) else math.nan
-            p = 0.0 if statistic == math.inf else math.nan
-        se = np.sqrt(np.diag(cov)[cols])
-        contrast = np.zeros((len(grid_c), design.shape[1]))
-        contrast[:, cols[0]] = grid_c - centre[j]
-        if len(cols) == 2:
-            contrast[:, cols[1]] = grid_c ** 2 - centre[j] ** 2
-        estimate = contrast @ beta
-        se_curve = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", contrast, cov, contrast), 0.0))
-        t_values = lows[j] + (grid_c + 1) / 2 * (highs[j] - lows[j])
-        x_grid = np.exp(t_values) if forward[j] else t_values
-        x_grid[0], x_grid[-1] = x[:, j].min(), x[:, j].max()        # exact ends, free of exp/log rounding
-        hi_i, lo_i = int(np.argmax(estimate)), int(np.argmin(estimate))
-        quadratic = len(cols) == 2
-        rows.append({
-            "knob": knob, "rank": 0, "shape": shapes[j], "df1": len(cols), "df2": df2,
-            "statistic": statistic, "p": p,
-            "linear": float(b[0]), "linear_low": float(b[0] - t_ci * se[0]), "linear_high": float(b[0] + t_ci * se[0]),
-            "quadratic": float(b[1]) if quadratic else math.nan,
-            "quadratic_low": float(b[1] - t_ci * se[1]) if quadratic else math.nan,
-            "quadratic_high": float(b[1] + t_ci * se[1]) if quadratic else math.nan,
-            "baseline": _baseline_value(baseline, knob, scales[knob]),
-            "x_min": float(x[:, j].min()), "x_max": float(x[:, j].max()),
-            "change_max": float(estimate[hi_i]), "change_max_low": float(estimate[hi_i] - t_ci * se_curve[hi_i]),
-            "change_max_high": float(estimate[hi_i] + t_ci * se_curve[hi_i]), "x_at_max": float(x_grid[hi_i]),
-            "change_min": float(estimate[lo_i]), "change_min_low": float(estimate[lo_i] - t_ci * se_curve[lo_i]),
-            "change_min_high": float(estimate[lo_i] + t_ci * se_curve[lo_i]), "x_at_min": float(x_grid[lo_i]),
-            "max_abs_ci": float(np.max(np.abs(estimate) + t_eq * se_curve)),
-        })
-        curves.append(pd.DataFrame({"knob": knob, "x": x_grid, "estimate": estimate, "se": se_curve,
-                                    "ci_low": estimate - t_ci * se_curve, "ci_high": estimate + t_ci * se_curve}))
-    size = [max(abs(row["change_max"]), abs(row["change_min"])) for row in rows]
-    order = sorted(range(k), key=lambda j: -size[j])            # stable: ties keep the knobs' order
-    for rank, j in enumerate(order, start=1):
-        rows[j]["rank"] = rank
-    terms = pd.DataFrame([rows[j] for j in order], columns=TERMS_COLUMNS)
-    curve = pd.concat([curves[j] for j in order], ignore_index=True)[CURVE_COLUMNS]
-    return terms, curve
+    def bounds(name: str, value: float, half: float) -> dict[str, float]:
+        return {name: float(value), f"{name}_low": float(value - half), f"{name}_high": float(value + half)}
+
+    row = {"df1": len(cols), "df2": df2, "statistic": statistic, "p": p, **bounds("linear", b[0], t_ci * se[0]),
+           **(bounds("quadratic", b[1], t_ci * se[1]) if quadratic else
+              {"quadratic": math.nan, "quadratic_low": math.nan, "quadratic_high": math.nan}),
+           "x_min": float(axis.values.min()), "x_max": float(axis.values.max()),
+           **bounds("change_max", estimate[hi_i], t_ci * se_curve[hi_i]), "x_at_max": float(x_grid[hi_i]),
+           **bounds("change_min", estimate[lo_i], t_ci * se_curve[lo_i]), "x_at_min": float(x_grid[lo_i]),
+           "max_abs_ci": float(np.max(np.abs(estimate) + t_eq * se_curve))}
+    curve = pd.DataFrame({"x": x_grid, "estimate": estimate, "se": se_curve, "ci_low": estimate - t_ci * se_curve,
+                          "ci_high": estimate + t_ci * se_curve})
+    return row, curve
 
 
 # --------------------------------------------------------------------------------------------
@@ -372,19 +394,9 @@ def _describe(knobs: list[str], values: np.ndarray) -> str:
     return ", ".join(f"{knob}={value:g}" for knob, value in zip(knobs, values))
 
 
-def morris_effects(
-    points: pd.DataFrame,
-    data: pd.DataFrame,
-    dv: str,
-    knobs: Sequence[str],
-    bounds: Mapping[str, tuple[float, float]],
-    *,
-    levels: int = 4,
-    log_y: bool = False,
-    seed: int = 0,
-    num_resamples: int = 1000,
-    conf_level: float = 0.95,
-) -> pd.DataFrame:
+def morris_effects(points: pd.DataFrame, data: pd.DataFrame, dv: str, knobs: Sequence[str],
+                   bounds: Mapping[str, tuple[float, float]], *, levels: int = 4, log_y: bool = False, seed: int = 0,
+                   num_resamples: int = 1000, conf_level: float = 0.95) -> pd.DataFrame:
     """Morris' elementary effects of each knob (``SALib.analyze.morris.analyze``).
 
     ``points`` are the Morris design's points in trajectory order (the ``morris`` generator's
@@ -439,6 +451,25 @@ def morris_effects(
     """
     knobs = _knob_list(knobs)
     k = len(knobs)
+    matrix, box = _morris_points(points, knobs, bounds, levels, seed, num_resamples, conf_level)
+    response = _point_responses(matrix, data, dv, knobs, log_y)
+
+    from SALib.analyze import morris                 # deferred: SALib is needed by this analysis only
+
+    unit = np.column_stack([(matrix[:, j] - low) / (high - low) for j, (low, high) in enumerate(box)])
+    problem = {"num_vars": k, "names": list(knobs), "bounds": [[0.0, 1.0]] * k}
+    result = morris.analyze(problem, unit, response, num_resamples=int(num_resamples), conf_level=float(conf_level),
+                            num_levels=int(levels), seed=int(seed))
+    out = pd.DataFrame({"knob": list(knobs),
+                        **{column: np.asarray(result[column], dtype=np.float64) for column in MORRIS_COLUMNS[1:]}})
+    return out.sort_values("mu_star", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _morris_points(points: pd.DataFrame, knobs: list[str], bounds: Mapping[str, tuple[float, float]], levels: int,
+                   seed: int, num_resamples: int, conf_level: float) -> tuple[np.ndarray, list[tuple[float, float]]]:
+    """The checked arguments of :func:`morris_effects`: the points as a matrix (one column per knob)
+    and the bounds; DataError for anything that is not a whole Morris design inside its bounds."""
+    k = len(knobs)
     if not isinstance(points, pd.DataFrame):
         raise DataError(f"points must be a pandas DataFrame of the design's points, got {type(points).__name__}; "
                         "pass pd.DataFrame(info['points']) of the morris design")
@@ -470,8 +501,13 @@ def morris_effects(
             raise DataError(f"points {i} and {i + 1} differ in {int(moves[i - start])} knobs, but consecutive "
                             f"points of a Morris trajectory move exactly one; pass the design's points unchanged "
                             "and in order (info['points'])")
+    return matrix, box
 
+
+def _point_responses(matrix: np.ndarray, data: pd.DataFrame, dv: str, knobs: list[str], log_y: bool) -> np.ndarray:
+    """Each Morris point's response: the mean of ``dv`` (``log dv``) over the usable runs at its configuration."""
     x, y = _runs(data, dv, knobs, log_y)
+    size = len(knobs) + 1
     sums: dict[tuple[float, ...], list[float]] = {}
     for key, value in zip(map(tuple, x), y):
         entry = sums.setdefault(key, [0.0, 0])
@@ -485,13 +521,4 @@ def morris_effects(
                             f"design) has no usable run of {dv!r}; every point of a trajectory is needed for its "
                             "elementary effects: re-run that configuration, or drop its trajectory from points")
         response[i] = entry[0] / entry[1]
-
-    from SALib.analyze import morris                 # deferred: SALib is needed by this analysis only
-
-    unit = np.column_stack([(matrix[:, j] - low) / (high - low) for j, (low, high) in enumerate(box)])
-    problem = {"num_vars": k, "names": list(knobs), "bounds": [[0.0, 1.0]] * k}
-    result = morris.analyze(problem, unit, response, num_resamples=int(num_resamples), conf_level=float(conf_level),
-                            num_levels=int(levels), seed=int(seed))
-    out = pd.DataFrame({"knob": list(knobs),
-                        **{column: np.asarray(result[column], dtype=np.float64) for column in MORRIS_COLUMNS[1:]}})
-    return out.sort_values("mu_star", ascending=False, kind="stable").reset_index(drop=True)
+    return response

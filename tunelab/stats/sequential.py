@@ -25,6 +25,23 @@ Examples
 0.0056
 >>> [round(a, 4) for a in look_alphas([0.5, 1.0], 0.05, "linear")]
 [0.025, 0.025]
+
+Validity
+--------
+Validity (docs/stats-notes.md, "Sequential replicates"): a row still open at look ``r`` is
+analysed on exactly the runs it would have had if every knob had kept running, provided the
+run loop gives every pending level ``step`` more runs per round and adds the same number of
+baseline runs every round. Before the first false ``matters`` only false nulls have left the
+family, so at the look ``r`` where it happens all ``m0`` true nulls are in it (open, or frozen
+with p = 1) and Holm's step-down reaches the first true null at a threshold
+``<= alpha_r / m0``; that event has probability ``<= alpha_r`` and, summed over looks, the
+chance of any false ``matters`` is at most ``sum(alpha_r) <= alpha``. Rows frozen as
+equivalent must stay: dropping them would let a data-dependent, smaller ``m0`` set the
+threshold. A false ``no effect (equivalent)`` for one row also has probability at most
+``sum(alpha_r)`` (TOST at ``alpha_r`` per look). benchmarks/bench_sequential.py (4,000 studies
+per row, CV 6 %, SESOI 5 %, 4 knobs, min 3, step 3, max 20, linear): FWER 3.8 % (all null),
+2.7 % (half null), false equivalence 1.5 % of rows, and at 2×SESOI 50.7 trials with 99.6 %
+power against 93 trials for the fixed design of the same power (46 % fewer).
 """
 from __future__ import annotations
 
@@ -37,12 +54,15 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.errors import DataError
-from tunelab.model import DONE_STATUSES, USABLE_STATUSES, Metric, Verdict
+from tunelab.model import DONE_STATUSES, USABLE_STATUSES, AnalysisKind, Metric, Verdict
 from tunelab.registry import Registry
 from tunelab.stats._validate import level_matches, sorted_levels
+from tunelab.stats.look import screen_look
 from tunelab.stats.multiplicity import adjust
-from tunelab.stats.screen import (ROUND_COLUMNS, VERDICT_COLUMNS, ScreenResult, _rows_per_knob, design_kind,
-                                   screen)
+from tunelab.stats.screen_common import ROUND_COLUMNS, VERDICT_COLUMNS, rows_per_knob
+from tunelab.stats.screen_data import design_kind
+from tunelab.stats.screen_result import ScreenResult
+from tunelab.stats.verdict_level import choose_level
 
 #: an alpha-spending function: ``(information fraction in [0, 1], alpha) -> alpha spent so far``
 SpendingFunction = Callable[[float, float], float]
@@ -163,24 +183,11 @@ def pending_levels(result_or_verdicts: ScreenResult | pd.DataFrame, data: pd.Dat
     return out
 
 
-def sequential_screen(
-    data: pd.DataFrame,
-    metrics: Sequence[Metric | dict[str, Any]],
-    knobs: list[str],
-    baseline: dict[str, Any],
-    *,
-    max_replicates: int,
-    alpha: float = 0.05,
-    correction: str = "holm",
-    spending: str = DEFAULT_SPENDING,
-    round_column: str = "round",
-    n_boot: int = 1000,
-    seed: int = 0,
-    design: Mapping[str, Any] | None = None,
-    guards: Mapping[str, Any] | None = None,
-    previous: ScreenResult | None = None,
-    recycle: bool = True,
-) -> ScreenResult:
+def sequential_screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str],
+                      baseline: dict[str, Any], *, max_replicates: int, alpha: float = 0.05, correction: str = "holm",
+                      spending: str = DEFAULT_SPENDING, round_column: str = "round", n_boot: int = 1000, seed: int = 0,
+                      design: Mapping[str, Any] | None = None, guards: Mapping[str, Any] | None = None,
+                      previous: ScreenResult | None = None, recycle: bool = True) -> ScreenResult:
     """Screen a study run in rounds, replaying the looks so that early stopping keeps the error rates.
 
     For every round ``r`` (the distinct values of ``round_column``) the rows with round <= ``r`` are
@@ -230,21 +237,26 @@ def sequential_screen(
 
     Notes
     -----
-    Validity (docs/stats-notes.md, "Sequential replicates"): a row still open at look ``r`` is
-    analysed on exactly the runs it would have had if every knob had kept running, provided the
-    run loop gives every pending level ``step`` more runs per round and adds the same number of
-    baseline runs every round. Before the first false ``matters`` only false nulls have left the
-    family, so at the look ``r`` where it happens all ``m0`` true nulls are in it (open, or frozen
-    with p = 1) and Holm's step-down reaches the first true null at a threshold
-    ``<= alpha_r / m0``; that event has probability ``<= alpha_r`` and, summed over looks, the
-    chance of any false ``matters`` is at most ``sum(alpha_r) <= alpha``. Rows frozen as
-    equivalent must stay: dropping them would let a data-dependent, smaller ``m0`` set the
-    threshold. A false ``no effect (equivalent)`` for one row also has probability at most
-    ``sum(alpha_r)`` (TOST at ``alpha_r`` per look). benchmarks/bench_sequential.py (4,000 studies
-    per row, CV 6 %, SESOI 5 %, 4 knobs, min 3, step 3, max 20, linear): FWER 3.8 % (all null),
-    2.7 % (half null), false equivalence 1.5 % of rows, and at 2×SESOI 50.7 trials with 99.6 %
-    power against 93 trials for the fixed design of the same power (46 % fewer).
+    Why the replay keeps the error rates, and the benchmark behind the default spending: the
+    module docstring, "Validity".
     """
+    options = _options(data, alpha, spending, max_replicates, round_column, recycle)
+    knobs = list(knobs) if not isinstance(knobs, str) else knobs
+    # each look is a plain screen: a `sequential` entry would make `screen` replay the looks again
+    design = None if design is None else {k: v for k, v in design.items() if k != "sequential"}
+    screen_args = {"metrics": metrics, "correction": correction, "n_boot": n_boot, "seed": seed, "design": design,
+                   **({"guards": guards} if guards is not None else {})}
+    if round_column not in data.columns:
+        return _single_look(data, knobs, baseline, alpha, options, screen_args)
+
+    return _replay(data, knobs, baseline, alpha, options, screen_args, previous)
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+
+def _options(data: pd.DataFrame, alpha: float, spending: str, max_replicates: int, round_column: str,
+             recycle: bool) -> dict[str, Any]:
+    """The sequential settings, checked (``settings['sequential']`` of the result)."""
     if not isinstance(data, pd.DataFrame):
         raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}")
     _check_alpha(alpha)
@@ -252,25 +264,30 @@ def sequential_screen(
     if isinstance(max_replicates, bool) or not isinstance(max_replicates, (int, np.integer)) or max_replicates < 1:
         raise DataError(f"max_replicates must be a whole number >= 1 (the design's replicates.max), "
                         f"got {max_replicates!r}")
-    knobs = list(knobs) if not isinstance(knobs, str) else knobs
-    # each look is a plain screen: a `sequential` entry would make `screen` replay the looks again
-    design = None if design is None else {k: v for k, v in design.items() if k != "sequential"}
     if not isinstance(recycle, bool):
         raise DataError(f"recycle must be True or False, got {recycle!r}")
-    options = {"max_replicates": int(max_replicates), "spending": spending, "round_column": round_column,
-               "recycle": recycle}
-    screen_args = {"metrics": metrics, "correction": correction, "n_boot": n_boot, "seed": seed, "design": design,
-                   **({"guards": guards} if guards is not None else {})}
-    if round_column not in data.columns:
-        result = screen(data, knobs=knobs, baseline=baseline, alpha=alpha, **screen_args)
-        replicates = _least_replicated(data, knobs, baseline)
-        rounds = [_round_row(1, len(data), replicates, 1.0, alpha, alpha, result.verdicts)]
-        looks = {key: (result, 1, alpha) for key in _keys(result.verdicts)}
-        return _assemble(result, looks, rounds, {**options, "looks": 1}, alpha, data)
+    return {"max_replicates": int(max_replicates), "spending": spending, "round_column": round_column,
+            "recycle": recycle}
 
+
+def _single_look(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], alpha: float,
+                 options: dict[str, Any], screen_args: dict[str, Any]) -> ScreenResult:
+    """Data without rounds: one look at the full ``alpha``, in the sequential result's shape."""
+    result = screen_look(data, knobs=knobs, baseline=baseline, alpha=alpha, **screen_args)
+    replicates = _least_replicated(data, knobs, baseline)
+    rounds = [_round_row(1, len(data), replicates, 1.0, alpha, alpha, result.verdicts)]
+    looks = {key: (result, 1, alpha) for key in _keys(result.verdicts)}
+    return _assemble(result, looks, rounds, {**options, "looks": 1}, alpha, data)
+
+
+def _replay(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], alpha: float, options: dict[str, Any],
+            screen_args: dict[str, Any], previous: ScreenResult | None) -> ScreenResult:
+    """The looks of data with rounds (after those of ``previous``), assembled into one result."""
+    round_column, max_replicates = options["round_column"], options["max_replicates"]
+    spending, recycle, correction = options["spending"], options["recycle"], screen_args["correction"]
     round_of = _round_numbers(data[round_column], round_column)
     numbers = sorted(set(round_of.tolist()))
-    if len(numbers) > 1 and design_kind(data, knobs, baseline) != "oat":
+    if len(numbers) > 1 and design_kind(data, knobs, baseline) != AnalysisKind.OAT:
         raise DataError("sequential replicates (several rounds) need a one-at-a-time design: every run with at most "
                         "one knob away from its baseline")
     looks, rounds, first, last, spent = _resume(previous, data, round_of, knobs, alpha, options, screen_args)
@@ -293,11 +310,11 @@ def sequential_screen(
                         "guards than the study ran with) is a different rule from the one the study ran")
         if nominal > 0:
             rows = upto[_only_knobs(upto, knobs, pending, baseline)]
-            result = screen(rows, knobs=pending, baseline={k: baseline[k] for k in pending}, alpha=nominal,
-                            **screen_args)
+            result = screen_look(rows, knobs=pending, baseline={k: baseline[k] for k in pending}, alpha=nominal,
+                                 **screen_args)
             first = first or result
             last = result
-            _freeze(result, looks, number, nominal, correction, recycle)
+            looks.update(_frozen(result, looks, number, nominal, correction, recycle))
         spent = max(spent, now)
         rounds.append(_round_row(number, len(upto), replicates, fraction, spent, nominal,
                                  _current_verdicts(looks)))
@@ -307,8 +324,6 @@ def sequential_screen(
     result.settings["notes"].extend(idle)
     return result
 
-
-# ---- helpers --------------------------------------------------------------------------------------
 
 def _round_numbers(values: pd.Series, column: str) -> pd.Series:
     """The round of every row as integers; DataError unless every value is a whole number >= 1."""
@@ -329,7 +344,7 @@ def _least_replicated(data: pd.DataFrame, knobs: list[str], baseline: Mapping[st
     outcome: the count follows the plan, not the measurements)."""
     if "status" in data.columns:
         data = data[data["status"].isin([status.value for status in DONE_STATUSES])]
-    rows_of = _rows_per_knob(data, knobs, dict(baseline), "oat")
+    rows_of = rows_per_knob(data, knobs, dict(baseline), AnalysisKind.OAT)
     counts = []
     for knob in knobs:
         values = data.loc[rows_of[knob], knob].dropna()
@@ -361,9 +376,10 @@ def _row(result: ScreenResult, knob: str, metric: str) -> pd.Series:
     return verdicts[(verdicts["knob"] == knob) & (verdicts["metric"] == metric)].iloc[0]
 
 
-def _freeze(result: ScreenResult, looks: dict, number: int, nominal: float, correction: str,
-            recycle: bool = True) -> None:
-    """Record the look's rows of the open knob × metric pairs; frozen rows count with p = 1 in the family.
+def _frozen(result: ScreenResult, looks: dict, number: int, nominal: float, correction: str,
+            recycle: bool = True) -> dict:
+    """The look's entries of the open knob × metric pairs (to add to ``looks``); rows frozen at earlier
+    looks count with p = 1 in the family.
 
     With ``recycle`` a row frozen as ``matters`` (a rejected no-effect null) leaves the family
     instead (group-sequential Holm); rows frozen with any other verdict stay in it with p = 1.
@@ -381,20 +397,42 @@ def _freeze(result: ScreenResult, looks: dict, number: int, nominal: float, corr
         verdicts = verdicts.copy()
         p = verdicts.loc[open_rows, "p"].to_numpy(dtype=float)
         q = adjust(np.concatenate([p, np.ones(in_family)]), method=correction)[:len(p)]
-        significant = np.where(np.isnan(q), False, q < nominal)
+        # a row stays significant only if it was (its level's own comparison) and its family p still is
+        significant = np.where(np.isnan(q), False, q < nominal) & verdicts.loc[open_rows, "significant"].to_numpy(bool)
         index = verdicts.index[open_rows]
         verdicts.loc[index, "p_adj"] = q
         verdicts.loc[index, "significant"] = significant
         lost = index[~significant]
         verdicts.loc[lost, "direction"] = "none"
+        for i in lost:
+            for column, value in _undecided_level(result, verdicts.at[i, "knob"], verdicts.at[i, "metric"]).items():
+                verdicts.at[i, column] = value
         demoted = lost[(verdicts.loc[lost, "verdict"] == Verdict.MATTERS.value).to_numpy()]
         verdicts.loc[demoted, "relevant"] = False
         verdicts.loc[demoted, "verdict"] = np.where(verdicts.loc[demoted, "equivalent"].astype(bool),
                                                     Verdict.EQUIVALENT.value, Verdict.INCONCLUSIVE.value)
         result = replace(result, verdicts=verdicts)
-    for key, is_open in zip(_keys(verdicts), open_rows):
-        if is_open:
-            looks[key] = (result, number, nominal)
+    return {key: (result, number, nominal) for key, is_open in zip(_keys(verdicts), open_rows) if is_open}
+
+
+def _undecided_level(result: ScreenResult, knob: str, metric: str) -> dict[str, Any]:
+    """A row's level and effect once it has no significant level (it lost significance in the padded
+    family): the level with the largest TOST p (:func:`tunelab.stats.verdict_level.choose_level`),
+    from the look's effects and equivalence tables; only ``levels`` emptied for rows without them."""
+    def rows(table: pd.DataFrame) -> pd.DataFrame:
+        return table[(table["knob"] == knob) & (table["metric"] == metric)].reset_index(drop=True)
+
+    effects, equivalence = rows(result.effects), rows(result.equivalence)
+    if not len(effects) or len(effects) != len(equivalence):
+        return {"levels": []}
+    comparisons = pd.DataFrame({"effect_pct": effects["pct_change"].astype(float), "p_adj": math.nan,
+                                "tost_p": equivalence["p"].astype(float)})
+    index, _ = choose_level(comparisons, False, 1.0, "maximize", math.inf)
+    row = effects.iloc[index]
+    return {"levels": [], "level": effects["level"].tolist()[index], "effect_pct": float(row["pct_change"]),
+            "effect_ci_low": float(row["ci_low"]), "effect_ci_high": float(row["ci_high"]),
+            "effect_abs": float(row["mean"] - row["baseline_mean"]), "effect_abs_ci_low": math.nan,
+            "effect_abs_ci_high": math.nan}
 
 
 def _current_verdicts(looks: dict) -> pd.Series:
@@ -437,6 +475,23 @@ def _resume(previous: ScreenResult | None, data: pd.DataFrame, round_of: pd.Seri
     return looks, rounds, previous, previous, float(rounds[-1]["alpha_spent"])
 
 
+def _gather_guards(looks: dict, knob_source: dict[str, ScreenResult], last: ScreenResult) -> pd.DataFrame:
+    """The guards table of a sequential screen: a guard that is a screened metric comes from the look that
+    decided its own row (so it shows that row's change and interval), any other from the knob's last look."""
+    def source(knob: str, guard: str) -> ScreenResult | None:
+        return looks[(knob, guard)][0] if (knob, guard) in looks else knob_source.get(knob)
+
+    sources = {id(result): result for result in (*knob_source.values(), *(r for r, _, _ in looks.values()))}
+    parts = [table[[source(k, g) is result for k, g in zip(table["knob"], table["guard"])]]
+             for result in sources.values() if len(table := result.guards)]
+    parts = [part for part in parts if len(part)]
+    if not parts:
+        return last.guards.iloc[0:0]
+    out = pd.concat(parts, ignore_index=True)
+    rank = {knob: i for i, knob in enumerate(dict.fromkeys(knob for knob, _ in looks))}
+    return out.iloc[np.argsort([rank[knob] for knob in out["knob"]], kind="stable")].reset_index(drop=True)
+
+
 def _assemble(first: ScreenResult, looks: dict, rounds: list[dict[str, Any]], options: dict[str, Any], alpha: float,
               data: pd.DataFrame, last: ScreenResult | None = None) -> ScreenResult:
     """One ScreenResult: every knob × metric row (and its detail rows) from the look that decided it."""
@@ -464,6 +519,8 @@ def _assemble(first: ScreenResult, looks: dict, rounds: list[dict[str, Any]], op
 
     def gather(name: str) -> pd.DataFrame:
         frame = getattr(last, name)
+        if name == "guards":
+            return _gather_guards(looks, knob_source, last)
         if "knob" in frame.columns and "metric" not in frame.columns:
             return gather_by_knob(name)
         if not {"knob", "metric"} <= set(frame.columns):
@@ -487,8 +544,8 @@ def _assemble(first: ScreenResult, looks: dict, rounds: list[dict[str, Any]], op
         row = result.verdicts[(result.verdicts["knob"] == key[0]) & (result.verdicts["metric"] == key[1])]
         rows.append(row.assign(round=int(number), alpha_nominal=float(nominal)))
     verdicts = pd.concat(rows, ignore_index=True) if len(rows) > 1 else rows[0].reset_index(drop=True)
-    verdicts["best_level"] = pd.Series(
-        [level for row in rows for level in row["best_level"].tolist()], dtype=object)
+    for column in ("level", "levels"):
+        verdicts[column] = pd.Series([value for row in rows for value in row[column].tolist()], dtype=object)
     verdicts = verdicts[SEQUENTIAL_VERDICT_COLUMNS]
     spread = [note for note in last.settings.get("notes", []) if note.startswith(TESTBED_NOTE)]
     notes = list(dict.fromkeys(note for result in (first, *[r for r, _ in by_source.values()], last)
