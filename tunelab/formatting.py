@@ -34,6 +34,21 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def level_label(value: Any) -> str:
+    """A knob level as text: tuples space-separated (sysctl form), floats without a trailing ``.0``.
+
+    >>> level_label((32768, 60999)), level_label(4096), level_label(True), level_label(2.0)
+    ('32768 60999', '4096', 'True', '2')
+    """
+    if isinstance(value, (tuple, list)):
+        return " ".join(level_label(v) for v in value)
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()                      # a numpy scalar as its Python value
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def fmt_number(value: Any, decimals: int = 1, signed: bool = False) -> str:
     """``value`` with ``decimals`` decimals, or two significant digits where rounding would hide a
     non-zero value; ``-0.0`` never appears; NaN/None -> ``'n/a'``.
@@ -205,6 +220,6 @@ def is_p_column(name: str) -> bool:
     return name in ("p", "p_adj") or name.startswith(("p ", "p_")) or name.endswith("_p")
 
 
-__all__ = ["NOISE_RATIO", "P_FLOOR", "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci", "fmt_number", "fmt_p",
+__all__ = ["NOISE_RATIO", "P_FLOOR", "level_label", "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci", "fmt_number", "fmt_p",
            "fmt_p_exact", "fmt_p_value", "fmt_pct", "fmt_pct_interval", "fmt_plain", "fmt_sig", "is_number",
            "is_p_column"]

@@ -83,7 +83,7 @@ def test_the_same_data_with_scale_linear_and_sesoi_abs_reads_as_better(cli, tmp_
     row = json.loads(out.read_text())["verdicts"][0]
     # mean(b) - mean(a) = -2 - (-1000) = +998: up, and better for a metric to maximise
     assert row["effect_abs"] == pytest.approx(998.0)
-    assert row["direction"] == "better" and row["best_level"] == "b"
+    assert row["direction"] == "better" and row["level"] == "b"
 
 
 STORE_DESIGN = textwrap.dedent("""

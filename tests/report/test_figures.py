@@ -7,7 +7,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from tunelab.errors import DataError
-from tunelab.report import figures
+from tunelab.report import figures, rendering
 
 
 @pytest.fixture
@@ -170,5 +170,5 @@ def test_figure_functions_leave_no_pyplot_state(runs: pd.DataFrame) -> None:
 
 
 def test_img_tag_is_self_contained(runs: pd.DataFrame) -> None:
-    tag = figures.to_img_tag(figures.drift_figure(runs, "y"), alt="drift")
+    tag = rendering.to_img_tag(figures.drift_figure(runs, "y"), alt="drift")
     assert tag.startswith('<img alt="drift" src="data:image/png;base64,')

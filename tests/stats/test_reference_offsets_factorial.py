@@ -109,7 +109,7 @@ def test_the_verdict_takes_the_first_of_exactly_tied_levels(seed: int | None, di
     result = stats.screen(frame(seed), [metric], ["a", "b"], {"a": 1, "b": 0})
     row = result.verdicts.set_index("knob").loc["a"]
     assert row["test"] in ("ols_type2", "ols_type3", "hc3_wald", "freedman_lane")
-    assert row["best_level"] == level
+    assert row["level"] == level
     assert abs(row["effect_abs"]) == pytest.approx(exact_tables()["difference"][level].__abs__(), rel=1e-9)
 
 

@@ -17,8 +17,10 @@ To add a knob, add one row to the table below (and nothing else).
 """
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
+from tunelab.errors import KnobError
 from tunelab.knobs.base import Knob
 
 INT_MAX = 2**31 - 1
@@ -253,3 +255,49 @@ def build_catalogue(table: list[tuple[str, str, dict[str, Any], str, bool, str]]
 
 
 CATALOGUE: dict[str, Knob] = build_catalogue()
+
+
+def catalogue() -> dict[str, Knob]:
+    """Every known knob, keyed by name (a copy; the catalogue itself is not changed)."""
+    return dict(CATALOGUE)
+
+
+def get_knob(name: str) -> Knob:
+    """The catalogue knob called ``name``.
+
+    Raises
+    ------
+    KnobError
+        If ``name`` is unknown; the message suggests close names.
+
+    >>> get_knob("net.core.somaxcon")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tunelab.errors.KnobError: unknown knob 'net.core.somaxcon'; did you mean net.core.somaxconn? see ...
+    """
+    try:
+        return CATALOGUE[name]
+    except (KeyError, TypeError):
+        pass
+    close = suggest(str(name))
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    raise KnobError(f"unknown knob {name!r}; {hint}see `tunelab knobs list`")
+
+
+def suggest(name: str, limit: int = 3) -> list[str]:
+    """Catalogue names close to ``name``: same last component, or a near spelling of the full name
+    or of its last component.
+
+    >>> suggest("tcp_abort_on_overflow"), suggest("net.core.somaxcon")
+    (['net.ipv4.tcp_abort_on_overflow'], ['net.core.somaxconn'])
+    """
+    leaves: dict[str, list[str]] = {}
+    for known in CATALOGUE:
+        leaves.setdefault(known.rsplit(".", 1)[-1], []).append(known)
+    leaf = name.rsplit(".", 1)[-1]
+    found = list(leaves.get(leaf, []))
+    found += difflib.get_close_matches(name, list(CATALOGUE), n=limit, cutoff=0.85)
+    for close_leaf in difflib.get_close_matches(leaf, list(leaves), n=limit, cutoff=0.75):
+        found += leaves[close_leaf]
+    return list(dict.fromkeys(found))[:limit]
+

@@ -18,7 +18,7 @@ import pandas as pd
 
 from tunelab.errors import KnobError, TargetError
 from tunelab.knobs.base import Knob
-from tunelab.knobs.catalogue import CATALOGUE
+from tunelab.knobs.catalogue import CATALOGUE, get_knob
 from tunelab.knobs.families import FAMILIES
 from tunelab.model import json_value, level_to_json
 
@@ -142,8 +142,6 @@ def knob_list(target: str = "local", *, host: str = "server", families: Sequence
 
 def knob_info(name: str) -> dict[str, Any]:
     """A JSON-ready description of one catalogue knob (type, range, unit, scope, ...)."""
-    from tunelab.knobs import get_knob
-
     knob = get_knob(name)
     return {"name": knob.name, "family": knob.family, "type": knob.type, "valid": knob.describe_range(),
             "minimum": knob.minimum, "maximum": knob.maximum, "choices": list(knob.choices or []),
@@ -153,8 +151,6 @@ def knob_info(name: str) -> dict[str, Any]:
 
 def knob_check(name: str, words: Sequence[str]) -> dict[str, Any]:
     """Validate a value (several words form a triplet or pair): its canonical form and kernel text."""
-    from tunelab.knobs import get_knob
-
     knob = get_knob(name)
     value = knob.validate(" ".join(words) if len(words) > 1 or knob.length else words[0])
     return {"name": knob.name, "canonical": level_to_json(value), "value": value, "text": knob.to_text(value)}

@@ -71,18 +71,17 @@ class RefineResult:
 
 
 def non_dominated(points: np.ndarray) -> np.ndarray:
-    """Boolean mask of the rows of ``points`` (all objectives minimised) that no other row dominates.
+    """Boolean mask of the rows of ``points`` (all objectives minimised) that no other row dominates
+    (no worse in every column and better in one). Pure numpy, so a report that draws a front from a
+    store needs no optimiser installed.
 
     >>> non_dominated(np.array([[1, 2], [2, 1], [2, 2]])).tolist()
     [True, True, False]
     """
-    from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
-
-    points = np.asarray(points, dtype=float)
-    mask = np.zeros(len(points), dtype=bool)
-    if len(points):
-        mask[NonDominatedSorting().do(points, only_non_dominated_front=True)] = True
-    return mask
+    points = np.atleast_2d(np.asarray(points, dtype=float))
+    no_worse = (points[:, None, :] <= points[None, :, :]).all(axis=2)
+    better = (points[:, None, :] < points[None, :, :]).any(axis=2)
+    return ~(no_worse & better).any(axis=0)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from scipy import stats as ss
 
 from tunelab.errors import DataError
 from tunelab.model import AnalysisKind
-from tunelab.formatting import fmt_plain
+from tunelab.formatting import fmt_plain, level_label
 from tunelab.stats import sorted_levels
 from tunelab.stats.model_screen import profile_effects
 
@@ -41,21 +41,6 @@ LEVEL_COLOR = "#b2abd2"
 CANDIDATE_COLOR = "#5e3c99"
 BAND_COLOR = "#d9f0d3"
 _STYLE = "whitegrid"
-
-
-def level_label(value: Any) -> str:
-    """A knob level as text: tuples space-separated (sysctl form), floats without a trailing ``.0``.
-
-    >>> level_label((32768, 60999)), level_label(4096), level_label(True), level_label(2.0)
-    ('32768 60999', '4096', 'True', '2')
-    """
-    if isinstance(value, (tuple, list)):
-        return " ".join(level_label(v) for v in value)
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return str(int(value))
-    if isinstance(value, np.generic):
-        return str(value.item())
-    return str(value)
 
 
 def _grid(n: int, ncols: int = 3, width: float = 4.2, height: float = 3.6) -> tuple[Figure, list[Any]]:
@@ -916,10 +901,3 @@ def to_png(fig: Figure, dpi: int = 100) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
     return buffer.getvalue()
-
-
-def to_img_tag(fig: Figure, alt: str, dpi: int = 100) -> str:
-    """An ``<img>`` element with the figure embedded as a base64 PNG (self-contained HTML, ``image.html.j2``)."""
-    from tunelab.report.rendering import image_html   # deferred: rendering's tables import this module
-
-    return str(image_html(to_png(fig, dpi), alt))

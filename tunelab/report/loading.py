@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.designs import load_design_text, make_plan
+from tunelab.formatting import level_label
 from tunelab.errors import DesignError, TunelabError
 from tunelab.model import PHASES, USABLE_STATUSES, Metric
 from tunelab.store import SEARCH_BATCH_COLUMNS, SEARCH_COLUMNS, Store, store_path_for
@@ -262,8 +263,6 @@ def screen_study(study: Study, metric: str | None = None, alpha: float | None = 
 
 def overview(data: pd.DataFrame, knobs: list[str], metric: str) -> pd.DataFrame:
     """Runs, mean, SD and CV (%) of ``metric`` per configuration (knob levels as text)."""
-    from tunelab.report.figures import level_label   # deferred: figures imports matplotlib and seaborn
-
     frame = data[knobs + [metric]].copy()
     for knob in knobs:
         frame[knob] = frame[knob].map(level_label)

@@ -114,3 +114,10 @@ def markdown_html(text: str) -> Any:
     of :func:`markdown_to_html` (raw HTML escaped). Use it instead of ``IPython.display.Markdown``,
     whose renderer lets raw HTML through."""
     return HTML(markdown_to_html(text))
+
+
+def to_img_tag(fig: Any, alt: str, dpi: int = 100) -> str:
+    """An ``<img>`` element with a matplotlib figure embedded as a base64 PNG (``image.html.j2``)."""
+    from tunelab.report.figures import to_png   # deferred: matplotlib only when a figure is drawn
+
+    return str(image_html(to_png(fig, dpi), alt))

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from tunelab.formatting import fmt_abs_interval, fmt_p_exact, fmt_pct_interval, fmt_sig, is_number, is_p_column
-from tunelab.report.figures import knob_rows, level_label
+from tunelab.formatting import level_label
+from tunelab.report.figures import knob_rows
 from tunelab.report.loading import Study, StudyInputs
 from tunelab.report.wording import MODEL_TEST_SHORT, MODEL_TEST_TEXT, present, short_test_name
 from tunelab.stats import ScreenResult, compact_letters, to_matrix

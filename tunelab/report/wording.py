@@ -16,7 +16,7 @@ import pandas as pd
 
 from tunelab.formatting import fmt_abs, fmt_ci, fmt_number, fmt_p, fmt_pct, fmt_sig
 from tunelab.model import AnalysisKind, DesignType
-from tunelab.report.figures import level_label
+from tunelab.formatting import level_label
 from tunelab.report.loading import (Study, StudyInputs, foreign_load, machine, pinning_text, planned_runs,
                                     repeated_trials, software_versions, trial_provenance)
 from tunelab.runner import FOREIGN_LOAD_WARN
