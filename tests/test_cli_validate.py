@@ -115,3 +115,28 @@ def test_an_unknown_dnsperf_setting_is_refused_before_a_lab_is_built(tmp_path: P
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("tunelab: error: dnsperf: unknown load setting 'foo'; known settings: ")
     assert len(proc.stderr.splitlines()) == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_improve_writes_the_sysctl_d_file_and_rollback_next_to_the_default_store(tmp_path: Path) -> None:
+    proc = tunelab(SIMPLE + ["--blocks", "4", "--candidate", "net.core.somaxconn=1024", "--candidate",
+                             "net.ipv4.tcp_congestion_control=bbr", "--json", "v.json"], tmp_path)
+    payload = json.loads((tmp_path / "v.json").read_text())
+    assert proc.returncode == 0 and payload["verdict"] == "improve", proc.stdout + proc.stderr
+    folder = tmp_path / "data" / "validate-simulator-sysctl"
+    conf, rollback = folder / "90-tunelab-validate-simulator.conf", folder / "90-tunelab-validate-simulator.rollback.conf"
+    assert f"sysctl.d file: {Path('data/validate-simulator-sysctl') / conf.name}" in proc.stdout.splitlines()
+    body = [line for line in conf.read_text().splitlines() if not line.startswith("#")]
+    assert body == ["net.core.somaxconn = 1024", "net.ipv4.tcp_congestion_control = bbr"]
+    assert [line for line in rollback.read_text().splitlines() if not line.startswith("#")] == [
+        "net.core.somaxconn = 128", "net.ipv4.tcp_congestion_control = cubic"]
+    files = payload["sysctl"]["files"]
+    assert files["conf"]["content"] == conf.read_text() and files["rollback"]["content"] == rollback.read_text()
+
+
+def test_write_sysctl_chooses_the_directory(tmp_path: Path) -> None:
+    proc = tunelab(SIMPLE + ["--blocks", "4", "--candidate", "net.core.somaxconn=1024", "--store", "v.sqlite",
+                             "--write-sysctl", "out/etc"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in (tmp_path / "out" / "etc").iterdir()) == [
+        "90-tunelab-validate-simulator.conf", "90-tunelab-validate-simulator.rollback.conf"]
+    assert not (tmp_path / "v-sysctl").exists()
