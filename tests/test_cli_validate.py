@@ -41,7 +41,7 @@ def test_every_trial_failing_is_untestable_with_the_first_reason_and_exit_5(tmp_
     assert "  [overload] qps: untestable (0 usable blocks, need 2)" in lines
     assert not NAN.search(proc.stdout) and proc.stderr == ""
     assert any(line.startswith("no sysctl.d file written: the verdict is UNTESTABLE") for line in lines)
-    payload = json.loads((tmp_path / "v.json").read_text())
+    payload = json.loads((tmp_path / "v.json").read_text(), parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
     assert payload["verdict"] == "untestable" and payload["failures"]["failed"] == payload["failures"]["trials"] == 12
     assert payload["sysctl"]["written"] is False and not (tmp_path / "v-sysctl").exists()
 

@@ -109,3 +109,15 @@ def test_durations_accept_zero_warmup_and_refuse_a_bool() -> None:
     assert check_durations(0, 0.5) == (0.0, 0.5)
     with pytest.raises(ValidationError, match="got True"):
         check_durations(2, True)
+
+
+def test_a_resumed_validation_still_reports_the_failures_it_reads_back(store) -> None:
+    first = SimulatorTarget("simple", seed=3, fail_after=0)
+    result = validate(first, first.load(), "current", {"net.core.somaxconn": 1024}, ["qps:max:5"], store, blocks=2,
+                      warmup_s=0, measure_s=1)
+    assert result.verdict == "untestable" and result.failures.all_failed and first.measurements == 8
+    again = SimulatorTarget("simple", seed=3)          # a working target: every trial is taken from the store
+    resumed = validate(again, again.load(), "current", {"net.core.somaxconn": 1024}, ["qps:max:5"], store, blocks=2,
+                       warmup_s=0, measure_s=1)
+    assert again.measurements == 0 and resumed.failures == result.failures
+    assert resumed.summary() == result.summary()

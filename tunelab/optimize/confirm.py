@@ -239,10 +239,11 @@ class TrialFailures:
         return {"trials": self.trials, "failed": self.failed, "first_reason": self.first_reason}
 
 
-def trial_failures(store: Store, run_keys: Sequence[str]) -> TrialFailures:
-    """The failed trials among ``run_keys`` in ``store`` (a key's last record counts) and the first one's reason."""
+def trial_failures(store: Store, run_keys: Sequence[str], phase: str | None = None) -> TrialFailures:
+    """The failed trials among ``run_keys`` (of ``phase``, default all) in ``store`` (a key's last record
+    counts) and the first one's reason."""
     wanted = list(dict.fromkeys(run_keys))
-    trials = store.trials()
+    trials = store.trials(phase)
     last = trials[trials["run_key"].isin(wanted)].drop_duplicates("run_key", keep="last")
     failed = last[last["status"] == TrialStatus.FAILED.value]
     reason = None
@@ -481,7 +482,7 @@ def run_validation(plan: ValidationPlan, target: Target, load: Load, store: Stor
                              key_prefix=f"{profile}:{digest}:", profile=profile))
     table = pd.concat([p.table for p in parts], ignore_index=True)
     measurements = pd.concat([p.measurements for p in parts], ignore_index=True)
-    failures = trial_failures(store, [f"{phase}:{key}" for key in measurements["key"]])
+    failures = trial_failures(store, [f"{phase}:{key}" for key in measurements["key"]], phase)
     return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(plan.baseline),
                          dict(plan.candidate), failures)
 
