@@ -21,7 +21,7 @@ time <= 0 s, fewer than 2 blocks, an unknown profile, metric or load setting (ea
 On IMPROVE or EQUIVALENT (no metric in any profile worse, inconclusive or untestable) the candidate is written
 as a sysctl.d file with its rollback (the baseline as measured), both with a provenance header:
 DIR/90-tunelab-validate-<target>.conf and DIR/90-tunelab-validate-<target>.rollback.conf, DIR from
---write-sysctl (default: next to the store, data/validate-<target>-sysctl/). Block and link knobs are comments
+--write-sysctl (default: next to the store, STORE-sysctl/, e.g. data/validate-lab-sysctl/). Block and link knobs are comments
 naming the command that sets them. On any other verdict no file is written and a line says why.
 
 Exit status: 0 improve or equivalent, 3 regress, 4 inconclusive (the output says how many blocks would decide),
@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
     add("--allow-host-global", action="store_true", help="permit host-global knobs")
     add("--store", type=Path, metavar="PATH", help="trial store (default data/validate-<target>.sqlite)")
     add("--write-sysctl", type=Path, metavar="DIR", help="where the sysctl.d file and its rollback go on improve or "
-        "equivalent (default: next to the store, data/validate-<target>-sysctl/)")
+        "equivalent (default: next to the store, STORE-sysctl/, e.g. data/validate-lab-sysctl/)")
     add("--json", type=Path, metavar="OUT", help="write the verdict table, failures, sysctl.d files and provenance "
         "as JSON")
     parser.set_defaults(func=run)
