@@ -358,7 +358,7 @@ def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str
              load: str | None = None, load_settings: Mapping[str, Any] | None = None,
              sesoi_pct: float | None = None, profiles: Sequence[str] = (),
              blocks: int = 6, warmup_s: float = 2.0, measure_s: float = 8.0, allow_host_global: bool = False,
-             store: PathLike | None = None, write_sysctl: PathLike | None = None) -> ValidateRun:
+             store: PathLike | None = None, write_sysctl: PathLike | bool | None = None) -> ValidateRun:
     """Is a candidate configuration better than the baseline on ``target``? (ABBA blocks, recorded)
 
     Parameters
@@ -375,7 +375,8 @@ def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str
     profiles : load profiles (default ``["overload"]``), each with ``blocks`` ABBA blocks
     store : trial store (default ``data/validate-<target>.sqlite``); rerunning resumes
     write_sysctl : directory of the sysctl.d file and its rollback, written on ``improve`` or ``equivalent``
-        (default: next to the store, ``data/validate-<target>-sysctl/``); :mod:`tunelab.optimize.deploy`
+        (default or ``True``: next to the store, ``<store>-sysctl/``; ``False``: none);
+        :mod:`tunelab.optimize.deploy`
 
     Returns
     -------

@@ -175,3 +175,10 @@ def test_an_existing_file_is_replaced_whole(tmp_path: Path) -> None:
     new = write_atomic(tmp_path, "90-tunelab-x.conf", "net.core.somaxconn = 4096\n")
     assert old == new and new.read_text() == "net.core.somaxconn = 4096\n"
     assert [p.name for p in tmp_path.iterdir()] == ["90-tunelab-x.conf"]      # no temporary file left
+
+
+def test_the_api_can_be_told_not_to_write(tmp_path: Path) -> None:
+    run = tunelab.validate("simulator", {"net.core.somaxconn": 1024}, surface="simple", blocks=4,
+                           store=tmp_path / "v.sqlite", write_sysctl=False)
+    assert run.verdict in DEPLOYABLE and run.sysctl is None and "write_sysctl=False" in run.sysctl_note
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("v.sqlite")) == []

@@ -88,7 +88,7 @@ def run_validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping
                  surface: str | None = None, load: str | None = None, load_settings: Mapping[str, Any] | None = None,
                  sesoi_pct: float | None = None, profiles: Sequence[str] = (), blocks: int = 6, warmup_s: float = 2.0,
                  measure_s: float = 8.0, allow_host_global: bool = False, store: PathLike | None = None,
-                 write_sysctl: PathLike | None = None) -> ValidateRun:
+                 write_sysctl: PathLike | bool | None = None) -> ValidateRun:
     """:func:`tunelab.validate`'s sequence (see the module docstring; the parameters are the same)."""
     options = {**(target_options or {}), **({"surface": surface} if surface else {})}
     spec = {"type": target, "options": options}
@@ -115,10 +115,12 @@ def run_validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping
                         design_text=design_text, target_spec=dict(spec)) as opened:
             result = run_validation(plan, live, generator, opened, allow_host_global=allow_host_global)
         note = not_deployable(result.verdict)
+        if note is None and write_sysctl is False:
+            note = f"no sysctl.d file written: the verdict is {result.verdict.upper()}, but write_sysctl=False"
         if note is not None:
             return ValidateRun(target, path, result, None, note)
         facts = provenance(spec, live.describe(), generator, plan.profiles.values(), result.verdict,
                            [row_text(row) for row in result.table.itertuples()])
-    directory = Path(write_sysctl) if write_sysctl is not None else path.with_name(f"{path.stem}-sysctl")
+    directory = path.with_name(f"{path.stem}-sysctl") if write_sysctl in (None, True) else Path(write_sysctl)
     files = write_sysctl_files(directory, study, result.baseline, result.candidate, facts)
     return ValidateRun(target, path, result, files, None)
