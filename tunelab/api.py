@@ -36,7 +36,6 @@ PosixPath('reports/default/index.html')
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,13 +49,12 @@ from tunelab.designs import Design, check_design_commands, load_design, make_pla
 from tunelab.errors import DesignError, StoreError, TargetError, TunelabError
 from tunelab.knobs.discovery import KnobList, knob_check, knob_info, knob_list
 from tunelab.labs import LabDown, LabStatus, LabUp, lab_down, lab_status, lab_up
-from tunelab.loads import get_load
 from tunelab.model import Metric, json_value, level_to_json
 from tunelab.optimize import objectives_of
 from tunelab.optimize.driver import check_engine
 from tunelab.optimize.confirm import EXIT_STATUS
-from tunelab.optimize.confirm import validate as validate_configs
 from tunelab.optimize.export import design_fragment, sysctl_conf
+from tunelab.optimize.validation import ValidateRun, run_validate
 from tunelab.optimize.workflow import run_refinement, setup_from_design
 from tunelab.report import build_report
 from tunelab.rounds import StudyRun
@@ -253,7 +251,7 @@ class RefineRun:
 
     @property
     def exit_status(self) -> int:
-        """0 improve/equivalent or no confirmation, 3 regress, 4 inconclusive."""
+        """0 improve/equivalent or no confirmation, 3 regress, 4 inconclusive, 5 untestable."""
         return EXIT_STATUS[self.confirmation.verdict] if self.confirmation is not None else 0
 
     def sysctl_conf(self) -> str:
@@ -355,60 +353,12 @@ def _refine_on_testbeds(beds: list[Any], warnings: list[str], scheduler: str | N
         return run_refinement(setup, None, store, objectives, dispatcher=dispatcher, **settings)
 
 
-@dataclass
-class ValidateRun:
-    """What :func:`validate` found: the confirmation (``verdict``, ``table``, ``baseline``, ``candidate``)."""
-
-    target_type: str
-    store_path: Path
-    confirmation: Any
-
-    @property
-    def verdict(self) -> str:
-        return self.confirmation.verdict
-
-    @property
-    def synthetic(self) -> bool:
-        return self.target_type == "simulator"
-
-    @property
-    def exit_status(self) -> int:
-        """0 improve/equivalent, 3 regress, 4 inconclusive."""
-        return EXIT_STATUS[self.verdict]
-
-    def summary(self) -> str:
-        return self.confirmation.summary()
-
-    def to_json(self) -> dict[str, Any]:
-        """The verdict, both configurations and the table (``tunelab validate --json``)."""
-        c = self.confirmation
-        return {"verdict": c.verdict, "baseline": level_to_json(c.baseline), "candidate": level_to_json(c.candidate),
-                "table": _frame_json(c.table)}
-
-
-class _ProfileOverrides:
-    """A load whose every profile carries the user's setting overrides (``--load-setting``).
-
-    Wraps the load (composition, no patching): ``settings(profile)`` merges the overrides in,
-    everything else is the load's own.
-    """
-
-    def __init__(self, load: Any, overrides: Mapping[str, Any]) -> None:
-        self._load, self._overrides = load, dict(overrides)
-
-    def settings(self, profile: str | None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return self._load.settings(profile, {**self._overrides, **(overrides or {})})
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._load, name)
-
-
 def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",
              metrics: Sequence[str] = (), target_options: Mapping[str, Any] | None = None, surface: str | None = None,
              load: str | None = None, load_settings: Mapping[str, Any] | None = None,
              sesoi_pct: float | None = None, profiles: Sequence[str] = (),
              blocks: int = 6, warmup_s: float = 2.0, measure_s: float = 8.0, allow_host_global: bool = False,
-             store: PathLike | None = None) -> ValidateRun:
+             store: PathLike | None = None, write_sysctl: PathLike | bool | None = None) -> ValidateRun:
     """Is a candidate configuration better than the baseline on ``target``? (ABBA blocks, recorded)
 
     Parameters
@@ -424,38 +374,19 @@ def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str
     load : the load generator (required on a real target; the simulator uses its own)
     profiles : load profiles (default ``["overload"]``), each with ``blocks`` ABBA blocks
     store : trial store (default ``data/validate-<target>.sqlite``); rerunning resumes
+    write_sysctl : directory of the sysctl.d file and its rollback, written on ``improve`` or ``equivalent``
+        (default or ``True``: next to the store, ``<store>-sysctl/``; ``False``: none);
+        :mod:`tunelab.optimize.deploy`
 
     Returns
     -------
-    ValidateRun
+    ValidateRun (:mod:`tunelab.optimize.validation`); bad input (a duration, an unknown load setting, a
+    candidate equal to the baseline, ...) is one error before anything is applied or stored
     """
-    options = {**(target_options or {}), **({"surface": surface} if surface else {})}
-    spec = {"type": target, "options": options}
-    check_target_spec(spec, allow_commands=True)
-    if not isinstance(candidate, Mapping) or not (isinstance(baseline, Mapping) or baseline == "current"):
-        raise DesignError("validate takes the candidate (and baseline) as a mapping knob id -> value, e.g. "
-                          "{'net.core.somaxconn': 1024}; for KNOB=VALUE text use tunelab.cli.parsing.parse_config")
-    wanted = dict(candidate)
-    base: Any = dict(baseline) if isinstance(baseline, Mapping) and baseline else "current"
-    path = Path(store) if store is not None else default_store_path(f"validate-{target}")
-    design_text = json.dumps({"validate": target, "options": options}, sort_keys=True, default=str)
-    with build_target(spec, allow_commands=True) as live:
-        if target == "simulator":
-            generator, warmup_s, measure_s = live.load(), 0.0, 1.0
-        elif not load:
-            raise DesignError("--load is required on a real target (dnsperf, iperf3, fio, wrk)")
-        else:
-            generator = get_load(load)()
-        if load_settings:
-            generator = _ProfileOverrides(generator, load_settings)
-        goals = list(metrics) or [str(Metric(name, info.direction)).rpartition(":")[0]
-                                  for name, info in list(generator.metrics.items())[:1]]
-        with Store.open(path, study=f"validate-{target}", design_hash=hashlib.sha256(design_text.encode()).hexdigest(),
-                        design_text=design_text, target_spec=dict(spec)) as opened:
-            result = validate_configs(live, generator, base, wanted, goals, opened, blocks=blocks, sesoi_pct=sesoi_pct,
-                                  profiles=list(profiles) or ["overload"], warmup_s=warmup_s, measure_s=measure_s,
-                                  allow_host_global=allow_host_global)
-    return ValidateRun(target, path, result)
+    return run_validate(target, candidate, baseline=baseline, metrics=metrics, target_options=target_options,
+                        surface=surface, load=load, load_settings=load_settings, sesoi_pct=sesoi_pct,
+                        profiles=profiles, blocks=blocks, warmup_s=warmup_s, measure_s=measure_s,
+                        allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl)
 
 
 # ---- report, export, restore ----------------------------------------------------------------------

@@ -236,9 +236,14 @@ def refine_text(run: Any) -> str:
 
 
 def validate_text(run: Any) -> str:
-    """What ``tunelab validate`` prints: both configurations and the verdict per profile and metric."""
+    """What ``tunelab validate`` prints: both configurations, the verdict per profile and metric (with the
+    failed trials and the first reason), then the sysctl.d files written or why none were."""
     lines = [SYNTHETIC] if run.synthetic else []
     lines += [f"baseline:  {run.confirmation.baseline}", f"candidate: {run.confirmation.candidate}", run.summary()]
+    if run.sysctl is not None:
+        lines += [f"sysctl.d file: {run.sysctl.paths['conf']}", f"rollback:      {run.sysctl.paths['rollback']}"]
+    elif run.sysctl_note:
+        lines.append(run.sysctl_note)
     return "\n".join(lines)
 
 

@@ -11,9 +11,22 @@ Examples::
     tunelab validate --target simulator --surface simple --candidate winner.conf --metric qps:max
 
 ``--baseline`` and ``--candidate`` take ``current`` (baseline only), ``KNOB=VALUE`` (repeatable) or a file: a
-sysctl.d file (``name = value`` lines) or YAML/JSON mapping knob id -> value.
+sysctl.d file (``name = value`` lines) or YAML/JSON mapping knob id -> value. A knob the baseline sets and the
+candidate does not keeps the baseline's value in both arms.
 
-Exit status: 0 improve or equivalent, 3 regress, 4 inconclusive (the output says how many blocks would decide).
+Checked before anything is applied or stored (one error line, exit status 2): a warm-up < 0 s, a measured
+time <= 0 s, fewer than 2 blocks, an unknown profile, metric or load setting (each load's own rules, as for
+`tunelab run`), a host-global knob without --allow-host-global, a candidate equal to the baseline.
+
+On IMPROVE or EQUIVALENT (no metric in any profile worse, inconclusive or untestable) the candidate is written
+as a sysctl.d file with its rollback (the baseline as measured), both with a provenance header:
+DIR/90-tunelab-validate-<target>.conf and DIR/90-tunelab-validate-<target>.rollback.conf, DIR from
+--write-sysctl (default: next to the store, STORE-sysctl/, e.g. data/validate-lab-sysctl/). Block and link knobs are comments
+naming the command that sets them. On any other verdict no file is written and a line says why.
+
+Exit status: 0 improve or equivalent, 3 regress, 4 inconclusive (the output says how many blocks would decide),
+5 untestable (too few usable blocks, e.g. every trial failed: the output gives the first failure's reason),
+2 errors.
 """
 from __future__ import annotations
 
@@ -45,7 +58,10 @@ def register(subparsers: Any) -> None:
     add("--measure", type=float, default=8.0, metavar="S", help="measured seconds per trial")
     add("--allow-host-global", action="store_true", help="permit host-global knobs")
     add("--store", type=Path, metavar="PATH", help="trial store (default data/validate-<target>.sqlite)")
-    add("--json", type=Path, metavar="OUT", help="write the verdict table as JSON")
+    add("--write-sysctl", type=Path, metavar="DIR", help="where the sysctl.d file and its rollback go on improve or "
+        "equivalent (default: next to the store, STORE-sysctl/, e.g. data/validate-lab-sysctl/)")
+    add("--json", type=Path, metavar="OUT", help="write the verdict table, failures, sysctl.d files and provenance "
+        "as JSON")
     parser.set_defaults(func=run)
 
 
@@ -56,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                               load_settings=parse_options(args.load_setting, "--load-setting"),
                               sesoi_pct=args.sesoi, profiles=args.profile,
                               blocks=args.blocks, warmup_s=args.warmup, measure_s=args.measure, store=args.store,
-                              allow_host_global=args.allow_host_global)
+                              allow_host_global=args.allow_host_global, write_sysctl=args.write_sysctl)
     print(render.validate_text(result))
     render.write_outputs((args.json, "--json", lambda: render.dumps(result.to_json())))
     return result.exit_status

@@ -20,9 +20,16 @@ Verdict per metric, in the metric's "better" direction:
 ``equivalent``    the TOST says the change is within ±SESOI
 ``inconclusive``  none of these; ``blocks_needed`` says how many blocks in total would decide it
                   if the observed mean and variance held
+``untestable``    fewer than 2 blocks have a usable (positive) value in both arms, e.g. every trial
+                  failed; ``reason`` says ``N usable blocks, need 2`` and nothing is estimated
 
-Overall verdict: ``regress`` if any metric regresses, else ``inconclusive`` if any is, else
-``improve`` if any improves, else ``equivalent``.
+Overall verdict: ``regress`` if any metric regresses, else ``untestable`` if any is, else
+``inconclusive`` if any is, else ``improve`` if any improves, else ``equivalent``.
+
+:func:`validate` checks everything it can before the first trial (:func:`plan_validation`: durations,
+blocks, SESOI, metrics, load profiles and settings, host-global knobs, a candidate that differs from
+the baseline) so a bad request is one error line with nothing applied and no store written; after the
+trials it counts the failed ones and keeps the first reason (:class:`TrialFailures`).
 """
 from __future__ import annotations
 
@@ -37,18 +44,20 @@ import pandas as pd
 
 from tunelab.errors import TunelabError
 from tunelab.loads import Load
-from tunelab.model import Metric, ParseError
+from tunelab.model import Metric, ParseError, TrialStatus, level_text
 from tunelab.optimize.evaluators import Evaluator, RunnerEvaluator
-from tunelab.runner import bind_knob_ids
+from tunelab.runner import BoundKnob, bind_knob_ids, check_host_global
 from tunelab.store import Store
 from tunelab.targets import Target
 
 # scipy.stats and tunelab.stats (scipy, statsmodels, pingouin: about 2 s) are imported inside the
 # functions that compute, so importing this package (as tunelab.simulator and tunelab.api do) stays cheap.
 
-VERDICTS = ("improve", "regress", "equivalent", "inconclusive")
+VERDICTS = ("improve", "regress", "equivalent", "inconclusive", "untestable")
 #: CLI exit status per verdict (documented in ``tunelab validate --help``)
-EXIT_STATUS = {"improve": 0, "equivalent": 0, "regress": 3, "inconclusive": 4}
+EXIT_STATUS = {"improve": 0, "equivalent": 0, "regress": 3, "inconclusive": 4, "untestable": 5}
+#: the fewest blocks with usable values in both arms that estimate a variance
+MIN_BLOCKS = 2
 #: the largest block count ``blocks_needed`` looks for
 MAX_BLOCKS = 1000
 
@@ -86,8 +95,9 @@ def abba_order(blocks: int) -> list[tuple[int, int, str]]:
     >>> [arm for _, _, arm in abba_order(2)]
     ['A', 'B', 'B', 'A', 'A', 'B', 'B', 'A']
     """
-    if blocks < 2:
-        raise ValidationError(f"confirmation needs at least 2 ABBA blocks to estimate its variance, got {blocks}")
+    if isinstance(blocks, bool) or not isinstance(blocks, (int, np.integer)) or blocks < MIN_BLOCKS:
+        raise ValidationError(f"confirmation needs at least {MIN_BLOCKS} ABBA blocks to estimate its variance, "
+                              f"got {blocks!r}")
     return [(b, p, arm) for b in range(blocks) for p, arm in enumerate("ABBA")]
 
 
@@ -137,10 +147,9 @@ def analyse_blocks(measurements: pd.DataFrame, goal: Metric, alpha: float = 0.05
     base = {"metric": goal.name, "direction": goal.direction, "sesoi_pct": goal.sesoi_pct, "blocks": n,
             "baseline_mean": float(data.loc[data["arm"] == "A", goal.name].mean()),
             "candidate_mean": float(data.loc[data["arm"] == "B", goal.name].mean())}
-    if n < 2:
+    if n < MIN_BLOCKS:
         return {**base, "pct_change": math.nan, "ci_low": math.nan, "ci_high": math.nan, "tost_p": math.nan,
-                "verdict": "inconclusive", "blocks_needed": None,
-                "reason": f"only {n} complete block(s) with positive values; need at least 2"}
+                "verdict": "untestable", "blocks_needed": None, "reason": f"{n} usable blocks, need {MIN_BLOCKS}"}
     d = np.log(means["B"].to_numpy(float) / means["A"].to_numpy(float))
     mean, sd = float(d.mean()), float(d.std(ddof=1))
     se = sd / math.sqrt(n)
@@ -188,15 +197,60 @@ def _bootstrap_ci(data: pd.DataFrame, metric: str) -> dict[str, float]:
 
 
 def overall_verdict(verdicts: Sequence[str]) -> str:
-    """Combine per-metric verdicts: regress > inconclusive > improve > equivalent.
+    """Combine per-metric verdicts: regress > untestable > inconclusive > improve > equivalent.
 
     >>> overall_verdict(["improve", "equivalent"]), overall_verdict(["improve", "regress"])
     ('improve', 'regress')
+    >>> overall_verdict(["improve", "untestable"])
+    'untestable'
     """
-    for verdict in ("regress", "inconclusive", "improve"):
+    for verdict in ("regress", "untestable", "inconclusive", "improve"):
         if verdict in verdicts:
             return verdict
     return "equivalent" if verdicts else "inconclusive"
+
+
+@dataclass(frozen=True)
+class TrialFailures:
+    """How many of a comparison's trials failed, out of how many, and the first failure's reason."""
+
+    trials: int
+    failed: int
+    first_reason: str | None = None
+
+    @property
+    def all_failed(self) -> bool:
+        return self.trials > 0 and self.failed == self.trials
+
+    def line(self) -> str | None:
+        """One line for the terminal (``None`` when no trial failed).
+
+        >>> TrialFailures(8, 8, "dnsperf exited with status 1: bad option").line()
+        'all 8 trials failed; first failure: dnsperf exited with status 1: bad option'
+        >>> TrialFailures(8, 3, "timeout").line(), TrialFailures(8, 0).line()
+        ('3 of 8 trials failed; first failure: timeout', None)
+        """
+        if not self.failed:
+            return None
+        how = f"all {self.trials} trials failed" if self.all_failed else f"{self.failed} of {self.trials} trials failed"
+        return f"{how}; first failure: {self.first_reason or 'no reason was recorded'}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"trials": self.trials, "failed": self.failed, "first_reason": self.first_reason}
+
+
+def trial_failures(store: Store, run_keys: Sequence[str], phase: str | None = None) -> TrialFailures:
+    """The failed trials among ``run_keys`` (of ``phase``, default all) in ``store`` (a key's last record
+    counts) and the first one's reason."""
+    wanted = list(dict.fromkeys(run_keys))
+    trials = store.trials(phase)
+    last = trials[trials["run_key"].isin(wanted)].drop_duplicates("run_key", keep="last")
+    failed = last[last["status"] == TrialStatus.FAILED.value]
+    reason = None
+    if len(failed):
+        first = failed.iloc[0]["reason"]
+        reason = " ".join(str(first).split()) if first is not None and not pd.isna(first) else None
+    return TrialFailures(len(wanted), len(failed), reason)
 
 
 @dataclass
@@ -205,8 +259,9 @@ class ConfirmResult:
 
     ``verdict`` overall (from the ``role == 'objective'`` rows); ``table`` one row per (profile,
     metric) with ``role`` (``'objective'`` or ``'side effect'``), ``pct_change, ci_low, ci_high,
-    tost_p, verdict, blocks_needed``; ``measurements`` one row per measurement
-    (``profile, block, position, arm, key`` and metrics).
+    tost_p, verdict, blocks_needed`` (and ``reason`` for an ``untestable`` row); ``measurements`` one
+    row per measurement (``profile, block, position, arm, key`` and metrics); ``failures`` the failed
+    trials of a :func:`validate` (``None`` for a bare :func:`confirm`).
     """
 
     verdict: str
@@ -214,6 +269,7 @@ class ConfirmResult:
     measurements: pd.DataFrame
     baseline: dict[str, Any]
     candidate: dict[str, Any]
+    failures: TrialFailures | None = None
 
     def gain(self, metric: str | None = None) -> dict[str, float]:
         """``{"pct_change", "ci_low", "ci_high"}`` of ``metric`` (default: the first) in the first profile."""
@@ -222,16 +278,22 @@ class ConfirmResult:
         return {k: float(row[k]) for k in ("pct_change", "ci_low", "ci_high")}
 
     def summary(self) -> str:
+        """The verdict, the failed trials (if any) and one line per (profile, metric); never ``nan``."""
         lines = [f"verdict: {self.verdict.upper()}"]
-        for row in self.table.itertuples():
-            needed = row.blocks_needed
-            extra = (f"; about {int(needed)} blocks in total would decide"
-                     if needed is not None and not pd.isna(needed) else "")
-            side = " (side effect, not judged)" if getattr(row, "role", "objective") == "side effect" else ""
-            lines.append(f"  [{row.profile}] {row.metric}: {row.pct_change:+.2f} % (95 % CI {row.ci_low:+.2f} .. "
-                         f"{row.ci_high:+.2f}), SESOI ±{row.sesoi_pct:g} %, TOST p={row.tost_p:.3g} -> "
-                         f"{row.verdict}{extra}{side}")
-        return "\n".join(lines)
+        failed = self.failures.line() if self.failures is not None else None
+        lines += [failed] if failed else []
+        return "\n".join(lines + [row_text(row) for row in self.table.itertuples()])
+
+
+def row_text(row: Any) -> str:
+    """One (profile, metric) row of :meth:`ConfirmResult.summary`."""
+    side = " (side effect, not judged)" if getattr(row, "role", "objective") == "side effect" else ""
+    if row.verdict == "untestable":
+        return f"  [{row.profile}] {row.metric}: untestable ({getattr(row, 'reason', None) or 'no usable blocks'}){side}"
+    needed = row.blocks_needed
+    extra = f"; about {int(needed)} blocks in total would decide" if needed is not None and not pd.isna(needed) else ""
+    return (f"  [{row.profile}] {row.metric}: {row.pct_change:+.2f} % (95 % CI {row.ci_low:+.2f} .. "
+            f"{row.ci_high:+.2f}), SESOI ±{row.sesoi_pct:g} %, TOST p={row.tost_p:.3g} -> {row.verdict}{extra}{side}")
 
 
 def confirm(evaluator: Evaluator, baseline: Mapping[str, Any], candidate: Mapping[str, Any],
@@ -265,7 +327,8 @@ def confirm(evaluator: Evaluator, baseline: Mapping[str, Any], candidate: Mappin
         results = many(requests, groups=[block for block, _, _ in order])
     else:
         results = [evaluator.evaluate(config, replicate, key=key) for config, replicate, key in requests]
-    rows = [{"profile": profile, "block": block, "position": position, "arm": arm, "key": key,
+    unmeasured = {goal.name: math.nan for goal in goals}     # a trial that reported nothing (a dry run): NaN
+    rows = [{"profile": profile, "block": block, "position": position, "arm": arm, "key": key, **unmeasured,
              **{k: float(v) for k, v in values.items()}}
             for (block, position, arm), (_, _, key), values in zip(order, requests, results)]
     measurements = pd.DataFrame(rows)
@@ -278,56 +341,180 @@ def confirm(evaluator: Evaluator, baseline: Mapping[str, Any], candidate: Mappin
     return ConfirmResult(verdict, table, measurements, dict(baseline), dict(candidate))
 
 
+# ---- validate: checked before the first trial, then run -----------------------------------------------
+
+
+def check_durations(warmup_s: float, measure_s: float) -> tuple[float, float]:
+    """``(warmup_s, measure_s)`` as floats; :class:`ValidationError` unless the warm-up is >= 0 s and the
+    measured time > 0 s (both finite).
+
+    >>> check_durations(2, 8)
+    (2.0, 8.0)
+    >>> check_durations(2, -1)
+    Traceback (most recent call last):
+    ...
+    tunelab.optimize.confirm.ValidationError: the measured time (--measure) must be a number of seconds > 0, got -1
+    """
+    for what, value, rule, zero_ok in (("warm-up (--warmup)", warmup_s, ">= 0 (0: none)", True),
+                                       ("measured time (--measure)", measure_s, "> 0", False)):
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+        if not math.isfinite(number) or number < 0 or (number == 0 and not zero_ok):
+            shown = f"{value:g}" if isinstance(number, (int, float)) and math.isfinite(number) else repr(value)
+            raise ValidationError(f"the {what} must be a number of seconds {rule}, got {shown}")
+    return float(warmup_s), float(measure_s)
+
+
+def checked_goals(metrics: Sequence[Metric | Mapping[str, Any] | str], sesoi_pct: float | None,
+                  load: Load) -> list[Metric]:
+    """The metrics to judge (``sesoi_pct`` overriding each SESOI), each one the load reports."""
+    goals = goals_of(metrics)
+    if not goals:
+        raise ValidationError("name at least one metric to validate, e.g. qps:max:5")
+    if sesoi_pct is not None:
+        if isinstance(sesoi_pct, bool) or not isinstance(sesoi_pct, (int, float)) or not 0 < sesoi_pct < 100:
+            raise ValidationError(f"--sesoi must be a percentage above 0 and below 100, got {sesoi_pct!r}")
+        goals = [replace(g, sesoi_pct=float(sesoi_pct)) for g in goals]
+    reported = list(getattr(load, "metrics", {}) or {})
+    unknown = [g.name for g in goals if reported and g.name not in reported]
+    if unknown:
+        raise ValidationError(f"{load.name} does not report metric {unknown[0]!r}; it reports {', '.join(reported)}")
+    return goals
+
+
+def profile_settings(load: Load, profiles: Sequence[str], overrides: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each profile's load settings with ``overrides``, checked by the load's own rules as ``tunelab run``
+    checks a design's ``load.settings`` (an unknown setting or a bad value is one :class:`LoadError`)."""
+    if not profiles:
+        raise ValidationError(f"name at least one load profile; {load.name} has {', '.join(load.profiles)}")
+    if getattr(load, "wants_key", False) and "key" in overrides:
+        raise ValidationError(f"{load.name}: load setting 'key' is set by tunelab for every trial (its run key), so "
+                              "a value given for it would be ignored; remove --load-setting key=...")
+    for key, value in overrides.items():          # one key at a time, so the error names it
+        load.validate_settings({key: value})
+    out = {}
+    for profile in profiles:
+        out[profile] = load.settings(profile, overrides)
+        load.validate_settings(out[profile])
+    return out
+
+
+@dataclass(frozen=True)
+class ValidationPlan:
+    """A validation checked before its first trial (:func:`plan_validation`): the bound knobs, both
+    configurations in the knobs' canonical values, the goals, each profile's load settings, the ABBA
+    blocks per profile and the durations. ``baseline_source`` is ``"current"`` (read from the target
+    before anything was applied) or ``"given"``."""
+
+    specs: list[BoundKnob]
+    baseline: dict[str, Any]
+    candidate: dict[str, Any]
+    goals: list[Metric]
+    profiles: dict[str, dict[str, Any]]
+    blocks: int
+    warmup_s: float
+    measure_s: float
+    baseline_source: str
+
+
+def compared_configs(target: Target, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],
+                     knob_lookup: Any = None) -> tuple[list[BoundKnob], dict[str, Any], dict[str, Any]]:
+    """The bound knobs and both configurations in canonical values (``"current"``: read from ``target``).
+
+    A knob the baseline sets and the candidate does not keeps the baseline's value in both arms.
+    :class:`ValidationError` when the candidate equals the baseline: there would be nothing to measure.
+    """
+    if not candidate:
+        raise ValidationError("the candidate sets no knob; give at least one KNOB=VALUE")
+    if isinstance(baseline, str) and baseline != "current":
+        raise ValidationError(f"baseline {baseline!r} must be a config mapping or 'current'")
+    given = {} if isinstance(baseline, str) else dict(baseline)
+    specs = bind_knob_ids({**given, **candidate}, knob_lookup)
+    if isinstance(baseline, str):
+        given = {spec.id: spec.knob.read(target, spec.host,
+                                         device=target.resolve_device(spec.device) if spec.device else None)
+                 for spec in specs}
+    missing = [kid for kid in candidate if kid not in given]
+    if missing:
+        raise ValidationError(f"the baseline has no value for {', '.join(missing)}; give one or use --baseline current")
+    canonical = {spec.id: spec.knob.validate for spec in specs}
+    base = {kid: canonical[kid](value) for kid, value in given.items()}
+    wanted = {**base, **{kid: canonical[kid](value) for kid, value in candidate.items()}}
+    if base == wanted:
+        source = "the target's current values" if isinstance(baseline, str) else "the baseline given"
+        shown = ", ".join(f"{kid}={level_text(value)}" for kid, value in wanted.items())
+        raise ValidationError(f"the candidate equals the baseline ({source}: {shown}); there is nothing to "
+                              "validate: change at least one knob's value")
+    return specs, base, wanted
+
+
+def plan_validation(target: Target, load: Load, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],
+                    metrics: Sequence[Metric | Mapping[str, Any] | str], *, blocks: int = 6,
+                    sesoi_pct: float | None = None, profiles: Sequence[str] = ("overload",),
+                    load_settings: Mapping[str, Any] | None = None, warmup_s: float = 2.0, measure_s: float = 8.0,
+                    allow_host_global: bool = False, knob_lookup: Any = None) -> ValidationPlan:
+    """Check a validation before its first trial; nothing is applied (``"current"`` is only read).
+
+    Refused with one error line: a warm-up < 0 s or a measured time <= 0 s, fewer than 2 blocks, a
+    SESOI outside (0, 100) %, a metric the load does not report, an unknown profile, an unknown or
+    ignored load setting (the load's own rules, as for ``tunelab run``), a host-global knob without
+    ``allow_host_global``, and a candidate equal to the baseline.
+    """
+    warmup_s, measure_s = check_durations(warmup_s, measure_s)
+    abba_order(blocks)
+    goals = checked_goals(metrics, sesoi_pct, load)
+    settings = profile_settings(load, list(profiles), dict(load_settings or {}))
+    specs, base, wanted = compared_configs(target, baseline, candidate, knob_lookup)
+    check_host_global(specs, allow_host_global)
+    return ValidationPlan(specs, base, wanted, goals, settings, int(blocks), warmup_s, measure_s,
+                          "current" if isinstance(baseline, str) else "given")
+
+
+def run_validation(plan: ValidationPlan, target: Target, load: Load, store: Store, *, allow_host_global: bool = False,
+                   alpha: float = 0.05, phase: str = "validate") -> ConfirmResult:
+    """Measure a checked :class:`ValidationPlan` (trials recorded in ``store``) and judge it, counting failed trials."""
+    digest = config_digest(plan.baseline, plan.candidate)
+    parts = []
+    for profile, settings in plan.profiles.items():
+        evaluator = RunnerEvaluator(target, load, plan.specs, store, phase=phase, warmup_s=plan.warmup_s,
+                                    measure_s=plan.measure_s, load_settings=settings,
+                                    allow_host_global=allow_host_global, provenance={"validate_profile": profile})
+        parts.append(confirm(evaluator, plan.baseline, plan.candidate, plan.goals, blocks=plan.blocks, alpha=alpha,
+                             key_prefix=f"{profile}:{digest}:", profile=profile))
+    table = pd.concat([p.table for p in parts], ignore_index=True)
+    measurements = pd.concat([p.measurements for p in parts], ignore_index=True)
+    failures = trial_failures(store, [f"{phase}:{key}" for key in measurements["key"]], phase)
+    return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(plan.baseline),
+                         dict(plan.candidate), failures)
+
+
 def validate(target: Target, load: Load, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],
              metrics: Sequence[Metric | Mapping[str, Any] | str], store: Store, *, blocks: int = 6,
              sesoi_pct: float | None = None, profiles: Sequence[str] = ("overload",), warmup_s: float = 2.0,
              measure_s: float = 8.0, allow_host_global: bool = False, alpha: float = 0.05,
-             knob_lookup: Any = None, phase: str = "validate") -> ConfirmResult:
+             knob_lookup: Any = None, phase: str = "validate",
+             load_settings: Mapping[str, Any] | None = None) -> ConfirmResult:
     """Is ``candidate`` better than ``baseline`` on ``target`` under ``load``? (real trials, recorded)
 
     Parameters
     ----------
     target : an up Target
-    load : a Load instance (its ``settings(profile)`` gives each profile's settings)
+    load : a Load instance (its ``settings(profile, load_settings)`` gives each profile's settings)
     baseline : knob id -> value, or ``"current"``: the values the target holds now for the
-        candidate's knobs
+        candidate's knobs (read before anything is applied)
     candidate : knob id -> value (knob ids per Contract 1: ``name``, ``name[device]``, ``@client``)
     metrics : goals, e.g. ``["qps:max:5", "latency_mean_ms:min:10"]``
     store : the :class:`tunelab.store.Store` trials are recorded in (phase ``validate``);
         finished run keys are reused, so an interrupted validation resumes
     blocks : ABBA blocks per profile; sesoi_pct overrides every metric's SESOI
     profiles : load profiles to validate under (e.g. ``("low", "overload")``); each gets its own blocks
+    load_settings : overrides of every profile's load settings (checked by the load's rules)
 
     Returns
     -------
-    ConfirmResult with one table row per (profile, metric) and the overall verdict.
+    ConfirmResult with one table row per (profile, metric), the overall verdict and the failed trials.
+    Everything :func:`plan_validation` refuses is refused before the first trial.
     """
-    if not candidate:
-        raise ValidationError("the candidate sets no knob; give at least one KNOB=VALUE")
-    specs = bind_knob_ids(candidate, knob_lookup)
-    if isinstance(baseline, str):
-        if baseline != "current":
-            raise ValidationError(f"baseline {baseline!r} must be a config mapping or 'current'")
-        baseline = {spec.id: spec.knob.read(target, spec.host,
-                                            device=target.resolve_device(spec.device) if spec.device else None)
-                    for spec in specs}
-    missing = [kid for kid in candidate if kid not in baseline]
-    if missing:
-        raise ValidationError(f"the baseline has no value for {', '.join(missing)}; give one or use --baseline current")
-    by_id = {spec.id: spec for spec in specs}
-    baseline = {kid: by_id[kid].knob.validate(baseline[kid]) for kid in candidate}
-    candidate = {kid: by_id[kid].knob.validate(value) for kid, value in candidate.items()}
-    goals = goals_of(metrics)
-    if sesoi_pct is not None:
-        goals = [replace(g, sesoi_pct=float(sesoi_pct)) for g in goals]
-    digest = config_digest(baseline, candidate)
-    parts = []
-    for profile in profiles:
-        evaluator = RunnerEvaluator(target, load, specs, store, phase=phase, warmup_s=warmup_s, measure_s=measure_s,
-                                    load_settings=load.settings(profile), allow_host_global=allow_host_global,
-                                    provenance={"validate_profile": profile})
-        parts.append(confirm(evaluator, baseline, candidate, goals, blocks=blocks, alpha=alpha,
-                             key_prefix=f"{profile}:{digest}:", profile=profile))
-    table = pd.concat([p.table for p in parts], ignore_index=True)
-    measurements = pd.concat([p.measurements for p in parts], ignore_index=True)
-    return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(baseline), dict(candidate))
+    plan = plan_validation(target, load, baseline, candidate, metrics, blocks=blocks, sesoi_pct=sesoi_pct,
+                           profiles=profiles, load_settings=load_settings, warmup_s=warmup_s, measure_s=measure_s,
+                           allow_host_global=allow_host_global, knob_lookup=knob_lookup)
+    return run_validation(plan, target, load, store, allow_host_global=allow_host_global, alpha=alpha, phase=phase)

@@ -57,6 +57,19 @@ def sysctl_conf(config: Mapping[str, Any], *, gain: Mapping[str, float] | None =
     if study:
         lines.append(f"# study: {study}" + (f"; verdict: {verdict}" if verdict else ""))
     lines.append("# apply with: sysctl --system   (review first; values were measured on the study's target)")
+    body, comments = sysctl_lines(config, knob_lookup)
+    return "\n".join(lines + body + comments) + "\n"
+
+
+def sysctl_lines(config: Mapping[str, Any],
+                 knob_lookup: Callable[[str], Any] | None = None) -> tuple[list[str], list[str]]:
+    """``config`` (knob id -> value) as sysctl.d lines: ``name = value`` for each server sysctl (a triplet's
+    values space-separated), and ``#`` comments for the rest (block and link knobs with the command or udev
+    rule that sets them, client-side knobs to set on the load generator's host).
+
+    >>> sysctl_lines({"net.ipv4.tcp_rmem": (4096, 131072, 6291456), "link.mtu[eth0]": 9000})[0]
+    ['net.ipv4.tcp_rmem = 4096 131072 6291456']
+    """
     body, comments = [], []
     for kid, value in config.items():
         kid_ = KnobId.parse(check_knob_id(kid))
@@ -79,7 +92,7 @@ def sysctl_conf(config: Mapping[str, Any], *, gain: Mapping[str, float] | None =
                             "the interface's network configuration (systemd-networkd .link/.network, netplan, ...)")
         else:
             comments.append(f"# {kid} = {text}  (family {knob.family!r}: set it by hand)")
-    return "\n".join(lines + body + comments) + "\n"
+    return body, comments
 
 
 def design_fragment(config: Mapping[str, Any], levels: Mapping[str, Any] | None = None,
