@@ -123,7 +123,7 @@ def test_improve_writes_the_sysctl_d_file_and_rollback_next_to_the_default_store
     payload = json.loads((tmp_path / "v.json").read_text())
     assert proc.returncode == 0 and payload["verdict"] == "improve", proc.stdout + proc.stderr
     folder = tmp_path / "data" / "validate-simulator-sysctl"
-    conf, rollback = folder / "90-tunelab-validate-simulator.conf", folder / "90-tunelab-validate-simulator.rollback.conf"
+    conf, rollback = folder / "90-tunelab-validate-simulator.conf", folder / "90-tunelab-validate-simulator.conf.rollback"
     assert f"sysctl.d file: {Path('data/validate-simulator-sysctl') / conf.name}" in proc.stdout.splitlines()
     body = [line for line in conf.read_text().splitlines() if not line.startswith("#")]
     assert body == ["net.core.somaxconn = 1024", "net.ipv4.tcp_congestion_control = bbr"]
@@ -138,5 +138,5 @@ def test_write_sysctl_chooses_the_directory(tmp_path: Path) -> None:
                              "--write-sysctl", "out/etc"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(p.name for p in (tmp_path / "out" / "etc").iterdir()) == [
-        "90-tunelab-validate-simulator.conf", "90-tunelab-validate-simulator.rollback.conf"]
+        "90-tunelab-validate-simulator.conf", "90-tunelab-validate-simulator.conf.rollback"]
     assert not (tmp_path / "v-sysctl").exists()

@@ -59,7 +59,7 @@ def test_the_verdict_is_deployable_and_both_files_are_where_they_belong(deployed
     assert run.verdict in DEPLOYABLE, run.summary()         # +23 % qps on the SYNTHETIC surface: improve
     directory = folder / "v-sysctl"                         # default: next to the store
     names = sorted(p.name for p in directory.iterdir())
-    assert names == ["90-tunelab-validate-simulator.conf", "90-tunelab-validate-simulator.rollback.conf"]
+    assert names == ["90-tunelab-validate-simulator.conf", "90-tunelab-validate-simulator.conf.rollback"]
     for path in directory.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert run.sysctl.paths == {"conf": directory / names[0], "rollback": directory / names[1]}

@@ -20,7 +20,7 @@ time <= 0 s, fewer than 2 blocks, an unknown profile, metric or load setting (ea
 
 On IMPROVE or EQUIVALENT (no metric in any profile worse, inconclusive or untestable) the candidate is written
 as a sysctl.d file with its rollback (the baseline as measured), both with a provenance header:
-DIR/90-tunelab-validate-<target>.conf and DIR/90-tunelab-validate-<target>.rollback.conf, DIR from
+DIR/90-tunelab-validate-<target>.conf and DIR/90-tunelab-validate-<target>.conf.rollback, DIR from
 --write-sysctl (default: next to the store, STORE-sysctl/, e.g. data/validate-lab-sysctl/). Block and link knobs are comments
 naming the command that sets them. On any other verdict no file is written and a line says why.
 

@@ -6,7 +6,7 @@ regresses, is inconclusive or untestable, and either at least one improves or al
 
 ``90-tunelab-<study>.conf``           the candidate's sysctl knobs, ``name = value`` (a triplet's values
                                       space-separated, as ``sysctl -p`` reads them)
-``90-tunelab-<study>.rollback.conf``  the baseline's values as measured (read from the target before the
+``90-tunelab-<study>.conf.rollback``  the baseline's values as measured (read from the target before the
                                       validation, or as given)
 
 Block and link knobs cannot live in sysctl.d: they are ``#`` comments naming the command (and the udev rule)
@@ -188,21 +188,21 @@ def header(title: list[str], facts: Mapping[str, Any]) -> list[str]:
 
 
 def file_names(study: str) -> tuple[str, str]:
-    """``(90-tunelab-<study>.conf, 90-tunelab-<study>.rollback.conf)``; the study name cannot hold a ``/``.
+    """``(90-tunelab-<study>.conf, 90-tunelab-<study>.conf.rollback)``; the study name cannot hold a ``/``.
 
     >>> file_names("validate-lab")
-    ('90-tunelab-validate-lab.conf', '90-tunelab-validate-lab.rollback.conf')
+    ('90-tunelab-validate-lab.conf', '90-tunelab-validate-lab.conf.rollback')
     """
     name = check_study_name(study, "study")
-    return f"90-tunelab-{name}.conf", f"90-tunelab-{name}.rollback.conf"
+    return f"90-tunelab-{name}.conf", f"90-tunelab-{name}.conf.rollback"
 
 
 def sysctl_texts(study: str, baseline: Mapping[str, Any], candidate: Mapping[str, Any], facts: Mapping[str, Any],
                  knob_lookup: Callable[[str], Any] | None = None) -> dict[str, str]:
     """``{"conf": text, "rollback": text}``: the candidate's and the baseline's sysctl.d files."""
     conf, rollback = file_names(study)
-    install = [f"roll back: put {rollback} (the baseline as measured) in its place and run `sysctl --system`;",
-               "never install both: `sysctl --system` reads every *.conf and the later name wins"]
+    install = [f"roll back: copy {rollback} (the baseline as measured) over /etc/sysctl.d/{conf} and run "
+               "`sysctl --system` (its name does not end in .conf, so sysctl never reads it where it lies)"]
     titles = {
         "conf": [f"{conf}: the candidate `tunelab validate` judged {str(facts['verdict']).upper()}",
                  "install: review, copy to /etc/sysctl.d/ and run `sysctl --system`", *install],

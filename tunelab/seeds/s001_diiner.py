@@ -49,7 +49,7 @@ def record(ctx: RecordContext) -> list[Path]:
     ctx.echo(f"001: validating {candidate} against {baseline} under overload -> {validate_store}")
     tunelab.validate(ctx.target or "lab", candidate, baseline=baseline, metrics=list(VALIDATE_METRICS),
                      load="dnsperf", profiles=["overload"], blocks=ctx.scaled(VALIDATE_BLOCKS, 2),
-                     warmup_s=2.0, measure_s=4.0, store=validate_store)
+                     warmup_s=2.0, measure_s=4.0, store=validate_store, write_sysctl=False)
     return [screen_store, validate_store]
 
 

@@ -377,11 +377,6 @@ def _target_options() -> list[str]:
     return [f"{k}={v}" for k, v in options.items()]
 
 
-def _items(config: Mapping[str, Any]) -> list[str]:
-    """``KNOB=VALUE`` items (a triplet as its sysctl text)."""
-    return [f"{k}={' '.join(map(str, v)) if isinstance(v, (tuple, list)) else v}" for k, v in config.items()]
-
-
 def front_to_validate(configs: pd.DataFrame, count: int = FRONT_VALIDATED) -> list[dict[str, Any]]:
     """The extremes (best throughput, then lowest RTT) of the front of the searched configurations that are
     neither a preset nor the defaults: the configurations measured again like the presets."""
@@ -412,9 +407,9 @@ def record(ctx: RecordContext) -> list[Path]:
     blocks = ctx.scaled(VALIDATE_BLOCKS, 2)
     for name, config in candidates:
         ctx.echo(f"003: {name} ({config_label(config)}) against the defaults, {blocks} ABBA blocks -> {presets_store}")
-        tunelab.validate(ctx.target or "lab", _items(config), baseline=_items(DEFAULTS), metrics=list(VALIDATE_METRICS),
+        tunelab.validate(ctx.target or "lab", dict(config), baseline=dict(DEFAULTS), metrics=list(VALIDATE_METRICS),
                          target_options=_target_options(), load="iperf3", profiles=["bulk"], blocks=blocks,
-                         warmup_s=1.0, measure_s=3.0, store=presets_store)
+                         warmup_s=1.0, measure_s=3.0, store=presets_store, write_sysctl=False)
     ctx.echo(f"003: recorded in {(time.monotonic() - started) / 60:.1f} min")
     return [search_store, presets_store]
 
