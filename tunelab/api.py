@@ -65,7 +65,7 @@ from tunelab.store import Store, check_study_name, default_store_path, store_pat
 from tunelab.study_run import (RunOptions, checked_testbeds, dispatcher_on, run_study_of, study_store,
                                target_spec_for, with_busy_rule)
 from tunelab.targets import build_target, check_target_spec
-from tunelab.tidy import screen_design, screen_inputs
+from tunelab.study_data import screen_design, screen_inputs
 
 PathLike = str | os.PathLike[str]
 

@@ -28,7 +28,7 @@ from tunelab.designs import Design, make_plan, round_plan
 from tunelab.model import json_value, level_text
 from tunelab.runner import PlanRunner, RunSummary
 from tunelab.store import Store
-from tunelab.tidy import design_info
+from tunelab.study_data import design_info
 
 if TYPE_CHECKING:
     from tunelab.calibration import Calibration
@@ -181,7 +181,7 @@ def _look(design: Design, data: pd.DataFrame, previous: Any = None) -> Any:
 
 
 def _screen_design(design: Design) -> dict[str, Any]:
-    """What the screen knows of the design (:func:`tunelab.tidy.design_info`), its looks made here."""
+    """What the screen knows of the design (:func:`tunelab.study_data.design_info`), its looks made here."""
     return {key: value for key, value in design_info(design).items() if key != "sequential"}
 
 

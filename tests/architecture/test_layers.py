@@ -20,7 +20,7 @@ LAYERS: list[set[str]] = [
     {"designs", "store", "testbeds"},
     {"journal", "leases", "runner", "cluster", "constraints", "labs"},
     {"stats"},
-    {"tidy"},
+    {"study_data"},
     {"optimize", "rounds", "calibration", "study_run"},
     {"simulator"},
     {"report"},

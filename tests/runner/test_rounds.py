@@ -26,7 +26,7 @@ from tunelab.simulator.surfaces import get_surface
 from tunelab.stats import screen
 from tunelab.store import Store
 from tunelab.study_run import RunOptions, plan_runner
-from tunelab.tidy import design_info
+from tunelab.study_data import design_info
 
 SOMAXCONN, CC = "net.core.somaxconn", "net.ipv4.tcp_congestion_control"
 

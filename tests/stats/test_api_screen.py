@@ -211,7 +211,7 @@ def test_csv_screen_never_guesses_a_reported_metric_to_be_a_knob(tmp_path: Path)
     """`tunelab export` writes every metric the load reported; screening one of them must not take
     the others (continuous, one level per run) for knobs. That made a factorial model with
     hundreds of thousands of columns, which crashed statsmodels (segfault) before the fix."""
-    from tunelab.tidy import screen_inputs
+    from tunelab.study_data import screen_inputs
 
     frame = _oat_two_knobs()
     rng = np.random.default_rng(0)

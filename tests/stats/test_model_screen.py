@@ -148,7 +148,7 @@ def test_a_two_run_oat_collapse_is_decided_on_the_pooled_log_scale() -> None:
 def test_a_latin_hypercube_is_never_untestable() -> None:
     design = load_design_text((Path(__file__).parents[2] / "designs" / "lhs_buffers.yaml").read_text())
     from tunelab.designs.plan import make_plan
-    from tunelab.tidy import design_info
+    from tunelab.study_data import design_info
 
     plan = make_plan(design)
     rng = np.random.default_rng(6)
@@ -237,7 +237,7 @@ def test_a_knob_whose_direction_depends_on_another_matters_through_the_interacti
 def test_a_morris_design_with_a_list_knob_is_screened_over_the_generators_ranges() -> None:
     """A Morris knob given as a list of levels has its bounds from the design generator (min and max)."""
     from tunelab.designs.plan import make_plan
-    from tunelab.tidy import design_info
+    from tunelab.study_data import design_info
 
     text = (Path(__file__).parents[2] / "designs" / "morris_buffers.yaml").read_text()
     lowat = "net.ipv4.tcp_notsent_lowat@client"

@@ -6,7 +6,7 @@
    knob levels, drawn so that no knob has any effect (dnsperf ``low`` is 2000 qps of UDP: the accept
    queue these knobs size is never used; seed 001 found the defaults fine at low load). The study is
    written to a store with its design, as ``tunelab run`` would, and screened through
-   ``tidy.screen_inputs`` + ``design_info`` like ``tunelab screen``. The truth is then known:
+   ``study_data.screen_inputs`` + ``design_info`` like ``tunelab screen``. The truth is then known:
    somaxconn's effect (-93 % qps at 128, -99.8 % at 16 on the recorded runs) exists at ``overload``
    only, so the somaxconn x profile interaction is real and the knob matters ``only when`` overload.
 2. Simulation with a known interaction, one-at-a-time and factorial (24 runs each, CV 4 %): a knob
@@ -27,7 +27,7 @@ from tunelab.designs import load_design_text, make_plan
 from tunelab.stats import screen
 from tunelab.stats.model_screen import profile_effects
 from tunelab.store import Store
-from tunelab.tidy import design_info, screen_inputs
+from tunelab.study_data import design_info, screen_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "data" / "examples" / "abort-on-overflow.sqlite"

@@ -402,11 +402,11 @@ def test_a_replay_under_other_guards_says_why_its_looks_tested_nothing() -> None
     comparable`; replayed without guards the MTU's latency stays open with no new runs, and the note says so."""
     from pathlib import Path
 
-    import tunelab.tidy
+    import tunelab.study_data
 
     store = Path(__file__).resolve().parents[2] / "data" / "examples" / "default.sqlite"
-    data, metrics, knobs, baseline, alpha, correction = tunelab.tidy.screen_inputs(store)
-    design = tunelab.tidy.screen_design(store)
+    data, metrics, knobs, baseline, alpha, correction = tunelab.study_data.screen_inputs(store)
+    design = tunelab.study_data.screen_design(store)
     own = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=200, design=design)
     other = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=200, design=design,
                    guards={"guards": [], "conditional_on": {}})

@@ -26,7 +26,7 @@ from tunelab.optimize.history import StoreSearchLog
 from tunelab.optimize.space import SearchSpace, dimension_from_design_knob
 from tunelab.runner import BoundKnob, bind_knobs, load_of, target_spec_of
 from tunelab.store import Store, default_store_path
-from tunelab.tidy import design_info
+from tunelab.study_data import design_info
 from tunelab.loads import Load
 from tunelab.targets import Target, get_target
 

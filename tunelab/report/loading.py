@@ -2,7 +2,7 @@
 
 The screen's arguments (metrics, knobs, baselines, alpha, correction) come from the design stored
 with the study, through the same code path as ``tunelab screen STUDY``
-(:func:`tunelab.tidy.screen_inputs`), so a report and the CLI always analyse the same thing:
+(:func:`tunelab.study_data.screen_inputs`), so a report and the CLI always analyse the same thing:
 :func:`study_inputs` returns them as a :class:`StudyInputs`, :func:`screen_study` runs the screen.
 Facts the methods section states (machine, software versions, repeated trials, planned runs) are read
 here too.
@@ -33,8 +33,8 @@ from tunelab.formatting import level_label
 from tunelab.errors import DesignError, TunelabError
 from tunelab.model import PHASES, USABLE_STATUSES, Metric
 from tunelab.store import SEARCH_BATCH_COLUMNS, SEARCH_COLUMNS, Store, store_path_for
-from tunelab.tidy import design_info
-from tunelab.tidy import screen_inputs as read_screen_inputs
+from tunelab.study_data import design_info
+from tunelab.study_data import screen_inputs as read_screen_inputs
 
 if TYPE_CHECKING:
     from tunelab.stats import ScreenResult

@@ -30,7 +30,7 @@ from tunelab.model import level_value
 from tunelab.report import figures
 from tunelab.report.refinement import REFINE_KEY, config_label
 from tunelab.report.loading import Study, load_study, screen_study
-from tunelab.tidy import design_info
+from tunelab.study_data import design_info
 from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 

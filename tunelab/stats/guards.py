@@ -58,7 +58,7 @@ def check_guards(guards: Mapping[str, Any] | None, metrics: Sequence[Mapping[str
     """The guard specs, the dependents and the trade-offs among ``metrics`` (the screened ones) from ``guards``.
 
     ``guards`` is ``{"guards": [spec, ...], "conditional_on": {metric: [guard, ...]}, "trade_offs":
-    {metric: [other, ...]}}`` (what :func:`tunelab.tidy.design_info` builds from a design and its load;
+    {metric: [other, ...]}}`` (what :func:`tunelab.study_data.design_info` builds from a design and its load;
     ``trade_offs`` is optional); None means no guards. Returns ``(specs of the metrics some screened
     metric depends on or trades off against, {metric: its guards}, {metric: its trade-offs})``; a
     metric is never its own guard. :class:`DataError` for a malformed mapping or a name without a spec.

@@ -197,7 +197,7 @@ def profile_levels(data: pd.DataFrame, knobs: Sequence[str], design: Mapping[str
     """The load profiles of a profile-crossed study, reference first; empty unless the data's
     ``profile`` column holds two or more profiles (and is not one of ``knobs``).
 
-    The order is the design's (``design['profiles']``, from :func:`tunelab.tidy.design_info`),
+    The order is the design's (``design['profiles']``, from :func:`tunelab.study_data.design_info`),
     then any other profile in sorted order; the first profile is the reference level of the
     profile factor (its contrasts and the interaction contrasts are against it).
 

@@ -95,13 +95,13 @@ def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs
     n_boot, seed : int
         Bootstrap resamples and seed of the percent-change intervals.
     design : dict, optional
-        What the screen knows of the design beyond the runs (:func:`tunelab.tidy.design_info`):
+        What the screen knows of the design beyond the runs (:func:`tunelab.study_data.design_info`):
         ``type``, ``interactions``, ranges, profiles, guards; with ``sequential``
         (``{max_replicates, spending}``) and a ``round`` column the study's looks are replayed by
         :func:`tunelab.stats.sequential.sequential_screen`.
     guards : dict, optional
         ``{"guards": [{name, direction, sesoi_pct | sesoi_abs}], "conditional_on": {metric: [guard]}}``
-        (:func:`tunelab.tidy.design_info` builds it from the design and its load); None takes
+        (:func:`tunelab.study_data.design_info` builds it from the design and its load); None takes
         ``design["guards"]``. A screened metric conditional on a guard that degrades beyond its SESOI
         at the reported level becomes ``'not comparable'`` with the ``guard`` text (see
         :mod:`tunelab.stats.guards`); the ``guards`` table holds every guard's change per level.

@@ -1,6 +1,6 @@
 """The tidy frame (Contract 6): one row per usable trial, knob levels as read back, one column per metric.
 
-This is the store's one export; :mod:`tunelab.tidy` turns it (or a CSV) into a screen's inputs.
+This is the store's one export; :mod:`tunelab.study_data` turns it (or a CSV) into a screen's inputs.
 """
 from __future__ import annotations
 
