@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from dns_helpers import operator_files
 
 from tunelab.errors import LoadError
 from tunelab.loads import dnsperf as dnsperf_module
@@ -24,9 +25,7 @@ def load():
 
 @pytest.fixture
 def query_file(tmp_path: Path) -> Path:
-    path = tmp_path / "queries.txt"
-    path.write_text(QUERIES)
-    return path
+    return operator_files(tmp_path, queries=QUERIES)[1]
 
 
 def test_a_valid_query_file_counts_its_query_lines_and_skips_comments_and_empty_lines():

@@ -3,10 +3,11 @@ and each server's own zone checker (run for real where installed)."""
 from __future__ import annotations
 
 import os
-import shutil
+import re
 from pathlib import Path
 
 import pytest
+from dns_helpers import ORIGIN, ZONE, operator_files, require_tools
 
 from tunelab.errors import TargetError
 from tunelab.targets import check_target_spec, dns_servers
@@ -14,15 +15,8 @@ from tunelab.targets.base import TargetOptionError
 from tunelab.targets.dns_servers import DNS_SERVERS, ServerFiles, Zone, get_dns_server
 from tunelab.targets.lab import TOOL_PACKAGES, LabTarget
 
-GOOD_ZONE = """$ORIGIN example.org.
-$TTL 300
-@ IN SOA ns1 hostmaster 2024010101 3600 600 86400 60
-@ IN NS ns1
-ns1 IN A 192.0.2.1
-www IN A 192.0.2.10
-"""
-#: a zone each checker must reject, and a word its message must carry (the line of the bad address)
-BAD_ADDRESS_ZONE = GOOD_ZONE.replace("192.0.2.10", "192.0.2.300")
+#: a zone each checker must reject: an IPv4 address out of range
+BAD_ADDRESS_ZONE = ZONE.replace("192.0.2.10", "192.0.2.300")
 
 
 def lab_spec(**options) -> dict:
@@ -31,9 +25,7 @@ def lab_spec(**options) -> dict:
 
 @pytest.fixture
 def zone_file(tmp_path: Path) -> Path:
-    path = tmp_path / "example.org.zone"
-    path.write_text(GOOD_ZONE)
-    return path
+    return operator_files(tmp_path)[0]
 
 
 def test_registry_holds_nsd_and_three_more_servers_each_with_a_package_and_a_checker():
@@ -47,10 +39,10 @@ def test_registry_holds_nsd_and_three_more_servers_each_with_a_package_and_a_che
 
 @pytest.mark.parametrize("name", DNS_SERVERS.names())
 def test_every_config_puts_every_path_under_the_work_directory_and_listens_on_the_address(name):
-    files = ServerFiles(Path("/run/tunelab/labs/x/dns"), "10.77.0.1", 53, "example.org.",
+    files = ServerFiles(Path("/run/tunelab/labs/x/dns"), "10.77.0.1", 53, ORIGIN,
                         Path("/run/tunelab/labs/x/dns/zone.db"), Path("/run/tunelab/labs/x/dns.log"))
     text = get_dns_server(name).config(files)
-    assert "10.77.0.1" in text and "example.org." in text and "/run/tunelab/labs/x/dns/zone.db" in text
+    assert "10.77.0.1" in text and ORIGIN in text and "/run/tunelab/labs/x/dns/zone.db" in text
     quoted_paths = [part for part in text.split('"') if part.startswith("/")]
     assert quoted_paths and all(p.startswith("/run/tunelab/labs/x/") for p in quoted_paths), quoted_paths
     assert "/etc/" not in text and "/var/" not in text
@@ -69,12 +61,12 @@ def test_unknown_server_is_one_line_naming_the_known_ones():
 
 
 @pytest.mark.parametrize(("options", "fragment"), [
-    ({"zone": "example.org."}, "option zone needs zone_file too"),
+    ({"zone": ORIGIN}, "option zone needs zone_file too"),
     ({"zone_file": "/x.zone"}, "option zone_file needs zone too"),
     ({"zone": "a..b", "zone_file": "/x"}, "option zone: 'a..b' is not a DNS name: it has an empty label"),
-    ({"zone": "example.org.", "zone_file": "/nonexistent/z"}, "option zone_file: /nonexistent/z: no such zone file"),
-    ({"zone": "example.org.", "zone_file": "/dev/zero"}, "the zone file is not a regular file"),
-    ({"zone": "example.org.", "zone_file": "/"}, "the zone file is not a regular file"),
+    ({"zone": ORIGIN, "zone_file": "/nonexistent/z"}, "option zone_file: /nonexistent/z: no such zone file"),
+    ({"zone": ORIGIN, "zone_file": "/dev/zero"}, "the zone file is not a regular file"),
+    ({"zone": ORIGIN, "zone_file": "/"}, "the zone file is not a regular file"),
 ])
 def test_zone_options_are_checked_at_plan_time_with_one_line(options, fragment):
     with pytest.raises(TargetOptionError) as info:
@@ -86,23 +78,23 @@ def test_a_fifo_zone_file_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "zone.fifo"
     os.mkfifo(fifo)
     with pytest.raises(TargetOptionError, match="not a regular file"):
-        check_target_spec(lab_spec(zone="example.org.", zone_file=str(fifo)))
+        check_target_spec(lab_spec(zone=ORIGIN, zone_file=str(fifo)))
 
 
 def test_an_oversized_zone_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
     monkeypatch.setattr(dns_servers, "MAX_ZONE_FILE_BYTES", 100)
     path = tmp_path / "big.zone"
-    path.write_text(GOOD_ZONE)
+    path.write_text(ZONE)
     with pytest.raises(TargetError, match=r"has \d+ bytes, more than the limit of 100"):
-        dns_servers.load_zone("example.org.", str(path))
+        dns_servers.load_zone(ORIGIN, str(path))
 
 
 def test_lab_reads_the_zone_file_once_and_records_its_options(zone_file):
-    lab = LabTarget(dns_server="knot", zone="Example.ORG", zone_file=str(zone_file))
-    assert lab.zone == Zone("example.org.", GOOD_ZONE, str(zone_file))
+    lab = LabTarget(dns_server="knot", zone="Example.NET", zone_file=str(zone_file))
+    assert lab.zone == Zone(ORIGIN, ZONE, str(zone_file))
     assert lab.dns_server.name == "knot"
     options = lab._options()
-    assert (options["dns_server"], options["zone"], options["zone_file"]) == ("knot", "example.org.", str(zone_file))
+    assert (options["dns_server"], options["zone"], options["zone_file"]) == ("knot", ORIGIN, str(zone_file))
     default = LabTarget()
     assert default.dns_server.name == "nsd" and default.zone.origin == "tunelab.test." and default.zone.text == ""
 
@@ -117,19 +109,17 @@ def test_write_server_files_writes_the_lab_zone_with_its_records(tmp_path):
 
 
 def _require_checker(name: str) -> None:
-    tool = get_dns_server(name).checker_tool
-    if shutil.which(tool) is None and shutil.which(tool, path="/usr/sbin:/sbin") is None:
-        pytest.skip(f"needs {tool} (Debian package {get_dns_server(name).checker_package})")
+    require_tools(get_dns_server(name).checker_tool, hint=f"Debian package {get_dns_server(name).checker_package}")
 
 
 @pytest.mark.parametrize("name", DNS_SERVERS.names())
 def test_each_servers_own_checker_accepts_a_good_zone_and_rejects_a_bad_address_naming_it(name, zone_file, tmp_path):
     _require_checker(name)
-    check_target_spec(lab_spec(dns_server=name, zone="example.org.", zone_file=str(zone_file)))
+    check_target_spec(lab_spec(dns_server=name, zone=ORIGIN, zone_file=str(zone_file)))
     bad = tmp_path / "bad.zone"
     bad.write_text(BAD_ADDRESS_ZONE)
     with pytest.raises(TargetOptionError) as info:
-        check_target_spec(lab_spec(dns_server=name, zone="example.org.", zone_file=str(bad)))
+        check_target_spec(lab_spec(dns_server=name, zone=ORIGIN, zone_file=str(bad)))
     message = str(info.value)
     tool = get_dns_server(name).checker_tool
     assert message.startswith(f"target lab: option zone_file: {bad} is rejected by {tool}"), message
@@ -141,20 +131,19 @@ def test_each_servers_own_checker_accepts_a_good_zone_and_rejects_a_bad_address_
 def test_a_zone_without_soa_is_rejected_by_the_checker(name, tmp_path):
     _require_checker(name)
     path = tmp_path / "nosoa.zone"
-    path.write_text(GOOD_ZONE.replace("@ IN SOA ns1 hostmaster 2024010101 3600 600 86400 60\n", ""))
+    path.write_text(re.sub(r"^@ IN SOA .*\n", "", ZONE, flags=re.M))
     with pytest.raises(TargetError, match="SOA"):
-        dns_servers.check_zone(get_dns_server(name), dns_servers.load_zone("example.org.", str(path)))
+        dns_servers.check_zone(get_dns_server(name), dns_servers.load_zone(ORIGIN, str(path)))
 
 
 def test_up_refuses_a_rejected_zone_before_it_creates_anything(tmp_path, monkeypatch):
     _require_checker("bind9")
-    if shutil.which("ip") is None or shutil.which("named") is None:
-        pytest.skip("needs ip and named")
+    require_tools("ip", "named")
     monkeypatch.setattr("tunelab.targets.lab.STATE_DIR", tmp_path / "labs")
     bad = tmp_path / "bad.zone"
-    bad.write_text(GOOD_ZONE)
-    lab = LabTarget(dns_server="bind9", services=("dns",), zone="example.org.", zone_file=str(bad))
-    lab.zone = Zone("example.org.", BAD_ADDRESS_ZONE, str(bad))      # as if the file changed after the plan
+    bad.write_text(ZONE)
+    lab = LabTarget(dns_server="bind9", services=("dns",), zone=ORIGIN, zone_file=str(bad))
+    lab.zone = Zone(ORIGIN, BAD_ADDRESS_ZONE, str(bad))      # as if the file changed after the plan
     with pytest.raises(TargetError, match="is rejected by named-checkzone"):
         lab.up()
     assert lab.state is None and not (tmp_path / "labs").exists()

@@ -3,22 +3,14 @@ query file: `tunelab run` builds the lab from the design's options, copies the q
 after a requires_restart knob, and records which DNS server answered (two 1 s trials)."""
 from __future__ import annotations
 
-import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
+from dns_helpers import ZONE, operator_files, require_tools
 
 from tunelab.cli import main
 from tunelab.store import Store
-
-ZONE = """$ORIGIN example.net.
-$TTL 300
-@ IN SOA ns1 hostmaster 2026112601 3600 600 86400 60
-@ IN NS ns1
-ns1 IN A 192.0.2.1
-www IN A 192.0.2.10
-"""
 
 
 def design_text(zone_file: Path, query_file: Path) -> str:
@@ -39,12 +31,8 @@ def design_text(zone_file: Path, query_file: Path) -> str:
 
 @pytest.mark.lab
 def test_a_design_runs_bind9_with_the_operators_zone_and_queries(tmp_path: Path, capsys) -> None:
-    for tool in ("dnsperf", "named", "named-checkzone"):
-        if shutil.which(tool) is None and shutil.which(tool, path="/usr/sbin:/sbin") is None:
-            pytest.skip(f"needs {tool} (apt-get install bind9 bind9-utils dnsperf)")
-    zone_file, query_file = tmp_path / "example.net.zone", tmp_path / "queries.txt"
-    zone_file.write_text(ZONE)
-    query_file.write_text("www.example.net. A\nexample.net. SOA\nexample.net. NS\n")
+    require_tools("dnsperf", "named", "named-checkzone", hint="apt-get install bind9 bind9-utils dnsperf")
+    zone_file, query_file = operator_files(tmp_path)
     design, store_path = tmp_path / "design.yaml", tmp_path / "data" / "bind9.sqlite"
     design.write_text(design_text(zone_file, query_file))
 
@@ -64,11 +52,8 @@ def test_a_design_runs_bind9_with_the_operators_zone_and_queries(tmp_path: Path,
 
 
 def test_plan_refuses_a_bad_zone_and_a_bad_query_file_with_one_line_each(tmp_path: Path, capsys) -> None:
-    if shutil.which("named-checkzone") is None:
-        pytest.skip("needs named-checkzone (apt-get install bind9-utils)")
-    zone_file, query_file = tmp_path / "example.net.zone", tmp_path / "queries.txt"
-    zone_file.write_text(ZONE.replace("192.0.2.10", "192.0.2.256"))
-    query_file.write_text("www.example.net. A\n")
+    require_tools("named-checkzone", hint="apt-get install bind9-utils")
+    zone_file, query_file = operator_files(tmp_path, zone=ZONE.replace("192.0.2.10", "192.0.2.256"))
     design = tmp_path / "design.yaml"
     design.write_text(design_text(zone_file, query_file))
     assert main(["plan", str(design)]) == 2

@@ -2,10 +2,10 @@
 with the operator's own query file for ~1 s (a few seconds per server, the lab always torn down)."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
+from dns_helpers import ORIGIN, operator_files, require_tools
 
 from tunelab.loads import get_load
 from tunelab.loads.dnsperf import parse_rcodes, parse_summary
@@ -13,30 +13,14 @@ from tunelab.targets.dns_servers import DNS_SERVERS, get_dns_server
 
 pytestmark = pytest.mark.lab
 
-ZONE = """$ORIGIN example.net.
-$TTL 300
-@ IN SOA ns1 hostmaster 2026112601 3600 600 86400 60
-@ IN NS ns1
-@ IN MX 10 mail
-ns1 IN A 192.0.2.1
-www IN A 192.0.2.10
-mail IN AAAA 2001:db8::25
-_dns._udp IN SRV 0 0 53 ns1
-"""
-QUERIES = "; the operator's own sample\nwww.example.net. A\nmail.example.net. AAAA\nexample.net. MX\n" \
-          "_dns._udp.example.net. SRV\nexample.net. SOA\n"
-
 
 @pytest.mark.parametrize("name", DNS_SERVERS.names())
 def test_each_server_serves_the_operators_zone_to_the_operators_queries(name, make_lab, tmp_path: Path):
     server = get_dns_server(name)
-    for tool in ("dnsperf", server.tool, server.checker_tool):
-        if shutil.which(tool) is None and shutil.which(tool, path="/usr/sbin:/sbin") is None:
-            pytest.skip(f"needs {tool} (apt-get install {server.package} {server.checker_package} dnsperf)")
-    zone_file, query_file = tmp_path / "example.net.zone", tmp_path / "queries.txt"
-    zone_file.write_text(ZONE)
-    query_file.write_text(QUERIES)
-    lab = make_lab(dns_server=name, zone="example.net.", zone_file=str(zone_file), services=("dns",))
+    require_tools("dnsperf", server.tool, server.checker_tool,
+                  hint=f"apt-get install {server.package} {server.checker_package} dnsperf")
+    zone_file, query_file = operator_files(tmp_path)
+    lab = make_lab(dns_server=name, zone=ORIGIN, zone_file=str(zone_file), services=("dns",))
     lab.restart_service("dns")                          # restarted through its own service command, answers again
     load = get_load("dnsperf")()
     try:
