@@ -416,10 +416,14 @@ def main() -> None:
     args = parser.parse_args()
 
     from tunelab.optimize.engines import ENGINES
+    from tunelab.optimize.engines.optuna_engine import missing_extra
     from tunelab.simulator import SURFACES as REGISTERED
 
     seeds = args.seeds or (10 if args.quick else 100)
     methods = names(args.methods, ENGINES.names(), "method")
+    for method in [m for m in methods if missing_extra(m)]:   # gp without torch (the optional extra)
+        print(f"{method} left out: {missing_extra(method)}")
+        methods.remove(method)
     surfaces = names(args.surfaces, REGISTERED.names(), "surface")
     parts = names(args.parts, PARTS, "part")
     try:

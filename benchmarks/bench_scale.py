@@ -276,7 +276,7 @@ def resume(trials: int, testbeds: int, tmp: Path) -> Resumed:
                                              load_settings=settings)
             resume_s = time.perf_counter() - up
         ran = store.last_trial_id() - last_id
-    return Resumed(recorded, build_s, api_s, result.summary.skipped, up - started, resume_s, summary.skipped, ran)
+    return Resumed(recorded, build_s, api_s, result.skipped, up - started, resume_s, summary.skipped, ran)
 
 
 # ---------------------------------------------------------------------------------------------- report

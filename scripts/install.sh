@@ -31,19 +31,27 @@ install_debian_packages() {
     done
 }
 
+# Optional extras to install besides "test", comma-separated: TUNELAB_EXTRAS=gp adds PyTorch (~750 MB) for
+# the gp search engine. The default (and CI) installs none: the gp tests are then skipped, saying so.
+EXTRAS="test${TUNELAB_EXTRAS:+,$TUNELAB_EXTRAS}"
+
 install_python_packages() {
     local stamp="$VENV/.tunelab-installed"
     local want
-    want="$(cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt" | sha256sum | cut -d' ' -f1)"
+    want="$( (cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt"; echo "$EXTRAS") | sha256sum | cut -d' ' -f1)"
     if [ ! -x "$VENV/bin/python" ]; then
         echo "install: creating $VENV" >&2
         "$PYTHON" -m venv "$VENV"
     fi
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-        echo "install: Python dependencies (pinned) into $VENV" >&2
+        echo "install: Python dependencies (pinned) into $VENV: tunelab[$EXTRAS]" >&2
         "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -c "$ROOT/constraints.txt" -e "$ROOT[test]"
+        "$VENV/bin/python" -m pip install -q -c "$ROOT/constraints.txt" -e "$ROOT[$EXTRAS]"
         echo "$want" > "$stamp"
+    fi
+    if [[ ",$EXTRAS," != *",gp,"* ]] && compgen -G "$VENV/lib/python*/site-packages/torch" >/dev/null; then
+        echo "install: torch (~750 MB, only for the gp engine) is left in $VENV from an earlier install;" \
+             "remove it with: $VENV/bin/python -m pip uninstall -y torch sympy mpmath networkx filelock" >&2
     fi
 }
 

@@ -13,6 +13,7 @@ import pytest
 
 import tunelab
 from tunelab import api
+from tunelab.errors import DesignError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "examples" / "default.sqlite"
@@ -54,7 +55,7 @@ def test_run_dry_run_records_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
     result = tunelab.run(DRY_DESIGN, target="dry-run", store=store, progress=False, checkpoint=points.append)
     data = round_trip(result)
     assert data["recorded"] is False and not store.exists() and data["planned"] == len(tunelab.plan(DRY_DESIGN).plan)
-    assert "begin" in points and result.store_path == result.summary.store_path
+    assert "begin" in points and result.store_path.name == store.name and not result.store_path.exists()
 
 
 def test_screen_export_restore(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,8 +75,9 @@ def test_refine_and_validate_on_the_simulator(tmp_path: Path) -> None:
     assert data["winner"] and refined.synthetic and refined.exit_status in (0, 3, 4)
     assert "=" in refined.sysctl_conf() or refined.sysctl_conf()
     knob, value = next(iter(refined.result.winner.items()))
-    text = " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
-    checked = tunelab.validate("simulator", [f"{knob}={text}"], surface="simple", blocks=2,
+    with pytest.raises(DesignError, match="mapping knob id -> value"):
+        tunelab.validate("simulator", [f"{knob}={value}"], surface="simple")
+    checked = tunelab.validate("simulator", {knob: value}, surface="simple", blocks=2,
                                store=tmp_path / "validate.sqlite")
     assert round_trip(checked)["verdict"] == checked.verdict
 

@@ -27,10 +27,7 @@ from tunelab.designs import Design
 from tunelab.designs.generators import runs_per_replicate
 from tunelab.designs.plan import PLAN_COLUMNS
 from tunelab.model import Phase, json_value
-from tunelab.stats.noise import noise_table
-from tunelab.stats.screen import RANGE_DESIGNS
 from tunelab.store import Store
-from tunelab.targets import Target
 
 #: the phase of the A/A trials
 CALIBRATE = Phase.CALIBRATE.value
@@ -52,6 +49,8 @@ def design_replicates(design: Design) -> int:
 
 def runs_per_level(design: Design, replicates: int) -> float | None:
     """Runs behind one level's mean that a level-vs-baseline comparison uses; None for range designs."""
+    from tunelab.stats.screen import RANGE_DESIGNS   # tunelab.stats (scipy, statsmodels): not on `plan`'s path
+
     if design.design_type in RANGE_DESIGNS:
         return None
     if design.design_type == "oat":
@@ -116,6 +115,8 @@ def within_testbed(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 def assess_noise(frame: pd.DataFrame, design: Design, runs: int | None = None) -> Calibration:
     """The :class:`Calibration` of the A/A trials in ``frame`` (the store's tidy ``calibrate`` frame);
     trials on several testbeds are judged within each testbed (:func:`within_testbed`)."""
+    from tunelab.stats.noise import noise_table
+
     metrics = [metric.to_json() for metric in design.metrics]
     usable = within_testbed(frame, [m["name"] for m in metrics])
     table = noise_table(usable, metrics, alpha=design.analysis.alpha, power=POWER)
@@ -135,24 +136,15 @@ def assess_noise(frame: pd.DataFrame, design: Design, runs: int | None = None) -
                        replicates=replicates, warnings=warnings)
 
 
-def run_calibration(design: Design, target: Target | None, store: Store, *, dispatcher: Any = None,
-                    **run_options: Any) -> Calibration | None:
-    """Run the design's ``noise.calibration_runs`` A/A trials (skipping those already recorded) and
-    assess them; None when the design asks for none. ``run_options`` go to
-    :func:`tunelab.runner.run_design` (``allow_host_global``, ``progress``, ``checkpoint``, ``load``, ...).
-    With a ``dispatcher`` (many testbeds, :mod:`tunelab.cluster`) the A/A trials are spread over its
-    testbeds, and the noise is measured within each testbed (:func:`within_testbed`)."""
+def run_calibration(design: Design, store: Store, run_plan: runner.PlanRunner) -> Calibration | None:
+    """Run the design's ``noise.calibration_runs`` A/A trials (skipping those already recorded) with
+    ``run_plan(phase, plan)`` (:func:`tunelab.study_run.plan_runner`) and assess them; None when the
+    design asks for none. On many testbeds the A/A trials are spread over them, and the noise is
+    measured within each testbed (:func:`within_testbed`)."""
     runs = design.noise.calibration_runs
     if runs <= 0:
         return None
-    plan = calibration_plan(design, runs)
-    if dispatcher is None:
-        summary = runner.run_design(design, target, store, phase=CALIBRATE, plan=plan, **run_options)
-    else:
-        from tunelab.cluster import run_design_on_testbeds
-
-        options = {k: v for k, v in run_options.items() if k in ("allow_host_global", "load", "load_settings")}
-        summary = run_design_on_testbeds(design, dispatcher, store, phase=CALIBRATE, plan=plan, **options)
+    summary = run_plan(CALIBRATE, calibration_plan(design, runs))
     calibration = assess_noise(store.tidy(CALIBRATE), design, runs)
     calibration.summary = summary
     return calibration

@@ -222,12 +222,11 @@ def _always_refused(refusal: Refusal, subset: Sequence[str], probed: Sequence[Ma
     return True
 
 
-def probe_design(design: Design | Mapping[str, Any], target: Target, store: Store, *, plan: pd.DataFrame | None = None,
+def probe_design(design: Design, target: Target, store: Store, *, plan: pd.DataFrame | None = None,
                  allow_host_global: bool = False, knob_lookup: KnobLookup | None = None) -> ProbeResult:
-    """Probe every distinct configuration of the design's plan on ``target`` (already up).
+    """Probe every distinct configuration of the design's plan (or ``plan``) on ``target`` (already up).
 
-    ``design`` is a :class:`~tunelab.designs.Design` or a mapping as :func:`tunelab.runner.bind_knobs`
-    takes (then pass ``plan``). ``store`` holds the journal (a crashed probe is rolled back by ``tunelab restore``); what a
+    ``store`` holds the journal (a crashed probe is rolled back by ``tunelab restore``); what a
     crashed run left in it is put back first. Host-global knobs are refused unless allowed here or
     by the design's ``target.allow_host_global``, before anything is written.
 

@@ -12,8 +12,9 @@ A sequential design (``replicates: {min, max, step, until: decided}``, see
 4. it stops when every verdict is decided, when a level would pass ``max`` replicates, or when the
    next round would overrun ``budget_trials`` or ``budget_minutes``.
 
-Each round is an ordinary :func:`tunelab.runner.run_design` call, so the runner's safety rules,
-journal and resume hold within a round. A round's plan depends only on the design and the trials
+Each round is one call of the study's plan runner (:func:`tunelab.study_run.plan_runner`:
+:func:`tunelab.runner.run_design` on one target, its twin on many testbeds), so the runner's safety
+rules, journal and resume hold within a round. A round's plan depends only on the design and the trials
 of earlier rounds, so a resumed study plans the same rounds again and skips the trials it has.
 """
 from __future__ import annotations
@@ -24,14 +25,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pandas as pd
 
 from tunelab.designs import Design, make_plan, round_plan
-from tunelab.model import level_text
-from tunelab.runner import RunSummary, run_design
+from tunelab.model import json_value, level_text
+from tunelab.runner import PlanRunner, RunSummary
 from tunelab.store import Store
-from tunelab.targets import Target
 from tunelab.tidy import design_info
 
-if TYPE_CHECKING:                       # dask is imported only when a study runs on many testbeds
-    from tunelab.cluster import Dispatcher
+if TYPE_CHECKING:
+    from tunelab.calibration import Calibration
 
 #: bootstrap resamples of an interim look: the decisions use p-values and TOST, never the bootstrap
 INTERIM_N_BOOT = 200
@@ -54,18 +54,60 @@ class RoundRecord:
 
 
 @dataclass
-class StudyRun:
-    """What :func:`run_study` did: the runner's counts over all rounds, the rounds and why it stopped."""
+class StudyRun(RunSummary):
+    """What a study run did (:func:`tunelab.run`'s result): the runner's counts over all rounds, a
+    sequential design's rounds and why it stopped, the orphaned labs removed first, the A/A
+    calibration, and for a dry run the preview of every planned trial."""
 
-    summary: RunSummary
     rounds: list[RoundRecord] = field(default_factory=list)
     stop_reason: str | None = None
+    labs_removed: list[str] = field(default_factory=list)
+    #: the A/A calibration before the study's trials (``noise.calibration_runs``), or None
+    calibration: "Calibration | None" = None
+    #: a dry run's preview lines (:meth:`tunelab.targets.dryrun.DryRunTarget.preview`); empty otherwise
+    preview: list[str] = field(default_factory=list)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.summary, name)
+    @classmethod
+    def of(cls, summary: RunSummary) -> "StudyRun":
+        """The study run whose counts so far are ``summary``'s."""
+        return cls(**vars(summary))
+
+    def add(self, more: RunSummary) -> None:
+        """Add a later round's runner counts."""
+        for name in ("planned", "skipped", "ok", "flagged", "failed", "interrupted", "repeated", "wall_s"):
+            setattr(self, name, getattr(self, name) + getattr(more, name))
+        self.failures += more.failures
+        self.foreign_load += more.foreign_load
+        self.repeats += more.repeats
 
     def __str__(self) -> str:
-        return "\n".join([str(self.summary), *round_lines(self.rounds, self.stop_reason)])
+        if not self.recorded and self.preview:
+            return "\n".join([*self.preview, self.preview_line()])
+        lines = [super().__str__(), *round_lines(self.rounds, self.stop_reason)]
+        calibration = self.calibration
+        if calibration is not None:
+            lines.append(f"noise: {calibration.cv_text() or 'no metric'} over {calibration.usable} A/A trials"
+                         + (f"; {len(calibration.warnings)} SESOI warning(s), see above" if calibration.warnings else ""))
+        return "\n".join(lines)
+
+    def preview_line(self) -> str:
+        """A dry run's last line: what was previewed and that nothing was done (its problems after it)."""
+        lines = [f"dry run of study {self.study}: {self.planned} planned trial(s) previewed in {self.wall_s:.1f} s; "
+                 "nothing was applied, run or recorded"]
+        lines += [f"  {self.stop_reason}"] if self.stop_reason else []
+        if self.failed or self.interrupted:
+            lines.append(f"{self.failed + self.interrupted} trial(s) could not be previewed:")
+            lines += [f"  {line}" for line in self.failures]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"study": self.study, "store": str(self.store_path), "recorded": self.recorded, "planned": self.planned,
+                "skipped": self.skipped, "ok": self.ok, "flagged": self.flagged, "failed": self.failed,
+                "interrupted": self.interrupted, "wall_s": self.wall_s, "failures": list(self.failures),
+                "foreign_load": list(self.foreign_load), "labs_removed": list(self.labs_removed),
+                "rounds": [json_value(vars(record)) for record in self.rounds], "stop_reason": self.stop_reason,
+                "repeated": self.repeated, "repeats": list(self.repeats),
+                "noise": self.calibration.to_json() if self.calibration is not None else None}
 
 
 def round_lines(rounds: list[RoundRecord], stop_reason: str | None) -> list[str]:
@@ -74,34 +116,23 @@ def round_lines(rounds: list[RoundRecord], stop_reason: str | None) -> list[str]
     return lines + ([f"  stopped: {stop_reason}"] if stop_reason else [])
 
 
-def run_study(design: Design, target: Target | None, store: Store, *, dispatcher: Dispatcher | None = None,
-              **run_options: Any) -> StudyRun:
-    """Run ``design`` on ``target`` into ``store``: its plan, then for a sequential design more rounds.
+def run_study(design: Design, store: Store, run_plan: PlanRunner) -> StudyRun:
+    """Run ``design`` into ``store``: its plan, then for a sequential design more rounds.
 
-    ``run_options`` go to every :func:`tunelab.runner.run_design` call (``allow_host_global``,
-    ``progress``, ``retry_failed``, ``checkpoint``). With a ``dispatcher`` (many testbeds,
-    :mod:`tunelab.cluster`) each round runs across its testbeds instead, and ``target`` is unused.
+    ``run_plan(phase, plan)`` runs one round's plan (None: the design's own) on the study's target
+    or testbeds (:func:`tunelab.study_run.plan_runner`) and returns its counts.
     """
-    def run_round(plan: Any = None) -> RunSummary:
-        if dispatcher is None:
-            return run_design(design, target, store, plan=plan, **run_options)
-        from tunelab.cluster import run_design_on_testbeds
-
-        options = {k: v for k, v in run_options.items() if k in ("allow_host_global", "retry_failed", "load",
-                                                                  "load_settings", "knob_lookup")}
-        return run_design_on_testbeds(design, dispatcher, store, plan=plan, **options)
-
     if design.sequential is None:
-        return StudyRun(run_round())
+        return StudyRun.of(run_plan("screen", None))
     spec = design.sequential
     plan, number, result = make_plan(design), 1, None
     study: StudyRun | None = None
     while True:
-        summary = run_round(plan)
+        summary = run_plan("screen", plan)
         if study is None:
-            study = StudyRun(summary)
+            study = StudyRun.of(summary)
         else:
-            _add(study.summary, summary)
+            study.add(summary)
         data = store.tidy(phase="screen", include_failed=True)
         data = data[data["round"] <= number] if "round" in data.columns else data.iloc[0:0]
         result = _look(design, data, result)
@@ -128,15 +159,6 @@ def run_study(design: Design, target: Target | None, store: Store, *, dispatcher
             break
         plan, number = next_plan, number + 1
     return study
-
-
-def _add(total: RunSummary, more: RunSummary) -> None:
-    """Add a round's runner counts to the study's."""
-    for name in ("planned", "skipped", "ok", "flagged", "failed", "interrupted", "repeated", "wall_s"):
-        setattr(total, name, getattr(total, name) + getattr(more, name))
-    total.failures += more.failures
-    total.foreign_load += more.foreign_load
-    total.repeats += more.repeats
 
 
 def _planned_so_far(study: StudyRun) -> int:

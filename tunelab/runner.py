@@ -63,7 +63,7 @@ from tunelab.errors import DesignError, KnobError, SafetyError, TargetError, Tun
 from tunelab.journal import host_identity, in_two_passes, restore_journal
 from tunelab.knobs import Knob, get_knob
 from tunelab.loads import Load, LoadResult, get_load
-from tunelab.model import KnobId, TrialStatus, knob_id, level_from_json, level_to_json
+from tunelab.model import KnobId, TrialStatus, level_from_json, level_to_json
 from tunelab.signals import deferred_interrupts
 from tunelab.store import HostIdentity, Store, git_sha
 from tunelab.targets import CommandResult, Target
@@ -71,6 +71,9 @@ from tunelab.version import __version__
 
 Checkpoint = Callable[[str], None]
 KnobLookup = Callable[[str], Knob]
+#: runs one plan of a study, ``run_plan(phase, plan)`` (plan None: the design's own), on the study's
+#: target or testbeds, and returns its counts (built by :func:`tunelab.study_run.plan_runner`)
+PlanRunner = Callable[[str, "pd.DataFrame | None"], "RunSummary"]
 
 #: warn when other processes used more than this share of the machine during the median trial
 FOREIGN_LOAD_WARN = 0.10
@@ -99,35 +102,12 @@ class BoundKnob:
         return self.knob.name
 
 
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    """Read ``name`` from a dataclass-like object (a :class:`~tunelab.designs.Design`) or a mapping."""
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def bind_knobs(design: Design | Mapping[str, Any], knob_lookup: KnobLookup | None = None) -> list[BoundKnob]:
-    """The :class:`BoundKnob` of each knob in the design (ids per Contract 1).
-
-    ``design`` is a :class:`~tunelab.designs.Design` or a mapping with a ``knobs`` list of
-    ``{name, host, device[, id]}``; ``knob_lookup`` defaults to :func:`tunelab.knobs.get_knob`.
-
-    Examples
-    --------
-    >>> bind_knobs({"knobs": [{"name": "net.core.somaxconn", "host": "client"}]})[0].id
-    'net.core.somaxconn@client'
-    """
+def bind_knobs(design: Design, knob_lookup: KnobLookup | None = None) -> list[BoundKnob]:
+    """The :class:`BoundKnob` of each knob in the design (ids per Contract 1); ``knob_lookup`` defaults
+    to :func:`tunelab.knobs.get_knob`."""
     lookup = knob_lookup or get_knob
-    bound = []
-    for entry in _field(design, "knobs", []) or []:
-        name = _field(entry, "name")
-        host = _field(entry, "host", "server") or "server"
-        device = _field(entry, "device")
-        bound.append(BoundKnob(id=_field(entry, "id") or knob_id(name, host, device), knob=lookup(name),
-                               host=host, device=device, apply_order=_field(entry, "apply_order")))
-    if not bound:
-        raise DesignError("the design has no knobs to run; list at least one under `knobs:`")
-    return bound
+    return _some([BoundKnob(id=entry.id, knob=lookup(entry.name), host=entry.host, device=entry.device,
+                            apply_order=entry.apply_order) for entry in design.knobs])
 
 
 def bind_knob_ids(ids: Iterable[str], knob_lookup: KnobLookup | None = None) -> list[BoundKnob]:
@@ -137,12 +117,18 @@ def bind_knob_ids(ids: Iterable[str], knob_lookup: KnobLookup | None = None) -> 
     --------
     >>> [(k.name, k.host, k.device) for k in bind_knob_ids(["link.mtu[veth0]@client"])]
     [('link.mtu', 'client', 'veth0')]
+    >>> bind_knob_ids(["net.core.somaxconn@client"])[0].id
+    'net.core.somaxconn@client'
     """
-    knobs = []
-    for text in ids:
-        parsed = KnobId.parse(str(text))
-        knobs.append({"id": str(text), "name": parsed.name, "host": parsed.host, "device": parsed.device})
-    return bind_knobs({"knobs": knobs}, knob_lookup)
+    lookup = knob_lookup or get_knob
+    parsed = [(str(text), KnobId.parse(str(text))) for text in ids]
+    return _some([BoundKnob(id=text, knob=lookup(kid.name), host=kid.host, device=kid.device) for text, kid in parsed])
+
+
+def _some(bound: list[BoundKnob]) -> list[BoundKnob]:
+    if not bound:
+        raise DesignError("the design has no knobs to run; list at least one under `knobs:`")
+    return bound
 
 
 def check_host_global(specs: Sequence[BoundKnob], allow_host_global: bool) -> None:
@@ -366,7 +352,7 @@ def _verify(trial: _LiveTrial, target: Target, specs: Sequence[BoundKnob]) -> No
             if got != trial.levels[spec.id]:
                 mismatches.append(f"{spec.id}: wanted {_fmt(spec.knob, trial.levels[spec.id])!r}, "
                                   f"read back {_fmt(spec.knob, got)!r}")
-        if mismatches:
+        if mismatches and "read back" not in getattr(target, "cannot", {}):   # dry run: nothing written to read back
             raise _TrialFailed("verify failed (the kernel did not take the value): " + "; ".join(mismatches))
 
 
@@ -390,6 +376,9 @@ def _measure(trial: _LiveTrial, target: Target, load: Load, warmup_s: float, mea
         result = target.run(load.runs_on, trial.argv, timeout_s=_load_timeout(warmup_s, measure_s))
     with trial.clock.phase("foreign_cpu"):
         trial.foreign_cpu_s = float(target.foreign_cpu_s())
+    if getattr(result, "dry", False):     # recorded, not run (a dry run): there is nothing to measure or judge
+        trial.status, trial.reason = TrialStatus.OK, "dry run: the load's command was recorded, not run"
+        return
     with trial.clock.phase("parse"):
         parsed = load.parse(result, trial.settings, warmup_s)
     checkpoint("after_measure")
@@ -596,29 +585,22 @@ def _tail(text: str, limit: int = 300) -> str:
 # ---- the design-level loop ----------------------------------------------------------------------
 
 
-def target_spec_of(design: Design | Mapping[str, Any]) -> dict[str, Any]:
+def target_spec_of(design: Design) -> dict[str, Any]:
     """``{"type", "options", "allow_host_global"}`` of the design's target section."""
-    section = _field(design, "target", {}) or {}
-    return {
-        "type": _field(section, "type", "lab"),
-        "options": dict(_field(section, "options", {}) or {}),
-        "allow_host_global": bool(_field(section, "allow_host_global", False)),
-    }
+    return {"type": design.target.type, "options": dict(design.target.options),
+            "allow_host_global": bool(design.target.allow_host_global)}
 
 
-def load_of(design: Design | Mapping[str, Any]) -> tuple[Load, dict[str, Any]]:
+def load_of(design: Design) -> tuple[Load, dict[str, Any]]:
     """Instantiate the design's load generator and merge its profile settings."""
-    section = _field(design, "load", {}) or {}
-    load = get_load(_field(section, "generator"))()
-    return load, load.settings(_field(section, "profile"), _field(section, "settings", {}) or {})
+    load = get_load(design.load.generator)()
+    return load, load.settings(design.load.profile, dict(design.load.settings))
 
 
-def load_for(design: Design | Mapping[str, Any], target_cls: type[Target],
-             options: Mapping[str, Any]) -> tuple[Load, dict[str, Any]]:
+def load_for(design: Design, target_cls: type[Target], options: Mapping[str, Any]) -> tuple[Load, dict[str, Any]]:
     """The load a run of ``design`` measures with on a target of ``target_cls`` with ``options``: the
     target's own (:meth:`~tunelab.targets.Target.paired_load`, the simulator's) or the design's."""
-    section = _field(design, "load", {}) or {}
-    paired = target_cls.paired_load(dict(options), _field(section, "profile"))
+    paired = target_cls.paired_load(dict(options), design.load.profile)
     return paired if paired is not None else load_of(design)
 
 
@@ -626,16 +608,14 @@ def load_for(design: Design | Mapping[str, Any], target_cls: type[Target],
 PlannedTrial = tuple[str, dict[str, Any], dict[str, Any]]
 
 
-def profile_settings(design: Design | Mapping[str, Any], load: Load,
-                     rows: Sequence[PlannedTrial]) -> dict[str, dict[str, Any]]:
+def profile_settings(design: Design, load: Load, rows: Sequence[PlannedTrial]) -> dict[str, dict[str, Any]]:
     """The load settings of each profile the planned trials name (plan column ``profile``).
 
     Each is the profile merged with the design's ``load.settings``, as :func:`load_of` merges the
     single profile; empty for a plan without profiles. A profile the load does not know raises
     :class:`~tunelab.errors.LoadError` here, before anything runs.
     """
-    section = _field(design, "load", {}) or {}
-    overrides = dict(_field(section, "settings", {}) or {})
+    overrides = dict(design.load.settings)
     names = dict.fromkeys(info["profile"] for _, _, info in rows if info.get("profile") is not None)
     return {name: load.settings(name, overrides) for name in names}
 
@@ -665,10 +645,9 @@ def _check_plan(specs: Sequence[BoundKnob], rows: Sequence[PlannedTrial], allow_
             raise KnobError(f"planned run {run_key}: {exc}") from None
 
 
-def _durations(design: Design | Mapping[str, Any]) -> tuple[float, float]:
+def _durations(design: Design) -> tuple[float, float]:
     """``(warmup_s, measure_s)`` of the design; DesignError unless ``measure_s > 0``."""
-    warmup_s = float(_field(design, "warmup_s", 0) or 0)
-    measure_s = float(_field(design, "measure_s"))
+    warmup_s, measure_s = float(design.warmup_s or 0), float(design.measure_s)
     if measure_s <= 0:
         raise DesignError(f"measure_s must be > 0, got {measure_s}; set `measure_s:` in the design")
     return warmup_s, measure_s
@@ -742,7 +721,7 @@ class RunSetup:
 
 
 def prepare_run(
-    design: Design | Mapping[str, Any],
+    design: Design,
     store: Store | None,
     *,
     allow_host_global: bool = False,
@@ -770,16 +749,15 @@ def prepare_run(
     warmup_s, measure_s = _durations(design)
     _check_plan(specs, rows, allow)
     by_profile = profile_settings(design, load, rows)      # an unknown profile stops here, before any write
-    study = store.study.name if store is not None and store.study else "?"
     todo = rows if store is None else _still_to_run(store, rows, phase, retry_failed)
-    return RunSetup(study=_field(design, "name", study), phase=phase,
+    return RunSetup(study=design.name, phase=phase,
                     specs=specs, rows=rows, todo=todo, load=load,
                     load_settings=dict(load_settings or {}), by_profile=by_profile, allow_host_global=allow,
                     warmup_s=warmup_s, measure_s=measure_s, busy=busy_rule(design))
 
 
 def run_design(
-    design: Design | Mapping[str, Any],
+    design: Design,
     target: Target,
     store: Store,
     *,
@@ -863,11 +841,10 @@ class BusyRule:
     max_repeats: int = 2
 
 
-def busy_rule(design: Design | Mapping[str, Any]) -> BusyRule | None:
+def busy_rule(design: Design) -> BusyRule | None:
     """The design's :class:`BusyRule` (its ``noise`` section), or None when busy trials are kept."""
-    noise = _field(design, "noise")
-    pct = _field(noise, "repeat_busy_pct") if noise is not None else None
-    return None if pct is None else BusyRule(float(pct), int(_field(noise, "max_repeats", 2)))
+    pct = design.noise.repeat_busy_pct
+    return None if pct is None else BusyRule(float(pct), int(design.noise.max_repeats))
 
 
 def repeat_while_busy(outcome: TrialOutcome, measure: Callable[[Mapping[str, Any]], TrialOutcome], target: Target,
@@ -949,7 +926,7 @@ def describe_target(target: Target) -> dict[str, Any]:
         return {"target": getattr(target, "name", "?"), "describe_error": f"{type(exc).__name__}: {exc}"}
 
 
-__all__ = ["BoundKnob", "BusyRule", "RunSetup", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs",
+__all__ = ["BoundKnob", "BusyRule", "PlanRunner", "RunSetup", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs",
            "busy_rule", "check_host_global", "check_trial", "cleanup_load", "keyed_settings", "load_for", "load_of",
            "prepare_run", "preflight", "profile_settings", "recover_journal", "repeat_while_busy", "reset_by_writes",
            "run_design", "run_provenance_of", "run_trial", "target_spec_of", "validate_config", "write_back"]

@@ -1,16 +1,21 @@
-"""Signals during a run: SIGTERM behaves like Ctrl-C, and neither may cut a restore half-way.
+"""Signals: SIGTERM behaves like Ctrl-C during a run, neither may cut a restore half-way, and outside
+a run SIGTERM tears the live labs down first. The only module that handles SIGTERM.
 
 SIGINT raises :class:`KeyboardInterrupt`; :func:`sigterm_interrupts` makes SIGTERM do the same,
 so the runner records the trial in flight as ``interrupted`` and puts its knobs back.
 :func:`deferred_interrupts` holds both signals while the machine is being put back.
+:func:`teardown_on_sigterm` is for SIGTERM outside a run (a lab up in a script): clean up, then die
+of SIGTERM as before. Standard library only, so every layer may use it.
 """
 from __future__ import annotations
 
+import functools
+import os
 import signal
 import threading
 from contextlib import contextmanager
 from types import FrameType
-from typing import Iterator
+from typing import Callable, Iterator
 
 
 # ---- deferring Ctrl-C while the machine is being put back -------------------------------------
@@ -60,3 +65,19 @@ def sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+# ---- SIGTERM outside a run: clean up, then die of it ------------------------------------------
+
+
+def _teardown_then_die(teardown: Callable[[], None], signum: int, frame: FrameType | None) -> None:
+    teardown()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def teardown_on_sigterm(teardown: Callable[[], None]) -> None:
+    """On SIGTERM run ``teardown`` and then die of SIGTERM, when nothing else handles it yet (a run's
+    :func:`sigterm_interrupts` does its own cleanup); only from the main thread."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, functools.partial(_teardown_then_die, teardown))

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 from typing import Any, Sequence
@@ -109,6 +110,7 @@ def _from_csv(source: str, metric: Sequence[str], knob: Sequence[str], baseline_
         check_level_column(data, column, path)
     for name in names & set(data.columns):
         data[name] = numeric_column(data, name, path)
+    check_positive_metrics(data, metrics, path.name)
     baseline = _parse_baselines(data, baseline_items)
     for column in knobs:
         baseline.setdefault(column, default_baseline(data, column))
@@ -127,6 +129,7 @@ def read_csv(path: Path) -> pd.DataFrame:
     except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise DataError(f"cannot read CSV {str(path)!r}: {' '.join(str(exc).split())[:200]}; give a comma-separated "
                         "file with a header row (e.g. from `tunelab export`)") from None
+    check_unique_header(path)
     for position, column in enumerate(data.columns, start=1):
         text = str(column)
         if len(text) > CSV_TEXT_MAX or not text.isprintable() or text.startswith("Unnamed: "):
@@ -135,6 +138,47 @@ def read_csv(path: Path) -> pd.DataFrame:
     if data.empty:
         raise DataError(f"{path.name} has a header but no data rows; it holds no trials to screen")
     return data
+
+
+def check_unique_header(path: Path) -> None:
+    """DataError when two columns of the CSV's header row have the same name.
+
+    pandas renames the second ``qps`` to ``qps.1``, which would then be screened as a knob; the
+    header is read as written (:mod:`csv`, as pandas splits it) so the repeated name is refused.
+    """
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return      # pandas read it, so a header it cannot split this way has no repeated name to find
+    seen: dict[str, int] = {}
+    for position, name in enumerate(header, start=1):
+        if name in seen:
+            raise DataError(f"{path.name}: the header names column {name[:60]!r} twice (columns {seen[name]} and "
+                            f"{position}); give every column its own name, and keep one column per metric")
+        seen[name] = position
+
+
+def check_positive_metrics(data: pd.DataFrame, metrics: Sequence[dict[str, Any]], source: str) -> None:
+    """DataError for a metric read as % changes or on the log scale whose values include zero or negatives.
+
+    A metric with no explicit ``scale`` and no ``sesoi_abs`` is compared as % of its baseline mean
+    (and ``auto`` models it on the log scale when it can): on a negative baseline the sign of a %
+    change flips, so a rise would read as "-99.8 % worse". Such data is refused; the fix is
+    ``scale: linear`` with a ``sesoi_abs`` (effects as differences in the metric's units).
+    """
+    for metric in metrics:
+        name, scale = metric["name"], metric.get("scale", "auto")
+        if name not in data.columns or scale == "linear" or (scale == "auto" and metric.get("sesoi_abs") is not None):
+            continue
+        values = pd.to_numeric(data[name], errors="coerce")
+        bad = int((values <= 0).sum())
+        if bad:
+            kind = "on the log scale (scale: log)" if scale == "log" else "as % changes (no scale or sesoi_abs given)"
+            raise DataError(f"{source}: metric {name!r} has {bad} value(s) <= 0 (lowest {values.min():g}), which cannot "
+                            f"be compared {kind}; set `scale: linear` and a `sesoi_abs` for it (on the command line "
+                            f"--metric {name}:{'min' if metric.get('direction') == 'minimize' else 'max'}:linear:abs=N), "
+                            "see designs/README.md")
 
 
 def _row(index: Any) -> str:
@@ -183,6 +227,7 @@ def _from_study(source: str, metric: Sequence[str], knob: Sequence[str], baselin
     baseline.update(_parse_baselines(data, baseline_items))
     if data.empty:
         raise DataError(f"the store {str(path)!r} has no usable screen trials yet; run `tunelab run` first")
+    check_positive_metrics(data, metrics, str(path))
     return (data, metrics, knobs, baseline, design.analysis.alpha if alpha is None else alpha,
             correction or design.analysis.correction)
 

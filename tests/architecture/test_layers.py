@@ -15,13 +15,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tunelab"
 
 #: bottom to top; a module may import from its own layer and the layers below it
 LAYERS: list[set[str]] = [
-    {"errors", "model", "registry", "paths", "version", "formatting"},
+    {"errors", "model", "registry", "paths", "version", "formatting", "signals"},
     {"knobs", "loads", "targets"},
     {"designs", "store", "testbeds"},
-    {"journal", "signals", "leases", "runner", "cluster", "constraints"},
+    {"journal", "leases", "runner", "cluster", "constraints", "labs"},
     {"stats"},
     {"tidy"},
-    {"optimize", "rounds", "calibration"},
+    {"optimize", "rounds", "calibration", "study_run"},
     {"simulator"},
     {"report"},
     {"api", "__init__"},

@@ -190,7 +190,7 @@ def test_a_study_runs_on_an_ssh_testbed_through_a_dask_worker(sshd_netns: dict, 
 
     plan = make_plan(load_design(design))
     assert len(plan) == 4                               # OAT, 2 levels x 2 replicates
-    assert result.summary.failed == 0
+    assert result.failed == 0
     with Store(store_path, readonly=True) as store:
         tidy = store.tidy()
         trials = store.trials("screen")

@@ -155,3 +155,33 @@ def test_conditional_on_a_metric_the_load_does_not_produce(plan_error, base) -> 
 def test_guard_with_both_sesois(plan_error, base) -> None:
     err = plan_error(base(guards=[{"name": "lost_pct", "sesoi_pct": 5, "sesoi_abs": 0.1}]))
     assert "guards[0].sesoi_abs" in err and "not both" in err
+
+
+#: device names `tunelab run` refuses when it writes a knob (tunelab.knobs.families.check_device_name):
+#: a path, shell syntax, a bare dot-name, an overlong name, an empty one
+RUN_REFUSES = ["../../../tmp/x", ";", "$()", "`id`", "a b", "..", ".", "x" * 65, "", "sda/../../etc", "eth0;reboot"]
+
+
+@pytest.mark.parametrize("device", [*RUN_REFUSES, "@foo"])   # '@foo': a symbolic device no target resolves
+def test_a_device_name_run_would_refuse_is_refused_at_plan(plan_error, base, device: str) -> None:
+    err = plan_error(base(knobs=[{"name": "block.queue.scheduler", "device": device, "levels": ["none", "bfq"]}]))
+    assert err.count("\n") == 1, err
+    assert "knobs[0].device" in err or ("knobs[0]" in err and device == ""), err
+
+
+@pytest.mark.parametrize("device", RUN_REFUSES)
+def test_the_device_names_plan_refuses_are_the_ones_a_knob_write_refuses(device: str) -> None:
+    from tunelab.errors import KnobError
+    from tunelab.knobs.families import check_device_name
+
+    # the run-time check (every knob read or write, after the target resolved '@disk'/'@link') refuses each too
+    with pytest.raises(KnobError):
+        check_device_name("block.queue.scheduler", device)
+
+
+@pytest.mark.parametrize("device", ["loop0", "@disk", "@link", "nvme0n1", "veth0", "dm-0", "eth0.100"])
+def test_real_and_symbolic_device_names_pass_plan(tmp_path: Path, base, capsys, device: str) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text(yaml.safe_dump(base(knobs=[{"name": "block.queue.scheduler", "device": device,
+                                                "levels": ["none", "bfq"]}]), sort_keys=False))
+    assert main(["plan", str(path), "--format", "json"]) == 0, capsys.readouterr().err

@@ -22,7 +22,7 @@ from runner_fakes import INITIAL, FakeKnob, FakeLoad, FileTarget, fake_design, m
 
 import tunelab  # noqa: E402
 from tunelab.constraints import probe_config, probe_design  # noqa: E402
-from tunelab.designs import load_design_text, make_plan, plan_summary  # noqa: E402
+from tunelab.designs import Design, load_design_text, make_plan, plan_summary  # noqa: E402
 from tunelab.designs.constraints import entry_text, write_rank  # noqa: E402
 from tunelab.errors import DesignError, SafetyError, TargetError  # noqa: E402
 from tunelab.journal import restore_journal  # noqa: E402
@@ -196,8 +196,8 @@ def _write_order(target: FileTarget) -> list[tuple[str, str]]:
 
 
 def test_the_runner_writes_in_apply_order_and_restores_in_reverse(target: FileTarget, store: Store):
-    design = fake_design(knobs=["net.fake.alpha", "net.fake.beta"])
-    design["knobs"][0]["apply_order"] = 2                  # alpha after beta, though listed first
+    design = fake_design(knobs=["net.fake.alpha", "net.fake.beta"],
+                         apply_order={"net.fake.alpha": 2})     # alpha after beta, though listed first
     specs = bind_knobs(design, make_knobs())
     outcome = run_trial(target, FakeLoad(), specs, {"net.fake.alpha": 16, "net.fake.beta": 5000}, "screen:0",
                         "screen", store, 0, 1)
@@ -210,8 +210,7 @@ def test_the_runner_writes_in_apply_order_and_restores_in_reverse(target: FileTa
 def test_the_write_order_decides_whether_a_coupled_value_is_taken(target: FileTarget, store: Store, beta_rank, status):
     # from (alpha 16, beta 100) to (alpha 128, beta 5000): beta=5000 is taken only once alpha is no longer 16
     target.seed({"net.fake.alpha": 16, "net.fake.beta": 100})
-    design = fake_design(knobs=["net.fake.alpha", "net.fake.beta"])
-    design["knobs"][1]["apply_order"] = beta_rank
+    design = fake_design(knobs=["net.fake.alpha", "net.fake.beta"], apply_order={"net.fake.beta": beta_rank})
     specs = bind_knobs(design, _coupled_lookup())
     outcome = run_trial(target, FakeLoad(), specs, {"net.fake.alpha": 128, "net.fake.beta": 5000}, "screen:0",
                         "screen", store, 0, 1)
@@ -247,12 +246,9 @@ class ResettingKnob(FakeKnob):
         target.write_text(host, self.path_of(self.resets), f"{self.to}\n")
 
 
-def _one_device_design() -> dict:
-    design = fake_design(knobs=["net.fake.alpha", "net.fake.beta"])
-    for knob in design["knobs"]:
-        knob["device"] = "disk0"                   # one device: alpha's write resets beta there
-    design["knobs"][0]["apply_order"] = -1         # alpha (the "scheduler") first
-    return design
+def _one_device_design() -> Design:
+    # one device: alpha's write resets beta there; alpha (the "scheduler") first
+    return fake_design(knobs=["net.fake.alpha", "net.fake.beta"], device="disk0", apply_order={"net.fake.alpha": -1})
 
 
 def test_a_knob_at_its_level_that_a_coupled_write_reset_is_written_too_and_put_back(target: FileTarget,

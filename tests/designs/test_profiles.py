@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pandas as pd
 import pytest
 
-from tunelab.designs import Design, load_design, load_design_text, make_plan, plan_summary
+from tunelab.designs import Design, LoadSpec, load_design, load_design_text, make_plan, plan_summary
 from tunelab.errors import DesignError, LoadError
 from tunelab.store import Store
 
@@ -214,8 +214,8 @@ def test_each_trial_runs_with_its_profiles_settings(fakes: Any, tmp_path: Path) 
     target = fakes.FileTarget(tmp_path / "machine")
     target.seed(fakes.INITIAL)
     target.seed(fakes.INITIAL, host="client")
-    design = fakes.fake_design(knobs=["net.fake.alpha"])
-    design["load"] = {"generator": "fake", "profile": ["low", "overload"], "settings": {"rate": 5}}
+    design = fakes.fake_design(knobs=["net.fake.alpha"],
+                               load=LoadSpec("fake", "low", {"rate": 5}, profiles=("low", "overload")))
     plan = _crossed_plan(fakes, ("low", "overload"))
     with Store.open(tmp_path / "s.sqlite", study="fake-study", design_hash="h", design_text="name: fake-study\n") as store:
         summary = run_design(design, target, store, plan=plan, progress=False, load=_profile_load(fakes),

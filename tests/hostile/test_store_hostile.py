@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -15,9 +17,10 @@ import sys
 import tempfile
 import textwrap
 import time
+from contextlib import contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 import yaml
@@ -137,6 +140,20 @@ def _design_hash_blob(d: Path) -> Path:
     return sql(example(d, "blobhash"), "UPDATE study SET design_hash = x'00ff'")
 
 
+def damage_page(path: Path, page: int | None = None) -> Path:
+    """Overwrite one whole page of the SQLite file ``path`` (default: the middle one) with 0xA5 bytes."""
+    page_size = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+    data = bytearray(path.read_bytes())
+    page = len(data) // page_size // 2 if page is None else page
+    data[page * page_size:(page + 1) * page_size] = b"\xa5" * page_size
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _damaged_middle(d: Path) -> Path:
+    return damage_page(example(d, "middle"))
+
+
 def _directory(d: Path) -> Path:
     path = d / "adir.sqlite"
     path.mkdir()
@@ -161,6 +178,7 @@ STORE_KINDS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "newer-schema": (_newer_schema, "newer tunelab"),
     "design-hash-blob": (_design_hash_blob, "design_hash"),
     "directory": (_directory, "is a directory"),
+    "damaged-middle": (_damaged_middle, "damaged"),
 }
 
 
@@ -438,3 +456,148 @@ def test_report_of_a_crafted_store_shows_payloads_as_text_and_runs_none(cli, dat
         assert f'<b id="{MARK}-marker">' in text, f"{page.name}: the kernel text is not shown"
     index_text = html.unescape((out / "index.html").read_text())
     assert f"document.title='{MARK}-description'" in index_text
+
+
+# ---- checked before any write: a store damaged in the middle, a full disk (issue 24) ---------------
+
+SIMULATOR_DESIGN = textwrap.dedent("""
+    name: full-disk
+    target: {type: simulator, options: {surface: simple, cv: 0.05}}
+    load: {generator: dnsperf, profile: overload}
+    measure_s: 1
+    metrics: [{name: qps, direction: maximize, sesoi_pct: 5}]
+    knobs:
+      - {name: net.core.somaxconn, levels: [128, 16], baseline: 128}
+    design: {type: oat, replicates: 2, seed: 5}
+""")
+
+
+@pytest.fixture
+def simulator_design(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A small simulator design, and a lease directory of this test's own (other runs' leases stay out)."""
+    import tunelab.leases
+
+    leases = tmp_path / "leases"
+    leases.mkdir()
+    monkeypatch.setattr(tunelab.leases, "LEASE_DIR", leases)
+    path = tmp_path / "sim.yaml"
+    path.write_text(SIMULATOR_DESIGN)
+    return path
+
+
+def sqlite_finds_damage(path: Path) -> bool:
+    """SQLite's own full ``integrity_check`` (not the quick_check tunelab runs) on a copy of ``path`` and
+    its write-ahead log (committed transactions not yet checkpointed are part of the store)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copyfile(path, copy)
+        if Path(f"{path}-wal").exists():
+            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        db = sqlite3.connect(copy)
+        try:
+            return db.execute("PRAGMA integrity_check").fetchall() != [("ok",)]
+        except sqlite3.DatabaseError:
+            return True
+        finally:
+            db.close()
+
+
+def test_run_into_a_store_damaged_in_the_middle_is_refused_before_any_write(cli, data_dir: Path,
+                                                                             simulator_design: Path) -> None:
+    store = damage_page(example(data_dir, "middle"))
+    assert sqlite_finds_damage(store)
+    before = sha(store)
+    result = cli("run", str(simulator_design), "--store", str(store), "--no-progress")
+    assert_one_error(result, store.name, "damaged")
+    assert sha(store) == before, "a transaction was committed to the damaged store"
+
+
+@pytest.mark.parametrize("page", [2, 5, 20, -1])
+def test_a_damaged_page_anywhere_is_refused_by_a_writable_open_and_left_unchanged(data_dir: Path, page: int) -> None:
+    # pages 2 and 5 are pages the store never reads when it opens: without a check before writing, the
+    # store was opened, stamped and written to as if intact
+    store = example(data_dir, f"page{page}")
+    damage_page(store, page if page >= 0 else store.stat().st_size // 4096 - 1)
+    assert sqlite_finds_damage(store)
+    before = sha(store)
+    with pytest.raises(StoreError, match="damaged") as caught:
+        Store(store).close()
+    assert "\n" not in str(caught.value)
+    assert sha(store) == before
+
+
+def test_an_intact_store_passes_the_check_and_opens_for_writing(data_dir: Path) -> None:
+    store = example(data_dir, "intact")
+    assert not sqlite_finds_damage(store)
+    with Store(store) as opened:
+        assert opened.study is not None and opened.study.name == "default"
+
+
+@contextmanager
+def tmpfs(mount: Path, options: str) -> Iterator[Path]:
+    """A tmpfs of this test's own mounted at ``mount`` with ``options``, unmounted afterwards; the test is
+    skipped unless root may mount one here."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tiny tmpfs to fill needs root")
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()[:200]}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True, check=False)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 400 KiB tmpfs (:func:`tmpfs`)."""
+    with tmpfs(tmp_path / "tiny", "size=400k") as mount:
+        yield mount
+
+
+def fill(mount: Path, leave_kib: int) -> None:
+    """Fill the tmpfs at ``mount`` until ``leave_kib`` KiB are free."""
+    free = shutil.disk_usage(mount).free
+    (mount / "filler").write_bytes(b"\0" * max(0, free - leave_kib * 1024))
+    assert shutil.disk_usage(mount).free == leave_kib * 1024
+
+
+@pytest.mark.parametrize("leave_kib", [0, 8, 24, 64])
+def test_a_new_store_on_a_full_disk_says_the_disk_is_full(cli, tiny_disk: Path, simulator_design: Path,
+                                                          leave_kib: int) -> None:
+    fill(tiny_disk, leave_kib)
+    store = tiny_disk / "new.sqlite"
+    result = cli("run", str(simulator_design), "--store", str(store), "--no-progress")
+    assert_one_error(result, str(store), "disk holding the store", "is full", "free some space")
+    line = result.error_lines[0]
+    assert "damaged or not" not in line and "cannot be read" not in line
+    free = re.search(r"\((\d+) KiB free\)", line)
+    assert free is not None and int(free.group(1)) <= leave_kib, line
+
+
+def test_a_disk_filling_during_a_run_keeps_what_was_recorded(cli, tiny_disk: Path, simulator_design: Path) -> None:
+    store = tiny_disk / "run.sqlite"
+    fill(tiny_disk, 200)
+    result = cli("run", str(simulator_design), "--store", str(store), "--no-progress")
+    assert_one_error(result, str(store), "is full")
+    (tiny_disk / "filler").unlink()
+    assert not sqlite_finds_damage(store)
+    with Store(store, readonly=True) as kept:
+        trials = kept.trials()
+        ok = trials[trials["status"] == "ok"]
+    assert all(metrics["qps"] > 0 for metrics in ok["metrics"])
+    # with the space back, the same run resumes and completes the plan
+    result = cli("run", str(simulator_design), "--store", str(store), "--no-progress")
+    assert result.status == 0, result.err
+    with Store(store, readonly=True) as done:
+        assert done.completed_run_keys("screen") == {f"screen:{i}" for i in range(4)}
+
+
+def test_a_disk_out_of_inodes_says_so(cli, tmp_path: Path, simulator_design: Path) -> None:
+    with tmpfs(tmp_path / "inodes", "size=1m,nr_inodes=3") as mount:
+        for name in ("a", "b"):              # the root directory takes the first inode
+            (mount / name).touch()
+        result = cli("run", str(simulator_design), "--store", str(mount / "s.sqlite"), "--no-progress")
+        assert_one_error(result, "s.sqlite", "is full", "kib free, but no free inodes")

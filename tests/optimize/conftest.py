@@ -6,8 +6,17 @@ from typing import Iterator
 
 import pytest
 
+from tunelab.optimize.engines.optuna_engine import missing_extra
 from tunelab.store import Store
 from tunelab.simulator import get_surface
+
+
+def engine_params(names: list[str]) -> list:
+    """``names`` for ``parametrize``; an engine whose optional extra is missing (gp without torch) is skipped
+    with the reason (the pip command that installs it)."""
+    return [pytest.param(name, marks=pytest.mark.skipif(missing_extra(name) is not None,
+                                                          reason=str(missing_extra(name))))
+            for name in names]
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from tunelab.optimize.history import MemorySearchLog, StoreSearchLog
 from tunelab.optimize.space import space_from_spec
 from tunelab.model import Metric
 from tunelab.simulator import SimulatorEvaluator, get_surface
+from tests.optimize.conftest import engine_params
 
 TINY = space_from_spec({
     "net.core.somaxconn": {"kind": "int", "low": 16, "high": 1024, "scale": "log", "n": 4},
@@ -52,7 +53,7 @@ def settings(name: str, seed: int = 3, objectives=(Metric("qps", "maximize"),)) 
     return EngineSettings(TINY, tuple(objectives), seed=seed, budget=30, baseline=BASELINE)
 
 
-@pytest.mark.parametrize("name", SINGLE)
+@pytest.mark.parametrize("name", engine_params(SINGLE))
 def test_engine_asks_typed_configs_of_the_space_and_the_baseline_first(name: str) -> None:
     engine = make_engine(name, settings(name))
     asked = drive(engine, 3)
@@ -66,14 +67,14 @@ def test_engine_asks_typed_configs_of_the_space_and_the_baseline_first(name: str
             assert typed_config(TINY, config) == config         # on the grid
 
 
-@pytest.mark.parametrize("name", SINGLE)
+@pytest.mark.parametrize("name", engine_params(SINGLE))
 def test_engine_is_deterministic_for_a_seed(name: str) -> None:
     first = drive(make_engine(name, settings(name, seed=5)), 3)
     again = drive(make_engine(name, settings(name, seed=5)), 3)
     assert first == again
 
 
-@pytest.mark.parametrize("name", SINGLE + ["nsga2", "optuna-nsga2"])
+@pytest.mark.parametrize("name", engine_params(SINGLE + ["nsga2", "optuna-nsga2"]))
 def test_engine_resumes_from_json_state_exactly(name: str) -> None:
     objectives = (Metric("qps", "maximize"), Metric("latency_p99_ms", "minimize")) if "nsga2" in name else \
         (Metric("qps", "maximize"),)
@@ -91,7 +92,7 @@ def test_engine_resumes_from_json_state_exactly(name: str) -> None:
     assert drive(resumed, 2) == expected[2:]
 
 
-@pytest.mark.parametrize("name", SINGLE)
+@pytest.mark.parametrize("name", engine_params(SINGLE))
 def test_every_engine_beats_nothing_but_finds_a_good_config_on_the_tiny_space(name: str) -> None:
     """Through the driver, with no noise: the winner is at least as good as the baseline (the
     baseline is measured first), and the budget is spent exactly."""
@@ -205,7 +206,8 @@ def test_bad_requests_get_one_clear_error(kwargs, message) -> None:
         refine(surface.search_space(), SimulatorEvaluator(surface), ["qps:max"], **kwargs)
 
 
-def test_a_failed_configuration_reads_as_bad_not_as_good() -> None:
+@pytest.mark.parametrize("name", engine_params(SINGLE))
+def test_a_failed_configuration_reads_as_bad_not_as_good(name: str) -> None:
     """NaN measurements (failed trials) never win."""
     class Failing:
         def evaluate(self, config, replicate=0, key=None):
@@ -213,6 +215,5 @@ def test_a_failed_configuration_reads_as_bad_not_as_good() -> None:
                 return {"qps": math.nan}
             return truth(config)
 
-    for name in SINGLE:
-        result = refine(TINY, Failing(), ["qps:max"], engine=name, budget=16, seed=0, baseline=BASELINE)
-        assert result.winner["net.ipv4.tcp_congestion_control"] != "reno", name
+    result = refine(TINY, Failing(), ["qps:max"], engine=name, budget=16, seed=0, baseline=BASELINE)
+    assert result.winner["net.ipv4.tcp_congestion_control"] != "reno", name

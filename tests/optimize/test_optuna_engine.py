@@ -13,7 +13,7 @@ import pytest
 from tunelab.model import Metric
 from tunelab.optimize.engines.base import ENGINES, Candidate, EngineSettings, RefineError, typed_config
 from tunelab.optimize.engines.optuna_engine import (GA_GENERATION_KEY, SAMPLERS, OptunaRefiner, gene_names,
-                                                    optuna_distributions, pooled_values)
+                                                    missing_extra, optuna_distributions, pooled_values)
 from tunelab.optimize.history import config_key
 from tunelab.optimize.space import space_from_spec
 
@@ -190,6 +190,11 @@ def test_optuna_nsga2_keeps_generations_across_rebuilds_with_two_objectives(spac
     assert GA_GENERATION_KEY == "NSGAIISampler:generation"
 
 
+#: the gp engine's tests need PyTorch (the optional extra); without it they are skipped, saying how to install it
+needs_torch = pytest.mark.skipif(missing_extra("gp") is not None, reason=str(missing_extra("gp")))
+
+
+@needs_torch
 def test_gp_on_a_small_budget_resumes_exactly(space):
     s = settings(space, "gp", budget=8)   # GP proposals from the second ask on (~0.5-2 s each)
     uninterrupted = run(s, "gp", 3)
@@ -207,15 +212,19 @@ def test_cmaes_refuses_two_objectives_and_warm_starts_from_the_history(space):
 
 def test_options_set_the_natural_batch(space):
     assert len(ENGINES.get("tpe")(settings(space, "tpe", options={"batch_size": 3}, baseline=None)).ask()) == 3
-    assert OptunaRefiner("gp", settings(space, "gp", baseline=None, options={"batch_size": 5})).batch == 5
     with pytest.raises(RefineError, match="population_size must be at least 2"):
         ENGINES.get("optuna-nsga2")(settings(space, "optuna-nsga2", options={"population_size": 1}))
     with pytest.raises(RefineError, match="batch_size='many' is not a valid int"):
         ENGINES.get("tpe")(settings(space, "tpe", options={"batch_size": "many"}))
-    with pytest.raises(RefineError, match="deterministic_objective"):
-        ENGINES.get("gp")(settings(space, "gp", options={"deterministic_objective": "maybe"}))
     with pytest.raises(RefineError, match="tpe has no option 'population_size'; its options are"):
         ENGINES.get("tpe")(settings(space, "tpe", options={"population_size": 8}))
+
+
+@needs_torch
+def test_gp_options_set_its_batch_and_its_noise_model(space):
+    assert OptunaRefiner("gp", settings(space, "gp", baseline=None, options={"batch_size": 5})).batch == 5
+    with pytest.raises(RefineError, match="deterministic_objective"):
+        ENGINES.get("gp")(settings(space, "gp", options={"deterministic_objective": "maybe"}))
 
 
 def test_malformed_state_is_refused(space):

@@ -15,8 +15,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from tunelab.designs import AnalysisSpec, Design, KnobSpec, LoadSpec, TargetSpec
+from tunelab.designs.schema import NoiseSpec
 from tunelab.errors import KnobError, TargetError
 from tunelab.loads.base import Load, LoadResult, MetricInfo
+from tunelab.model import Metric
 from tunelab.targets.base import CommandResult, Target
 
 #: the knobs of the fake study and their values before anything is tuned
@@ -170,14 +173,18 @@ LEVELS = {"net.fake.alpha": [16, 128, 4096], "net.fake.beta": [100, 1000, 5000],
 BASELINE = {"net.fake.alpha": 4096, "net.fake.beta": 100, "net.fake.gamma": 9}
 
 
-def fake_design(name: str = "fake-study", allow_host_global: bool = False, knobs: Sequence[str] = tuple(KNOB_IDS)) -> dict:
-    return {
-        "name": name,
-        "target": {"type": "file-fake", "options": {}, "allow_host_global": allow_host_global},
-        "load": {"generator": "fake", "profile": "default", "settings": {}},
-        "warmup_s": 0, "measure_s": 1,
-        "knobs": [{"name": k, "levels": LEVELS[k], "baseline": BASELINE[k]} for k in knobs],
-    }
+def fake_design(name: str = "fake-study", allow_host_global: bool = False, knobs: Sequence[str] = tuple(KNOB_IDS), *,
+                apply_order: Mapping[str, int | None] | None = None, device: str | None = None,
+                noise: NoiseSpec | None = None, load: LoadSpec | None = None) -> Design:
+    """A typed :class:`~tunelab.designs.Design` of the fake knobs (not in the catalogue, so built directly,
+    not parsed): ``apply_order`` per knob, one ``device`` for every knob, a ``noise`` section, a ``load``."""
+    specs = tuple(KnobSpec(name=k, host="server", device=device, levels=tuple(LEVELS[k]), baseline=BASELINE[k],
+                           family="sysctl", scope="netns", type="int", requires_restart=False,
+                           apply_order=(apply_order or {}).get(k)) for k in knobs)
+    return Design(name=name, description="", target=TargetSpec("file-fake", {}, allow_host_global),
+                  load=load or LoadSpec("fake", "default"), warmup_s=0.0, measure_s=1.0,
+                  metrics=(Metric("qps", "maximize"),), knobs=specs, design_type="oat", replicates=1, blocks=1,
+                  seed=0, options={}, analysis=AnalysisSpec(), noise=noise or NoiseSpec())
 
 
 def oat_plan(knobs: Sequence[str] = tuple(KNOB_IDS), replicates: int = 1) -> pd.DataFrame:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tunelab.calibration import CALIBRATE, assess_noise, run_calibration
+from tunelab.study_run import RunOptions, plan_runner
 from tunelab.designs import load_design_text
 from tunelab.simulator import SimulatorTarget
 from tunelab.simulator.load import SimulatorLoad
@@ -37,8 +38,10 @@ def calibrate(store_path: Path, replicates: int = 3, checkpoint=None):
     design = load_design_text(text, source="calib-sim.yaml")
     load = SimulatorLoad(get_surface("simple", CV))
     with Store.open(store_path, study=design.name, design_hash=design.design_hash, design_text=text) as store:
-        calibration = run_calibration(design, SimulatorTarget("simple", cv=CV, seed=11), store, progress=False,
-                                      load=load, load_settings=load.settings("overload"), checkpoint=checkpoint)
+        run_plan = plan_runner(design, store, load, load.settings("overload"),
+                               RunOptions(progress=False, checkpoint=checkpoint),
+                               target=SimulatorTarget("simple", cv=CV, seed=11))
+        calibration = run_calibration(design, store, run_plan)
         return design, calibration, store.trials(), store.tidy(CALIBRATE)
 
 

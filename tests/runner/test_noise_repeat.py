@@ -8,6 +8,8 @@ from typing import Any, Sequence
 import pytest
 from runner_fakes import FakeLoad, FileTarget, fake_design, make_knobs, oat_plan
 
+from tunelab.designs import Design
+from tunelab.designs.schema import NoiseSpec
 from tunelab.runner import run_design
 from tunelab.store import Store
 
@@ -40,11 +42,8 @@ def busy_target(target: FileTarget) -> BusyTarget:
     return BusyTarget(target.root)
 
 
-def design_with(noise: dict[str, Any] | None) -> dict[str, Any]:
-    design = fake_design()
-    if noise is not None:
-        design["noise"] = noise
-    return design
+def design_with(noise: dict[str, Any] | None) -> Design:
+    return fake_design(noise=NoiseSpec(**noise) if noise is not None else None)
 
 
 def run(target: BusyTarget, store: Store, noise: dict[str, Any] | None, **kwargs: Any):

@@ -25,6 +25,7 @@ from tunelab.simulator.load import SimulatorLoad
 from tunelab.simulator.surfaces import get_surface
 from tunelab.stats import screen
 from tunelab.store import Store
+from tunelab.study_run import RunOptions, plan_runner
 from tunelab.tidy import design_info
 
 SOMAXCONN, CC = "net.core.somaxconn", "net.ipv4.tcp_congestion_control"
@@ -51,8 +52,9 @@ def run(tmp_path: Path, text: str = DESIGN):
     store = Store.open(tmp_path / "seq-sim.sqlite", study=design.name, design_hash=design.design_hash,
                        design_text=text)
     with store:
-        outcome = run_study(design, SimulatorTarget("simple", cv=0.03, seed=11), store, progress=False,
-                            load=load, load_settings=load.settings("overload"))
+        outcome = run_study(design, store, plan_runner(design, store, load, load.settings("overload"),
+                                                       RunOptions(progress=False),
+                                                       target=SimulatorTarget("simple", cv=0.03, seed=11)))
         data = store.tidy(include_failed=True)
     return design, outcome, data
 

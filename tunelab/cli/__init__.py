@@ -12,8 +12,11 @@ and exit status 70 (``TUNELAB_DEBUG=1`` prints the traceback).
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import importlib
 import os
+import re
 import sqlite3
 import sys
 from typing import NoReturn, Sequence
@@ -30,14 +33,58 @@ EXIT_ERROR = 2
 EXIT_INTERNAL = 70
 #: set to 1 to get the traceback of an internal error
 DEBUG_ENV = "TUNELAB_DEBUG"
+#: where the parsed arguments keep the (sub-)command that was left arguments it does not know
+COMMAND_ATTR = "_tunelab_unrecognized_by"
+#: argparse's message for a value outside an argument's choices (a verb, a sub-verb, --format ...)
+INVALID_CHOICE = re.compile(r"invalid choice: (?P<value>.+?) \(choose from (?P<choices>.*)\)$")
 
 
 class TunelabArgumentParser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one ``tunelab: error:`` line (after the usage), exit 2."""
+    """An ArgumentParser whose usage errors are one ``tunelab: error:`` line (after the usage), exit 2.
+
+    The line names the command once (its ``--help``), and a mistyped verb or choice gets a suggestion.
+    """
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(namespace, COMMAND_ATTR):   # the innermost (sub-)command left them over
+            setattr(namespace, COMMAND_ATTR, self)
+        return namespace, extras
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """As argparse's, but an unrecognized argument is reported by the verb that was given it."""
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            getattr(namespace, COMMAND_ATTR, self).error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(EXIT_ERROR, f"tunelab: error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+        self.exit(EXIT_ERROR, f"tunelab: error: {with_suggestion(message)} (see `{self.prog} --help`)\n")
+
+
+def with_suggestion(message: str) -> str:
+    """argparse's ``message``, plus ``did you mean ...?`` when it refuses a choice close to a valid one.
+
+    >>> with_suggestion("argument VERB: invalid choice: 'plna' (choose from 'plan', 'run')")
+    "argument VERB: invalid choice: 'plna' (choose from 'plan', 'run'); did you mean 'plan'?"
+    >>> with_suggestion("argument VERB: invalid choice: 'zzz' (choose from 'plan', 'run')")
+    "argument VERB: invalid choice: 'zzz' (choose from 'plan', 'run')"
+    """
+    refused = INVALID_CHOICE.search(message)
+    if refused is None:
+        return message
+    try:
+        value = ast.literal_eval(refused["value"])
+        choices = [str(choice) for choice in ast.literal_eval(f"[{refused['choices']}]")]
+    except (ValueError, SyntaxError):   # a choice whose repr is not a literal: no suggestion
+        return message
+    close = difflib.get_close_matches(str(value), choices, n=3)
+    if not close:
+        return message
+    return f"{message}; did you mean {' or '.join(repr(c) for c in close)}?"
 
 
 def error_message(exc: BaseException) -> str | None:

@@ -18,19 +18,21 @@ import argparse
 from typing import Any
 
 from tunelab.cli.paths import check_output_dir
-from tunelab.seeds import gallery
+from tunelab.seeds.arguments import add_arguments
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("gallery", help="the seed papers' claims against the lab: reports/seeds/index.html",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    gallery.add_arguments(parser)
+    add_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Check --out, record if asked, build the gallery, print the index path last."""
+    from tunelab.seeds.gallery import gallery_command   # the studies, pandas, matplotlib: only when building
+
     check_output_dir(args.out, "--out")
-    index = gallery.gallery_command(args)
+    index = gallery_command(args)
     print(f"gallery written: {index}")
     return 0

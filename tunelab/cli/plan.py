@@ -28,7 +28,6 @@ from typing import Any
 
 import tunelab
 from tunelab.cli import render
-from tunelab.designs.plan import excluded_lines
 
 #: exit status of ``--probe`` when the target refused planned combinations
 EXIT_REFUSED = 3
@@ -52,6 +51,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tunelab.designs.plan import excluded_lines   # pandas and the catalogue: not on the --help path
+
     result = tunelab.plan(args.design, allow_design_commands=args.allow_design_commands, probe=args.probe,
                           target=args.target, allow_host_global=args.allow_host_global)
     notes = [*excluded_lines(result.summary), *result.summary.get("probe", {}).get("lines", [])]

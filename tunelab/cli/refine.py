@@ -36,8 +36,8 @@ def register(subparsers: Any) -> None:
         "their best levels), 'screened+inconclusive' (also those still inconclusive), a comma-separated list of "
         "knob ids, or 'screened+K1,K2' (default: all of the design's knobs)")
     add("--objective", metavar="METRIC:max|min", action="append", default=[], help="objective; repeat for several")
-    add("--engine", default="tunelab", help="search engine: tunelab (default), ga, nsga2, tpe, gp, cmaes, "
-        "optuna-nsga2, model, random")
+    add("--engine", default="tunelab", help="search engine: tunelab (default), ga, nsga2, tpe, gp (needs torch: "
+        "pip install 'tunelab[gp]'), cmaes, optuna-nsga2, model, random")
     add("--preset", help="a preset of the engine: lab, ioperf, gembala2013 (ga), nsga2-crowding (nsga2)")
     add("--option", metavar="KEY=VALUE", action="append", default=[], help="an engine option, e.g. pop_size=20")
     add("--budget", type=int, metavar="N", help="measurements in the search and its race (default: the preset's, "

@@ -184,8 +184,8 @@ def refine_text(run: Any) -> str:
     result = run.result
     lines = [SYNTHETIC] if run.synthetic else []
     preset = f" (preset {result.preset})" if result.preset else ""
-    lines.append(f"study {run.study}: {result.evaluations} measurements ({run.reused} taken from the store, "
-                 f"{run.measured} new), engine {result.engine}{preset}, seed {result.seed}; store {run.store_path}")
+    lines.append(f"study {run.study}: {run.counts_text()}; engine {result.engine}{preset}, seed {result.seed}; "
+                 f"store {run.store_path}")
     number = lambda v: f"{v:.4g}"   # noqa: E731
     if not result.batches.empty:
         cols = ["batch", "stage", "evaluations", "incumbent_mean", "best_mean", "baseline_mean"]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import tunelab
+from tunelab.cli.parsing import parse_parameters
 from tunelab.cli.paths import check_output_dir
 
 
@@ -47,14 +48,14 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check --out, build the report, print its path. ``-p`` values are YAML:
 
-    >>> tunelab.api.parse_parameters(["objectives=[qps:max]", "n=3"])
+    >>> parse_parameters(["objectives=[qps:max]", "n=3"])
     {'objectives': ['qps:max'], 'n': 3}
     """
     if args.out is not None:
         check_output_dir(args.out, "--out")
     result = tunelab.report(args.study, args.out, metric=args.metric, alpha=args.alpha, correction=args.correction,
                             sesoi_pct=args.sesoi, n_boot=args.n_boot, include_flagged=args.include_flagged,
-                            notebooks=args.notebooks, parameters=tunelab.api.parse_parameters(args.parameter),
+                            notebooks=args.notebooks, parameters=parse_parameters(args.parameter),
                             data_dir=args.data_dir, show_code=args.show_code)
     print(f"report written: {result.index}")
     return 0

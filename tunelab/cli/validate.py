@@ -23,6 +23,7 @@ from typing import Any
 
 import tunelab
 from tunelab.cli import render
+from tunelab.cli.parsing import parse_baseline, parse_config, parse_options
 
 
 def register(subparsers: Any) -> None:
@@ -49,9 +50,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = tunelab.validate(args.target, args.candidate, baseline=args.baseline, metrics=args.metric,
-                              target_options=args.target_option, surface=args.surface, load=args.load,
-                              load_settings=args.load_setting, sesoi_pct=args.sesoi, profiles=args.profile,
+    result = tunelab.validate(args.target, parse_config(args.candidate), baseline=parse_baseline(args.baseline),
+                              metrics=args.metric, target_options=parse_options(args.target_option),
+                              surface=args.surface, load=args.load,
+                              load_settings=parse_options(args.load_setting, "--load-setting"),
+                              sesoi_pct=args.sesoi, profiles=args.profile,
                               blocks=args.blocks, warmup_s=args.warmup, measure_s=args.measure, store=args.store,
                               allow_host_global=args.allow_host_global)
     print(render.validate_text(result))

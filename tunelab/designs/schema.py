@@ -29,6 +29,7 @@ from tunelab.designs.generators import GENERATORS, runs_per_replicate
 from tunelab.errors import DesignError, KnobError, LoadError, TargetError, quoted
 from tunelab.paths import read_capped_text
 from tunelab.knobs import Knob, get_knob
+from tunelab.knobs.families import check_design_device
 from tunelab.loads import Load, get_load
 from tunelab.model import HOSTS, METRIC_SCALES, Direction, Metric, ParseError, knob_id, level_from_json, level_to_json
 from tunelab.targets import TARGETS, check_target_spec, target_commands
@@ -604,6 +605,10 @@ def _parse_knob(ctx: _Context, raw: Any, path: Path_, lookup: Callable[[str], Kn
             raise ctx.error(path, f"{name} is a {family} knob and needs a `device` "
                             f"(e.g. {'loop0 or @disk' if family == 'block' else 'veth0 or @link'})")
         device = ctx.string(device, path + ("device",))
+        try:
+            check_design_device(name, device)       # the name check every write makes (tunelab.knobs.families)
+        except KnobError as exc:
+            raise ctx.error(path + ("device",), str(exc)) from None
     elif device is not None:
         raise ctx.error(path + ("device",), f"{name} is a {family} knob and takes no device; remove `device: {device}`")
 

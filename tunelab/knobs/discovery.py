@@ -11,7 +11,8 @@ Examples
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import pandas as pd
 
@@ -19,6 +20,7 @@ from tunelab.errors import KnobError, TargetError
 from tunelab.knobs.base import Knob
 from tunelab.knobs.catalogue import CATALOGUE
 from tunelab.knobs.families import FAMILIES
+from tunelab.model import json_value, level_to_json
 
 if TYPE_CHECKING:
     from tunelab.targets.base import Target
@@ -89,3 +91,70 @@ def discover(target: "Target", host: str = "server", device: str | None = None, 
             knob_device = link_device if knob.family == "link" else device
         rows.append(_probe(knob, target, host, knob_device))
     return pd.DataFrame(rows, columns=COLUMNS).astype({"exists": bool, "writable": bool})
+
+
+# ---- the `tunelab knobs` verbs (tunelab.knob_list, knob_info, knob_check) -------------------------
+
+#: targets :func:`knob_list` can probe, with the link device used when none is given
+LIST_TARGETS = {"local": None, "lab": "@link", "dry-run": None}
+
+
+@dataclass
+class KnobList:
+    """The catalogue probed read-only on a target: one row per knob (exists, writable, current, note)."""
+
+    target: str
+    host: str
+    table: pd.DataFrame
+
+    def missing_summary(self) -> str:
+        """One line naming the catalogue entries that were checked and not found."""
+        frame = self.table
+        checked = frame[~frame["note"].str.startswith("not checked")]
+        missing = checked.loc[~checked["exists"], "name"].tolist()
+        unchecked = len(frame) - len(checked)
+        text = f"{int(checked['exists'].sum())} of {len(checked)} checked knobs exist"
+        text += f"; missing here: {', '.join(missing)}" if missing else "; none missing"
+        if unchecked:
+            text += f"; {unchecked} not checked (need --device / --link-device)"
+        return text
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [json_value(row) for row in self.table.to_dict(orient="records")]
+
+
+def knob_list(target: str = "local", *, host: str = "server", families: Sequence[str] | None = None,
+              device: str | None = None, link_device: str | None = None) -> KnobList:
+    """Probe every catalogue knob on ``target`` (local, lab: a temporary lab, dry-run); nothing is written."""
+    if target not in LIST_TARGETS:
+        raise TargetError(f"knobs can be listed on {', '.join(sorted(LIST_TARGETS))}, not {target!r}")
+    unknown = sorted(set(families or ()) - set(FAMILIES.names()))
+    if unknown:
+        raise TargetError(f"unknown knob family {', '.join(unknown)}; choose from {', '.join(FAMILIES.names())}")
+    from tunelab.targets import get_target   # deferred: the targets (and the lab) only when listing
+
+    options = {"quiet": True} if target == "dry-run" else {}
+    with get_target(target)(**options) as live:
+        frame = discover(live, host=host, device=device, link_device=link_device or LIST_TARGETS[target],
+                         families=list(families) if families else None)
+    return KnobList(target, host, frame)
+
+
+def knob_info(name: str) -> dict[str, Any]:
+    """A JSON-ready description of one catalogue knob (type, range, unit, scope, ...)."""
+    from tunelab.knobs import get_knob
+
+    knob = get_knob(name)
+    return {"name": knob.name, "family": knob.family, "type": knob.type, "valid": knob.describe_range(),
+            "minimum": knob.minimum, "maximum": knob.maximum, "choices": list(knob.choices or []),
+            "unit": knob.unit, "scope": knob.scope, "requires_restart": knob.requires_restart,
+            "needs_device": knob.needs_device, "description": knob.description}
+
+
+def knob_check(name: str, words: Sequence[str]) -> dict[str, Any]:
+    """Validate a value (several words form a triplet or pair): its canonical form and kernel text."""
+    from tunelab.knobs import get_knob
+
+    knob = get_knob(name)
+    value = knob.validate(" ".join(words) if len(words) > 1 or knob.length else words[0])
+    return {"name": knob.name, "canonical": level_to_json(value), "value": value, "text": knob.to_text(value)}

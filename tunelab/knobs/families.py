@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from tunelab.knobs.base import Knob
     from tunelab.targets.base import Target
 
-_DEVICE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,63}")
+#: a device name a knob may be written on: one path component, never ``/``, ``.`` or ``..``
+DEVICE_NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,63}")
 
 #: seconds allowed for ``ip link set``
 LINK_COMMAND_TIMEOUT_S = 10.0
@@ -32,10 +33,30 @@ LINK_COMMAND_TIMEOUT_S = 10.0
 
 def check_device_name(knob_name: str, device: str) -> str:
     """Return ``device`` if it is a safe single path component (no ``/``, not ``..``)."""
-    if not isinstance(device, str) or not _DEVICE_NAME.fullmatch(device) or device in (".", ".."):
+    if not isinstance(device, str) or not DEVICE_NAME_PATTERN.fullmatch(device) or device in (".", ".."):
         raise KnobError(f"{knob_name}: device {device!r} is not a valid device name; use a name like 'loop0' or "
                         "'veth0' (letters, digits, '_', '.', ':', '@', '-'; no '/')")
     return device
+
+
+#: symbolic devices a design may name; the target resolves them (:meth:`tunelab.targets.base.Target.resolve_device`:
+#: the lab's disk and its server veth), a target that does not know one refuses it
+SYMBOLIC_DEVICES = ("@disk", "@link")
+
+
+def check_design_device(knob_name: str, device: str) -> str:
+    """Return ``device`` if a design may name it: one of :data:`SYMBOLIC_DEVICES`, or a name
+    :func:`check_device_name` (the check every write makes) accepts; KnobError otherwise.
+
+    >>> check_design_device("link.mtu", "@link"), check_design_device("link.mtu", "veth0")
+    ('@link', 'veth0')
+    """
+    if device in SYMBOLIC_DEVICES:
+        return device
+    if isinstance(device, str) and device.startswith("@"):
+        raise KnobError(f"{knob_name}: device {device!r} is not a symbolic device tunelab knows; use one of "
+                        f"{', '.join(SYMBOLIC_DEVICES)} or a real device name such as 'loop0' or 'veth0'")
+    return check_device_name(knob_name, device)
 
 
 class KnobFamily:

@@ -128,7 +128,9 @@ def check_engine(engine: str, preset: str | None, budget: int | None) -> int:
     ...
     tunelab.optimize.engines.base.RefineError: preset 'gembala2013' is for the 'ga' engine, not 'tpe'; use --engine ga --preset gembala2013, or drop --preset
     """
-    ENGINES.get(engine)
+    check_installed = getattr(ENGINES.get(engine), "check_installed", None)
+    if check_installed is not None:   # an engine needing an optional extra (gp: torch) says so before anything runs
+        check_installed()
     if preset is not None:
         chosen = get_preset(preset)
         if chosen.engine != engine:

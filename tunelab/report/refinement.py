@@ -33,6 +33,7 @@ from tunelab.formatting import fmt_pct
 from tunelab.loads import get_load
 from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_text, level_value
 from tunelab.optimize.confirm import analyse_blocks, goals_of
+from tunelab.optimize.driver import non_dominated
 from tunelab.optimize.evaluators import trial_metrics
 from tunelab.report.loading import ReportError, Study
 from tunelab.simulator import Surface, get_surface
@@ -679,19 +680,6 @@ def config_means(history: pd.DataFrame, knobs: Sequence[str], metrics: Sequence[
     for i, knob in enumerate(knobs):
         out.insert(i, knob, [key[i] for key in means.index])
     return out
-
-
-def non_dominated(points: np.ndarray) -> np.ndarray:
-    """Boolean mask of the rows of ``points`` (every column minimised) that no other row dominates
-    (no worse in every column and better in one). Pure numpy, so a report needs no optimiser.
-
-    >>> non_dominated(np.array([[1, 2], [2, 1], [2, 2]])).tolist()
-    [True, True, False]
-    """
-    points = np.atleast_2d(np.asarray(points, dtype=float))
-    no_worse = (points[:, None, :] <= points[None, :, :]).all(axis=2)
-    better = (points[:, None, :] < points[None, :, :]).any(axis=2)
-    return ~(no_worse & better).any(axis=0)
 
 
 def pareto_points(means: pd.DataFrame, x: str, y: str, directions: Mapping[str, str],

@@ -22,11 +22,10 @@ import pandas as pd
 
 from tunelab.errors import SeedError
 from tunelab.registry import Registry
+from tunelab.seeds.arguments import RECORDED  # noqa: F401 (its home was here; kept importable)
 
 #: the repository's designs/seeds directory (the seed designs ship with the source tree)
 DESIGNS = Path(__file__).resolve().parents[2] / "designs" / "seeds"
-#: where the recorded stores ship
-RECORDED = Path(__file__).resolve().parents[2] / "data" / "examples" / "seeds"
 #: the words a claim row's ``agreement`` may take
 AGREEMENTS = ("agrees", "partly", "differs", "not testable")
 

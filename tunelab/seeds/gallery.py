@@ -34,11 +34,10 @@ from tunelab.formatting import fmt_number, fmt_sig
 from tunelab.report.loading import foreign_load
 from tunelab.report.rendering import render, table_html
 from tunelab.report.tables import cell_texts
-from tunelab.seeds.contract import RECORDED, SEED_STUDIES, RecordContext, SeedStudy, StudyPage
+from tunelab.seeds import load_studies
+from tunelab.seeds.arguments import DEFAULT_OUT, RECORDED, add_arguments
+from tunelab.seeds.contract import SEED_STUDIES, RecordContext, SeedStudy, StudyPage
 from tunelab.store import Store
-
-#: where the gallery is written by default
-DEFAULT_OUT = Path("reports") / "seeds"
 #: the claim row's columns, on the index and on each study page
 CLAIM_COLUMNS = ("Paper", "The paper's claim", "tunelab measured (95 % CI)", "Verdict", "Agreement", "Why")
 
@@ -231,6 +230,7 @@ def write_gallery(studies_and_pages: Sequence[tuple[SeedStudy, StudyPage]], out_
 
 def select_studies(only: Iterable[str] | None = None) -> list[SeedStudy]:
     """The studies with the keys in ``only`` (all when empty), in key order; SeedError names the known keys."""
+    load_studies()
     keys = list(dict.fromkeys(only or ()))
     unknown = [key for key in keys if key not in SEED_STUDIES]
     if unknown:
@@ -307,21 +307,6 @@ def record_studies(stores: str | os.PathLike[str], only: Iterable[str] | None = 
 
 
 # ---- the command (tunelab gallery, python -m tunelab.seeds) -------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``tunelab gallery`` and ``python -m tunelab.seeds``."""
-    add = parser.add_argument
-    add("--record", action="store_true", help="first record the selected studies on the lab into --stores "
-        "(resumes), then build the gallery")
-    add("--quick", action="store_true", help="no notebooks: the gallery and study pages from the stores only")
-    add("--only", action="append", metavar="KEY", help="only this study (repeatable): 000, 001, ...")
-    add("--stores", type=Path, default=RECORDED, metavar="DIR",
-        help="the recorded stores (default: data/examples/seeds of the source tree)")
-    add("--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="the gallery's directory (default: reports/seeds)")
-    add("--scale", type=float, default=1.0, metavar="F", help="with --record: shrink budgets and blocks for a smoke "
-        "run (0 < F <= 1; shipped stores use 1)")
-    add("--target", metavar="TYPE", help="with --record: run on this target instead of the designs' (lab)")
 
 
 def gallery_command(args: argparse.Namespace, echo: Callable[[str], None] = print) -> Path:

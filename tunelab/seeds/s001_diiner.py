@@ -47,8 +47,7 @@ def record(ctx: RecordContext) -> list[Path]:
     baseline, candidate = validation_pair()
     validate_store = ctx.store(VALIDATE_STORE)
     ctx.echo(f"001: validating {candidate} against {baseline} under overload -> {validate_store}")
-    tunelab.validate(ctx.target or "lab", [f"{k}={v}" for k, v in candidate.items()],
-                     baseline=[f"{k}={v}" for k, v in baseline.items()], metrics=list(VALIDATE_METRICS),
+    tunelab.validate(ctx.target or "lab", candidate, baseline=baseline, metrics=list(VALIDATE_METRICS),
                      load="dnsperf", profiles=["overload"], blocks=ctx.scaled(VALIDATE_BLOCKS, 2),
                      warmup_s=2.0, measure_s=4.0, store=validate_store)
     return [screen_store, validate_store]

@@ -27,6 +27,7 @@ import tunelab
 from tunelab.errors import SeedError
 from tunelab.formatting import fmt_number, fmt_pct_interval
 from tunelab.model import level_value
+from tunelab.optimize import non_dominated
 from tunelab.report import figures, refinement
 from tunelab.report.loading import load_study
 from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
@@ -186,7 +187,7 @@ def front_mask(frame: pd.DataFrame, x: str, y: str, directions: Mapping[str, str
         signs = [-1.0 if directions[m] == "maximize" else 1.0 for m in (x, y)]
         vectors = np.column_stack([signs[0] * frame.loc[valid, x].to_numpy(float),
                                    signs[1] * frame.loc[valid, y].to_numpy(float)])
-        mask[valid] = refinement.non_dominated(vectors)
+        mask[valid] = non_dominated(vectors)
     return mask
 
 

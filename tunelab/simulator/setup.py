@@ -9,9 +9,9 @@ import hashlib
 import json
 from typing import Sequence
 
-from tunelab.model import KnobId, Metric
+from tunelab.model import Metric
 from tunelab.optimize.workflow import RefineSetup
-from tunelab.runner import bind_knobs
+from tunelab.runner import bind_knob_ids
 from tunelab.simulator.load import SimulatorLoad
 from tunelab.simulator.surfaces import get_surface
 
@@ -35,9 +35,7 @@ def refine_setup(surface_name: str, *, cv: float = 0.03, seed: int = 0,
     """
     surface = get_surface(surface_name, cv)
     objs = list(objectives) or [Metric(m, d) for m, d in list(surface.metrics.items())[:1]]
-    ids = [KnobId.parse(k) for k in surface.space]
-    specs = bind_knobs({"knobs": [{"name": k.name, "host": k.host, "device": k.device, "id": str(k)}
-                                  for k in ids]})
+    specs = bind_knob_ids(surface.space)
     text = json.dumps({"surface": surface_name, "cv": cv, "space": {k: dict(v) for k, v in surface.space.items()}},
                       sort_keys=True, default=str)
     load = SimulatorLoad(surface)

@@ -42,7 +42,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -56,6 +55,7 @@ import psutil
 from tunelab.errors import TargetError, ToolMissingError
 from tunelab.paths import DISK_DIR, RUN_DIR, is_inside, private_dir
 from tunelab.registry import Registry
+from tunelab.signals import teardown_on_sigterm
 from tunelab.targets import dns_servers, netns
 from tunelab.targets import services as svc
 from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
@@ -373,14 +373,9 @@ def _teardown_live() -> None:
             pass
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    _teardown_live()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-
-
 def _install_hooks() -> None:
-    """atexit always; a SIGTERM handler only from the main thread and if nobody else installed one.
+    """atexit always; on SIGTERM (when nothing else handles it) the live labs are torn down first
+    (:func:`tunelab.signals.teardown_on_sigterm`, the one owner of SIGTERM).
 
     SIGINT needs no handler: it raises KeyboardInterrupt, which runs ``__exit__`` and atexit.
     """
@@ -388,8 +383,7 @@ def _install_hooks() -> None:
     if _HOOKS_INSTALLED:
         return
     atexit.register(_teardown_live)
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    teardown_on_sigterm(_teardown_live)
     _HOOKS_INSTALLED = True
 
 

@@ -31,7 +31,6 @@ import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy import stats as sstats
 
 from tunelab.optimize.engines.base import ENGINES, Candidate, EngineSettings, Measurement, first_batch
 from tunelab.optimize.history import config_key
@@ -287,10 +286,12 @@ class ModelSearch:
         fresh = np.array([tuple(int(g) for g in row) not in self.asked for row in C])
         if not fresh.any():
             return []
+        from scipy.stats import norm   # scipy.stats takes ~1 s to import: only when the model proposes
+
         mean, sd = model.predict(C)
         incumbent = float(np.max(model.predict(model.X)[0]))
         z = (mean - incumbent) / sd
-        ei = sd * (z * sstats.norm.cdf(z) + sstats.norm.pdf(z))
+        ei = sd * (z * norm.cdf(z) + norm.pdf(z))
         out: list[Candidate] = []
         for score, origin in ((mean, "model"), *((ei, "ei"),) * max(0, n - 1)):
             masked = np.where(fresh, score, -np.inf)

@@ -42,7 +42,8 @@ tpe           ``TPESampler(multivariate=True, constant_liar=True)``; ``n_startup
               (random proposals before the model: ``max(1, min(10, budget // 4))``),
               ``n_ei_candidates`` (24), ``batch_size``
 gp            ``GPSampler`` (Matern-5/2 GP, logEI; q-batch logEI for the rest of a batch);
-              ``n_startup_trials`` (as tpe), ``batch_size``, ``deterministic_objective`` (true)
+              ``n_startup_trials`` (as tpe), ``batch_size``, ``deterministic_objective`` (true);
+              needs PyTorch, the optional extra ``pip install 'tunelab[gp]'`` (:func:`check_installed`)
 cmaes         ``CmaEsSampler`` over the ordered genes; ``popsize`` (batch; CMA-ES's default
               ``4 + 3 ln d``), ``n_startup_trials``; see below
 optuna-nsga2  ``NSGAIISampler``; ``population_size`` (batch; 20), ``mutation_prob``,
@@ -80,6 +81,7 @@ Candidate(config={'n': 8, 'cc': 'cubic'}, origin='baseline')
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import math
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
@@ -96,6 +98,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: the engines this module registers, and the Optuna sampler behind each
 SAMPLERS = {"tpe": "TPESampler", "gp": "GPSampler", "cmaes": "CmaEsSampler", "optuna-nsga2": "NSGAIISampler"}
+#: engines needing a module outside the core install: engine -> (module, pip extra that installs it)
+EXTRAS = {"gp": ("torch", "gp")}
 
 #: where Optuna's genetic samplers keep a trial's generation (a system attribute; restored into rebuilt trials)
 GA_GENERATION_KEY = "NSGAIISampler:generation"
@@ -182,6 +186,27 @@ def pooled_values(measurements: Sequence[Measurement], objectives: Sequence[Metr
     if np.any(vector == FAILED_PENALTY):
         return None
     return [float(v) * o.sign for v, o in zip(vector, objectives)]
+
+
+def missing_extra(name: str) -> str | None:
+    """Why engine ``name`` cannot run here (a module of an optional extra is not installed), or ``None``.
+
+    >>> missing_extra("tpe") is None   # needs nothing beyond the core install
+    True
+    """
+    need = EXTRAS.get(name)
+    if need is None or importlib.util.find_spec(need[0]) is not None:
+        return None
+    module, extra = need
+    return (f"the {name} engine needs {module}, which is not installed: pip install 'tunelab[{extra}]' "
+            "(or choose another engine, e.g. --engine tpe)")
+
+
+def check_installed(name: str) -> None:
+    """Refuse engine ``name`` in one :class:`RefineError` line when :func:`missing_extra` says why."""
+    reason = missing_extra(name)
+    if reason is not None:
+        raise RefineError(reason)
 
 
 def _quiet_optuna() -> Any:
@@ -337,6 +362,7 @@ class OptunaRefiner:
         if name == "cmaes" and len(settings.objectives) > 1:
             raise RefineError("cmaes optimises one objective; give one, or use optuna-nsga2, tpe or gp "
                               "for several")
+        check_installed(name)
         check_options(name, settings)
         self.name = name
         self.settings = settings
@@ -493,6 +519,7 @@ def _factory(name: str) -> Callable[[EngineSettings], OptunaRefiner]:
         return OptunaRefiner(name, settings)
 
     make.__name__ = make.__qualname__ = f"optuna_{name.replace('-', '_')}"
+    make.check_installed = lambda: check_installed(name)   # type: ignore[attr-defined]  (driver.check_engine)
     make.__doc__ = f"The ``{name}`` engine: Optuna's {SAMPLERS[name]} (see :mod:`{__name__}`)."
     return make
 

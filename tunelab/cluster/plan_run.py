@@ -18,7 +18,7 @@ from tunelab.store import Store
 
 
 def run_design_on_testbeds(
-    design: Design | Mapping[str, Any],
+    design: Design,
     dispatcher: Dispatcher,
     store: Store,
     *,

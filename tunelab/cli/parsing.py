@@ -1,0 +1,121 @@
+"""Command-line strings -> the typed values the API takes: ``KEY=VALUE`` options, knob configs, ``-p`` parameters.
+
+The API (:mod:`tunelab.api`) takes dicts of typed values; only the CLI reads text, here.
+
+>>> parse_config(["net.core.somaxconn=4096", "net.ipv4.tcp_congestion_control=bbr"])
+{'net.core.somaxconn': 4096, 'net.ipv4.tcp_congestion_control': 'bbr'}
+>>> parse_options(["cv=0.05", "surface=hard512"])
+{'cv': 0.05, 'surface': 'hard512'}
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from tunelab.errors import DesignError, TunelabError
+
+
+def parse_value(text: str) -> Any:
+    """``"4096"`` -> 4096; other text (``"4096 131072 6291456"``, ``"bbr"``) stays text for the knob to parse.
+
+    >>> parse_value(" 4096 "), parse_value("bbr")
+    (4096, 'bbr')
+    """
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def parse_options(items: Sequence[str], flag: str = "--target-option") -> dict[str, Any]:
+    """``KEY=VALUE`` items -> a dict; values are read as JSON when they are JSON (``cv=0.05``), else text."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise DesignError(f"{flag} {item!r} must look like KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def parse_config(items: Sequence[str]) -> dict[str, Any]:
+    """KNOB=VALUE items and/or files -> knob id -> value (values validated later by the knobs)."""
+    config: dict[str, Any] = {}
+    for item in items:
+        if "=" in item and not Path(item).exists():
+            name, _, value = item.partition("=")
+            if not name.strip():
+                raise DesignError(f"{item!r} must look like KNOB=VALUE, e.g. net.core.somaxconn=4096")
+            config[name.strip()] = parse_value(value)
+        else:
+            config.update(read_config_file(Path(item)))
+    return config
+
+
+def parse_baseline(items: Sequence[str]) -> dict[str, Any] | str:
+    """``--baseline`` items: ``"current"`` when none (or only ``current``) is given, else their config."""
+    rest = [item for item in items if item != "current"]
+    return parse_config(rest) if rest else "current"
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A sysctl.d file (``name = value``) or a YAML/JSON mapping (or a design fragment's ``knobs:`` baselines)."""
+    if not path.exists():
+        raise DesignError(f"config file {path} does not exist; give KNOB=VALUE or an existing file")
+    text = path.read_text()
+    if path.suffix in (".yaml", ".yml", ".json"):
+        return _mapping_config(path, text)
+    out = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if "=" not in line:
+            raise DesignError(f"{path}:{number}: {line!r} is not 'name = value'")
+        name, _, value = line.partition("=")
+        out[name.strip()] = parse_value(value)
+    return out
+
+
+def _mapping_config(path: Path, text: str) -> dict[str, Any]:
+    """A YAML/JSON config file: knob id -> value, or a design fragment's ``knobs:`` with their baselines."""
+    import yaml
+
+    from tunelab.model import KnobId, level_from_json
+
+    data = yaml.safe_load(text) if path.suffix != ".json" else json.loads(text)
+    if isinstance(data, dict) and "knobs" in data:
+        return {str(KnobId(entry["name"], entry.get("host") or "server", entry.get("device") or None)):
+                level_from_json(entry["baseline"]) for entry in data["knobs"]}
+    if not isinstance(data, dict):
+        raise DesignError(f"{path} must hold a mapping knob id -> value")
+    return {k: level_from_json(v) for k, v in data.items()}
+
+
+def parse_parameters(items: Sequence[str]) -> dict[str, Any]:
+    """``["objectives=[qps:max]", "x=3"]`` -> ``{"objectives": ["qps:max"], "x": 3}`` (values as YAML).
+
+    >>> parse_parameters(["objectives=[qps:max]", "n=3", "name=abc"])
+    {'objectives': ['qps:max'], 'n': 3, 'name': 'abc'}
+    """
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise TunelabError(f"-p {item!r} must look like NAME=VALUE with NAME a Python identifier, "
+                               "e.g. -p objectives=[qps:max]")
+        try:
+            out[name.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise TunelabError(f"-p {item!r}: the value is not valid YAML ({exc})") from None
+    return out
+
+
+__all__ = ["parse_baseline", "parse_config", "parse_options", "parse_parameters", "parse_value", "read_config_file"]

@@ -1,0 +1,273 @@
+"""One owner for a study run: a typed :class:`~tunelab.designs.Design` from housekeeping to the last lease.
+
+:func:`run_study_of` runs a study on the design's target (or another type) or across the testbeds
+of a testbeds file, in one sequence:
+
+1. the target (or every testbed) is checked before anything opens: options, commands, values;
+2. under SIGTERM-as-Ctrl-C and the store's run lease: orphaned labs are removed (named on
+   stderr), a crashed run of another study that left knobs changed stops the run, and the
+   study's store is opened once;
+3. the target is brought up (or the Dask cluster of the testbeds started), and one plan runner
+   is built (:func:`plan_runner`): every later step runs its plans through it;
+4. the A/A calibration (``noise.calibration_runs``, :mod:`tunelab.calibration`) and its lines;
+5. the study's rounds (:func:`tunelab.rounds.run_study`);
+6. the leases of dead runs whose stores are clean again are swept.
+
+A dry run (a target that ``writes_nothing``) records into a throw-away store in a private temp
+dir, so the study's store is never touched, and returns the target's preview of every planned
+trial (:meth:`tunelab.targets.dryrun.DryRunTarget.preview`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from tunelab import journal, leases, runner
+from tunelab import testbeds as testbeds_mod
+from tunelab.calibration import CALIBRATE, calibration_plan, run_calibration
+from tunelab.designs import Design, make_plan
+from tunelab.errors import DesignError, KnobError, TargetError
+from tunelab.knobs import get_knob
+from tunelab.loads import Load
+from tunelab.rounds import StudyRun, run_study
+from tunelab.signals import sigterm_interrupts
+from tunelab.store import Store, default_store_path
+from tunelab.targets import Target, build_target, check_target_spec
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a study (the flags of ``tunelab run``); see :func:`tunelab.run`."""
+
+    allow_host_global: bool = False
+    progress: bool = True
+    retry_failed: bool = False
+    allow_design_commands: bool = False
+    checkpoint: runner.Checkpoint | None = None
+
+
+def target_spec_for(design: Design, override: str | None = None) -> dict[str, Any]:
+    """The target to build: the design's, or ``override`` (keeping options only for the same type)."""
+    spec = runner.target_spec_of(design)
+    if override and override != spec["type"]:
+        spec = {"type": override, "options": {}, "allow_host_global": spec["allow_host_global"]}
+    return spec
+
+
+def with_busy_rule(design: Design, repeat_busy_pct: float | None) -> Design:
+    """``design`` with ``noise.repeat_busy_pct`` set from ``tunelab run --repeat-busy PCT`` (DesignError unless 0 < PCT < 100)."""
+    if repeat_busy_pct is None:
+        return design
+    if isinstance(repeat_busy_pct, bool) or not isinstance(repeat_busy_pct, (int, float)) \
+            or not 0 < repeat_busy_pct < 100:
+        raise DesignError(f"--repeat-busy must be a percentage of the machine above 0 and below 100, got "
+                          f"{repeat_busy_pct!r} (e.g. 20: measure a trial again when other processes used more than "
+                          "20 % of the CPUs)")
+    return dataclasses.replace(design, noise=dataclasses.replace(design.noise, repeat_busy_pct=float(repeat_busy_pct)))
+
+
+def checked_testbeds(design: Design, testbeds: Path | str | None,
+                  allow_design_commands: bool) -> tuple[list[Any], list[str]]:
+    """The design's testbeds (checked: file, options, keys, reachable hosts) and the shared-machine
+    warnings, which go to stderr."""
+    from tunelab.cluster import bed_specs
+
+    if testbeds is None:
+        raise TargetError("--scheduler needs --testbeds FILE: the file names the testbeds its workers drive")
+    beds = testbeds_mod.load_testbeds(testbeds, allow_commands=allow_design_commands)
+    testbeds_mod.check_testbeds(beds)
+    warnings = testbeds_mod.shared_machine_warnings(beds)
+    for line in warnings:
+        print(line, file=sys.stderr)
+    return bed_specs(beds, runner.target_spec_of(design), allow_commands=allow_design_commands), warnings
+
+
+@contextmanager
+def dispatcher_on(beds: list[Any], scheduler: str | None, store: Store, warnings: list[str], *,
+                       progress: bool = True) -> Iterator[Any]:
+    """The Dask cluster of the testbeds (its dashboard named on stderr) and a
+    :class:`tunelab.cluster.Dispatcher` recording into ``store``; the cluster closes after."""
+    from tunelab.cluster import Dispatcher, TestbedCluster
+
+    with TestbedCluster(beds, scheduler) as cluster:
+        if cluster.dashboard_link:
+            print(f"Dask dashboard: {cluster.dashboard_link}", file=sys.stderr)
+        yield Dispatcher(cluster, store, progress=progress, shown_warnings=warnings)
+
+
+def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[str, Any], options: RunOptions, *,
+                target: Target | None = None, dispatcher: Any = None) -> runner.PlanRunner:
+    """The one way a study's plans reach the runner: ``run_plan(phase, plan)`` runs ``plan`` (None: the
+    design's own) on ``target`` (:func:`tunelab.runner.run_design`) or across the ``dispatcher``'s
+    testbeds (:func:`tunelab.cluster.run_design_on_testbeds`), with the study's load and options."""
+    common = dict(allow_host_global=options.allow_host_global, retry_failed=options.retry_failed, load=load,
+                  load_settings=load_settings)
+    if dispatcher is not None:
+        from tunelab.cluster import run_design_on_testbeds
+
+        return lambda phase, plan: run_design_on_testbeds(design, dispatcher, store, phase=phase, plan=plan, **common)
+    if target is None:
+        raise TargetError("a study runs on a target or on testbeds; neither was given")
+    return lambda phase, plan: runner.run_design(design, target, store, phase=phase, plan=plan,
+                                                 progress=options.progress, checkpoint=options.checkpoint, **common)
+
+
+def _calibrate_and_run(design: Design, store: Store, run_plan: runner.PlanRunner) -> StudyRun:
+    """Steps 4 and 5: the A/A calibration (its lines to stderr), then the study's rounds."""
+    calibration = run_calibration(design, store, run_plan)
+    for line in calibration.lines() if calibration is not None else []:
+        print(line, file=sys.stderr)
+    study = run_study(design, store, run_plan)
+    study.calibration = calibration
+    return study
+
+
+@contextmanager
+def study_store(study: str, design_hash: str, design_text: str, spec: dict[str, Any], path: Path, *,
+                check_crashed: bool = True) -> Iterator[tuple[Store, list[str]]]:
+    """Steps 2 and 6: SIGTERM as Ctrl-C, the run lease, orphaned labs removed (named on stderr), crashed
+    runs checked, the store opened once; the leases swept after. Yields the store and the labs removed.
+    Also the frame of the plan-time probe (:func:`tunelab.plan` with ``probe``)."""
+    with sigterm_interrupts(), leases.lease(path):
+        removed = journal.remove_orphan_labs()
+        for name in removed:
+            print(f"removed orphaned lab {name} (its run had died)", file=sys.stderr)
+        if check_crashed:
+            leases.check_crashed_runs(own_store=path)
+        with Store.open(path, study=study, design_hash=design_hash, design_text=design_text,
+                        target_spec={"type": spec["type"], "options": spec["options"]}) as opened:
+            yield opened, removed
+        leases.sweep()                # a crashed run of this study, now recovered, leaves no lease
+
+
+@contextmanager
+def _run_store(path: Path, dry: bool) -> Iterator[Path]:
+    """The store a run records into: ``path``, or for a dry run a throw-away one in a private temp dir.
+
+    A dry run must never write the real store: its (unmeasured) trials would count as done and
+    the later real run would skip them.
+    """
+    if not dry:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="tunelab-dry-run-") as private:   # mode 0700
+        yield Path(private) / path.name
+
+
+def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: Path,
+                  options: RunOptions) -> StudyRun:
+    """The study on one target (``spec``: :func:`target_spec_for`); a dry run previews it (module docstring)."""
+    target_cls = check_target_spec(spec, allow_commands=options.allow_design_commands)  # before the store opens
+    dry = bool(getattr(target_cls, "writes_nothing", False))
+    if dry:                   # the preview is printed at the end, compactly, not action by action
+        spec = {**spec, "options": {**spec["options"], "quiet": True}}
+    load, load_settings = runner.load_for(design, target_cls, spec["options"])
+    with _run_store(path, dry) as where, \
+            study_store(design.name, design.design_hash, design_text, spec, where,
+                        check_crashed=not dry) as (opened, removed):
+        with build_target(spec, allow_commands=options.allow_design_commands) as live:
+            run_plan = plan_runner(design, opened, load, load_settings, options, target=live)
+            if dry:
+                study = _preview(design, opened, live, run_plan)
+            else:
+                study = _calibrate_and_run(design, opened, run_plan)
+    study.labs_removed, study.recorded = removed, not dry
+    return study
+
+
+def _preview(design: Design, store: Store, live: Any, run_plan: runner.PlanRunner) -> StudyRun:
+    """A dry run: the A/A calibration's plan and the study's first plan on the dry-run target, and its
+    preview of them. Nothing is measured, so nothing is assessed and no later round is planned."""
+    _assume_baselines(design, live)
+    runs = design.noise.calibration_runs
+    calibration = run_plan(CALIBRATE, calibration_plan(design, runs)) if runs > 0 else None
+    study = StudyRun.of(run_plan("screen", make_plan(design)))
+    if calibration is not None:
+        study.add(calibration)
+    if design.sequential is not None:
+        study.stop_reason = ("a sequential design's later rounds depend on what its first round measures; "
+                             "a dry run measures nothing, so it shows the first round only")
+    study.preview = live.preview(store.trials()["run_key"].tolist())
+    return study
+
+
+def _assume_baselines(design: Design, live: Target) -> None:
+    """For a dry run: a knob this machine cannot read (the lab's link ``@link``, its disk ``@disk``) reads
+    as the design's baseline, so the preview shows the writes a trial would make from there."""
+    for spec in design.knobs:
+        knob = get_knob(spec.name)
+        try:
+            knob.read(live, spec.host, device=spec.device)
+        except KnobError:
+            live.assume(spec.host, knob.path(live, spec.device), knob.to_text(spec.baseline))
+
+
+def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | None, scheduler: str | None,
+                    path: Path, options: RunOptions) -> StudyRun:
+    """The study across the testbeds of a testbeds file (see :func:`tunelab.run`); everything is checked
+    before Dask starts."""
+    beds, warnings = checked_testbeds(design, testbeds, options.allow_design_commands)
+    design = _without_busy_rule_on_one_machine(design, warnings)
+    load, load_settings = _one_load(design, beds)
+    runner.prepare_run(design, None, allow_host_global=options.allow_host_global, load=load,
+                       load_settings=load_settings)                           # bad values stop here
+    with study_store(design.name, design.design_hash, design_text, target_spec_for(design), path) as (opened, removed):
+        finished = runner.prepare_run(design, opened, allow_host_global=options.allow_host_global, load=load,
+                                      load_settings=load_settings, retry_failed=options.retry_failed)
+        if _nothing_left(design, opened, finished):                          # no cluster to start
+            study = StudyRun(finished.study, opened.path, len(finished.rows), len(finished.rows))
+        else:
+            with dispatcher_on(beds, scheduler, opened, warnings, progress=options.progress) as dispatcher:
+                study = _calibrate_and_run(design, opened, plan_runner(design, opened, load, load_settings, options,
+                                                                       dispatcher=dispatcher))
+    study.labs_removed = removed
+    return study
+
+
+def _without_busy_rule_on_one_machine(design: Design, warnings: list[str]) -> Design:
+    """Testbeds on one machine see each other's trials as foreign load: every trial would be repeated,
+    so the busy rule is off (and a note says so) when the testbeds share a machine."""
+    if not warnings or design.noise.repeat_busy_pct is None:
+        return design
+    print(f"note: noise.repeat_busy_pct={design.noise.repeat_busy_pct:g} is off for this run: testbeds that share "
+          "a machine see each other's trials as foreign load, so every trial would be measured again",
+          file=sys.stderr)
+    return dataclasses.replace(design, noise=dataclasses.replace(design.noise, repeat_busy_pct=None))
+
+
+def _one_load(design: Design, beds: list[Any]) -> tuple[Load, dict[str, Any]]:
+    """The load every testbed measures with; TargetError when they differ (simulator beside real testbeds)."""
+    loads = {type(runner.load_for(design, bed.target_cls, bed.options)[0]).__name__ for bed in beds}
+    if len(loads) > 1:
+        raise TargetError(f"the testbeds measure with different loads ({', '.join(sorted(loads))}): a simulator "
+                          "answers its own load, so do not mix simulator testbeds with real ones")
+    return runner.load_for(design, beds[0].target_cls, beds[0].options)
+
+
+def _nothing_left(design: Design, store: Store, finished: runner.RunSetup) -> bool:
+    """A fixed design whose trials and A/A calibration are all recorded: nothing to run."""
+    calibrated = len(store.completed_run_keys(CALIBRATE)) >= design.noise.calibration_runs
+    return design.sequential is None and not finished.todo and calibrated
+
+
+def run_study_of(design: Design, design_text: str, *, target: str | None = None, store: Path | str | None = None,
+                 testbeds: Path | str | None = None, scheduler: str | None = None,
+                 options: RunOptions = RunOptions()) -> StudyRun:
+    """Run ``design`` (its file's text is kept in the store) on its target, ``target``, or the testbeds of
+    ``testbeds`` (``scheduler``: an existing Dask cluster); record into ``store`` (default
+    ``data/<study>.sqlite``). See :func:`tunelab.run` for the rules."""
+    path = Path(store) if store is not None else default_store_path(design.name)
+    if testbeds is not None or scheduler is not None:
+        if target is not None:
+            raise TargetError("--target and --testbeds do not mix: the testbeds file names each testbed's target")
+        return run_on_testbeds(design, design_text, testbeds, scheduler, path, options)
+    return run_on_target(design, design_text, target_spec_for(design, target), path, options)
+
+
+__all__ = ["RunOptions", "checked_testbeds", "dispatcher_on", "plan_runner", "run_on_target", "run_on_testbeds",
+           "run_study_of", "study_store", "target_spec_for", "with_busy_rule"]
