@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ from dns_helpers import ORIGIN, ZONE, operator_files, require_tools
 
 from tunelab.errors import TargetError
 from tunelab.targets import check_target_spec, dns_servers
+from tunelab.targets import services as svc
 from tunelab.targets.base import TargetOptionError
 from tunelab.targets.dns_servers import DNS_SERVERS, ServerFiles, Zone, get_dns_server
 from tunelab.targets.lab import TOOL_PACKAGES, LabTarget
@@ -157,3 +161,28 @@ def test_checker_message_skips_summaries_and_shows_the_operators_path():
                "[1795717012] unbound-checkconf[22670:0] fatal error: Could not setup authority zones\n")
     assert dns_servers.checker_message(unbound, "/tmp/t/zone.db", "/z") == "error: parse error /z 6:9: bad"
     assert dns_servers.checker_message("", "/c", "/z") == "no message"
+
+
+def _answer_once(rcode: int, answers: int) -> tuple[int, threading.Thread]:
+    """A one-shot UDP DNS responder on 127.0.0.1 that answers the next query with ``rcode`` and ``answers``."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(5)
+
+    def serve() -> None:
+        with sock:
+            query, peer = sock.recvfrom(512)
+            flags = 0x8400 | rcode                       # QR and AA set
+            sock.sendto(struct.pack("!HHHHHH", struct.unpack("!H", query[:2])[0], flags, 1, answers, 0, 0)
+                        + query[12:], peer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return sock.getsockname()[1], thread
+
+
+@pytest.mark.parametrize(("rcode", "answers", "ready"), [(0, 1, True), (2, 0, False), (5, 0, False), (0, 0, False)])
+def test_a_server_is_ready_only_when_it_answers_the_zones_soa_with_noerror(rcode, answers, ready):
+    port, thread = _answer_once(rcode, answers)       # SERVFAIL: still loading; REFUSED: zone not loaded
+    assert svc.zone_answers("127.0.0.1", ORIGIN, port, timeout_s=2.0) is ready
+    thread.join(timeout=5)
