@@ -2,6 +2,7 @@
 settings rules, the copy to the load host, and no setting silently ignored."""
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -125,6 +126,8 @@ def test_an_unknown_or_internal_setting_is_refused_when_settings_are_merged(load
         load.settings("low", {"foo": 1})
     with pytest.raises(SettingError, match="unknown load setting 'remote_query_file'"):
         load.settings("low", {"remote_query_file": "/etc/shadow"})
+    with pytest.raises(SettingError, match="unknown load setting 'query_file_sha256'"):
+        load.settings("low", {"query_file_sha256": "0" * 64})
     with pytest.raises(LoadError, match="clients=0 must be"):
         load.settings("overload", {"clients": 0})
 
@@ -149,7 +152,8 @@ def test_prepare_copies_the_operators_file_into_the_private_directory_once(load,
     target = Recorder()
     settings = load.settings("low", {"query_file": str(query_file)})
     extra = load.prepare(target, settings)
-    assert extra == {"remote_query_file": "/tmp/tunelab-dnsperf.QwErTy1234/queries"}
+    assert extra == {"remote_query_file": "/tmp/tunelab-dnsperf.QwErTy1234/queries",
+                     "query_file_sha256": hashlib.sha256(QUERIES.encode()).hexdigest()}
     assert target.written == [("client", "/tmp/tunelab-dnsperf.QwErTy1234/queries", QUERIES)]
     argv = load.command(settings | extra, 3, "10.77.0.1")
     assert argv[argv.index("-d") + 1] == "/tmp/tunelab-dnsperf.QwErTy1234/queries"

@@ -3,6 +3,7 @@ query file: `tunelab run` builds the lab from the design's options, copies the q
 after a requires_restart knob, and records which DNS server answered (two 1 s trials)."""
 from __future__ import annotations
 
+import hashlib
 import textwrap
 from pathlib import Path
 
@@ -43,7 +44,9 @@ def test_a_design_runs_bind9_with_the_operators_zone_and_queries(tmp_path: Path,
         trials = store.trials()
         assert store.unrestored() == []
     assert len(trials) == 2 and set(trials["status"]) <= {"ok", "flagged"}, trials[["status", "reason"]]
+    digest = hashlib.sha256(query_file.read_bytes()).hexdigest()
     for provenance in trials["provenance"]:
+        assert provenance["load_settings"]["query_file_sha256"] == digest     # which query file was sent, exactly
         lab = provenance["target"]["lab"]
         assert (lab["dns_server"], lab["zone"], lab["zone_file"]) == ("bind9", "example.net.", str(zone_file))
         assert lab["dns_server_version"].startswith("BIND 9")

@@ -56,8 +56,10 @@ FLAG_BELOW_REQUESTED = 0.5
 MAX_RECORDS = 1_000_000
 #: largest operator query file (``query_file``) read and copied to the load host
 MAX_QUERY_FILE_BYTES = 64 * 1024 * 1024
-#: the setting :meth:`DnsperfLoad.prepare` adds: the query file's path on the load host
+#: the settings :meth:`DnsperfLoad.prepare` adds: the query file's path on the load host, and the
+#: SHA-256 of the operator's query file (recorded with every trial's load settings: provenance)
 REMOTE_QUERY_FILE = "remote_query_file"
+QUERY_FILE_SHA256 = "query_file_sha256"
 
 
 def _is_ip_address(value: str) -> bool:
@@ -215,7 +217,7 @@ class DnsperfLoad(Load):
         self._written: dict[str, str] = {}               # path on the load host -> sha256 of what was written there
 
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        c.check_settings(self.name, settings, SETTINGS, internal=(REMOTE_QUERY_FILE,))
+        c.check_settings(self.name, settings, SETTINGS, internal=(REMOTE_QUERY_FILE, QUERY_FILE_SHA256))
         return {**DEFAULTS, **settings}
 
     def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -247,7 +249,8 @@ class DnsperfLoad(Load):
 
     def prepare(self, target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Put the query file in a private directory on the load host: the operator's ``query_file``
-        (checked again, :func:`read_query_file`) or ``records`` zone names of type A.
+        (checked again, :func:`read_query_file`; its SHA-256 is returned too, for the trial's record) or
+        ``records`` zone names of type A.
 
         The directory comes from ``mktemp -d`` on the load host (mode 0700, unpredictable name),
         so a symlink planted in /tmp is never followed; a file already there with the same content is
@@ -263,7 +266,7 @@ class DnsperfLoad(Load):
         if self._written.get(path) != digest:
             target.write_text(self.runs_on, path, text)
             self._written[path] = digest
-        return {REMOTE_QUERY_FILE: path}
+        return {REMOTE_QUERY_FILE: path} | ({QUERY_FILE_SHA256: digest} if s["query_file"] is not None else {})
 
     def cleanup(self, target: Target) -> None:
         """Remove the private directory :meth:`prepare` made on ``target`` (if any)."""
