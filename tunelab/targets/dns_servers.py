@@ -110,7 +110,8 @@ LAB_ZONE = Zone(dnszone.ZONE, "")
 def _nsd_config(f: ServerFiles) -> str:
     """nsd.conf: one server process, no chroot, no user switch, no database, no remote control.
 
-    >>> "ip-address: 10.77.0.1@53" in _nsd_config(ServerFiles(Path("/w"), "10.77.0.1", 53, "a.", Path("/w/z"), Path("/l")))
+    >>> files = ServerFiles(Path("/w"), "10.77.0.1", 53, "a.", Path("/w/z"), Path("/l"))
+    >>> "ip-address: 10.77.0.1@53" in _nsd_config(files)
     True
     """
     return f"""server:
@@ -163,7 +164,8 @@ zone "{f.origin}" {{
 
 
 def _knot_config(f: ServerFiles) -> str:
-    """knot.conf: the zone file loaded whole and never written back, no journal, control socket in the work directory."""
+    """knot.conf: the zone file loaded whole and never written back, no journal, the control socket in
+    the work directory."""
     return f"""server:
     rundir: "{f.workdir}"
     pidfile: "{f.workdir}/knot.pid"
@@ -231,7 +233,8 @@ DNS_SERVERS.add("bind9", DnsServer(
     checker_package="bind9-utils"))
 DNS_SERVERS.add("knot", DnsServer(
     "knot", "knotd", "knot", "knot.conf", _knot_config, lambda conf: ["knotd", "-c", str(conf)], ("knotd", "-V"),
-    checker=lambda origin, zone, conf: ["kzonecheck", "-v", "-o", origin, str(zone)], checker_package="knot-dnssecutils"))
+    checker=lambda origin, zone, conf: ["kzonecheck", "-v", "-o", origin, str(zone)],
+    checker_package="knot-dnssecutils"))
 DNS_SERVERS.add("unbound", DnsServer(
     "unbound", "unbound", "unbound", "unbound.conf", _unbound_config,
     lambda conf: ["unbound", "-d", "-c", str(conf)], ("unbound", "-V"),
@@ -303,8 +306,9 @@ def check_zone(server: DnsServer, zone: Zone) -> None:
     tool = server.checker_tool
     assert tool is not None
     if shutil.which(tool) is None and shutil.which(tool, path="/usr/sbin:/sbin") is None:
-        raise ToolMissingError(f"target lab: checking the zone file {zone.source} for {server.name} needs {tool}; install the "
-                               f"Debian package {server.checker_package} (apt-get install {server.checker_package})")
+        raise ToolMissingError(f"target lab: checking the zone file {zone.source} for {server.name} needs {tool}; "
+                               f"install the Debian package {server.checker_package} "
+                               f"(apt-get install {server.checker_package})")
     with tempfile.TemporaryDirectory(prefix="tunelab-zone.") as tmp:
         conf = write_server_files(server, Path(tmp), "127.0.0.1", zone, Path(tmp) / "check.log")
         path = Path(tmp) / ZONE_FILE
@@ -323,9 +327,11 @@ def check_zone(server: DnsServer, zone: Zone) -> None:
 def checker_message(output: str, copy: str, source: str) -> str:
     """The checker's first line that names a problem, not a summary (the private copy shown as ``source``).
 
-    >>> checker_message("zone a/IN: loading from master file /t/zone.db failed: bad ttl\\nzone a/IN: not loaded due to errors.", "/t/zone.db", "/z")
+    >>> named = "zone a/IN: loading from master file /t/zone.db failed: bad ttl\\nzone a/IN: not loaded due to errors."
+    >>> checker_message(named, "/t/zone.db", "/z")
     'zone a/IN: loading from master file /z failed: bad ttl'
-    >>> checker_message("[2026-11-26 18:15:23] nsd-checkzone[9]: error: /t/zone.db:3: bad SOA\\nzone a. file /t/zone.db has 1 errors", "/t/zone.db", "/z")
+    >>> nsd = "[2026-11-26 18:15:23] nsd-checkzone[9]: error: /t/zone.db:3: bad SOA\\nzone a. has 1 errors"
+    >>> checker_message(nsd, "/t/zone.db", "/z")
     'error: /z:3: bad SOA'
     """
     lines = [_CHECKER_PREFIX.sub("", line.strip()).replace(copy, source) for line in output.splitlines()]

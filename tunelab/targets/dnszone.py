@@ -158,5 +158,6 @@ def read_regular_text(path: str, limit: int, error: type[Exception], what: str, 
     if not stat.S_ISREG(info.st_mode):
         raise error(f"{path}: the {what} is not a regular file; give the path of a file")
     if info.st_size > limit:
-        raise error(f"{path}: the {what} has {info.st_size} bytes, more than the limit of {limit}; use a smaller sample")
+        raise error(f"{path}: the {what} has {info.st_size} bytes, more than the limit of {limit}; "
+                    "use a smaller sample")
     return read_capped_text(path, limit, error, what, hint)
