@@ -179,3 +179,23 @@ def test_response_codes_are_parsed_from_the_summary():
     text = "  Response codes:       NOERROR 6000 (100.00%)\n"
     assert dnsperf_module.parse_rcodes(text) == {"NOERROR": 6000}
     assert dnsperf_module.parse_rcodes("no summary") == {}
+
+
+def _recorded(name: str) -> str:
+    return (Path(__file__).parent / "recorded" / name).read_text()
+
+
+@pytest.mark.parametrize(("codes", "status"), [
+    ("NOERROR 6000 (100.00%)", "ok"),
+    ("NOERROR 3000 (50.00%), NXDOMAIN 3000 (50.00%)", "ok"),          # names that do not exist: a real answer
+    ("NOERROR 3001 (50.02%), REFUSED 2999 (49.98%)", "ok"),
+    ("NOERROR 3000 (50.00%), REFUSED 3000 (50.00%)", "failed"),
+    ("REFUSED 6000 (100.00%)", "failed"),
+])
+def test_a_run_answered_mostly_with_refused_measures_nothing_and_fails(load, codes, status):
+    text = _recorded("dnsperf_low_udp.out").replace("NOERROR 6000 (100.00%)", codes)
+    parsed = load.parse(CommandResult(("dnsperf",), 0, text, "", 3.0), load.settings("low"), 1)
+    assert parsed.status == status, parsed.reason
+    if status == "failed":
+        assert "of the answers were REFUSED: the server does not serve the queried names" in parsed.reason
+        assert parsed.metrics == {}

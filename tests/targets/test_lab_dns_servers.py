@@ -1,5 +1,6 @@
-"""Each DNS server of the registry in a real lab, serving the operator's own zone file, queried by dnsperf
-with the operator's own query file for ~1 s (a few seconds per server, the lab always torn down)."""
+"""Each DNS server of the registry in a real lab: serving the operator's own zone file, queried by dnsperf
+with the operator's own query file for ~1 s, and serving the lab's own zone (about 1.5 s per server,
+the lab always torn down)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +10,7 @@ from dns_helpers import ORIGIN, operator_files, require_tools
 
 from tunelab.loads import get_load
 from tunelab.loads.dnsperf import parse_rcodes, parse_summary
+from tunelab.targets import services as svc
 from tunelab.targets.dns_servers import DNS_SERVERS, get_dns_server
 
 pytestmark = pytest.mark.lab
@@ -39,3 +41,17 @@ def test_each_server_serves_the_operators_zone_to_the_operators_queries(name, ma
     completed = parse_summary(result.stdout)["completed"]
     assert codes["NOERROR"] == completed > 0, (codes, completed)
     assert lab.describe()["lab"]["dns_server"] == name
+
+
+@pytest.mark.parametrize("name", DNS_SERVERS.names())
+def test_each_server_serves_the_labs_own_zone_and_refuses_other_names(name, make_lab):
+    server = get_dns_server(name)
+    require_tools(server.tool, hint=f"apt-get install {server.package}")
+    lab = make_lab(dns_server=name, records=10, services=("dns",))
+
+    def ask(qname: str) -> svc.DnsAnswer:
+        return lab.in_namespace("client", svc.dns_query, lab.address("server"), qname, 53, 1.0)
+
+    assert ask("r9.tunelab.test.") == svc.DnsAnswer(rcode=0, answer_count=1, authoritative=True)
+    assert ask("r10.tunelab.test.").rcode == 3                 # NXDOMAIN: the zone has r0 ... r9
+    assert ask("www.example.net.").rcode == 5                  # REFUSED: authoritative only, never recursion

@@ -21,7 +21,9 @@ Outcomes:
 * no summary but per-second lines (e.g. ``bind: Address already in use`` when the client runs out of
   local ports under a tiny ``ip_local_port_range``) -> ``flagged``, ``qps`` from the seconds seen;
 * a rate was requested and the steady-state rate is below half of it -> ``flagged``;
-* nothing answered, no output, or a crash -> ``failed`` with the tool's last message.
+* nothing answered, no output, or a crash -> ``failed`` with the tool's last message;
+* at least half of the answers REFUSED (:data:`REFUSED_FAIL_SHARE`) -> ``failed``: the server does not
+  serve the queried names (a query file for another zone), so its rate measures refusals, not answers.
 
 Example
 -------
@@ -51,6 +53,8 @@ from tunelab.targets.base import CommandResult, Target
 
 STATS_INTERVAL_S = 1
 FLAG_BELOW_REQUESTED = 0.5
+#: share of REFUSED answers from which a run measures nothing meaningful (the names are not served)
+REFUSED_FAIL_SHARE = 0.5
 
 #: most zone records a query file may name (the file is written on the client for every trial)
 MAX_RECORDS = 1_000_000
@@ -312,6 +316,11 @@ class DnsperfLoad(Load):
             return c.failed(f"dnsperf: no query was answered ({summary.get('sent', 0):.0f} sent, "
                             f"{summary.get('lost', 0):.0f} lost); is the DNS server up on port {s['port']}?"
                             + ("" if result.ok else f" {c.exit_reason('dnsperf', result)}"), result)
+        refused = parse_rcodes(result.stdout).get("REFUSED", 0) / summary["completed"]
+        if refused >= REFUSED_FAIL_SHARE:
+            return c.failed(f"dnsperf: {refused:.0%} of the answers were REFUSED: the server does not serve the "
+                            "queried names; use a query file for the zone it serves (the lab serves an operator's "
+                            "zone with its zone_file and zone options)", result)
         metrics: dict[str, float] = {k: v for k, v in summary.items() if k in self.metrics}
         metrics["qps"] = steady["qps"].mean() if not steady.empty else float("nan")
         metrics["lost_pct"] = 100.0 * summary.get("lost", 0) / summary["sent"] if summary.get("sent") else float("nan")

@@ -190,7 +190,9 @@ zone:
 
 
 def _unbound_config(f: ServerFiles) -> str:
-    """unbound.conf: the zone as an ``auth-zone`` answered to clients (not recursion), no remote control."""
+    """unbound.conf: the zone as an ``auth-zone`` answered to clients, every other name REFUSED (no
+    recursion), no remote control."""
+    refuse_others = "" if f.origin == "." else '    local-zone: "." refuse\n'
     return f"""server:
     interface: {f.address}@{f.port}
     port: {f.port}
@@ -207,6 +209,10 @@ def _unbound_config(f: ServerFiles) -> str:
     hide-version: yes
     access-control: 0.0.0.0/0 allow
     module-config: "iterator"
+    # authoritative only, as the other servers: names outside the zone are REFUSED (no recursion), and
+    # the special-use names unbound answers itself (test., invalid., ...: RFC 6761 default local zones,
+    # e.g. NXDOMAIN for tunelab.test.) are handed to the auth-zone by a transparent local zone
+{refuse_others}    local-zone: "{f.origin}" transparent
 auth-zone:
     name: "{f.origin}"
     zonefile: "{f.zone_path}"
