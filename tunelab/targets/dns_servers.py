@@ -54,8 +54,8 @@ MAX_ZONE_FILE_BYTES = 64 * 1024 * 1024
 ZONE_FILE = "zone.db"
 #: seconds a zone checker may take
 CHECK_TIMEOUT_S = 60
-#: seconds the lab waits for a server to answer its zone's SOA
-START_TIMEOUT_S = 10.0
+#: seconds the lab waits for a server to answer its zone's SOA (a large operator zone takes seconds to load)
+START_TIMEOUT_S = 30.0
 #: checker lines that only summarise (the first other line names the problem)
 _CHECKER_SUMMARY = re.compile(r"has \d+ errors|not loaded due to errors|^Error summary|^Serious semantic error|"
                               r"^\d+\s|failed to run semantic checks|failed to load zone")
