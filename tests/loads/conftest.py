@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from tunelab.targets import dnszone, services
+from tunelab.targets import dns_servers, services
 
 SERVER_LIFETIME_S = 60
 
@@ -67,12 +67,10 @@ def nsd_port(tmp_path: Path) -> Iterator[int]:
     """An NSD serving the tunelab zone on 127.0.0.1:<free port>."""
     require("nsd")
     port = free_port()
-    workdir = tmp_path / "nsd"
-    workdir.mkdir()
-    (workdir / f"{dnszone.ZONE.rstrip('.')}.zone").write_text(dnszone.zone_text(dnszone.DEFAULT_RECORDS))
-    conf = workdir / "nsd.conf"
-    conf.write_text(services.nsd_config(workdir, "127.0.0.1", port))
-    yield from _serve(["nsd", "-d", "-c", str(conf)], port)
+    nsd = dns_servers.get_dns_server("nsd")
+    conf = dns_servers.write_server_files(nsd, tmp_path / "nsd", "127.0.0.1", dns_servers.LAB_ZONE, tmp_path / "nsd.log",
+                                          port=port)
+    yield from _serve(nsd.argv(conf), port)
 
 
 @pytest.fixture

@@ -53,9 +53,9 @@ def test_unknown_load_and_profile_and_setting_are_errors_that_name_the_fix():
     with pytest.raises(LoadError, match="no load profile 'nope'"):
         dnsperf.settings("nope")
     with pytest.raises(LoadError, match="unknown load setting 'qps'.*known settings"):
-        dnsperf.command({"qps": 5, "query_file": "/q"}, 5, "127.0.0.1")
+        dnsperf.command({"qps": 5, "remote_query_file": "/q"}, 5, "127.0.0.1")
     with pytest.raises(LoadError, match="clients=0 must be an integer from 1 to"):
-        dnsperf.command({"clients": 0, "query_file": "/q"}, 5, "127.0.0.1")
+        dnsperf.command({"clients": 0, "remote_query_file": "/q"}, 5, "127.0.0.1")
     with pytest.raises(LoadError, match="call prepare"):
         dnsperf.command({}, 5, "127.0.0.1")
 
@@ -63,14 +63,14 @@ def test_unknown_load_and_profile_and_setting_are_errors_that_name_the_fix():
 # --- dnsperf ----------------------------------------------------------------------------------------
 
 def test_dnsperf_command_has_stats_time_limit_rate_and_tcp_options():
-    argv = dnsperf.command(dnsperf.settings("overload", {"port": 5353}) | {"query_file": "/tmp/q"}, 10, "10.1.0.1")
+    argv = dnsperf.command(dnsperf.settings("overload", {"port": 5353}) | {"remote_query_file": "/tmp/q"}, 10, "10.1.0.1")
     assert argv[:5] == ["dnsperf", "-m", "tcp", "-s", "10.1.0.1"]
     pairs = dict(zip(argv[1::2], argv[2::2]))
     assert pairs["-S"] == "1" and pairs["-l"] == "10" and pairs["-p"] == "5353" and pairs["-d"] == "/tmp/q"
     assert pairs["-c"] == "200" and pairs["-q"] == "10000"
     assert argv[argv.index("-O") + 1] == "num-queries-per-conn=100"
     assert "-Q" not in argv
-    low = dnsperf.command(dnsperf.settings("low") | {"query_file": "/q"}, 2.5, "127.0.0.1")
+    low = dnsperf.command(dnsperf.settings("low") | {"remote_query_file": "/q"}, 2.5, "127.0.0.1")
     assert low[low.index("-Q") + 1] == "2000" and low[low.index("-l") + 1] == "2.5" and "-O" not in low
 
 
@@ -185,7 +185,7 @@ def test_dnsperf_prepare_writes_one_query_per_record_in_a_private_directory():
     load = type(dnsperf)()
     extra = load.prepare(target, {"records": 3})
     ((host, path), text), = written.items()
-    assert host == "client" and extra == {"query_file": path}
+    assert host == "client" and extra == {"remote_query_file": path}
     assert path == "/tmp/tunelab-dnsperf.AbC123xyz0/queries-3"        # mktemp -d: 0700, unpredictable
     assert ran == [("client", ["mktemp", "-d", "-t", "tunelab-dnsperf.XXXXXXXXXX"])]
     assert text.splitlines() == ["r0.tunelab.test. A", "r1.tunelab.test. A", "r2.tunelab.test. A"]

@@ -96,13 +96,15 @@ class Load(abc.ABC):
     conditional_on: Mapping[str, tuple[str, ...]] = {}
 
     def settings(self, profile: str | None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Merge a named profile with overrides (LoadError for an unknown profile)."""
+        """Merge a named profile with overrides: LoadError for an unknown profile, :class:`SettingError`
+        for an unknown or broken setting (:meth:`validate_settings`), so no setting is silently ignored."""
         base: dict[str, Any] = {}
         if profile is not None:
             if profile not in self.profiles:
                 raise LoadError(f"{self.name}: no load profile {profile!r}; known: {', '.join(sorted(self.profiles))}")
             base = dict(self.profiles[profile])
         base.update(overrides or {})
+        self.validate_settings(base)
         return base
 
     def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:

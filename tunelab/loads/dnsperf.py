@@ -1,4 +1,12 @@
-"""dnsperf (2.x) against the lab's authoritative DNS server, over UDP or TCP.
+"""dnsperf (2.x) against a DNS server (the lab's, or an operator's own), over UDP or TCP.
+
+The queries are the lab zone's names (``records`` of them, generated) or the operator's own query
+file (``query_file``: the file ``dnsperf -d`` reads, on the machine tunelab runs on). That file is read
+size-capped (:data:`MAX_QUERY_FILE_BYTES`) and checked line by line when the settings are validated
+(each line ``NAME TYPE``, see :func:`tunelab.targets.dnszone.scan_query_file`; one error naming the
+file, the line and what is wrong), and :meth:`DnsperfLoad.prepare` copies it to the load host into a
+private directory (``mktemp -d``). ``server_address`` (an IP address) sends the load to a service
+address or VIP instead of the target's own address for the server.
 
 The command always asks for per-second statistics (``-S 1``) and a time limit (``-l``). The steady-
 state rate ``qps`` is the mean of the per-second rates after warm-up; dnsperf's whole-run figure is
@@ -13,17 +21,23 @@ Outcomes:
 * no summary but per-second lines (e.g. ``bind: Address already in use`` when the client runs out of
   local ports under a tiny ``ip_local_port_range``) -> ``flagged``, ``qps`` from the seconds seen;
 * a rate was requested and the steady-state rate is below half of it -> ``flagged``;
-* nothing answered, no output, or a crash -> ``failed`` with the tool's last message.
+* nothing answered, no output, or a crash -> ``failed`` with the tool's last message;
+* at least half of the answers REFUSED (:data:`REFUSED_FAIL_SHARE`) -> ``failed``: the server does not
+  serve the queried names (a query file for another zone), so its rate measures refusals, not answers.
 
 Example
 -------
 >>> load = DnsperfLoad()
->>> s = load.settings("low", {"port": 5353}) | {"query_file": "/tmp/q"}
+>>> s = load.settings("low", {"port": 5353}) | {"remote_query_file": "/tmp/q"}
 >>> load.command(s, 10, "10.0.0.1")[:6]
 ['dnsperf', '-m', 'udp', '-s', '10.0.0.1', '-p']
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import ipaddress
+import os
 import re
 from typing import Any, Mapping
 
@@ -32,16 +46,34 @@ import pandas as pd
 
 from tunelab.errors import LoadError
 from tunelab.loads import _common as c
-from tunelab.loads.base import LOADS, Load, LoadResult
+from tunelab.loads.base import LOADS, Load, LoadResult, SettingError
 from tunelab.loads.metrics import pick
 from tunelab.targets import dnszone
 from tunelab.targets.base import CommandResult, Target
 
 STATS_INTERVAL_S = 1
 FLAG_BELOW_REQUESTED = 0.5
+#: share of REFUSED answers from which a run measures nothing meaningful (the names are not served)
+REFUSED_FAIL_SHARE = 0.5
 
 #: most zone records a query file may name (the file is written on the client for every trial)
 MAX_RECORDS = 1_000_000
+#: largest operator query file (``query_file``) read and copied to the load host
+MAX_QUERY_FILE_BYTES = 64 * 1024 * 1024
+#: the settings :meth:`DnsperfLoad.prepare` adds: the query file's path on the load host, and the
+#: SHA-256 of the operator's query file (recorded with every trial's load settings: provenance)
+REMOTE_QUERY_FILE = "remote_query_file"
+QUERY_FILE_SHA256 = "query_file_sha256"
+
+
+def _is_ip_address(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
 SETTINGS = {
     "mode": c.one_of("udp", "tcp"),
     "clients": c.positive_int(maximum=65_536),
@@ -53,10 +85,15 @@ SETTINGS = {
     "port": c.port(),
     "records": c.positive_int(maximum=MAX_RECORDS),
     "per_query_latency": c.Setting((bool,), "true or false"),
+    "query_file": c.Setting((str,), "the path of a dnsperf query file (one 'NAME TYPE' per line) on this machine",
+                            lambda v: bool(v.strip()) and "\0" not in v, optional=True),
+    "server_address": c.Setting((str,), "an IPv4 or IPv6 address (the service address the load is sent to)",
+                                _is_ip_address, optional=True),
 }
 DEFAULTS: dict[str, Any] = {"mode": "udp", "clients": 1, "threads": 1, "max_outstanding": 100, "rate": None,
                             "queries_per_conn": None, "timeout": 5, "port": 53,
-                            "records": dnszone.DEFAULT_RECORDS, "per_query_latency": False}
+                            "records": dnszone.DEFAULT_RECORDS, "per_query_latency": False, "query_file": None,
+                            "server_address": None}
 
 _SECOND = re.compile(r"^(\d+\.\d+): (\d+(?:\.\d+)?)\s*$", re.M)
 _ANSWER = re.compile(r"^> (\S+) \S+ \S+ (\d+\.\d+)\s*$", re.M)
@@ -81,6 +118,48 @@ def query_file_text(records: int) -> str:
     'r0.tunelab.test. A\\nr1.tunelab.test. A\\n'
     """
     return "".join(f"{name} A\n" for name in dnszone.record_names(records))
+
+
+def read_query_file(path: str) -> str:
+    """The text of the operator's query file ``path`` once it passed every check; SettingError otherwise.
+
+    A regular file of at most :data:`MAX_QUERY_FILE_BYTES`, UTF-8, every line ``NAME TYPE`` (empty
+    lines and ``;`` comments skipped). A file unchanged since it was last checked is not read again.
+    """
+    try:
+        info = os.stat(path)
+    except OSError:
+        info = None
+    key = (info.st_ino, info.st_size, info.st_mtime_ns) if info is not None else None
+    return _checked_query_file(path, key)
+
+
+@functools.lru_cache(maxsize=2)
+def _checked_query_file(path: str, _stat_key: tuple[int, int, int] | None) -> str:
+    def error(message: str) -> SettingError:
+        return SettingError(f"dnsperf: setting query_file: {message}", "query_file")
+
+    try:
+        text = dnszone.read_regular_text(path, MAX_QUERY_FILE_BYTES, LoadError, "query file",
+                                         "give the path of a dnsperf query file on this machine")
+    except LoadError as exc:
+        raise error(str(exc)) from None
+    scan = dnszone.scan_query_file(text)
+    if scan.problem is not None:
+        line, problem = scan.problem
+        where = f"{path}, line {line}" if line else path
+        raise error(f"{where}: {problem}; each line is 'NAME TYPE', e.g. 'www.example.org. A'")
+    return text
+
+
+def parse_rcodes(text: str) -> dict[str, int]:
+    """dnsperf's ``Response codes:`` line as ``{rcode: count}`` (empty when there is none).
+
+    >>> parse_rcodes("  Response codes:       NOERROR 95 (95.00%), NXDOMAIN 5 (5.00%)\\n")
+    {'NOERROR': 95, 'NXDOMAIN': 5}
+    """
+    line = re.search(r"Response codes:(.*)", text)
+    return {name: int(count) for name, count in re.findall(r"([A-Z]+) (\d+) \(", line.group(1))} if line else {}
 
 
 def parse_seconds(text: str) -> pd.DataFrame:
@@ -139,19 +218,28 @@ class DnsperfLoad(Load):
 
     def __init__(self) -> None:
         self._private: tuple[Target, str] | None = None  # (target, private directory on its client host)
+        self._written: dict[str, str] = {}               # path on the load host -> sha256 of what was written there
 
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        c.check_settings(self.name, settings, SETTINGS, internal=("query_file",))
+        c.check_settings(self.name, settings, SETTINGS, internal=(REMOTE_QUERY_FILE, QUERY_FILE_SHA256))
         return {**DEFAULTS, **settings}
 
     def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The settings check, plus: ``query_file`` read and checked line by line (:func:`read_query_file`);
+        ``records`` and ``query_file`` together refused (``records`` sizes the generated file only)."""
         c.check_settings(self.name, settings, SETTINGS)
+        if settings.get("query_file") is not None:
+            if "records" in settings:
+                raise SettingError("dnsperf: setting records sizes the generated query file and would be ignored "
+                                   "with query_file; drop records (or query_file)", "records")
+            read_query_file(settings["query_file"])
         return {**DEFAULTS, **settings}
 
     def _private_dir(self, target: Target) -> str:
         """A fresh 0700 directory on the client (``mktemp -d``), made once per target and reused."""
         if self._private is not None and self._private[0] is target:
             return self._private[1]
+        self._written.clear()
         result = target.run(self.runs_on, ["mktemp", "-d", "-t", "tunelab-dnsperf.XXXXXXXXXX"], timeout_s=10)
         if not result.ok:
             raise LoadError(f"dnsperf: could not create a private directory for the query file: "
@@ -164,15 +252,25 @@ class DnsperfLoad(Load):
         return path
 
     def prepare(self, target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """Write the query file (``records`` zone names, type A) in a private directory on the client.
+        """Put the query file in a private directory on the load host: the operator's ``query_file``
+        (checked again, :func:`read_query_file`; its SHA-256 is returned too, for the trial's record) or
+        ``records`` zone names of type A.
 
-        The directory comes from ``mktemp -d`` on the client host (mode 0700, unpredictable name),
-        so a symlink planted in /tmp is never followed; :meth:`cleanup` removes it.
+        The directory comes from ``mktemp -d`` on the load host (mode 0700, unpredictable name),
+        so a symlink planted in /tmp is never followed; a file already there with the same content is
+        not written again; :meth:`cleanup` removes the directory.
         """
         s = self._settings(settings)
-        path = f"{self._private_dir(target)}/queries-{int(s['records'])}"
-        target.write_text(self.runs_on, path, query_file_text(s["records"]))
-        return {"query_file": path}
+        if s["query_file"] is not None:
+            name, text = "queries", read_query_file(s["query_file"])
+        else:
+            name, text = f"queries-{int(s['records'])}", query_file_text(s["records"])
+        path = f"{self._private_dir(target)}/{name}"
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if self._written.get(path) != digest:
+            target.write_text(self.runs_on, path, text)
+            self._written[path] = digest
+        return {REMOTE_QUERY_FILE: path} | ({QUERY_FILE_SHA256: digest} if s["query_file"] is not None else {})
 
     def cleanup(self, target: Target) -> None:
         """Remove the private directory :meth:`prepare` made on ``target`` (if any)."""
@@ -180,16 +278,18 @@ class DnsperfLoad(Load):
             return
         directory = self._private[1]
         self._private = None
+        self._written.clear()
         if "/tunelab-dnsperf." in directory and not directory.startswith("/nonexistent/"):   # ours, from mktemp
             target.run(self.runs_on, ["rm", "-rf", "--", directory], timeout_s=30)
 
     def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
         s = self._settings(settings)
-        if "query_file" not in s:
+        if REMOTE_QUERY_FILE not in s:
             raise LoadError("dnsperf: no query file; call prepare(target, settings) and merge its result first")
         if duration_s <= 0:
             raise LoadError(f"dnsperf: duration must be > 0 s, got {duration_s!r}")
-        argv = ["dnsperf", "-m", s["mode"], "-s", server_address, "-p", str(s["port"]), "-d", s["query_file"],
+        address = s["server_address"] or server_address
+        argv = ["dnsperf", "-m", s["mode"], "-s", address, "-p", str(s["port"]), "-d", s[REMOTE_QUERY_FILE],
                 "-l", f"{duration_s:g}", "-S", str(STATS_INTERVAL_S), "-c", str(s["clients"]),
                 "-T", str(s["threads"]), "-q", str(s["max_outstanding"]), "-t", f"{s['timeout']:g}"]
         if s["rate"] is not None:
@@ -216,6 +316,11 @@ class DnsperfLoad(Load):
             return c.failed(f"dnsperf: no query was answered ({summary.get('sent', 0):.0f} sent, "
                             f"{summary.get('lost', 0):.0f} lost); is the DNS server up on port {s['port']}?"
                             + ("" if result.ok else f" {c.exit_reason('dnsperf', result)}"), result)
+        refused = parse_rcodes(result.stdout).get("REFUSED", 0) / summary["completed"]
+        if refused >= REFUSED_FAIL_SHARE:
+            return c.failed(f"dnsperf: {refused:.0%} of the answers were REFUSED: the server does not serve the "
+                            "queried names; use a query file for the zone it serves (the lab serves an operator's "
+                            "zone with its zone_file and zone options)", result)
         metrics: dict[str, float] = {k: v for k, v in summary.items() if k in self.metrics}
         metrics["qps"] = steady["qps"].mean() if not steady.empty else float("nan")
         metrics["lost_pct"] = 100.0 * summary.get("lost", 0) / summary["sent"] if summary.get("sent") else float("nan")

@@ -18,6 +18,14 @@ Traceback (most recent call last):
 tunelab.targets.base.TargetOptionError: target dry-run: unknown option 'loud'; allowed options: quiet
 >>> target_commands({"type": "local", "options": {"service_commands": {"dns": ["systemctl", "restart", "nsd"]}}})
 ['target.options.service_commands.dns: systemctl restart nsd']
+
+A target's own rules run too (``validate_options``), e.g. the lab's DNS server must be registered
+(:mod:`tunelab.targets.dns_servers`) and its ``zone_file`` pass that server's zone checker:
+
+>>> check_target_spec({"type": "lab", "options": {"dns_server": "bind"}})
+Traceback (most recent call last):
+...
+tunelab.targets.base.TargetOptionError: target lab: option dns_server: No DNS server named 'bind'; known: bind9, knot, nsd, unbound
 """
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ With ``bottleneck_mbit`` a router namespace sits in between and shapes both dire
 
     tl-NAME-srv tl0 <--> tl-srv [tl-NAME-rtr, tbf] tl-cli <--> tl0 tl-NAME-cli
 
-The server namespace runs NSD (the zone of :mod:`tunelab.targets.dnszone` on port 53) and an
+The server namespace runs a DNS server on port 53 (service ``dns``: ``dns_server`` names one of
+:data:`tunelab.targets.dns_servers.DNS_SERVERS`, default NSD) serving the zone of
+:mod:`tunelab.targets.dnszone` or an operator's zone file (``zone_file`` with ``zone``), and an
 ``iperf3 -s``; on demand also nginx (service ``http``: fixed files on port 80 for ``wrk``). A
 sparse file on a loop device serves disk loads (``"@disk"``): created by ``up()`` with
 ``disk_mb=N``, or on the first ``resolve_device("@disk")`` with the default ``disk_mb="auto"``.
@@ -54,7 +56,7 @@ from tunelab.errors import TargetError, ToolMissingError
 from tunelab.paths import DISK_DIR, RUN_DIR, is_inside, private_dir
 from tunelab.registry import Registry
 from tunelab.signals import teardown_on_sigterm
-from tunelab.targets import netns
+from tunelab.targets import dns_servers, netns
 from tunelab.targets import services as svc
 from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
 from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local
@@ -76,7 +78,7 @@ NETEM_MISSING = ("this kernel has no netem (sch_netem): delay_ms/loss_pct cannot
                  "run on a kernel with CONFIG_NET_SCH_NETEM (`modprobe sch_netem`) or drop delay_ms/loss_pct")
 #: the Debian package of each tool the lab runs
 TOOL_PACKAGES = {"ip": "iproute2", "tc": "iproute2", "losetup": "util-linux", "taskset": "util-linux",
-                 "nsd": "nsd", "iperf3": "iperf3", "nginx": "nginx"}
+                 "iperf3": "iperf3", "nginx": "nginx", **dns_servers.tool_packages()}
 #: most A records in the lab's DNS zone
 MAX_RECORDS = 1_000_000
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
@@ -292,12 +294,20 @@ def pid_in_lab(pid: int, state: LabState) -> bool:
 
 @dataclass(frozen=True)
 class LabService:
-    """A long-running server in the server namespace and how to tell it answers."""
+    """A long-running server in the server namespace and how to tell it answers.
 
-    tool: str
+    ``tool`` is the program it runs, or a function of the lab (the ``dns`` service runs the lab's
+    chosen DNS server).
+    """
+
+    tool: str | Callable[["LabTarget"], str]
     argv: Callable[["LabTarget"], list[str]]
     ready: Callable[["LabTarget"], bool]
     timeout_s: float = 5.0
+
+    def tool_of(self, lab: "LabTarget") -> str:
+        """The program this service runs in ``lab``."""
+        return self.tool if isinstance(self.tool, str) else self.tool(lab)
 
 
 def missing_tools_message(tools: Sequence[str]) -> str:
@@ -315,16 +325,17 @@ def missing_tools_message(tools: Sequence[str]) -> str:
 LAB_SERVICES: Registry[LabService] = Registry("lab service", error=TargetError)
 
 
-def _nsd_argv(lab: "LabTarget") -> list[str]:
-    conf = svc.write_nsd_files(lab.workdir / "nsd", lab.address("server"), lab.records)
-    return ["nsd", "-d", "-c", str(conf)]
+def _dns_argv(lab: "LabTarget") -> list[str]:
+    conf = dns_servers.write_server_files(lab.dns_server, lab.workdir / "dns", lab.address("server"), lab.zone,
+                                          lab.workdir / "dns.log", records=lab.records)
+    return lab.dns_server.argv(conf)
 
 
-def _nsd_ready(lab: "LabTarget") -> bool:
-    # short per-probe timeout: a query sent before NSD's socket exists is refused or lost, and
-    # waiting long for it delays readiness (0.2 s timeout -> ~210 ms start, 0.02 s -> ~45 ms)
-    answer = lab.in_namespace("client", svc.dns_query, lab.address("server"), "r1.tunelab.test.", svc.DNS_PORT, 0.02)
-    return answer is not None
+def _dns_ready(lab: "LabTarget") -> bool:
+    # the zone's SOA answered NOERROR: the server is up AND has loaded the zone. Short per-probe
+    # timeout: a query sent before the socket exists is refused or lost, and waiting long for it
+    # delays readiness (0.2 s timeout -> ~210 ms start, 0.02 s -> ~45 ms)
+    return lab.in_namespace("client", svc.zone_answers, lab.address("server"), lab.zone.origin, svc.DNS_PORT, 0.02)
 
 
 def _nginx_argv(lab: "LabTarget") -> list[str]:
@@ -337,7 +348,8 @@ def _nginx_ready(lab: "LabTarget") -> bool:
     return lab.in_namespace("client", svc.http_status, lab.address("server"), svc.HTTP_PORT, "/", 0.05) == 200
 
 
-LAB_SERVICES.add("dns", LabService("nsd", _nsd_argv, _nsd_ready))
+LAB_SERVICES.add("dns", LabService(lambda lab: lab.dns_server.tool, _dns_argv, _dns_ready,
+                                   timeout_s=dns_servers.START_TIMEOUT_S))
 LAB_SERVICES.add("http", LabService("nginx", _nginx_argv, _nginx_ready))
 LAB_SERVICES.add("iperf3", LabService(
     "iperf3",
@@ -498,6 +510,15 @@ class LabTarget(Target):
     services : sequence of str
         Services started by ``up()`` (default ``("dns", "iperf3")``); any of ``LAB_SERVICES``
         (``dns``, ``iperf3``, ``http``) can also be started later with ``start_service``.
+    dns_server : str
+        The DNS server the ``dns`` service runs: a name in
+        :data:`tunelab.targets.dns_servers.DNS_SERVERS` (``nsd`` (default), ``bind9``, ``knot``,
+        ``unbound``).
+    zone, zone_file : str, optional
+        Serve the operator's zone file ``zone_file`` (read now, at most
+        :data:`~tunelab.targets.dns_servers.MAX_ZONE_FILE_BYTES`) as the zone ``zone`` (e.g.
+        ``example.org.``) instead of the lab's own ``tunelab.test.`` (``records`` then does not
+        apply). ``up()`` checks it with the server's own checker before it creates anything.
     """
 
     name = "lab"
@@ -508,7 +529,8 @@ class LabTarget(Target):
                  queue_limit_bytes: int | None = None, records: int = 1000, disk_mb: int | str | None = "auto",
                  server_cpu: int | None = None, client_cpu: int | None = None,
                  services: Sequence[str] = ("dns", "iperf3"), pin_cpus: bool | str = "auto",
-                 delay_ms: float | None = None, loss_pct: float | None = None) -> None:
+                 delay_ms: float | None = None, loss_pct: float | None = None, dns_server: str = "nsd",
+                 zone: str | None = None, zone_file: str | None = None) -> None:
         self.lab_name = name if name is not None else secrets.token_hex(3)
         if not _NAME_RE.match(self.lab_name):
             raise TargetError(f"lab name {self.lab_name!r} is invalid; use 1-24 characters of a-z, 0-9 and '-', "
@@ -530,6 +552,10 @@ class LabTarget(Target):
         self.pin_cpus = pin_cpus
         for service in services:
             LAB_SERVICES.get(service)
+        #: the DNS server the ``dns`` service runs, and the zone it serves
+        self.dns_server = dns_servers.get_dns_server(dns_server)
+        self.zone = dns_servers.load_zone(zone, zone_file)
+        self.zone_file = zone_file
         self.bottleneck_mbit = bottleneck_mbit
         self.queue_limit_bytes = queue_limit_bytes
         self.records = records
@@ -554,7 +580,10 @@ class LabTarget(Target):
 
     @classmethod
     def validate_options(cls, options: dict[str, Any]) -> None:
-        """``pin_cpus`` must be auto, true or false; ``delay_ms``/``loss_pct`` in range (checked at plan time)."""
+        """``pin_cpus`` must be auto, true or false; ``delay_ms``/``loss_pct`` in range; ``dns_server`` a
+        registered server; ``zone_file`` readable and accepted by that server's checker (when installed)
+        as the zone ``zone`` (checked at plan time)."""
+        check_dns_options(options.get("dns_server", "nsd"), options.get("zone"), options.get("zone_file"))
         if "pin_cpus" in options:
             try:
                 check_pin_cpus(options["pin_cpus"])
@@ -574,6 +603,7 @@ class LabTarget(Target):
             if self.state is not None:
                 raise TargetError(f"lab {self.lab_name!r} is already up")
             self._check_tools()
+            dns_servers.check_zone(self.dns_server, self.zone)   # an operator's zone: rejected before anything exists
             start = time.monotonic()
             self.workdir.parent.mkdir(parents=True, exist_ok=True)
             me = psutil.Process()
@@ -657,7 +687,8 @@ class LabTarget(Target):
         return {"bottleneck_mbit": self.bottleneck_mbit, "queue_limit_bytes": self.queue_limit_bytes,
                 "records": self.records, "disk_mb": self.disk_mb, "server_cpu": self.cpus["server"],
                 "client_cpu": self.cpus["client"], "pin_cpus": self.pin_cpus, "delay_ms": self.delay_ms,
-                "loss_pct": self.loss_pct}
+                "loss_pct": self.loss_pct, "dns_server": self.dns_server.name, "zone": self.zone.origin,
+                "zone_file": self.zone_file}
 
     @property
     def emulates_path(self) -> bool:
@@ -665,7 +696,7 @@ class LabTarget(Target):
         return self.delay_ms is not None or self.loss_pct is not None
 
     def _check_tools(self) -> None:
-        needed = ["ip"] + [LAB_SERVICES.get(s).tool for s in self.initial_services]
+        needed = ["ip"] + [LAB_SERVICES.get(s).tool_of(self) for s in self.initial_services]
         if self.bottleneck_mbit is not None or self.emulates_path:
             needed.append("tc")
         if isinstance(self.disk_mb, int):
@@ -826,8 +857,9 @@ class LabTarget(Target):
             proc = self._procs.get(name)
             if proc is not None and proc.poll() is None:
                 return
-            if shutil.which(service.tool) is None:
-                raise ToolMissingError(f"lab service {name!r}: " + missing_tools_message([service.tool]))
+            tool = service.tool_of(self)
+            if shutil.which(tool) is None:
+                raise ToolMissingError(f"lab service {name!r}: " + missing_tools_message([tool]))
             log = self.workdir / f"{name}.log"
             argv = netns.exec_argv(self.namespace("server"), service.argv(self), self.cpus["server"])
             proc = svc.spawn(argv, log)
@@ -835,7 +867,7 @@ class LabTarget(Target):
             self.state.services[name] = proc.pid
             self.state.save()
             waited = svc.wait_until(lambda: service.ready(self), service.timeout_s,
-                                         f"lab service {name!r} ({service.tool})", proc=proc, log=log)
+                                         f"lab service {name!r} ({tool})", proc=proc, log=log)
             self.timings[f"start_{name}_s"] = waited
 
     def restart_service(self, name: str) -> None:
@@ -855,6 +887,7 @@ class LabTarget(Target):
         info.update({"target": "lab", "lab": {
             "name": self.lab_name, "namespaces": dict(self.namespaces), "addresses": dict(self.addresses),
             "link": LINK, "disk": self.state.disk_device if self.state else None, **self._options(),
+            "dns_server_version": dns_servers.server_version(self.dns_server.name),
             "pinning": {"server": self.cpus["server"], "client": self.cpus["client"], "note": self.pinning_note}}})
         return info
 
@@ -862,6 +895,22 @@ class LabTarget(Target):
         if self._meter is None:
             return 0.0
         return self._meter()
+
+
+def check_dns_options(dns_server: str, zone: str | None, zone_file: str | None) -> None:
+    """TargetOptionError naming the option unless ``dns_server`` is registered and ``zone_file`` (if any)
+    is a readable zone file for ``zone`` that the server's checker accepts (skipped when the checker is
+    not installed here: ``up()`` checks again and names the package)."""
+    try:
+        server = dns_servers.get_dns_server(dns_server)
+    except TargetError as exc:
+        raise TargetOptionError(f"target lab: option dns_server: {exc}", "dns_server") from None
+    try:
+        dns_servers.check_zone(server, dns_servers.load_zone(zone, zone_file))
+    except ToolMissingError:
+        pass
+    except TargetError as exc:
+        raise TargetOptionError(str(exc), "zone_file" if zone_file is not None else "zone") from None
 
 
 def check_path_options(delay_ms: Any, loss_pct: Any) -> None:

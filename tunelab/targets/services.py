@@ -1,9 +1,10 @@
-"""The lab's services (NSD, an iperf3 server, nginx) and probes that tell when they answer.
+"""The lab's services (a DNS server, an iperf3 server, nginx) and probes that tell when they answer.
 
 Services run in the foreground inside the server namespace, in their own process group, so the
 lab can stop them by PID. Readiness is checked from inside a namespace (see
-:class:`tunelab.targets.netns.NetnsWorker`): a real DNS query for NSD, a LISTEN socket in
-``/proc/thread-self/net/tcp`` for iperf3, a real HTTP GET of ``/`` for nginx.
+:class:`tunelab.targets.netns.NetnsWorker`): a real DNS query for the served zone's SOA
+(:func:`zone_answers`; the servers themselves are :mod:`tunelab.targets.dns_servers`), a LISTEN
+socket in ``/proc/thread-self/net/tcp`` for iperf3, a real HTTP GET of ``/`` for nginx.
 
 nginx (service ``http``) serves the fixed files of :data:`HTTP_FILES` from the lab's work
 directory on :data:`HTTP_PORT`, with its own configuration (no system config, no access log).
@@ -21,56 +22,16 @@ from pathlib import Path
 from typing import Callable
 
 from tunelab.errors import TargetError
-from tunelab.targets import dnszone
 from tunelab.targets.netns import kill_pids
 
 DNS_PORT = 53
+#: the query type of a zone's SOA record
+QTYPE_SOA = 6
 IPERF3_PORT = 5201
 #: the port nginx listens on in the lab (the ``wrk`` load's default port)
 HTTP_PORT = 80
 #: the files the lab's nginx serves: URL path -> size in bytes
 HTTP_FILES = {"/index.html": 1024, "/64k.bin": 65536}
-
-
-def nsd_config(workdir: Path, address: str, port: int = DNS_PORT) -> str:
-    """An nsd.conf that runs unprivileged-style in the foreground with every path under ``workdir``.
-
-    >>> "ip-address: 10.77.0.1@53" in nsd_config(Path("/tmp/x"), "10.77.0.1")
-    True
-    """
-    zone = dnszone.ZONE.rstrip(".")
-    return f"""server:
-    ip-address: {address}@{port}
-    do-ip6: no
-    server-count: 1
-    tcp-count: 100
-    username: ""
-    chroot: ""
-    database: ""
-    zonesdir: "{workdir}"
-    pidfile: "{workdir}/nsd.pid"
-    xfrdfile: "{workdir}/xfrd.state"
-    zonelistfile: "{workdir}/zone.list"
-    logfile: "{workdir.parent}/dns.log"
-    xfrdir: "{workdir}"
-    verbosity: 0
-    hide-version: yes
-remote-control:
-    control-enable: no
-zone:
-    name: "{zone}"
-    zonefile: "{workdir}/{zone}.zone"
-"""
-
-
-def write_nsd_files(workdir: Path, address: str, records: int) -> Path:
-    """Write nsd.conf and the zone file into ``workdir``; return the config path."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    zone = dnszone.ZONE.rstrip(".")
-    (workdir / f"{zone}.zone").write_text(dnszone.zone_text(records))
-    conf = workdir / "nsd.conf"
-    conf.write_text(nsd_config(workdir, address))
-    return conf
 
 
 def http_file_bytes(path: str, size: int) -> bytes:
@@ -179,8 +140,9 @@ def parse_dns_header(packet: bytes) -> tuple[int, DnsAnswer]:
     return qid, DnsAnswer(rcode=flags & 0xF, answer_count=ancount, authoritative=bool(flags & 0x0400))
 
 
-def dns_query(address: str, name: str, port: int = DNS_PORT, timeout_s: float = 0.2) -> DnsAnswer | None:
-    """Send one UDP query for ``name`` to ``address``; the answer, or None when nothing came back.
+def dns_query(address: str, name: str, port: int = DNS_PORT, timeout_s: float = 0.2,
+              qtype: int = 1) -> DnsAnswer | None:
+    """Send one UDP query for ``name`` (type ``qtype``, default A) to ``address``; the answer, or None.
 
     Call it from a thread inside the client namespace so the socket belongs to that namespace.
     """
@@ -188,7 +150,7 @@ def dns_query(address: str, name: str, port: int = DNS_PORT, timeout_s: float = 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.settimeout(timeout_s)
         try:
-            sock.sendto(dns_query_packet(name, query_id), (address, port))
+            sock.sendto(dns_query_packet(name, query_id, qtype), (address, port))
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline:
                 data, _ = sock.recvfrom(4096)
@@ -198,6 +160,16 @@ def dns_query(address: str, name: str, port: int = DNS_PORT, timeout_s: float = 
         except (socket.timeout, ConnectionRefusedError, OSError):
             return None
     return None
+
+
+def zone_answers(address: str, origin: str, port: int = DNS_PORT, timeout_s: float = 0.2) -> bool:
+    """Whether the server at ``address`` answers the SOA of ``origin`` with NOERROR and a record.
+
+    A server that is up but still loading its zone (or failed to load it) answers SERVFAIL or
+    REFUSED, so this is true only once the zone is served. Call it from inside the client namespace.
+    """
+    answer = dns_query(address, origin, port, timeout_s, QTYPE_SOA)
+    return answer is not None and answer.rcode == 0 and answer.answer_count > 0
 
 
 def tcp_listening(port: int, address: str | None = None) -> bool:

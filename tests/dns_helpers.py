@@ -1,0 +1,38 @@
+"""An operator's tiny zone file and query file, shared by the DNS tests of tests/targets and tests/loads."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ORIGIN = "example.net."
+#: a zone every checker accepts: SOA, NS with glue, A, AAAA, MX and SRV records
+ZONE = """$ORIGIN example.net.
+$TTL 300
+@ IN SOA ns1 hostmaster 2026112601 3600 600 86400 60
+@ IN NS ns1
+@ IN MX 10 mail
+ns1 IN A 192.0.2.1
+www IN A 192.0.2.10
+mail IN AAAA 2001:db8::25
+_dns._udp IN SRV 0 0 53 ns1
+"""
+#: queries for names of :data:`ZONE` only (every answer NOERROR), with a comment and an empty line
+QUERIES = ("; the operator's own sample\nwww.example.net. A\nmail.example.net. AAAA\n\nexample.net. MX\n"
+           "_dns._udp.example.net. SRV\nexample.net. SOA\n")
+
+
+def operator_files(directory: Path, zone: str = ZONE, queries: str = QUERIES) -> tuple[Path, Path]:
+    """Write ``example.net.zone`` and ``queries.txt`` into ``directory``; return their paths."""
+    zone_file, query_file = directory / "example.net.zone", directory / "queries.txt"
+    zone_file.write_text(zone)
+    query_file.write_text(queries)
+    return zone_file, query_file
+
+
+def require_tools(*tools: str | None, hint: str = "") -> None:
+    """Skip the calling test unless every tool is installed (sbin included)."""
+    missing = [t for t in tools if t and shutil.which(t) is None and shutil.which(t, path="/usr/sbin:/sbin") is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}" + (f" ({hint})" if hint else ""))
