@@ -24,7 +24,7 @@ install_debian_packages() {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
     # Debian starts services on install; the lab runs its own instances, so stop the system ones.
-    for svc in nsd ssh iperf3 nginx; do
+    for svc in nsd ssh iperf3 nginx named knot unbound; do
         if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
             systemctl stop "$svc" || true
         fi
