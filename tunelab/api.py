@@ -46,7 +46,7 @@ import pandas as pd
 from tunelab import journal, leases
 from tunelab import testbeds as testbeds_mod
 from tunelab.designs import Design, check_design_commands, load_design, make_plan, plan_records, plan_summary
-from tunelab.errors import DesignError, StoreError, TargetError, TunelabError
+from tunelab.errors import DesignError, StoreDamagedError, StoreError, TargetError, TunelabError
 from tunelab.knobs.discovery import KnobList, knob_check, knob_info, knob_list
 from tunelab.labs import LabDown, LabStatus, LabUp, lab_down, lab_status, lab_up
 from tunelab.model import Metric, json_value, level_to_json
@@ -486,6 +486,15 @@ class RestoreResult:
                            for s in self.stores]}
 
 
+def _restore_store(path: Path, allow_host_global: bool) -> journal.RestoreReport:
+    """Restore one store's journal; a damaged store (its integrity check failed) is read, never written."""
+    try:
+        with Store(path) as opened:
+            return journal.restore_journal(opened, allow_host_global=allow_host_global, remove_orphans=False)
+    except StoreDamagedError:
+        return journal.restore_damaged(path, allow_host_global=allow_host_global)
+
+
 def restore(studies: Sequence[PathLike] = (), *, all_stores: bool = False, data_dir: PathLike = "data",
             allow_host_global: bool = False, testbeds: PathLike | None = None) -> RestoreResult:
     """Put back every knob a crashed or interrupted run left changed (see ``tunelab restore --help``).
@@ -511,8 +520,7 @@ def restore(studies: Sequence[PathLike] = (), *, all_stores: bool = False, data_
     done = []
     for path in paths:
         try:
-            with Store(path) as opened:
-                result = journal.restore_journal(opened, allow_host_global=allow_host_global, remove_orphans=False)
+            result = _restore_store(path, allow_host_global)
             done.append(StoreRestore(path, result.lines(), result.ok))
         except TunelabError as exc:
             if not all_stores:

@@ -49,6 +49,10 @@ class StoreError(TunelabError):
     """The trial store is unreadable, locked, or belongs to a different design."""
 
 
+class StoreDamagedError(StoreError):
+    """SQLite's integrity check found the store damaged: nothing may be written to it."""
+
+
 class DataError(TunelabError):
     """Input data for the statistics is unusable (missing column, non-numeric metric, ...)."""
 

@@ -39,6 +39,7 @@ class RestoreReport:
     failed: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     labs_removed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -47,7 +48,8 @@ class RestoreReport:
     def lines(self) -> list[str]:
         return ([f"removed orphaned lab {name} (its run had died)" for name in self.labs_removed]
                 + [f"restored: {line}" for line in self.restored] + [f"nothing to restore: {line}" for line in self.moot]
-                + [f"REFUSED: {line}" for line in self.refused] + [f"FAILED: {line}" for line in self.failed])
+                + [f"REFUSED: {line}" for line in self.refused] + [f"FAILED: {line}" for line in self.failed]
+                + [f"note: {line}" for line in self.notes])
 
 
 # ---- which machine a journal entry belongs to ----------------------------------------------------
@@ -200,6 +202,39 @@ def restore_journal(
     finally:
         if owned:
             target.down()
+    return report
+
+
+class UnmarkedJournal:
+    """The journal of a damaged store, opened read-only: its entries are put back on the machine, but
+    nothing can be written to the store, so an entry put back is remembered here instead of being
+    marked restored (the store keeps saying ``applied``; a copy repaired with ``sqlite3 .recover``
+    can be restored again, harmlessly: each entry's old value is written once more)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.put_back: list[int] = []
+
+    @property
+    def study(self) -> Any:
+        return self._store.study
+
+    def unrestored(self) -> list[JournalEntry]:
+        return self._store.unrestored()
+
+    def journal_restored(self, entry_id: int, note: str | None = None) -> None:
+        self.put_back.append(entry_id)
+
+
+def restore_damaged(path: Any, *, allow_host_global: bool = False) -> RestoreReport:
+    """:func:`restore_journal` for a store whose integrity check failed: read its journal read-only
+    and put every knob back, without writing to the store; the report says the store stays unmarked.
+    The knobs come first: a damaged store must not leave the machine mis-configured."""
+    with Store(path, readonly=True) as damaged:
+        report = restore_journal(UnmarkedJournal(damaged), allow_host_global=allow_host_global,  # type: ignore[arg-type]
+                                 remove_orphans=False)
+    report.notes.append("the store is damaged, so it was only read: the entries above are not marked restored "
+                        "in it; keep a copy for the record and rerun the study into a new store (--store)")
     return report
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mount_helpers import tmpfs  # tests/ is on sys.path (tests/conftest.py)
 from tests.hostile.conftest import assert_one_error
 from tunelab.cli import EXIT_INTERNAL, main
 
@@ -154,16 +155,8 @@ def test_report_out_is_checked(target: str, fragment: str, store: Path, tmp_path
 
 @pytest.fixture
 def readonly_dir(tmp_path: Path):
-    path = tmp_path / "ro"
-    path.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)], capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs (needs root): {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "ro", "ro,size=1m") as path:
         yield path
-    finally:
-        subprocess.run(["umount", str(path)], check=False)
 
 
 def test_export_to_a_read_only_filesystem(store: Path, readonly_dir: Path, cli) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -17,7 +16,6 @@ import sys
 import tempfile
 import textwrap
 import time
-from contextlib import contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Callable, Iterator
@@ -25,6 +23,8 @@ from typing import Callable, Iterator
 import pytest
 import yaml
 
+from mount_helpers import tmpfs  # tests/ is on sys.path (tests/conftest.py)
+from simulator_helpers import simulator_design
 from tests.hostile.conftest import assert_one_error
 from tunelab.errors import StoreError
 from tunelab.store import SCHEMA_VERSION, Store, check_knob_id, check_study_name
@@ -460,16 +460,7 @@ def test_report_of_a_crafted_store_shows_payloads_as_text_and_runs_none(cli, dat
 
 # ---- checked before any write: a store damaged in the middle, a full disk (issue 24) ---------------
 
-SIMULATOR_DESIGN = textwrap.dedent("""
-    name: full-disk
-    target: {type: simulator, options: {surface: simple, cv: 0.05}}
-    load: {generator: dnsperf, profile: overload}
-    measure_s: 1
-    metrics: [{name: qps, direction: maximize, sesoi_pct: 5}]
-    knobs:
-      - {name: net.core.somaxconn, levels: [128, 16], baseline: 128}
-    design: {type: oat, replicates: 2, seed: 5}
-""")
+SIMULATOR_DESIGN = simulator_design("full-disk", cv=0.05)
 
 
 @pytest.fixture
@@ -526,6 +517,40 @@ def test_a_damaged_page_anywhere_is_refused_by_a_writable_open_and_left_unchange
     assert sha(store) == before
 
 
+def damaged_with_a_live_journal(data_dir: Path) -> Path:
+    """The example store with one unrestored journal entry (somaxconn, as a killed run leaves it), then
+    a page damaged that the writable open's check finds but the journal's read-only read does not need."""
+    pristine = example(data_dir, "journal-pristine")
+    with Store(pristine) as opened:
+        opened.journal_apply(None, "server", "net.core.somaxconn", None, "4096", "16")
+    pages = pristine.stat().st_size // sqlite3.connect(pristine).execute("PRAGMA page_size").fetchone()[0]
+    for page in range(2, pages):
+        store = data_dir / "journal.sqlite"
+        shutil.copyfile(pristine, store)
+        damage_page(store, page)
+        try:
+            with Store(store, readonly=True) as read:
+                live = read.unrestored()
+        except StoreError:
+            continue
+        if len(live) == 1 and sqlite_finds_damage(store):
+            return store
+    pytest.skip("no page of the example store is damaged apart from its journal")
+
+
+def test_restore_reads_a_damaged_store_and_still_puts_the_knobs_back(cli, data_dir: Path) -> None:
+    # the store refuses writes once damaged; its journal must still get the machine back to its settings
+    store = damaged_with_a_live_journal(data_dir)
+    with pytest.raises(StoreError, match="damaged"):
+        Store(store).close()
+    before = sha(store)
+    result = cli("restore", str(store), "--data-dir", str(data_dir))
+    assert result.status == 0, result.err
+    assert "net.core.somaxconn" in result.out and "nothing to restore" in result.out   # the lab's netns is gone
+    assert "the store is damaged, so it was only read" in result.out
+    assert sha(store) == before, "restore wrote to the damaged store"
+
+
 def test_an_intact_store_passes_the_check_and_opens_for_writing(data_dir: Path) -> None:
     store = example(data_dir, "intact")
     assert not sqlite_finds_damage(store)
@@ -533,21 +558,6 @@ def test_an_intact_store_passes_the_check_and_opens_for_writing(data_dir: Path) 
         assert opened.study is not None and opened.study.name == "default"
 
 
-@contextmanager
-def tmpfs(mount: Path, options: str) -> Iterator[Path]:
-    """A tmpfs of this test's own mounted at ``mount`` with ``options``, unmounted afterwards; the test is
-    skipped unless root may mount one here."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tiny tmpfs to fill needs root")
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()[:200]}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], capture_output=True, check=False)
 
 
 @pytest.fixture

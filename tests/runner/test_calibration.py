@@ -3,7 +3,6 @@ whose noise CV at the baseline configuration is known (18 % here): recorded in i
 its CV and replicate warning follow the known noise."""
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -17,20 +16,11 @@ from tunelab.simulator.load import SimulatorLoad
 from tunelab.simulator.surfaces import get_surface
 from tunelab.stats.noise import replicates_for_sesoi
 from tunelab.store import Store
+from simulator_helpers import CONGESTION_KNOB, SOMAXCONN_KNOB, simulator_design  # tests/ is on sys.path
 
 CV = 0.12
-DESIGN = textwrap.dedent("""
-    name: calib-sim
-    target: {type: simulator, options: {surface: simple, cv: 0.12}}
-    load: {generator: dnsperf, profile: overload}
-    measure_s: 1
-    metrics: [{name: qps, direction: maximize, sesoi_pct: 5}]
-    knobs:
-      - {name: net.core.somaxconn, levels: [128, 16], baseline: 128}
-      - {name: net.ipv4.tcp_congestion_control, levels: [cubic, bbr], baseline: cubic}
-    design: {type: oat, replicates: REPLICATES, seed: 5}
-    noise: {calibration_runs: 30}
-""")
+DESIGN = simulator_design("calib-sim", cv=CV, knobs=(SOMAXCONN_KNOB, CONGESTION_KNOB), replicates="REPLICATES",
+                          extra="noise: {calibration_runs: 30}\n")
 
 
 def calibrate(store_path: Path, replicates: int = 3, checkpoint=None):

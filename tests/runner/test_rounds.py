@@ -13,7 +13,6 @@ on every run: nothing here depends on luck.
 """
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -27,23 +26,12 @@ from tunelab.stats import screen
 from tunelab.store import Store
 from tunelab.study_run import RunOptions, plan_runner
 from tunelab.study_data import design_info
+from simulator_helpers import CONGESTION_KNOB, SOMAXCONN_KNOB, simulator_design  # tests/ is on sys.path
 
 SOMAXCONN, CC = "net.core.somaxconn", "net.ipv4.tcp_congestion_control"
 
-DESIGN = textwrap.dedent("""
-    name: seq-sim
-    target: {type: simulator, options: {surface: simple, cv: 0.03}}
-    load: {generator: dnsperf, profile: overload}
-    measure_s: 1
-    metrics: [{name: qps, direction: maximize, sesoi_pct: 10}]
-    knobs:
-      - {name: net.core.somaxconn, levels: [128, 16], baseline: 128}
-      - {name: net.ipv4.tcp_congestion_control, levels: [cubic, bbr], baseline: cubic}
-    design:
-      type: oat
-      replicates: {min: 3, max: 18, step: 3, until: decided}
-      seed: 5
-""")
+DESIGN = simulator_design("seq-sim", cv=0.03, knobs=(SOMAXCONN_KNOB, CONGESTION_KNOB), sesoi_pct=10,
+                          replicates="{min: 3, max: 18, step: 3, until: decided}")
 
 
 def run(tmp_path: Path, text: str = DESIGN):

@@ -37,7 +37,9 @@ class ValidateRun:
 
     target_type: str
     store_path: Path
+    #: the ABBA blocks' analysis: verdict, per-metric table, baseline and candidate, failures
     confirmation: ConfirmResult
+    #: the sysctl.d files written on a deployable verdict, else None and ``sysctl_note`` says why
     sysctl: SysctlFiles | None = None
     sysctl_note: str | None = None
 

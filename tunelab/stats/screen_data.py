@@ -26,19 +26,17 @@ from tunelab.stats.screen_common import PROFILE
 
 @dataclass(frozen=True)
 class ScreenRuns:
-    """The checked runs and settings of one look of the screen: what every route takes.
+    """The checked runs and settings of one look of the screen: what every route takes."""
 
-    ``data`` holds the usable runs (status ``ok``/``flagged``, with a profile and a testbed when the
-    study has several), ``failed`` the others; ``metrics`` are checked dicts; ``kind`` picks the
-    route; ``guard_specs``, ``dependents`` and ``trade_offs`` come from :func:`tunelab.stats.guards.check_guards`;
-    ``spread`` is the between-testbed table; ``notes`` what preparing the runs had to say.
-    """
-
+    #: the usable runs (status ``ok``/``flagged``), with a profile and a testbed column when the study has several
     data: pd.DataFrame
+    #: the other runs (failed, interrupted): they only explain untestable levels
     failed: pd.DataFrame
+    #: the metrics as checked dicts (``name``, ``direction``, ``sesoi_pct``/``sesoi_abs``, ``scale``)
     metrics: list[dict[str, Any]]
     knobs: list[str]
     baseline: dict[str, Any]
+    #: which route reads the runs (OAT, model, range)
     kind: AnalysisKind
     alpha: float
     correction: str
@@ -47,10 +45,14 @@ class ScreenRuns:
     design: dict[str, Any] = field(default_factory=dict)
     profiles: list[Any] = field(default_factory=list)
     testbeds: list[Any] = field(default_factory=list)
+    #: guards, the metrics measured on survivors of each guard, and trade-offs
+    #: (:func:`tunelab.stats.guards.check_guards`)
     guard_specs: list[dict[str, Any]] = field(default_factory=list)
     dependents: dict[str, tuple[str, ...]] = field(default_factory=dict)
     trade_offs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the between-testbed table
     spread: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TESTBED_COLUMNS))
+    #: what preparing the runs had to say
     notes: list[str] = field(default_factory=list)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tunelab.errors import StoreError
+from tunelab.errors import StoreDamagedError, StoreError
 
 #: ``PRAGMA user_version`` of stores this tunelab writes; 0 is an older store, accepted when its tables match.
 #: 2 added the stored search state (``searches``, ``search_batches``), optional for reading
@@ -141,7 +141,7 @@ def check_integrity(db: sqlite3.Connection, path: Path) -> None:
     problems = [" ".join(str(row[0]).replace("*** in database main ***", "").split())
                 for row in db.execute("PRAGMA quick_check(3)") if row[0] != "ok"]
     if problems:
-        raise StoreError(f"{path} is damaged (SQLite's quick_check: {'; '.join(p[:120] for p in problems)}); tunelab "
+        raise StoreDamagedError(f"{path} is damaged (SQLite's quick_check: {'; '.join(p[:120] for p in problems)}); tunelab "
                          "wrote nothing to it. Use the original file or a copy of it, or rerun the study into a new "
                          "store (--store)")
 
