@@ -38,6 +38,7 @@ from scipy import stats as ss
 
 from tunelab.errors import DataError
 from tunelab.stats._validate import check_columns
+from tunelab.stats.numerics import log_shifted, shifted
 
 #: columns of the first table of :func:`range_effects`, one row per knob, sorted by ``rank`` (1 = the
 #: largest predicted change from the baseline anywhere in the range, ``max(|change_max|, |change_min|)``):
@@ -98,7 +99,9 @@ def _numeric(values: pd.Series, what: str) -> np.ndarray:
 
 
 def _runs(data: pd.DataFrame, dv: str, knobs: list[str], log_y: bool) -> tuple[np.ndarray, np.ndarray]:
-    """``(X, y)`` of the usable runs: knob values as floats, and ``dv`` (its log with ``log_y``)."""
+    """``(X, y)`` of the usable runs: knob values as floats, and ``dv`` (its log with ``log_y``) shifted
+    by one of its observations (:func:`tunelab.stats.numerics.shifted`): every result here is a change
+    or a slope, which the shift leaves alone, and a large constant offset then costs no digits."""
     check_columns(data, dv, knobs, role="knob")
     values = data[dv]
     usable = data[values.notna()]
@@ -116,7 +119,7 @@ def _runs(data: pd.DataFrame, dv: str, knobs: list[str], log_y: bool) -> tuple[n
                             "drop those rows or fix the store")
         columns.append(_numeric(usable[knob], f"knob column {knob!r}"))
     x = np.column_stack(columns) if columns else np.empty((len(y), 0))
-    return x, (np.log(y) if log_y else y)
+    return x, (log_shifted(y)[0] if log_y else shifted(y)[0])
 
 
 def _check_level(alpha: float, name: str, upper: float) -> None:
