@@ -223,6 +223,11 @@ def test_iperf3_retransmits_are_a_trade_off_of_throughput_not_a_guard() -> None:
     assert (row["verdict"], row["direction"], row["guard"], row["level"]) == ("matters", "better", None, "reno")
     assert row["effect_pct"] == pytest.approx(gain, rel=1e-12)
     assert row["trade_off"] == f"throughput_mbps {gain:+.1f} %, at retransmits {cost:+,.4g}"
+    # the report's verdict table shows the same sentence beside the verdict
+    from tunelab.report.tables import verdict_frame
+
+    shown = verdict_frame(screen(data, metrics, ["k"], {"k": "bbr"}, n_boot=200, guards=guards).verdicts)
+    assert shown["verdict"].iloc[0] == "matters" and shown["trade-off"].iloc[0] == row["trade_off"]
 
 
 def test_a_dnsperf_latency_stays_guarded_by_its_schema() -> None:
