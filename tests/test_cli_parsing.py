@@ -38,3 +38,14 @@ def test_bad_items_are_one_clear_error(tmp_path: Path) -> None:
 def test_the_baseline_is_current_unless_values_are_given() -> None:
     assert parse_baseline([]) == parse_baseline(["current"]) == "current"
     assert parse_baseline(["current", "net.core.somaxconn=128"]) == {"net.core.somaxconn": 128}
+
+
+def test_an_option_may_be_a_yaml_mapping_as_an_operator_writes_it() -> None:
+    # issue 26: `--target-option connect_kwargs={key_filename: ...}` was rejected as text
+    options = parse_options(["connect_kwargs={key_filename: /root/.ssh/tunelab, port: 2222}",
+                             "service_commands={dns: {restart: systemctl restart nsd}}", 'hosts=["a", "b"]'])
+    assert options == {"connect_kwargs": {"key_filename": "/root/.ssh/tunelab", "port": 2222},
+                       "service_commands": {"dns": {"restart": "systemctl restart nsd"}}, "hosts": ["a", "b"]}
+    with pytest.raises(DesignError, match="connect_kwargs.*not a valid mapping") as caught:
+        parse_options(["connect_kwargs={key_filename: [unclosed}"])
+    assert "\n" not in str(caught.value)

@@ -30,7 +30,12 @@ def parse_value(text: str) -> Any:
 
 
 def parse_options(items: Sequence[str], flag: str = "--target-option") -> dict[str, Any]:
-    """``KEY=VALUE`` items -> a dict; values are read as JSON when they are JSON (``cv=0.05``), else text."""
+    """``KEY=VALUE`` items -> a dict; values are read as JSON when they are JSON (``cv=0.05``), as a YAML
+    flow collection when they look like one (``connect_kwargs={key_filename: /root/.ssh/id}``), else text.
+
+    >>> parse_options(["cv=0.05", "server=root@db1", "connect_kwargs={key_filename: /root/.ssh/id}"])
+    {'cv': 0.05, 'server': 'root@db1', 'connect_kwargs': {'key_filename': '/root/.ssh/id'}}
+    """
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -39,8 +44,23 @@ def parse_options(items: Sequence[str], flag: str = "--target-option") -> dict[s
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
-            out[key] = value
+            out[key] = _flow_collection(value, f"{flag} {key}") if value.lstrip()[:1] in ("{", "[") else value
     return out
+
+
+def _flow_collection(text: str, where: str) -> Any:
+    """A YAML flow mapping or sequence (``{a: 1}``, ``[x, y]``); DesignError naming ``where`` otherwise."""
+    import yaml   # only when a value looks like a collection: `--help` stays light
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        problem = str(getattr(exc, "problem", None) or exc).splitlines()[0]
+        raise DesignError(f"{where}: {text!r} is not a valid mapping or list ({problem}); write it as "
+                          "{key: value, ...} or [a, b]") from None
+    if not isinstance(value, (dict, list)):
+        raise DesignError(f"{where}: {text!r} is not a mapping or list; write it as {{key: value, ...}} or [a, b]")
+    return value
 
 
 def parse_config(items: Sequence[str]) -> dict[str, Any]:
