@@ -207,13 +207,12 @@ def restore_journal(
 
 class UnmarkedJournal:
     """The journal of a damaged store, opened read-only: its entries are put back on the machine, but
-    nothing can be written to the store, so an entry put back is remembered here instead of being
-    marked restored (the store keeps saying ``applied``; a copy repaired with ``sqlite3 .recover``
-    can be restored again, harmlessly: each entry's old value is written once more)."""
+    nothing can be written to the store, so marking an entry restored does nothing (the store keeps
+    saying ``applied``; a copy repaired with ``sqlite3 .recover`` can be restored again, harmlessly:
+    each entry's old value is written once more)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self.put_back: list[int] = []
 
     @property
     def study(self) -> Any:
@@ -223,7 +222,7 @@ class UnmarkedJournal:
         return self._store.unrestored()
 
     def journal_restored(self, entry_id: int, note: str | None = None) -> None:
-        self.put_back.append(entry_id)
+        """Nothing to do: a damaged store is never written."""
 
 
 def restore_damaged(path: Any, *, allow_host_global: bool = False) -> RestoreReport:

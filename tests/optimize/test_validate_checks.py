@@ -105,6 +105,16 @@ def test_trial_failures_count_the_last_record_of_each_key_and_keep_the_first_rea
     assert counted.line() == "2 of 3 trials failed; first failure: dnsperf crashed (signal 11)"
 
 
+def test_a_key_measured_again_counts_by_its_last_record(store) -> None:
+    # a resumed validation records a key again: b failed, then succeeded; c succeeded, then failed
+    for key, status, reason in [("validate:b", "failed", "dnsperf crashed"), ("validate:b", "ok", None),
+                                ("validate:c", "ok", None), ("validate:c", "failed", "timeout")]:
+        trial = store.begin_trial(key, "validate", {"net.core.somaxconn": 128})
+        store.finish_trial(trial, status, reason, {"net.core.somaxconn": 128}, {} if status == "failed" else {"qps": 1.0})
+    counted = trial_failures(store, ["validate:b", "validate:c"])
+    assert (counted.trials, counted.failed, counted.first_reason) == (2, 1, "timeout")
+
+
 def test_durations_accept_zero_warmup_and_refuse_a_bool() -> None:
     assert check_durations(0, 0.5) == (0.0, 0.5)
     with pytest.raises(ValidationError, match="got True"):

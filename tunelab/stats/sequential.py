@@ -60,7 +60,7 @@ from tunelab.stats._validate import level_matches, sorted_levels
 from tunelab.stats.look import screen_look
 from tunelab.stats.multiplicity import adjust
 from tunelab.stats.screen_common import ROUND_COLUMNS, VERDICT_COLUMNS, rows_per_knob
-from tunelab.stats.screen_data import design_kind
+from tunelab.stats.screen_data import check_alpha, design_kind
 from tunelab.stats.screen_result import ScreenResult
 from tunelab.stats.verdict_level import choose_level
 
@@ -99,11 +99,6 @@ DEFAULT_SPENDING = "linear"
 SEQUENTIAL_VERDICT_COLUMNS = [*VERDICT_COLUMNS, "round", "alpha_nominal"]
 
 
-def _check_alpha(alpha: float) -> None:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise DataError(f"alpha must be between 0 and 1, got {alpha!r}; 0.05 is the usual choice")
-
-
 def spent_alpha(fraction: float, alpha: float, spending: str = DEFAULT_SPENDING) -> float:
     """The alpha spent up to information fraction ``fraction`` by the spending function ``spending``.
 
@@ -122,7 +117,7 @@ def spent_alpha(fraction: float, alpha: float, spending: str = DEFAULT_SPENDING)
         Cumulative alpha, 0 at fraction 0 and ``alpha`` at fraction 1.
     """
     function = SPENDING.get(spending)
-    _check_alpha(alpha)
+    check_alpha(alpha)
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float, np.floating, np.integer)) \
             or not 0 <= fraction <= 1:
         raise DataError(f"an information fraction must lie in [0, 1], got {fraction!r}")
@@ -259,7 +254,7 @@ def _options(data: pd.DataFrame, alpha: float, spending: str, max_replicates: in
     """The sequential settings, checked (``settings['sequential']`` of the result)."""
     if not isinstance(data, pd.DataFrame):
         raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}")
-    _check_alpha(alpha)
+    check_alpha(alpha)
     SPENDING.get(spending)
     if isinstance(max_replicates, bool) or not isinstance(max_replicates, (int, np.integer)) or max_replicates < 1:
         raise DataError(f"max_replicates must be a whole number >= 1 (the design's replicates.max), "
