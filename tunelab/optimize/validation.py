@@ -46,6 +46,10 @@ PathLike = str | os.PathLike[str]
 ALLOW_FLAG = "--allow-design-commands"
 
 
+class CommandsNotAllowed(SafetyError):
+    """A change needs its restart command, and ``--allow-design-commands`` was not given."""
+
+
 @dataclass
 class ValidateRun:
     """What :func:`tunelab.validate` found: the confirmation (``verdict``, ``table``, ``baseline``,
@@ -192,7 +196,7 @@ def restart_spec(request: ValidateRequest, load: Load | None) -> tuple[dict[str,
                           f"{request.target_type} target has no command for that; give one in {where}, e.g. "
                           "systemctl restart nsd")
     if commands and not request.allow_commands:
-        raise SafetyError(f"{which} needs the {service} service restarted with server.restart "
+        raise CommandsNotAllowed(f"{which} needs the {service} service restarted with server.restart "
                           f"(`{' '.join(commands[service])}`), which runs on the server; review it with "
                           f"`tunelab validate {request.source} --plan` and pass {ALLOW_FLAG} to run it")
     return spec, True
