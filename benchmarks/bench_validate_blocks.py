@@ -21,31 +21,19 @@ from __future__ import annotations
 import argparse
 import math
 import time
-import zlib
 
 import numpy as np
 
 from tunelab.designs.change import BlockRule
 from tunelab.optimize.sequential_blocks import confirm_in_rounds
-
-
-class Synthetic:
-    """qps = 1000 x (1 + effect) for the candidate (``x == 1``), lognormal noise; each key draws its own value."""
-
-    def __init__(self, effect_pct: float, cv: float, seed: int) -> None:
-        self.factor, self.cv, self.seed, self.calls = 1 + effect_pct / 100, cv, seed, 0
-
-    def evaluate(self, config, replicate, key=None):
-        self.calls += 1
-        rng = np.random.default_rng([self.seed, zlib.crc32(str(key).encode())])
-        return {"qps": 1000.0 * (self.factor if config["x"] == 1 else 1.0) * math.exp(rng.normal(0.0, self.cv))}
+from tunelab.simulator.known_effect import BASELINE, CANDIDATE, KnownEffectEvaluator
 
 
 def simulate(effect_pct: float, rule: BlockRule, runs: int, cv: float, sesoi: float) -> dict[str, float]:
     verdicts, blocks = [], []
     for seed in range(runs):
-        evaluator = Synthetic(effect_pct, cv, seed)
-        result = confirm_in_rounds({"p": evaluator}, {"x": 0}, {"x": 1}, [f"qps:max:{sesoi:g}"], rule,
+        evaluator = KnownEffectEvaluator(effect_pct, cv, seed)
+        result = confirm_in_rounds({"p": evaluator}, BASELINE, CANDIDATE, [f"qps:max:{sesoi:g}"], rule,
                                    bootstrap=False)
         verdicts.append(result.verdict)
         blocks.append(evaluator.calls / 4)

@@ -8,7 +8,6 @@ so each figure is exact for these seeds.
 from __future__ import annotations
 
 import math
-import zlib
 
 import numpy as np
 import pytest
@@ -16,27 +15,14 @@ import pytest
 from tunelab.designs.change import BlockRule
 from tunelab.optimize.confirm import ValidationError, block_rule
 from tunelab.optimize.sequential_blocks import block_looks, confirm_in_rounds
+from tunelab.simulator.known_effect import BASELINE, CANDIDATE, KnownEffectEvaluator
 from tunelab.stats.sequential import spent_alpha
 
-BASELINE, CANDIDATE = {"x": 0}, {"x": 1}
 RULE = BlockRule(4, 16, 4)
 
 
-class Synthetic:
-    """qps = 1000 x (1 + effect) for the candidate, lognormal noise of ``cv``; each key draws its own value."""
-
-    def __init__(self, effect_pct: float, cv: float, seed: int) -> None:
-        self.factor, self.cv, self.seed, self.calls = 1 + effect_pct / 100, cv, seed, 0
-
-    def evaluate(self, config, replicate, key=None):
-        self.calls += 1
-        rng = np.random.default_rng([self.seed, zlib.crc32(str(key).encode())])
-        level = 1000.0 * (self.factor if config["x"] == 1 else 1.0)
-        return {"qps": level * math.exp(rng.normal(0.0, self.cv))}
-
-
 def run(effect_pct: float, cv: float, seed: int, rule: BlockRule = RULE, profiles: int = 1):
-    evaluators = {f"p{i}": Synthetic(effect_pct, cv, seed * 10 + i) for i in range(profiles)}
+    evaluators = {f"p{i}": KnownEffectEvaluator(effect_pct, cv, seed * 10 + i) for i in range(profiles)}
     return confirm_in_rounds(evaluators, BASELINE, CANDIDATE, ["qps:max:5"], rule, bootstrap=False), evaluators
 
 
@@ -69,7 +55,7 @@ def test_an_effect_on_the_sesoi_that_the_noise_cannot_resolve_runs_to_max() -> N
 
 def test_never_beyond_max_and_a_profile_stops_on_its_own() -> None:
     # seed 2: the +5 % effect under 8 % noise is still undecided at 16 blocks (seeded: exact)
-    evaluators = {"big": Synthetic(30.0, 0.03, 1), "slow": Synthetic(5.0, 0.08, 2)}
+    evaluators = {"big": KnownEffectEvaluator(30.0, 0.03, 1), "slow": KnownEffectEvaluator(5.0, 0.08, 2)}
     result = confirm_in_rounds(evaluators, BASELINE, CANDIDATE, ["qps:max:5"], RULE, bootstrap=False)
     assert evaluators["big"].calls == 4 * 4 and evaluators["slow"].calls == 16 * 4
     assert list(result.table["profile"]) == ["big", "slow"] and list(result.table["look"]) == [1, 4]
