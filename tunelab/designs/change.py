@@ -34,7 +34,8 @@ Instead of ``server`` (and ``load_host``), ``target: {type, options}`` names any
 load, so ``load`` is left out there. A profile in mapping form starts from the load's defaults plus the
 ``load`` section's ``query_file``, ``server_address`` and ``transport``; in list form it names the load's own
 profiles (dnsperf: ``low``, ``overload``, ``udp_overload``) with those settings on top. Paths are relative to
-the change file's directory (``~`` expands).
+the change file's directory (``~`` expands), except inside ``target.options``, which are a design's target
+options (a lab's ``zone_file``: relative to the working directory, as in a design).
 
 Examples
 --------
@@ -164,11 +165,23 @@ class ChangeFile:
     def target_spec(self, service: str | None = None) -> dict[str, Any]:
         """``{"type", "options"}`` for :func:`tunelab.targets.build_target`; with ``service`` (the load's, e.g.
         ``dns``) the restart command becomes the target's ``service_commands`` for it."""
-        options = {key: (dict(value) if isinstance(value, Mapping) else value)
-                   for key, value in self.target_options.items()}
+        options = thaw(self.target_options)
         if service and self.restart:
             options["service_commands"] = {service: list(self.restart)}
         return {"type": self.target_type, "options": options}
+
+
+def thaw(value: Any) -> Any:
+    """Read-only mappings and tuples (as :func:`parse_change` freezes them) back to dicts and lists.
+
+    >>> thaw(MappingProxyType({"a": (1, MappingProxyType({"b": 2}))}))
+    {'a': [1, {'b': 2}]}
+    """
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(v) for v in value]
+    return value
 
 
 class ChangeContext(_Context):
@@ -410,6 +423,7 @@ def parse_change(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
     durations = {key: ctx.number(data.get(key, default), (key,), 0.0, strict=strict,
                                  maximum=("MAX_DURATION_S", MAX_DURATION_S))
                  for key, default, strict in (("warmup_s", 2.0, False), ("measure_s", 8.0, True))}
+    target["target_options"] = _freeze(target["target_options"])
     return ChangeFile(
         name=name, source=source, **target, load=load, baseline=_freeze(_config(ctx, data.get("baseline"),
                                                                                   "baseline", base)),
