@@ -197,8 +197,8 @@ def restart_spec(request: ValidateRequest, load: Load | None) -> tuple[dict[str,
                           "systemctl restart nsd")
     if commands and not request.allow_commands:
         raise CommandsNotAllowed(f"{which} needs the {service} service restarted with server.restart "
-                          f"(`{' '.join(commands[service])}`), which runs on the server; review it with "
-                          f"`tunelab validate {request.source} --plan` and pass {ALLOW_FLAG} to run it")
+                                 f"(`{' '.join(commands[service])}`), which runs on the server; review it with "
+                                 f"`tunelab validate {request.source} --plan` and pass {ALLOW_FLAG} to run it")
     return spec, True
 
 
@@ -253,8 +253,11 @@ def software_version(target: Target, software: str | None) -> dict[str, str] | N
     argv = version_argv(software)
     if argv is None:
         return {"software": software}
-    result = target.run("server", list(argv), timeout_s=15)
-    version = parse_version(result.stdout + "\n" + result.stderr) if result.returncode == 0 or result.stderr else None
+    try:                          # after the measurements: a failure here must not lose the verdict
+        result = target.run("server", list(argv), timeout_s=15)
+    except TunelabError:
+        return {"software": software}
+    version = parse_version(result.stdout + "\n" + result.stderr)
     return {"software": software, **({"version": version} if version else {})}
 
 
