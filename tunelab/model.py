@@ -415,10 +415,15 @@ class DesignType(_ValueEnum):
     MORRIS = "morris"
 
 
+#: the tidy frame's kernel counter columns start with this (``counter.TcpExt.ListenOverflows``, per second):
+#: they explain verdicts (:mod:`tunelab.stats.mechanisms`), never drive them
+COUNTER_PREFIX = "counter."
+
 #: design types the screen reads as space-filling (range) designs: regression or elementary effects, not levels
 RANGE_DESIGNS = (DesignType.LATIN_HYPERCUBE, DesignType.MORRIS)
 
-__all__ = ["AnalysisKind", "DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES", "DesignType",
+__all__ = ["AnalysisKind", "COUNTER_PREFIX", "DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES",
+           "DesignType",
            "Direction", "FINAL_STATUSES", "HOSTS", "KnobId", "Metric", "PHASES", "ParseError", "Phase",
            "RANGE_DESIGNS", "TrialStatus", "USABLE_STATUSES", "VERDICTS", "Verdict", "json_value", "knob_id",
            "level_from_json", "level_text", "level_to_json", "level_value"]

@@ -15,12 +15,13 @@ import pandas as pd
 from tunelab.model import AnalysisKind, json_value
 from tunelab.stats.blocking import TESTBED_COLUMNS
 from tunelab.stats.guards import GUARD_COLUMNS
+from tunelab.stats.mechanisms import MECHANISM_COLUMNS
 from tunelab.stats.model_screen import (MODEL_CONTRAST_COLUMNS, MODEL_EFFECT_COLUMNS, MODEL_EMMEANS_COLUMNS,
                                         MODEL_RESIDUAL_COLUMNS, MODEL_TERM_COLUMNS)
 from tunelab.stats.range_screen import MORRIS_COLUMNS, RESPONSE_COLUMNS
 from tunelab.stats.screen_common import ROUND_COLUMNS
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,11 @@ class ScreenResult:
         The between-testbed spread per metric × testbed of a study run on several testbeds
         (:func:`tunelab.stats.blocking.between_testbed_spread`, columns
         :data:`tunelab.stats.blocking.TESTBED_COLUMNS`); empty with one testbed or none.
+    mechanisms : DataFrame
+        The kernel counters that change with each knob level that matters, under Benjamini–Hochberg
+        FDR control across all counters and levels (:func:`tunelab.stats.mechanisms.mechanism_table`,
+        columns :data:`tunelab.stats.mechanisms.MECHANISM_COLUMNS`); empty when the runs have no
+        ``counter.*`` columns. Counters never change a verdict.
     """
 
     design: AnalysisKind
@@ -93,9 +99,11 @@ class ScreenResult:
     guards: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GUARD_COLUMNS))
     rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLUMNS))
     testbeds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TESTBED_COLUMNS))
+    mechanisms: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MECHANISM_COLUMNS))
     tables: tuple[str, ...] = field(default=("verdicts", "assumptions", "omnibus", "posthoc", "effects",
                                              "equivalence", "model_terms", "contrasts", "emmeans", "residuals",
-                                             "standardized_effects", "response", "morris", "guards", "testbeds"),
+                                             "standardized_effects", "response", "morris", "guards", "testbeds",
+                                             "mechanisms"),
                                     repr=False)
 
     def to_json(self) -> dict[str, Any]:
