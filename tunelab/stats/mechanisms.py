@@ -58,6 +58,16 @@ def counter_name(column: str) -> str:
     return column[len(COUNTER_PREFIX):] if column.startswith(COUNTER_PREFIX) else column
 
 
+def counter_values(data: pd.DataFrame, counters: Sequence[str]) -> np.ndarray:
+    """The ``counters`` of ``data`` as one float matrix (runs × counters); text and infinities become NaN."""
+    frame = data[list(counters)]
+    numeric = frame.select_dtypes(include="number", exclude="bool").columns
+    if len(numeric) < len(counters):
+        frame = frame.apply(pd.to_numeric, errors="coerce")
+    values = frame.to_numpy(dtype=float, na_value=np.nan)
+    return np.where(np.isfinite(values), values, np.nan)
+
+
 def moving_counters(data: pd.DataFrame, counters: Sequence[str]) -> list[str]:
     """The ``counters`` that take at least two distinct finite values in ``data`` (the others never move).
 
@@ -65,8 +75,11 @@ def moving_counters(data: pd.DataFrame, counters: Sequence[str]) -> list[str]:
     >>> moving_counters(frame, ["counter.a", "counter.b"])
     ['counter.b']
     """
-    values = data[list(counters)].apply(pd.to_numeric, errors="coerce").replace([np.inf, -np.inf], np.nan)
-    return [c for c in counters if values[c].nunique(dropna=True) > 1]
+    values = counter_values(data, counters)
+    with np.errstate(invalid="ignore"):
+        spread = np.nanmax(values, axis=0, initial=-np.inf, where=~np.isnan(values)) \
+            - np.nanmin(values, axis=0, initial=np.inf, where=~np.isnan(values))
+    return [c for c, s in zip(counters, spread) if np.isfinite(s) and s > 0]
 
 
 def levels_that_matter(verdicts: pd.DataFrame, knobs: Sequence[str]) -> list[tuple[str, Any]]:
@@ -86,35 +99,38 @@ def levels_that_matter(verdicts: pd.DataFrame, knobs: Sequence[str]) -> list[tup
     return out
 
 
-def comparison_rows(data: pd.DataFrame, knob: str, level: Any, knobs: Sequence[str], baseline: dict[str, Any],
-                    kind: AnalysisKind) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The runs at ``knob = level`` and the baseline runs they are compared with: one-at-a-time designs
-    hold the other knobs at their baselines; other designs take every run (marginal comparison)."""
-    rows = data
+def comparison_masks(data: pd.DataFrame, knob: str, level: Any, knobs: Sequence[str], baseline: dict[str, Any],
+                     kind: AnalysisKind) -> tuple[np.ndarray, np.ndarray]:
+    """Which runs are at ``knob = level`` and which are the baseline runs they are compared with:
+    one-at-a-time designs hold the other knobs at their baselines; other designs take every run
+    (marginal comparison).
+
+    >>> runs = pd.DataFrame({"a": [0, 1, 0, 0], "b": [0, 0, 1, 0]})
+    >>> [m.tolist() for m in comparison_masks(runs, "a", 1, ["a", "b"], {"a": 0, "b": 0}, AnalysisKind.OAT)]
+    [[False, True, False, False], [True, False, False, True]]
+    """
+    others = np.ones(len(data), dtype=bool)
     if kind == AnalysisKind.OAT:
-        others = np.ones(len(data), dtype=bool)
         for other in knobs:
             if other != knob:
                 others &= level_matches(data[other], baseline[other])
-        rows = data[others]
-    return rows[level_matches(rows[knob], level)], rows[level_matches(rows[knob], baseline[knob])]
+    return others & level_matches(data[knob], level), others & level_matches(data[knob], baseline[knob])
 
 
-def welch_comparisons(at_level: pd.DataFrame, at_baseline: pd.DataFrame, counters: Sequence[str]) -> pd.DataFrame:
-    """Each counter at a level against the baseline: Welch's t-test and its 95 % interval of the
-    difference of means (``scipy.stats.ttest_ind(equal_var=False)``, one call for all counters) and
-    Hedges' g with its interval (the formulas of ``pingouin.compute_effsize``/``compute_esci``;
-    NaN where the pooled SD is 0).
+def welch_comparisons(x: np.ndarray, y: np.ndarray, counters: Sequence[str]) -> dict[str, np.ndarray]:
+    """Each counter (a column of ``x``, the runs at a level, and of ``y``, the baseline runs) against the
+    baseline: Welch's t-test and its 95 % interval of the difference of means
+    (``scipy.stats.ttest_ind(equal_var=False)``, one call for all counters) and Hedges' g with its
+    interval (the formulas of ``pingouin.compute_effsize``/``compute_esci``; NaN where the pooled SD is 0).
 
-    Columns ``counter, n, baseline_n, mean, baseline_mean, difference, ci_low, ci_high, hedges_g,
-    g_ci_low, g_ci_high, t, df, p``; a counter with fewer than two runs on either side has no row.
+    Returns the columns ``counter, n, baseline_n, mean, baseline_mean, difference, ci_low, ci_high,
+    hedges_g, g_ci_low, g_ci_high, t, df, p`` as arrays; a counter with fewer than two runs on either
+    side has no entry.
     """
-    x = at_level[list(counters)].apply(pd.to_numeric, errors="coerce").to_numpy(float)
-    y = at_baseline[list(counters)].apply(pd.to_numeric, errors="coerce").to_numpy(float)
     nx, ny = np.isfinite(x).sum(axis=0), np.isfinite(y).sum(axis=0)
     keep = (nx >= 2) & (ny >= 2)
     if not keep.any():
-        return pd.DataFrame(columns=MECHANISM_COLUMNS[3:-1])
+        return {column: np.array([]) for column in MECHANISM_COLUMNS[3:-2]}
     x, y, nx, ny = x[:, keep], y[:, keep], nx[keep], ny[keep]
     with np.errstate(divide="ignore", invalid="ignore"):
         test = ss.ttest_ind(x, y, equal_var=False, axis=0, nan_policy="omit")
@@ -125,12 +141,11 @@ def welch_comparisons(at_level: pd.DataFrame, at_baseline: pd.DataFrame, counter
         g = np.where(pooled > 0, (mean_x - mean_y) / pooled, np.nan) * (1 - 3 / (4 * (nx + ny) - 9))
         g_se = np.sqrt((nx + ny) / (nx * ny) + g ** 2 / (2 * (nx + ny)))
     crit = ss.t.ppf(0.975, nx + ny - 2)
-    return pd.DataFrame({"counter": [c for c, k in zip(counters, keep) if k], "n": nx, "baseline_n": ny,
-                         "mean": mean_x, "baseline_mean": mean_y, "difference": mean_x - mean_y,
-                         "ci_low": np.asarray(ci.low, float), "ci_high": np.asarray(ci.high, float), "hedges_g": g,
-                         "g_ci_low": g - crit * g_se, "g_ci_high": g + crit * g_se,
-                         "t": np.asarray(test.statistic, float), "df": np.asarray(test.df, float),
-                         "p": np.asarray(test.pvalue, float)})
+    return {"counter": np.asarray(counters, dtype=object)[keep], "n": nx, "baseline_n": ny, "mean": mean_x,
+            "baseline_mean": mean_y, "difference": mean_x - mean_y, "ci_low": np.asarray(ci.low, float),
+            "ci_high": np.asarray(ci.high, float), "hedges_g": g, "g_ci_low": g - crit * g_se,
+            "g_ci_high": g + crit * g_se, "t": np.asarray(test.statistic, float), "df": np.asarray(test.df, float),
+            "p": np.asarray(test.pvalue, float)}
 
 
 def with_q_values(table: pd.DataFrame, fdr: float = FDR) -> pd.DataFrame:
@@ -180,18 +195,21 @@ def mechanism_table(data: pd.DataFrame, verdicts: pd.DataFrame, knobs: Sequence[
     if "status" in data.columns:
         data = data[data["status"].isin(USABLE_STATUSES)]
     counters = moving_counters(data, counter_columns(data))
-    pieces = []
+    values = counter_values(data, counters)
+    pieces, keys = [], []
     for knob, level in levels_that_matter(verdicts, knobs) if counters else []:
-        at_level, at_baseline = comparison_rows(data, knob, level, knobs, baseline, kind)
-        rows = welch_comparisons(at_level, at_baseline, counters)
-        if len(rows):
-            pieces.append(rows.sort_values("p", kind="stable").assign(knob=knob, baseline=baseline[knob])
-                          .assign(level=pd.Series([level] * len(rows), dtype=object, index=rows.index)))
-    if not pieces:
+        at_level, at_baseline = comparison_masks(data, knob, level, knobs, baseline, kind)
+        columns = welch_comparisons(values[at_level], values[at_baseline], counters)
+        order = np.argsort(columns["p"], kind="stable")
+        pieces.append({name: column[order] for name, column in columns.items()})
+        keys += [(knob, level, baseline[knob])] * len(order)
+    if not keys:
         return pd.DataFrame(columns=MECHANISM_COLUMNS)
-    table = with_q_values(pd.concat(pieces, ignore_index=True), fdr)
-    table["level"] = pd.Series([lv for piece in pieces for lv in piece["level"]], dtype=object)
-    return table[MECHANISM_COLUMNS]
+    table = pd.DataFrame({name: np.concatenate([piece[name] for piece in pieces]) for name in pieces[0]})
+    for position, name in enumerate(("knob", "level", "baseline")):
+        table.insert(position, name, pd.Series([key[position] for key in keys], dtype=object))
+    table["n"], table["baseline_n"] = table["n"].astype(int), table["baseline_n"].astype(int)
+    return with_q_values(table, fdr)[MECHANISM_COLUMNS]
 
 
 def mechanism_settings(data: pd.DataFrame, table: pd.DataFrame, fdr: float = FDR) -> dict[str, Any]:
