@@ -1,13 +1,15 @@
 """The mechanism table (:mod:`tunelab.stats.mechanisms`) against independently computed reference values.
 
-References: Welch's t-test and its interval from ``scipy.stats.ttest_ind(equal_var=False)`` called here
+References: Welch's t-test and its interval from ``scipy.stats.ttest_ind(equal_var=True)`` called here
 on the raw samples; Hedges' g and its interval from ``pingouin.compute_effsize``/``compute_esci``;
 Benjamini-Hochberg q-values by hand on a small example (the step-up formula written out below) and the
 15 p-values of Benjamini & Hochberg (1995), section 4.1, of which the procedure at 0.05 rejects four.
 """
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,6 +18,7 @@ import pytest
 from scipy import stats as ss
 
 from tunelab import stats
+from tunelab.cli import main
 from tunelab.model import AnalysisKind
 from tunelab.stats.mechanisms import (MECHANISM_COLUMNS, counter_columns, mechanism_table, moving_counters,
                                       top_mechanisms, with_q_values)
@@ -52,14 +55,14 @@ def matters(*pairs: tuple[str, object]) -> pd.DataFrame:
                          "level": pd.Series([lv for _, lv in pairs], dtype=object)})
 
 
-def test_welch_difference_interval_and_p_match_scipy() -> None:
+def test_t_test_difference_interval_and_p_match_scipy() -> None:
     table = mechanism_table(oat_runs(), matters(("s", 16)), ["s", "t"], {"s": 4096, "t": 0})
     row = table[table["counter"] == "counter.TcpExt.ListenOverflows"].iloc[0]
-    reference = ss.ttest_ind(OVERFLOWS[16], OVERFLOWS[4096], equal_var=False)
+    reference = ss.ttest_ind(OVERFLOWS[16], OVERFLOWS[4096], equal_var=True)
     interval = reference.confidence_interval(0.95)
     assert row["p"] == pytest.approx(reference.pvalue, rel=1e-12)
     assert row["t"] == pytest.approx(reference.statistic, rel=1e-12)
-    assert row["df"] == pytest.approx(reference.df, rel=1e-12)
+    assert row["df"] == 8
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((interval.low, interval.high), rel=1e-12)
     assert row["difference"] == pytest.approx(np.mean(OVERFLOWS[16]) - np.mean(OVERFLOWS[4096]), rel=1e-12)
     assert (row["n"], row["baseline_n"]) == (5, 5)
@@ -78,7 +81,7 @@ def test_oat_compares_with_the_runs_where_every_knob_is_at_its_baseline() -> Non
     """t = 1's RcvbufErrors against the five baseline runs only, not against the s = 16/128 runs."""
     table = mechanism_table(oat_runs(), matters(("t", 1)), ["s", "t"], {"s": 4096, "t": 0})
     row = table[table["counter"] == "counter.Udp.RcvbufErrors"].iloc[0]
-    reference = ss.ttest_ind([50.0, 55.0, 45.0, 52.0, 48.0], RCVBUF[4096], equal_var=False)
+    reference = ss.ttest_ind([50.0, 55.0, 45.0, 52.0, 48.0], RCVBUF[4096], equal_var=True)
     assert row["p"] == pytest.approx(reference.pvalue, rel=1e-12)
     assert row["baseline_n"] == 5
 
@@ -87,7 +90,7 @@ def test_factorial_compares_marginal_runs() -> None:
     runs = pd.DataFrame({"a": [0, 0, 1, 1] * 2, "b": [0, 1, 0, 1] * 2,
                          "counter.x.Y": [1.0, 2.0, 5.0, 7.0, 1.5, 2.5, 6.0, 6.5]})
     table = mechanism_table(runs, matters(("a", 1)), ["a", "b"], {"a": 0, "b": 0}, AnalysisKind.FACTORIAL)
-    reference = ss.ttest_ind([5.0, 7.0, 6.0, 6.5], [1.0, 2.0, 1.5, 2.5], equal_var=False)
+    reference = ss.ttest_ind([5.0, 7.0, 6.0, 6.5], [1.0, 2.0, 1.5, 2.5], equal_var=True)
     assert table["p"].iloc[0] == pytest.approx(reference.pvalue, rel=1e-12)
 
 
@@ -166,3 +169,32 @@ def test_top_mechanisms_keeps_the_smallest_q_per_level() -> None:
     top = top_mechanisms(table, top=1)
     assert top[["knob", "counter"]].values.tolist() == [["s", "counter.TcpExt.ListenOverflows"],
                                                          ["t", "counter.Udp.RcvbufErrors"]]
+
+
+def test_cli_prints_the_mechanisms_and_its_json_carries_them(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    csv, out = tmp_path / "runs.csv", tmp_path / "screen.json"
+    oat_runs().assign(is_baseline=lambda f: (f["s"] == 4096) & (f["t"] == 0)).to_csv(csv, index=False)
+    # knobs found by default: the counter columns are never taken for knobs
+    assert main(["screen", str(csv), "--metric", "qps:max:5", "--json", str(out), "--n-boot", "200"]) == 0
+    printed = capsys.readouterr().out
+    assert "baselines: s=4096, t=0" in printed
+    block = printed[printed.index("mechanisms ("):]
+    assert "2 of 3 counters move, 2 tests, Benjamini-Hochberg q <= 0.05" in block
+    assert "  s=16 (vs 4096):\n    TcpExt.ListenOverflows  +1.06e+04/s [" in block
+    assert "RcvbufErrors" not in block
+    document = json.loads(out.read_text())
+    jsonschema.validate(document, stats.schema())
+    assert [(m["knob"], m["level"], m["counter"], m["significant"]) for m in document["mechanisms"]] == [
+        ("s", 16, "counter.TcpExt.ListenOverflows", True), ("s", 16, "counter.Udp.RcvbufErrors", False)]
+    assert document["settings"]["mechanisms"]["tests"] == 2
+
+
+def test_cli_without_counters_prints_no_mechanism_block(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv = tmp_path / "runs.csv"
+    runs = oat_runs()
+    runs.drop(columns=counter_columns(runs)).to_csv(csv, index=False)
+    assert main(["screen", str(csv), "--metric", "qps:max:5", "--knob", "s", "--knob", "t", "--baseline", "s=4096",
+                 "--baseline", "t=0", "--n-boot", "200", "--mechanisms"]) == 0
+    assert "mechanisms" not in capsys.readouterr().out

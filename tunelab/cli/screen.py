@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                             include_flagged=args.include_flagged, data_dir=args.data_dir)
     print(render.screen_text(result, levels=args.levels))
     if "mechanisms" in result.settings:
-        print(mechanisms_text(result.mechanisms, result.settings["mechanisms"], top=None if args.mechanisms else 3))
+        print("\n" + mechanisms_text(result.mechanisms, result.settings["mechanisms"], top=None if args.mechanisms else 3))
     if len(result.testbeds):
         print(spread_text(result.testbeds))
     if args.json is not None:

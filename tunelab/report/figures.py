@@ -890,6 +890,60 @@ def morris_figure(morris: pd.DataFrame, metric: str, sesoi: float | None = None)
     return fig
 
 
+#: the mechanism heatmap's colour scale stops at this |Hedges' g| (larger effects share the end colour)
+G_CLIP = 5.0
+
+
+def mechanism_matrix(mechanisms: pd.DataFrame, max_counters: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The knob level × counter matrices of Hedges' g and of significance behind :func:`mechanism_heatmap`:
+    only counters significant at some level, at most ``max_counters`` of them (the smallest q first).
+
+    >>> t = pd.DataFrame({"knob": ["s", "s", "t"], "level": [16, 16, 1], "counter": ["counter.A.x", "counter.B.y",
+    ...                   "counter.A.x"], "hedges_g": [8.0, 0.2, -3.0], "q": [1e-6, 0.7, 0.01],
+    ...                   "significant": [True, False, True]})
+    >>> g, significant = mechanism_matrix(t)
+    >>> g.to_dict()
+    {'A.x': {'s=16': 8.0, 't=1': -3.0}}
+    """
+    _require(mechanisms, ["knob", "level", "counter", "hedges_g", "q", "significant"])
+    hits = mechanisms[mechanisms["significant"].astype(bool)]
+    if hits.empty:
+        raise DataError("no counter changed significantly at any knob level: there is no mechanism heatmap to draw")
+    keep = hits.groupby("counter", sort=False)["q"].min().sort_values(kind="stable").index[:max_counters]
+    rows = mechanisms[mechanisms["counter"].isin(keep)]
+    label = [f"{k}={level_label(lv)}" for k, lv in zip(rows["knob"], rows["level"])]
+    names = [c[len("counter."):] if str(c).startswith("counter.") else str(c) for c in rows["counter"]]
+    long = pd.DataFrame({"row": label, "column": names, "g": rows["hedges_g"].astype(float),
+                         "significant": rows["significant"].astype(bool)})
+    order_rows = list(dict.fromkeys(label))
+    order_columns = [n for n in dict.fromkeys(names)]
+    g = long.pivot(index="row", columns="column", values="g").reindex(index=order_rows, columns=order_columns)
+    significant = long.pivot(index="row", columns="column", values="significant").reindex(
+        index=order_rows, columns=order_columns).fillna(False).astype(bool)
+    return g, significant
+
+
+def mechanism_heatmap(mechanisms: pd.DataFrame, max_counters: int = 30) -> Figure:
+    """Heatmap of knob level × counter: Hedges' g of each counter's change against the baseline (colour
+    clipped at ±:data:`G_CLIP`; the number is the value), ``*`` where the change is significant under the
+    table's FDR control; only counters significant at some level, at most ``max_counters``
+    (:func:`mechanism_matrix`). Blank: a counter not tested at that level.
+    """
+    g, significant = mechanism_matrix(mechanisms, max_counters)
+    text = np.where(g.isna(), "", g.map(lambda v: f"{v:.1f}" if np.isfinite(v) else "").to_numpy(object)
+                    + np.where(significant.to_numpy(), "*", ""))
+    fig, ax = _single(max(6.0, 3.0 + 0.5 * g.shape[1]), max(3.2, 2.4 + 0.4 * g.shape[0]))
+    sns.heatmap(g.clip(-G_CLIP, G_CLIP), ax=ax, cmap="RdBu_r", center=0.0, vmin=-G_CLIP, vmax=G_CLIP,
+                annot=text, fmt="", annot_kws={"fontsize": 7}, linewidths=0.5, linecolor="0.85",
+                cbar_kws={"label": f"Hedges' g (clipped at ±{G_CLIP:g})"})
+    ax.set_xlabel("kernel counter")
+    ax.set_ylabel("knob level (vs its baseline)")
+    ax.tick_params(axis="x", rotation=90)
+    ax.tick_params(axis="y", rotation=0)
+    ax.set_title("Counters against the baseline (* significant)", fontsize=10)
+    return fig
+
+
 def show(fig: Figure, dpi: int = 100, alt: str | None = None) -> None:
     """Display ``fig`` in a notebook as an embedded PNG (independent of the matplotlib backend); ``alt``
     is stored in the output's metadata, which the report's HTML template writes as the image's alt text."""

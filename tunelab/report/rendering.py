@@ -121,3 +121,10 @@ def to_img_tag(fig: Any, alt: str, dpi: int = 100) -> str:
     from tunelab.report.figures import to_png   # deferred: matplotlib only when a figure is drawn
 
     return str(image_html(to_png(fig, dpi), alt))
+
+
+def mechanisms_section_html(intro_markdown: str, figure: Markup | None, tables: Mapping[str, pd.DataFrame]) -> Markup:
+    """The report's mechanism section (``mechanisms.html.j2``): the words, the heatmap (a ``<figure>``
+    or None) and one short table per knob (:func:`tunelab.report.tables.mechanism_frames`)."""
+    return render("mechanisms.html.j2", intro_html=Markup(markdown_to_html(intro_markdown)), figure=figure,
+                  tables=[{"knob": knob, "html": Markup(html_table(frame))} for knob, frame in tables.items()])

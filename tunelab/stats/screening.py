@@ -58,7 +58,7 @@ screen is exactly the screen without the column.
 
 Mechanisms: when ``data`` has kernel counter columns (``counter.<Group>.<Name>``, per second), the
 dispatcher adds, after the verdicts, the counters that change with each knob level that matters
-(:func:`tunelab.stats.mechanisms.mechanism_table`: Welch comparisons, Benjamini–Hochberg over all
+(:func:`tunelab.stats.mechanisms.mechanism_table`: pooled t-tests, Benjamini–Hochberg over all
 counters and levels) as ``mechanisms`` and ``settings['mechanisms']``. Counters are never metrics:
 the verdicts are the same with or without them.
 """
