@@ -198,3 +198,20 @@ def test_cli_without_counters_prints_no_mechanism_block(tmp_path: Path, capsys: 
     assert main(["screen", str(csv), "--metric", "qps:max:5", "--knob", "s", "--knob", "t", "--baseline", "s=4096",
                  "--baseline", "t=0", "--n-boot", "200", "--mechanisms"]) == 0
     assert "mechanisms" not in capsys.readouterr().out
+
+
+def test_cli_block_shows_three_per_level_unless_asked_for_all() -> None:
+    from tunelab.cli.screen import mechanisms_text
+
+    rng = np.random.default_rng(3)
+    runs = oat_runs()
+    level = (runs["s"] == 16).to_numpy()
+    for i in range(5):      # five more counters that overflow with s = 16
+        runs[f"counter.TcpExt.More{i}"] = np.where(level, 500.0 + 10 * i, 0.0) + rng.normal(0, 1, len(runs))
+    table = mechanism_table(runs, matters(("s", 16)), ["s", "t"], {"s": 4096, "t": 0})
+    summary = {"counters": 8, "moving": 7, "tests": len(table), "fdr": 0.05}
+    assert int(table["significant"].sum()) == 6
+    short = mechanisms_text(table, summary)
+    assert short.count("/s [") == 3 and "(3 more; --mechanisms lists them)" in short
+    full = mechanisms_text(table, summary, top=None)
+    assert full.count("/s [") == 6 and "more;" not in full
