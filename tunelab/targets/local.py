@@ -12,6 +12,7 @@ import errno
 import os
 from typing import Any, Mapping, Sequence
 
+from tunelab.counters import NET_FILES, CounterRequest, CounterSource, FileCounters, block_file, read_local_files
 from tunelab.errors import TargetError
 from tunelab.targets.base import TARGETS, CommandResult, Target
 from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local
@@ -139,3 +140,9 @@ class LocalTarget(ServiceCommandsMixin, Target):
 
     def foreign_cpu_s(self) -> float:
         return self._meter()
+
+    def counter_sources(self, request: CounterRequest) -> list[CounterSource]:
+        """This machine's network counters, and the load's block device, at the server (one host: no
+        ``client.`` copy). Its services are the host's own, so no process counters."""
+        files = NET_FILES + ((block_file(request.device),) if request.device is not None else ())
+        return [FileCounters("server", files, read_local_files)]

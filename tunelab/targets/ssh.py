@@ -14,6 +14,7 @@ Examples
 """
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import socket
@@ -24,6 +25,7 @@ import paramiko
 from fabric import Connection
 from invoke.exceptions import CommandTimedOut
 
+from tunelab.counters import NET_FILES, CounterRequest, CounterSource, FileCounters, block_file, tail_reader
 from tunelab.errors import TargetError
 from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
 from tunelab.targets.local import LocalTarget, ServiceCommandsMixin, taskset_argv
@@ -262,3 +264,23 @@ class SshTarget(ServiceCommandsMixin, Target):
             info["hosts"][host] = {"address": self._spec_text(host), "kernel": lines[0], "nproc": lines[1],
                                    "cpu_model": lines[2].split(":", 1)[-1].strip()}
         return info
+
+    def counter_sources(self, request: CounterRequest) -> list[CounterSource]:
+        """The server's network counters (and the load's block device), read with one remote ``tail`` per
+        snapshot; the client's, remote the same way or this machine's. Services are the server's own, so
+        no process counters."""
+        sources: list[CounterSource] = []
+        for host in self.hosts:
+            files = NET_FILES + ((block_file(request.device),) if host == "server" and request.device else ())
+            if self._is_local(host):
+                assert self._local is not None
+                sources += [FileCounters(host, source.files, source.read_files)
+                            for source in self._local.counter_sources(CounterRequest())]
+                continue
+            sources.append(FileCounters(host, files, tail_reader(functools.partial(self._run_quietly, host),
+                                                                 f"ssh {host} ({self._spec_text(host)})")))
+        return sources
+
+    def _run_quietly(self, host: str, argv: list[str]) -> tuple[int, str, str]:
+        result = self.run(host, argv, timeout_s=10)
+        return result.returncode, result.stdout, result.stderr
