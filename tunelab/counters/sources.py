@@ -64,13 +64,13 @@ NET_FILES = (CounterFile("/proc/net/netstat", parse_net_table), CounterFile("/pr
 
 
 def block_file(device: str) -> CounterFile:
-    """The counter file of block device ``device`` (``/sys/block/DEV/stat``); TargetError for a name that
-    is not a plain device name.
+    """The counter file of block device ``device`` (``loop3`` or ``/dev/loop3``: ``/sys/block/DEV/stat``);
+    TargetError for anything else.
 
     >>> block_file("loop3").path
     '/sys/block/loop3/stat'
     """
-    name = os.path.basename(device)
+    name = device[len("/dev/"):] if device.startswith("/dev/") else device
     if not _DEVICE.fullmatch(name):
         raise TargetError(f"block device {device!r} is not a device name like loop3 or sda; its counters cannot be read")
     return CounterFile(f"/sys/block/{name}/stat", parse_block_stat)
