@@ -383,6 +383,7 @@ def _measure(trial: _LiveTrial, target: Target, load: Load, warmup_s: float, mea
         result = target.run(load.runs_on, trial.argv, timeout_s=_load_timeout(warmup_s, measure_s))
     trial.counters = window.record
     trial.clock.timings["counters"] = window.cost_s
+    trial.clock.timings["counters_cpu"] = window.cpu_s
     with trial.clock.phase("foreign_cpu"):
         trial.foreign_cpu_s = float(target.foreign_cpu_s())
     if getattr(result, "dry", False):     # recorded, not run (a dry run): there is nothing to measure or judge

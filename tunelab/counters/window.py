@@ -103,8 +103,10 @@ class CounterWindow:
     sources: Sequence[CounterSource]
     warmup_s: float
     measure_s: float
-    #: seconds spent reading and differencing (the recording's own cost)
+    #: seconds spent reading and differencing (the recording's own cost), and the CPU seconds of that work
+    #: (less than ``cost_s`` on a busy machine, where a reading thread also waits for a CPU)
     cost_s: float = 0.0
+    cpu_s: float = 0.0
     record: CounterRecord | None = None
     _taken: dict[str, _Snapshot] = field(default_factory=dict)
     _timers: list[threading.Timer] = field(default_factory=list)
@@ -114,11 +116,12 @@ class CounterWindow:
         with self._lock:
             if which in self._taken or (which == "end" and "start" not in self._taken):
                 return
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             values, problems = snapshot(self.sources)
             ended = time.perf_counter()
             self._taken[which] = _Snapshot((began + ended) / 2, values, problems)
             self.cost_s += ended - began
+            self.cpu_s += time.thread_time() - cpu
 
     def __enter__(self) -> "CounterWindow":
         if not self.sources:
@@ -145,7 +148,8 @@ class CounterWindow:
         start, end = self._taken.get("start"), self._taken.get("end")
         if start is None or end is None or end.at <= start.at:
             return None
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.thread_time()
         deltas = differences(start.values, end.values)
         self.cost_s += time.perf_counter() - began
+        self.cpu_s += time.thread_time() - cpu
         return CounterRecord(end.at - start.at, deltas, tuple(dict.fromkeys(start.problems + end.problems)))
