@@ -125,3 +125,28 @@ def test_the_ssh_target_records_the_server_namespaces_counters(sshd, tmp_path: P
     assert outcome.status == "ok", outcome.reason
     assert counters["deltas"]["Tcp.InSegs"] > 0                     # the load's own ssh channel, inside the window
     assert tidy["counter.Tcp.InSegs"].iloc[0] > 0
+
+
+def test_fio_names_its_loop_device_only() -> None:
+    from tunelab.loads.fio import FioLoad
+
+    assert FioLoad().counted_device({"device_from_target": "/dev/loop3", "filename": "/dev/loop3"}) == "loop3"
+    assert FioLoad().counted_device({"filename": "/var/tmp/tunelab/scratch/f"}) is None
+
+
+@pytest.mark.lab
+def test_the_lab_disk_counts_the_reads_of_its_window(make_lab) -> None:
+    """256 direct 4 KiB reads of the lab's private loop device inside the window: 2048 sectors (more only if
+    udev probed the new device at the same moment)."""
+    from tunelab.counters import CounterWindow
+
+    lab = make_lab(services=())
+    device = lab.resolve_device("@disk")
+    sources = lab.counter_sources(CounterRequest(device=device))
+    with CounterWindow(sources, 0.0, 60.0) as window:
+        result = lab.run("server", ["dd", f"if=/dev/{device}", "of=/dev/null", "bs=4096", "count=256",
+                                    "iflag=direct"], timeout_s=30)
+    assert result.ok, result.stderr
+    deltas = window.record.deltas
+    assert deltas["block.read_sectors"] >= 2048 and deltas["block.read_ios"] >= 1
+    assert deltas["block.write_ios"] == 0
