@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from tunelab.counters import (CounterRecord, CounterWindow, FileCounters, NET_FILES, ProcessCounters, block_file,
-                              differences, read_local_files, snapshot, tail_reader)
-from tunelab.counters.parsing import (GAUGES, parse_block_stat, parse_net_table, parse_proc_stat, parse_proc_status,
-                                      parse_snmp6)
+                              cgroup_files, differences, read_local_files, snapshot, tail_reader)
+from tunelab.counters.parsing import (GAUGES, parse_block_stat, parse_cgroup_stat, parse_net_table, parse_proc_stat,
+                                      parse_proc_status, parse_snmp6)
 from tunelab.errors import TargetError
+from tunelab.targets import check_target_spec
+from tunelab.targets.base import TargetOptionError
 
 SAMPLES = Path(__file__).parent / "samples"
 
@@ -231,3 +233,21 @@ def test_cpu_per_answered_query():
     assert record.cpu_us_per(25_000.0) == pytest.approx(10.0)      # 0.25 CPU s per s / 25k queries per s
     assert record.cpu_us_per(0.0) is None and record.cpu_us_per(math.nan) is None
     assert CounterRecord(8.0, {}).cpu_us_per(1.0) is None
+
+
+def test_a_cgroups_cpu_stat_gives_the_servers_cpu_seconds():
+    text = sample("cgroup_cpu.stat")
+    usage = {line.split()[0]: int(line.split()[1]) for line in text.splitlines()}["usage_usec"]
+    assert parse_cgroup_stat(text) == {"proc.cpu_s": usage / 1e6}
+    assert parse_cgroup_stat("pgfault 10\npgmajfault 3\n") == {"proc.major_faults": 3.0}
+
+
+@pytest.mark.parametrize("path", ["/etc", "/sys/fs/cgroup/../../etc", "sys/fs/cgroup/x", "/sys/fs/cgroup/a/./b",
+                                  "/sys/fs/cgroup/a b", "/sys/fs/cgroup"])
+def test_a_server_cgroup_must_be_a_folder_under_the_cgroup_root(path):
+    with pytest.raises(TargetError, match="not a cgroup folder under /sys/fs/cgroup"):
+        cgroup_files(path)
+    with pytest.raises(TargetOptionError, match="server_cgroup"):
+        check_target_spec({"type": "local", "options": {"server_cgroup": path}})
+    with pytest.raises(TargetOptionError, match="server_cgroup"):
+        check_target_spec({"type": "ssh", "options": {"server": "root@h", "server_cgroup": path}})

@@ -16,6 +16,7 @@ from tunelab.loads.base import Load, LoadResult, MetricInfo
 from tunelab.runner import run_trial
 from tunelab.store import Store
 from tunelab.targets.local import LocalTarget
+from tunelab.targets.ssh import SshTarget
 
 from .conftest import require_tools
 from .sshd_helper import PORT, running_sshd, ssh_target
@@ -127,6 +128,19 @@ def test_the_ssh_target_records_the_server_namespaces_counters(sshd, tmp_path: P
     assert tidy["counter.Tcp.InSegs"].iloc[0] > 0
 
 
+def test_the_ssh_server_reads_its_services_cgroup_in_the_same_tail() -> None:
+    """(The lab's sshd runs under `ip netns exec`, whose private /sys has no cgroup mount, so the files are
+    checked here and their reading in the local target's test.)"""
+    target = SshTarget(server="root@db1", client="root@load1",
+                       server_cgroup="/sys/fs/cgroup/system.slice/nsd.service")
+    server, client = target.counter_sources(CounterRequest(device="vdb"))
+    assert [f.path for f in server.files] == ["/proc/net/netstat", "/proc/net/snmp", "/proc/net/snmp6",
+                                             "/sys/block/vdb/stat", "/sys/fs/cgroup/system.slice/nsd.service/cpu.stat",
+                                             "/sys/fs/cgroup/system.slice/nsd.service/memory.stat"]
+    assert (server.place, client.place) == ("server", "client")
+    assert [f.path for f in client.files] == ["/proc/net/netstat", "/proc/net/snmp", "/proc/net/snmp6"]
+
+
 def test_fio_names_its_loop_device_only() -> None:
     from tunelab.loads.fio import FioLoad
 
@@ -150,3 +164,45 @@ def test_the_lab_disk_counts_the_reads_of_its_window(make_lab) -> None:
     deltas = window.record.deltas
     assert deltas["block.read_sectors"] >= 2048 and deltas["block.read_ios"] >= 1
     assert deltas["block.write_ios"] == 0
+
+
+def this_cgroup() -> str | None:
+    """This process's cgroup v2 folder (on a hybrid host, under /sys/fs/cgroup/unified), if it has cpu.stat."""
+    lines = [line for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::")]
+    if not lines:
+        return None
+    path = lines[0][3:].rstrip("/")
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        if (root + path) != "/sys/fs/cgroup" and Path(root + path, "cpu.stat").exists():
+            return root + path
+    return None
+
+
+BURN = "import time\nwhile time.process_time() < 0.3: pass"
+
+
+class BurningLoad(CommandLoad):
+    """Burns 0.3 s of CPU and says it answered 1000 queries per second."""
+
+    service = "dns"
+    metrics = {"qps": MetricInfo("1/s", "maximize"), "server_cpu_per_query": MetricInfo("us", "minimize")}
+    server_cpu_metric = ("server_cpu_per_query", "qps")
+
+    def parse(self, result, settings, warmup_s) -> LoadResult:
+        return LoadResult("ok", None, {"qps": 1000.0}) if result.ok else LoadResult("failed", result.stderr, {})
+
+
+def test_the_local_target_records_the_server_cgroups_cpu(tmp_path: Path) -> None:
+    """The CPU of a process in the server's cgroup (here the test's own) is counted: at least the 0.3 s it burnt."""
+    cgroup = this_cgroup()
+    if cgroup is None:
+        pytest.skip("needs a cgroup v2 hierarchy with cpu.stat")
+    with LocalTarget(server_cgroup=cgroup) as target, \
+            Store.open(tmp_path / "g.sqlite", study="g", design_hash="h", design_text="") as store:
+        outcome = run_trial(target, BurningLoad([sys.executable, "-c", BURN]), [], {}, "screen:0", "screen", store,
+                            0.0, 30.0)
+        counters = store.trials().iloc[-1]["counters"]
+    assert outcome.status == "ok", outcome.reason
+    assert counters["deltas"]["proc.cpu_s"] >= 0.3 * 0.99
+    assert outcome.metrics["server_cpu_per_query"] == pytest.approx(
+        1e6 * counters["deltas"]["proc.cpu_s"] / counters["window_s"] / 1000.0)

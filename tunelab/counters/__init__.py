@@ -19,10 +19,12 @@ from __future__ import annotations
 from tunelab.counters.columns import (COLUMN_PREFIX, check_counter_name, counter_column, counter_columns,
                                       drop_still_counters, is_counter_column)
 from tunelab.counters.sources import (NET_FILES, PLACES, CounterFile, CounterRequest, CounterSource, FileCounters,
-                                      FileReader, ProcessCounters, block_file, read_local_files, tail_reader)
+                                      FileReader, ProcessCounters, block_file, cgroup_files, read_local_files,
+                                      tail_reader)
 from tunelab.counters.window import CounterRecord, CounterWindow, differences, placed, snapshot
 
 __all__ = ["COLUMN_PREFIX", "NET_FILES", "PLACES", "CounterFile", "CounterRecord", "CounterRequest", "CounterSource",
-           "CounterWindow", "FileCounters", "FileReader", "ProcessCounters", "block_file", "check_counter_name",
+           "CounterWindow", "FileCounters", "FileReader", "ProcessCounters", "block_file", "cgroup_files",
+           "check_counter_name",
            "counter_column", "counter_columns", "differences", "drop_still_counters", "is_counter_column", "placed",
            "read_local_files", "snapshot", "tail_reader"]

@@ -7,7 +7,9 @@
 * ``/sys/block/DEV/stat``: one line of numbers in the kernel's documented order
   (Documentation/block/stat.rst, :data:`BLOCK_FIELDS`; older kernels print fewer, :func:`parse_block_stat`);
 * ``/proc/PID/stat`` and ``/proc/PID/status``: one process's CPU ticks, faults and context switches
-  (:func:`parse_proc_stat`, :func:`parse_proc_status`).
+  (:func:`parse_proc_stat`, :func:`parse_proc_status`);
+* a cgroup v2's ``cpu.stat`` and ``memory.stat``: the CPU time and major faults of every process in it,
+  as the same ``proc.*`` counters (:func:`parse_cgroup_stat`).
 
 A counter a kernel does not print is simply absent. Values that are levels rather than counts
 (:data:`GAUGES`, e.g. ``Tcp.CurrEstab``) are left out: their difference over a window means nothing.
@@ -114,6 +116,26 @@ def parse_proc_status(text: str) -> dict[str, float]:
         key, _, value = line.partition(":")
         if key in names and _number(value.strip()) is not None:
             out[names[key]] = float(value.strip())
+    return out
+
+
+#: cgroup v2 ``cpu.stat``/``memory.stat`` keys -> (counter, factor to its unit)
+CGROUP_KEYS = {"usage_usec": ("proc.cpu_s", 1e-6), "pgmajfault": ("proc.major_faults", 1.0)}
+
+
+def parse_cgroup_stat(text: str) -> dict[str, float]:
+    """A cgroup v2 ``cpu.stat`` or ``memory.stat`` as the server's ``proc.*`` counters (:data:`CGROUP_KEYS`).
+
+    >>> parse_cgroup_stat("usage_usec 2500000\\nuser_usec 2000000\\n")
+    {'proc.cpu_s': 2.5}
+    """
+    out = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        number = _number(value.strip()) if key in CGROUP_KEYS else None
+        if number is not None:
+            name, factor = CGROUP_KEYS[key]
+            out[name] = number * factor
     return out
 
 

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
-from tunelab.counters.parsing import (parse_block_stat, parse_net_table, parse_proc_stat, parse_proc_status,
-                                      parse_snmp6, tail_sections)
+from tunelab.counters.parsing import (parse_block_stat, parse_cgroup_stat, parse_net_table, parse_proc_stat,
+                                      parse_proc_status, parse_snmp6, tail_sections)
 from tunelab.errors import TargetError
 
 #: the places counters are recorded at: the server's host or namespace, the load generator's
@@ -74,6 +74,24 @@ def block_file(device: str) -> CounterFile:
     if not _DEVICE.fullmatch(name):
         raise TargetError(f"block device {device!r} is not a device name like loop3 or sda; its counters cannot be read")
     return CounterFile(f"/sys/block/{name}/stat", parse_block_stat)
+
+
+#: where cgroups live; a server cgroup must be a folder below it
+CGROUP_ROOT = "/sys/fs/cgroup"
+_CGROUP = re.compile(r"/sys/fs/cgroup(?:/[A-Za-z0-9_.@:+-]+)+")
+
+
+def cgroup_files(cgroup: str) -> tuple[CounterFile, ...]:
+    """The counter files of a cgroup v2 folder (``/sys/fs/cgroup/system.slice/nsd.service``): the CPU time
+    and major faults of every process in it, as ``proc.*`` counters; TargetError for any other path.
+
+    >>> [f.path for f in cgroup_files("/sys/fs/cgroup/system.slice/nsd.service")][0]
+    '/sys/fs/cgroup/system.slice/nsd.service/cpu.stat'
+    """
+    if not isinstance(cgroup, str) or not _CGROUP.fullmatch(cgroup) or "/.." in cgroup or "/./" in f"{cgroup}/":
+        raise TargetError(f"server_cgroup {cgroup!r} is not a cgroup folder under {CGROUP_ROOT}, e.g. "
+                          f"{CGROUP_ROOT}/system.slice/nsd.service (`systemctl status UNIT` names it)")
+    return (CounterFile(f"{cgroup}/cpu.stat", parse_cgroup_stat), CounterFile(f"{cgroup}/memory.stat", parse_cgroup_stat))
 
 
 @dataclass(frozen=True)
