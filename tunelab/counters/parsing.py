@@ -51,11 +51,12 @@ def parse_net_table(text: str) -> dict[str, float]:
         names_line = header[0].endswith(":") and len(header) > 1 and _number(header[1]) is None
         if not names_line or values[0] != header[0]:
             continue
-        group = header[0].rstrip(":")
+        prefix = header[0][:-1] + "."
         for name, value in zip(header[1:], values[1:]):
-            key, number = f"{group}.{name}", _number(value)
-            if number is not None and key not in GAUGES:
-                out[key] = number
+            if value.lstrip("-").isdigit():
+                out[prefix + name] = float(value)
+    for gauge in GAUGES & out.keys():
+        del out[gauge]
     return out
 
 
