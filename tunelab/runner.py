@@ -401,9 +401,10 @@ def _counter_window(target: Target, load: Load, settings: Mapping[str, Any], war
     """The counter snapshots around the load's measured window: none on a target without counters, or
     whose counters cannot be found (counters explain a verdict, they never fail a trial)."""
     began = time.perf_counter()
+    counted_device = getattr(load, "counted_device", lambda settings: None)
     try:
-        sources = list(target.counter_sources(CounterRequest(service=load.service,
-                                                             device=load.counted_device(settings))))
+        sources = list(target.counter_sources(CounterRequest(service=getattr(load, "service", None),
+                                                             device=counted_device(settings))))
     except TunelabError:
         sources = []
     window = CounterWindow(sources, warmup_s, measure_s)
