@@ -36,7 +36,7 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.formatting import fmt_abs, is_number
-from tunelab.model import COUNTER_PREFIX, USABLE_STATUSES, AnalysisKind, Verdict
+from tunelab.model import COUNTER_PREFIX, USABLE_STATUSES, counter_columns, AnalysisKind, Verdict
 from tunelab.stats._validate import level_matches
 from tunelab.stats.multiplicity import adjust
 
@@ -46,15 +46,6 @@ FDR = 0.05
 MECHANISM_COLUMNS = ["knob", "level", "baseline", "counter", "n", "baseline_n", "mean", "baseline_mean",
                      "difference", "ci_low", "ci_high", "hedges_g", "g_ci_low", "g_ci_high", "t", "df", "p", "q",
                      "significant"]
-
-
-def counter_columns(data: pd.DataFrame) -> list[str]:
-    """The counter columns of a tidy frame (``counter.*``), in frame order.
-
-    >>> counter_columns(pd.DataFrame(columns=["qps", "counter.TcpExt.ListenOverflows", "counter.client.Udp.InErrors"]))
-    ['counter.TcpExt.ListenOverflows', 'counter.client.Udp.InErrors']
-    """
-    return [str(c) for c in data.columns if str(c).startswith(COUNTER_PREFIX)]
 
 
 def counter_name(column: str) -> str:

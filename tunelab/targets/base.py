@@ -29,6 +29,7 @@ from tunelab.errors import TargetError
 from tunelab.registry import Registry
 
 if TYPE_CHECKING:
+    from tunelab.counters import CounterRequest, CounterSource
     from tunelab.loads.base import Load
 
 
@@ -150,6 +151,11 @@ class Target(abc.ABC):
     def foreign_cpu_s(self) -> float:
         """CPU seconds used by processes that are not ours since the previous call (0 if unknown)."""
         return 0.0
+
+    def counter_sources(self, request: "CounterRequest") -> "Sequence[CounterSource]":
+        """Where this target's kernel counters are read for a trial whose load touches ``request``'s
+        service and device (:mod:`tunelab.counters`); none by default (dry run, simulator)."""
+        return ()
 
 
 #: the registered targets; ``TARGETS.get(name)`` raises TargetError listing the known ones

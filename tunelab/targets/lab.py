@@ -52,6 +52,8 @@ from typing import Any, Callable, Sequence
 
 import psutil
 
+from tunelab.counters import NET_FILES, CounterRequest, CounterSource, FileCounters, ProcessCounters, block_file
+from tunelab.counters import read_local_files
 from tunelab.errors import TargetError, ToolMissingError
 from tunelab.paths import DISK_DIR, RUN_DIR, is_inside, private_dir
 from tunelab.registry import Registry
@@ -895,6 +897,30 @@ class LabTarget(Target):
         if self._meter is None:
             return 0.0
         return self._meter()
+
+    def counter_sources(self, request: CounterRequest) -> list[CounterSource]:
+        """The server's and the client's namespace counters (through the thread living in each: a file open,
+        no process), the processes of the load's service, and the load's block device."""
+        self._require_up()
+        sources: list[CounterSource] = [FileCounters(host, NET_FILES, functools.partial(self._read_in_namespace, host))
+                                        for host in ("server", "client")]
+        if request.service is not None:
+            sources.append(ProcessCounters("server", functools.partial(self._service_pids, request.service)))
+        if request.device is not None:
+            sources.append(FileCounters("server", (block_file(request.device),), read_local_files))
+        return sources
+
+    def _read_in_namespace(self, host: str, paths: Sequence[str]) -> dict[str, str]:
+        """``/proc/net`` files of ``host``'s namespace, read through its worker thread's ``/proc/PID/task/TID``
+        from the calling thread: no hand-over to the worker (it costs milliseconds on a busy machine)."""
+        self._require_up()
+        tid = self._workers[host].native_id
+        return read_local_files(paths, functools.partial(netns.task_path, tid=tid))
+
+    def _service_pids(self, name: str) -> list[int]:
+        """The pid of the lab service ``name`` while it runs (its workers are its descendants)."""
+        proc = self._procs.get(name)
+        return [proc.pid] if proc is not None and proc.poll() is None else []
 
 
 def check_dns_options(dns_server: str, zone: str | None, zone_file: str | None) -> None:
