@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from tunelab.display import Displayed
 from tunelab.errors import DesignError
+from tunelab.formatting import fmt_ci, fmt_pct
 from tunelab.loads import get_load
 from tunelab.model import Metric, json_value, level_to_json
 from tunelab.optimize.confirm import (EXIT_STATUS, ConfirmResult, abba_order, check_durations, checked_goals,
@@ -31,9 +33,11 @@ PathLike = str | os.PathLike[str]
 
 
 @dataclass
-class ValidateRun:
+class ValidateRun(Displayed):
     """What :func:`tunelab.validate` found: the confirmation (``verdict``, ``table``, ``baseline``,
-    ``candidate``, ``failures``), and the sysctl.d files written (``sysctl``) or why none were (``sysctl_note``)."""
+    ``candidate``, ``failures``), and the sysctl.d files written (``sysctl``) or why none were (``sysctl_note``).
+    In a notebook it shows the verdict, each metric's change with its CI and the blocks needed
+    (:mod:`tunelab.report.reprs`); ``plot()`` draws the paired ratio of each ABBA block."""
 
     target_type: str
     store_path: Path
@@ -58,6 +62,18 @@ class ValidateRun:
 
     def summary(self) -> str:
         return self.confirmation.summary()
+
+    def __repr__(self) -> str:
+        """Three lines: the verdict with the first metric's change and CI, the sysctl.d file, where the rest is."""
+        table = self.confirmation.table
+        first = table.iloc[0] if len(table) else None
+        change = "" if first is None else (f"; {first['metric']} {fmt_pct(first['pct_change'])} "
+                                           f"{fmt_ci(first['ci_low'], first['ci_high'], first['pct_change'])} "
+                                           f"[{first['profile']}]")
+        synthetic = " (SYNTHETIC)" if self.synthetic else ""
+        files = f"sysctl.d file {self.sysctl.paths['conf']}" if self.sysctl is not None else str(self.sysctl_note)
+        return (f"ValidateRun: {self.verdict.upper()} on {self.target_type}{synthetic}{change}\n  {files}\n"
+                "  .summary() for every metric, .confirmation.table for the table, .plot() for the ratio per block")
 
     def to_json(self) -> dict[str, Any]:
         """The verdict, both configurations, the table, the failed trials and the sysctl.d files
