@@ -870,7 +870,8 @@ def block_ratios(measurements: pd.DataFrame, table: pd.DataFrame, metric: str) -
     columns ``label, pct_change, ci_low, ci_high`` (a block's interval is its own value).
 
     >>> m = pd.DataFrame({"profile": "p", "block": [0, 0, 0, 0], "arm": list("ABBA"), "qps": [100.0, 110, 112, 100]})
-    >>> t = pd.DataFrame({"profile": ["p"], "metric": ["qps"], "pct_change": [11.0], "ci_low": [9.0], "ci_high": [13.0]})
+    >>> t = pd.DataFrame({"profile": ["p"], "metric": ["qps"], "pct_change": [11.0], "ci_low": [9.0],
+    ...                   "ci_high": [13.0]})
     >>> block_ratios(m, t, "qps").round(6)[["label", "pct_change"]].to_dict("list")
     {'label': ['block 1', 'gain over 1 blocks (95 % CI)'], 'pct_change': [11.0, 11.0]}
     """
@@ -896,8 +897,8 @@ def block_ratios_figure(measurements: pd.DataFrame, table: pd.DataFrame, metric:
     ±SESOI band from ``table``."""
     rows = block_ratios(measurements, table, metric)
     if rows.empty:
-        raise DataError(f"no ABBA blocks measured {metric!r}; metrics present: "
-                        f"{', '.join(c for c in measurements.columns if c not in ('profile', 'block', 'position', 'arm', 'key'))}")
+        measured = [c for c in measurements.columns if c not in ("profile", "block", "position", "arm", "key")]
+        raise DataError(f"no ABBA blocks measured {metric!r}; metrics present: {', '.join(measured)}")
     sesoi = table.loc[table["metric"] == metric, "sesoi_pct"] if "sesoi_pct" in table else pd.Series(dtype=float)
     return forest_figure(rows, "label", sesoi_pct=float(sesoi.iloc[0]) if sesoi.nunique() == 1 else None,
                          xlabel=f"% change of {metric}, candidate vs baseline", title="Paired ratio of each ABBA block")

@@ -31,7 +31,8 @@ VERDICT_CSS = {"matters": "matters", "no effect (equivalent)": "equivalent", "un
 #: the row class -> the verdict cell's inline style in a notebook output (the colours of report.css)
 VERDICT_STYLE = {"verdict-matters": "color:#8b1a00;font-weight:bold", "verdict-equivalent": "color:#1a6b1a",
                  "verdict-inconclusive": "color:#7a6000", "verdict-untestable": "color:#555;font-style:italic",
-                 "verdict-improve": "color:#1a6b1a;font-weight:bold", "verdict-regress": "color:#8b1a00;font-weight:bold"}
+                 "verdict-improve": "color:#1a6b1a;font-weight:bold",
+                 "verdict-regress": "color:#8b1a00;font-weight:bold"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -69,7 +70,8 @@ def table_html(columns: Iterable[Any], rows: Iterable[Sequence[str]], table_clas
     classes = list(row_classes) if row_classes is not None else [None] * len(rows)
     styles = list(cell_styles) if cell_styles is not None else [None] * len(rows)
     return render("table.html.j2", table_class=table_class, columns=[str(c) for c in columns],
-                  rows=[{"cells": cells, "css": css, "styles": style} for cells, css, style in zip(rows, classes, styles)])
+                  rows=[{"cells": cells, "css": css, "styles": style}
+                        for cells, css, style in zip(rows, classes, styles)])
 
 
 def html_table(frame: pd.DataFrame, digits: int = 4) -> str:

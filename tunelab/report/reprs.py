@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from tunelab.display import VIEWS, View
+from tunelab.errors import DataError
 from tunelab.formatting import fmt_pct, fmt_pct_interval, fmt_sig, level_label
 
 #: rows of a table in a summary; a longer one is cut and the summary says where the rest is
@@ -45,7 +46,8 @@ def summary_html(title: str, facts: Sequence[str], sections: Sequence[Mapping[st
                       verdict_style=VERDICT_STYLE.get(css, "")))
 
 
-def section(heading: str | None, frame: pd.DataFrame, verdicts: str | None = None, what: str = "rows") -> dict[str, Any]:
+def section(heading: str | None, frame: pd.DataFrame, verdicts: str | None = None,
+            what: str = "rows") -> dict[str, Any]:
     """A table of ``frame`` (cells as :func:`tunelab.report.tables.cell_texts`) under ``heading``, cut at
     :data:`MAX_ROWS` rows; with ``verdicts`` (a column name) each row is classed and coloured by that column."""
     from tunelab.report.rendering import table_html, verdict_class, verdict_styles
@@ -129,15 +131,18 @@ def screen_plot(result: Any, metric: str | None = None) -> Any:
     from tunelab.report import figures
 
     specs = {m["name"]: m for m in result.settings.get("metrics", [])}
-    name = metric or next(iter(specs), None) or str(result.verdicts["metric"].iloc[0])
+    known = list(dict.fromkeys([*specs, *map(str, result.verdicts["metric"])]))
+    name = metric or (known[0] if known else None)
+    if name not in known:
+        raise DataError(f"the screen has no metric {name!r}; its metrics: {', '.join(known) or 'none'}")
     spec = specs.get(name, {})
     band = spec.get("sesoi_pct") if spec.get("sesoi_abs") is None else None
     if name in set(result.effects["metric"]):
-        return figures.effects_forest(result.effects, name, band)
+        return displayable(figures.effects_forest(result.effects, name, band))
     rows = result.verdicts[result.verdicts["metric"] == name]
     rows = rows.assign(label=[str(k) for k in rows["knob"]])
-    return figures.forest_figure(rows, "label", estimate="effect_pct", low="effect_ci_low", high="effect_ci_high",
-                                 sesoi_pct=band, xlabel=f"% change of {name} (95 % CI)", title=f"Verdicts on {name}")
+    return displayable(figures.forest_figure(rows, "label", estimate="effect_pct", low="effect_ci_low",
+                                             high="effect_ci_high", sesoi_pct=band, xlabel=f"% change of {name} (95 % CI)", title=f"Verdicts on {name}"))
 
 
 # ---- refine and validate ----------------------------------------------------------------------------
@@ -209,7 +214,7 @@ def refine_plot(run: Any) -> Any:
     result = run.result
     conv = result.batches.assign(search_id=result.engine, engine=result.engine)
     objective = result.objectives[0]
-    return figures.convergence_figure(conv, getattr(objective, "name", str(objective)))
+    return displayable(figures.convergence_figure(conv, getattr(objective, "name", str(objective))))
 
 
 def validate_html(run: Any) -> str:
@@ -238,7 +243,32 @@ def validate_plot(run: Any, metric: str | None = None) -> Any:
 
     confirmation = run.confirmation
     name = metric or str(confirmation.table["metric"].iloc[0])
-    return figures.block_ratios_figure(confirmation.measurements, confirmation.table, name)
+    return displayable(figures.block_ratios_figure(confirmation.measurements, confirmation.table, name))
+
+
+def displayable(fig: Any) -> Any:
+    """``fig``, shown as a PNG when it is a cell's value in IPython: the shell's PNG formatter for figures is
+    registered once unless one is (matplotlib's inline backend registers its own only when pyplot is used,
+    and the report's figures never touch pyplot)."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None:
+        from matplotlib.figure import Figure
+
+        formatter = shell.display_formatter.formatters["image/png"]
+        try:
+            formatter.lookup_by_type(Figure)
+        except KeyError:
+            formatter.for_type(Figure, figure_png)
+    return fig
+
+
+def figure_png(fig: Any) -> bytes:
+    """The PNG of ``fig`` as the report embeds it (:func:`tunelab.report.figures.to_png`)."""
+    from tunelab.report.figures import to_png
+
+    return to_png(fig)
 
 
 def register() -> None:
