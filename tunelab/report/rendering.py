@@ -28,7 +28,7 @@ from tunelab.report.tables import cell_texts, verdict_frame
 #: the verdict -> the CSS class of its row in the verdict table
 VERDICT_CSS = {"matters": "matters", "no effect (equivalent)": "equivalent", "untestable": "untestable",
                "not comparable": "untestable"}
-#: the row class -> the verdict cell's inline style in a notebook output (the colours of report.css)
+#: the row class -> the verdict cell's inline style in a notebook output (the colours of tables.css)
 VERDICT_STYLE = {"verdict-matters": "color:#8b1a00;font-weight:bold", "verdict-equivalent": "color:#1a6b1a",
                  "verdict-inconclusive": "color:#7a6000", "verdict-untestable": "color:#555;font-style:italic",
                  "verdict-improve": "color:#1a6b1a;font-weight:bold",

@@ -15,7 +15,7 @@ result                HTML summary (``_repr_html_``)                ``plot()``
 ====================  ===========================================  =====================================
 
 Each summary is ``result_repr.html.j2`` (autoescaped) with the report's table markup
-(``table.html.j2``: rows classed by verdict, each verdict cell coloured inline as in ``report.css``,
+(``table.html.j2``: rows classed by verdict, each verdict cell coloured inline as in ``tables.css``,
 since a notebook output has no stylesheet). Tables longer than :data:`MAX_ROWS` are cut (the rows
 that matter first) and the summary names the attribute holding the full table. The report's
 modules (tables, figures: matplotlib, seaborn) are imported on the first summary, not with this module.
@@ -151,14 +151,14 @@ def screen_plot(result: Any, metric: str | None = None) -> Any:
 def abba_frame(table: pd.DataFrame) -> pd.DataFrame:
     """A confirmation's or validation's table for reading: one row per profile × metric with the change and
     its 95 % CI, the SESOI, TOST p, the verdict and the blocks (used, and needed when inconclusive)."""
-    return pd.DataFrame({
-        "profile": table["profile"], "metric": table["metric"],
-        "role": table["role"] if "role" in table else "objective",
+    return pd.DataFrame({          # the verdict third, as in the screen's table (tables.css colours that column)
+        "profile": table["profile"], "metric": table["metric"], "verdict": table["verdict"],
         "change (95 % CI)": [fmt_pct_interval(e, lo, hi) for e, lo, hi in
                              zip(table["pct_change"], table["ci_low"], table["ci_high"])],
         "SESOI": [f"±{s:g} %" for s in table["sesoi_pct"]], "tost_p": table["tost_p"].astype(float),
-        "verdict": table["verdict"], "blocks": table["blocks"],
+        "blocks": table["blocks"],
         "blocks needed": [int(n) if n is not None and not pd.isna(n) else None for n in table["blocks_needed"]],
+        "role": table["role"] if "role" in table else "objective",
     }).reset_index(drop=True)
 
 
