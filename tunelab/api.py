@@ -48,7 +48,7 @@ from tunelab import testbeds as testbeds_mod
 from tunelab.display import Displayed
 from tunelab.designs import Design, check_design_commands, load_design, make_plan, plan_records, plan_summary
 from tunelab.errors import DesignError, StoreDamagedError, StoreError, TargetError, TunelabError
-from tunelab.formatting import fmt_ci, fmt_pct, level_label
+from tunelab.formatting import fmt_config
 from tunelab.knobs.discovery import KnobList, knob_check, knob_info, knob_list
 from tunelab.labs import LabDown, LabStatus, LabUp, lab_down, lab_status, lab_up
 from tunelab.model import Metric, json_value, level_to_json
@@ -80,22 +80,6 @@ def _frame_json(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
 
 
 # ---- plan -----------------------------------------------------------------------------------------
-
-
-#: knobs a text repr names before it says how many there are
-REPR_KNOBS = 4
-
-
-def _configs_line(config: Mapping[str, Any]) -> str:
-    """``knob=value, ...`` of at most :data:`REPR_KNOBS` knobs, then how many more.
-
-    >>> _configs_line({"a": 1, "b": (1, 2, 3)})
-    'a=1, b=1 2 3'
-    >>> _configs_line({f"k{i}": i for i in range(6)})
-    'k0=0, k1=1, k2=2, k3=3, ... (6 knobs)'
-    """
-    shown = ", ".join(f"{knob}={level_label(value)}" for knob, value in list(config.items())[:REPR_KNOBS])
-    return shown + (f", ... ({len(config)} knobs)" if len(config) > REPR_KNOBS else "")
 
 
 @dataclass
@@ -284,14 +268,10 @@ class RefineRun(Displayed):
     def __repr__(self) -> str:
         """Four lines: the search, the winner, the confirmation, where the tables are."""
         result, confirmation = self.result, self.confirmation
-        if confirmation is None:
-            confirmed = f"not confirmed: {self.note or 'confirmation skipped'}"
-        else:
-            gain = confirmation.gain()
-            confirmed = (f"{confirmation.verdict.upper()}, {confirmation.table.iloc[0]['metric']} "
-                         f"{fmt_pct(gain['pct_change'])} {fmt_ci(gain['ci_low'], gain['ci_high'], gain['pct_change'])}")
+        confirmed = (f"not confirmed: {self.note or 'confirmation skipped'}" if confirmation is None
+                     else f"{confirmation.verdict.upper()}; {confirmation.gain_text()}")
         return (f"RefineRun: study {self.study}, engine {result.engine} (seed {result.seed}), {self.counts_text()}\n"
-                f"  winner: {_configs_line(result.winner)}\n  confirmation: {confirmed}\n"
+                f"  winner: {fmt_config(result.winner)}\n  confirmation: {confirmed}\n"
                 "  .result.estimates (every configuration), .result.batches, .confirmation.table; .sysctl_conf(); "
                 ".plot() draws the convergence")
 

@@ -141,6 +141,14 @@ def test_text_and_html_reprs_are_short(study: dict[str, Any], name: str) -> None
     assert len(result._repr_html_()) <= 8_000
 
 
+@pytest.mark.parametrize("part", ["refine.result", "refine.confirmation", "validate.confirmation"])
+def test_the_parts_of_a_result_have_short_reprs_too(study: dict[str, Any], part: str) -> None:
+    name, attribute = part.split(".")
+    inner = getattr(study[name], attribute)
+    text = repr(inner)
+    assert text.startswith(type(inner).__name__) and len(text.splitlines()) <= 3 and len(text) <= 500, text
+
+
 def test_plot_draws_the_first_figure(study: dict[str, Any]) -> None:
     screen = study["screen"]
     qps = screen.effects[screen.effects["metric"] == "qps"]

@@ -20,7 +20,6 @@ from typing import Any, Mapping, Sequence
 
 from tunelab.display import Displayed
 from tunelab.errors import DesignError
-from tunelab.formatting import fmt_ci, fmt_pct
 from tunelab.loads import get_load
 from tunelab.model import Metric, json_value, level_to_json
 from tunelab.optimize.confirm import (EXIT_STATUS, ConfirmResult, abba_order, check_durations, checked_goals,
@@ -65,14 +64,10 @@ class ValidateRun(Displayed):
 
     def __repr__(self) -> str:
         """Three lines: the verdict with the first metric's change and CI, the sysctl.d file, where the rest is."""
-        table = self.confirmation.table
-        first = table.iloc[0] if len(table) else None
-        change = "" if first is None else (f"; {first['metric']} {fmt_pct(first['pct_change'])} "
-                                           f"{fmt_ci(first['ci_low'], first['ci_high'], first['pct_change'])} "
-                                           f"[{first['profile']}]")
         synthetic = " (SYNTHETIC)" if self.synthetic else ""
         files = f"sysctl.d file {self.sysctl.paths['conf']}" if self.sysctl is not None else str(self.sysctl_note)
-        return (f"ValidateRun: {self.verdict.upper()} on {self.target_type}{synthetic}{change}\n  {files}\n"
+        return (f"ValidateRun: {self.verdict.upper()} on {self.target_type}{synthetic}; "
+                f"{self.confirmation.gain_text()}\n  {files}\n"
                 "  .summary() for every metric, .confirmation.table for the table, .plot() for the ratio per block")
 
     def to_json(self) -> dict[str, Any]:
