@@ -112,3 +112,23 @@ def test_the_rendered_tour_keeps_its_tables_and_figures(tour: dict[str, Any], tm
     assert page.count('<table class="tunelab-verdicts">') >= 3           # screen, refine's confirmation, validate
     assert 'class="verdict-matters"' in page and page.count("data:image/png;base64,") >= 3
     assert "&lt;table" not in page and "&lt;div" not in page             # no summary escaped as text
+
+
+@pytest.mark.browser
+def test_the_rendered_tour_fits_a_1400_px_window_with_each_step_visible(tour: dict[str, Any], chromium: str,
+                                                                       tmp_path: Path) -> None:
+    """Headless Chromium lays the rendered tour out (code shown, as a reader of a tour wants it): nothing is
+    beyond a 1400 px window (a wide table scrolls in its own box), and the screenshot is not blank."""
+    from PIL import Image
+
+    from browser_helpers import chromium_run, layout_at
+
+    page = render_html(tour["path"], tmp_path / "00_tour.html", show_code=True)
+    layout = layout_at(chromium, page, width=1400)
+    assert not layout["overflowing"], layout["overflowing"][:5]
+    for header in ("knob", "verdict", "change vs baseline", "change (95 % CI)", "winner", "candidate"):
+        assert header in layout["headers"], header
+    shot = tmp_path / "tour.png"
+    chromium_run(chromium, page.as_uri(), f"--screenshot={shot}", "--window-size=1400,9000")
+    low, high = Image.open(shot).convert("L").getextrema()
+    assert high - low > 200
