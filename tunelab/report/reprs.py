@@ -117,7 +117,7 @@ def screen_html(result: Any) -> str:
     notes = settings.get("notes") or []
     if notes:
         facts.append(f"{len(notes)} note(s): result.settings['notes']")
-    return summary_html(f"Screen ({result.design.value}): which knobs matter?", facts,
+    return summary_html(f"Screen ({getattr(result.design, 'value', result.design)}): which knobs matter?", facts,
                         [section(None, frame, verdicts="verdict", what="rows, those that matter first")],
                         [("result.verdicts", f"the full table ({len(verdicts)} rows)"),
                          ("result.effects", "every level's change with its CI"),
