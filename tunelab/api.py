@@ -45,8 +45,10 @@ import pandas as pd
 
 from tunelab import journal, leases
 from tunelab import testbeds as testbeds_mod
+from tunelab.display import Displayed
 from tunelab.designs import Design, check_design_commands, load_design, make_plan, plan_records, plan_summary
 from tunelab.errors import DesignError, StoreDamagedError, StoreError, TargetError, TunelabError
+from tunelab.formatting import fmt_config
 from tunelab.knobs.discovery import KnobList, knob_check, knob_info, knob_list
 from tunelab.labs import LabDown, LabStatus, LabUp, lab_down, lab_status, lab_up
 from tunelab.model import Metric, json_value, level_to_json
@@ -81,7 +83,7 @@ def _frame_json(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
 
 
 @dataclass
-class PlanResult:
+class PlanResult(Displayed):
     """A validated design and its plan; unpacks as ``design, plan, summary`` (the old return value).
 
     ``summary`` is :func:`tunelab.designs.plan_summary`'s dict (runs, knobs, restarts, wall time);
@@ -96,6 +98,14 @@ class PlanResult:
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.design, self.plan, self.summary))
+
+    def __repr__(self) -> str:
+        """Two lines: the design, its runs, knobs and estimated wall time; where the plan is."""
+        info, summary = self.summary.get("design", {}), self.summary
+        return (f"PlanResult: design {info.get('name')} ({info.get('type')}, seed {info.get('seed')}) on "
+                f"{info.get('target')}: {summary.get('runs')} runs, {summary.get('configs')} configurations, "
+                f"{len(summary.get('knobs', []))} knobs, about {summary.get('estimated_wall_s', 0):.0f} s\n"
+                "  .plan (one row per run), .summary (dict), .design")
 
     def to_json(self) -> dict[str, Any]:
         """The summary plus ``"plan": [rows]`` (the JSON of ``tunelab plan --format json``)."""
@@ -214,9 +224,10 @@ def screen(source: PathLike, *, metrics: Sequence[str] = (), knobs: Sequence[str
 
 
 @dataclass
-class RefineRun:
+class RefineRun(Displayed):
     """What :func:`refine` did: the search (``result``), its confirmation (``None`` when skipped, then
-    ``note`` says why), measurement counts, and the study, store and knob levels it used."""
+    ``note`` says why), measurement counts, and the study, store and knob levels it used. In a notebook it
+    shows the winner and a convergence summary (:mod:`tunelab.report.reprs`); ``plot()`` draws the convergence."""
 
     study: str
     store_path: Path
@@ -253,6 +264,16 @@ class RefineRun:
     def exit_status(self) -> int:
         """0 improve/equivalent or no confirmation, 3 regress, 4 inconclusive, 5 untestable."""
         return EXIT_STATUS[self.confirmation.verdict] if self.confirmation is not None else 0
+
+    def __repr__(self) -> str:
+        """Four lines: the search, the winner, the confirmation, where the tables are."""
+        result, confirmation = self.result, self.confirmation
+        confirmed = (f"not confirmed: {self.note or 'confirmation skipped'}" if confirmation is None
+                     else f"{confirmation.verdict.upper()}; {confirmation.gain_text()}")
+        return (f"RefineRun: study {self.study}, engine {result.engine} (seed {result.seed}), {self.counts_text()}\n"
+                f"  winner: {fmt_config(result.winner)}\n  confirmation: {confirmed}\n"
+                "  .result.estimates (every configuration), .result.batches, .confirmation.table; .sysctl_conf(); "
+                ".plot() draws the convergence")
 
     def sysctl_conf(self) -> str:
         """The winner as a sysctl.d file (with the confirmed gain when there is one)."""

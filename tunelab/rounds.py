@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pandas as pd
 
 from tunelab.designs import Design, make_plan, round_plan
+from tunelab.display import Displayed
 from tunelab.model import json_value, level_text
 from tunelab.runner import PlanRunner, RunSummary
 from tunelab.store import Store
@@ -54,10 +55,11 @@ class RoundRecord:
 
 
 @dataclass
-class StudyRun(RunSummary):
+class StudyRun(RunSummary, Displayed):
     """What a study run did (:func:`tunelab.run`'s result): the runner's counts over all rounds, a
     sequential design's rounds and why it stopped, the orphaned labs removed first, the A/A
-    calibration, and for a dry run the preview of every planned trial."""
+    calibration, and for a dry run the preview of every planned trial. In a notebook it shows as a
+    short HTML summary (:mod:`tunelab.report.reprs`); ``str()`` gives the CLI's lines."""
 
     rounds: list[RoundRecord] = field(default_factory=list)
     stop_reason: str | None = None
@@ -89,6 +91,19 @@ class StudyRun(RunSummary):
             lines.append(f"noise: {calibration.cv_text() or 'no metric'} over {calibration.usable} A/A trials"
                          + (f"; {len(calibration.warnings)} SESOI warning(s), see above" if calibration.warnings else ""))
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        """Two lines: the counts and the store (``str()`` has every line the CLI prints).
+
+        >>> StudyRun("tour", "data/tour.sqlite", planned=36, ok=35, failed=1, wall_s=2.04)
+        StudyRun: study tour, 35 ok of 36 planned (0 skipped, 0 flagged, 1 failed) in 2.0 s
+          store data/tour.sqlite; str(result) for every line, .failures for the failed trials
+        """
+        where = f"store {self.store_path}" if self.recorded else "dry run: nothing recorded"
+        rounds = f", {len(self.rounds)} round(s)" if self.rounds else ""
+        return (f"StudyRun: study {self.study}, {self.ok} ok of {self.planned} planned ({self.skipped} skipped, "
+                f"{self.flagged} flagged, {self.failed} failed{rounds}) in {self.wall_s:.1f} s\n"
+                f"  {where}; str(result) for every line, .failures for the failed trials")
 
     def preview_line(self) -> str:
         """A dry run's last line: what was previewed and that nothing was done (its problems after it)."""

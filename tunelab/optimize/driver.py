@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from tunelab.formatting import fmt_config
 from tunelab.model import Metric, level_value
 from tunelab.optimize.engines import (ENGINES, Candidate, EngineSettings, Refiner, RefineError, get_preset,
                                       make_engine, objectives_of, typed_config)
@@ -68,6 +69,11 @@ class RefineResult:
     preset: str | None
     seed: int
     baseline: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        """Two lines: the winner and the search; where the tables are."""
+        return (f"RefineResult: winner {fmt_config(self.winner)} after {self.evaluations} measurements "
+                f"({self.engine}, seed {self.seed})\n  .estimates (every configuration), .batches, .race, .history")
 
 
 def non_dominated(points: np.ndarray) -> np.ndarray:

@@ -864,6 +864,46 @@ def abba_figure(measurements: pd.DataFrame, metric: str) -> Figure:
     return fig
 
 
+def block_ratios(measurements: pd.DataFrame, table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The paired ratio of each ABBA block as a % change (``100 (mean B / mean A - 1)``, the ratio the
+    confirmation averages on the log scale), then each profile's gain with its 95 % CI from ``table``:
+    columns ``label, pct_change, ci_low, ci_high`` (a block's interval is its own value).
+
+    >>> m = pd.DataFrame({"profile": "p", "block": [0, 0, 0, 0], "arm": list("ABBA"), "qps": [100.0, 110, 112, 100]})
+    >>> t = pd.DataFrame({"profile": ["p"], "metric": ["qps"], "pct_change": [11.0], "ci_low": [9.0],
+    ...                   "ci_high": [13.0]})
+    >>> block_ratios(m, t, "qps").round(6)[["label", "pct_change"]].to_dict("list")
+    {'label': ['block 1', 'gain over 1 blocks (95 % CI)'], 'pct_change': [11.0, 11.0]}
+    """
+    _require(measurements, ["profile", "block", "arm", metric])
+    rows = []
+    profiles = list(dict.fromkeys(measurements["profile"]))
+    for profile in profiles:
+        prefix = f"{profile}: " if len(profiles) > 1 else ""
+        means = measurements[measurements["profile"] == profile].groupby(["block", "arm"])[metric].mean().unstack("arm")
+        for block, row in means.iterrows():
+            pct = 100.0 * (row.get("B", np.nan) / row.get("A", np.nan) - 1.0)
+            rows.append({"label": f"{prefix}block {int(block) + 1}", "pct_change": pct, "ci_low": pct, "ci_high": pct})
+        judged = table[(table["profile"] == profile) & (table["metric"] == metric)]
+        for gain in judged.itertuples():
+            rows.append({"label": f"{prefix}gain over {len(means)} blocks (95 % CI)", "pct_change": gain.pct_change,
+                         "ci_low": gain.ci_low, "ci_high": gain.ci_high})
+    return pd.DataFrame(rows, columns=["label", "pct_change", "ci_low", "ci_high"])
+
+
+def block_ratios_figure(measurements: pd.DataFrame, table: pd.DataFrame, metric: str) -> Figure:
+    """A forest plot of :func:`block_ratios`: each ABBA block's % change of ``metric`` (candidate B against
+    baseline A within the block, so a drift of the machine cancels) and the gain with its 95 % CI, the
+    ±SESOI band from ``table``."""
+    rows = block_ratios(measurements, table, metric)
+    if rows.empty:
+        measured = [c for c in measurements.columns if c not in ("profile", "block", "position", "arm", "key")]
+        raise DataError(f"no ABBA blocks measured {metric!r}; metrics present: {', '.join(measured)}")
+    sesoi = table.loc[table["metric"] == metric, "sesoi_pct"] if "sesoi_pct" in table else pd.Series(dtype=float)
+    return forest_figure(rows, "label", sesoi_pct=float(sesoi.iloc[0]) if sesoi.nunique() == 1 else None,
+                         xlabel=f"% change of {metric}, candidate vs baseline", title="Paired ratio of each ABBA block")
+
+
 def morris_figure(morris: pd.DataFrame, metric: str, sesoi: float | None = None) -> Figure:
     """Morris screening plane: each knob's mu* (mean absolute elementary effect, with its bootstrap
     interval) against sigma (spread: non-linearity or interactions); ``sesoi`` draws the smallest
