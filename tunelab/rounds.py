@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 INTERIM_N_BOOT = 200
 
 
+#: the phases a study's budget counts (its rounds and its A/A calibration; not a later refine or validate)
+STUDY_PHASES = ("screen", "calibrate")
 #: the busy share above which a prediction no longer trusts it (every attempt repeated would be infinite cost)
 MOST_BUSY_SHARE = 0.95
 
@@ -110,11 +112,12 @@ class StudyBudget:
 
 def budget_of(design: Design, store: Store, clock: Callable[[], float] = time.monotonic) -> StudyBudget | None:
     """The :class:`StudyBudget` of a sequential design with ``budget_minutes`` (None otherwise), timed from
-    now; a resumed study starts with the time its recorded attempts took."""
+    now; a resumed study starts with the time its recorded attempts (:data:`STUDY_PHASES`) took."""
     spec = design.sequential
     if spec is None or spec.budget_minutes is None:
         return None
     trials = store.trials()
+    trials = trials[trials["phase"].isin(STUDY_PHASES)]
     started = pd.to_datetime(trials["started_at"], utc=True, errors="coerce")
     ended = pd.to_datetime(trials["ended_at"], utc=True, errors="coerce")
     spent = float((ended - started).dt.total_seconds().fillna(0).sum()) if len(trials) else 0.0
@@ -272,13 +275,13 @@ def _next_round(design: Design, study: StudyRun, number: int, result: Any, budge
     """Why the study stops after round ``number``, or the next round's plan."""
     spec, pending = design.sequential, study.rounds[-1].pending
     more = min(spec.step, spec.max - (spec.min + spec.step * (number - 1)))
+    if budget is not None and budget.refused:          # a round cut short: its look is not the design's
+        return (f"budget_minutes={budget.minutes:g} reached during round {number} ({budget.spent_s() / 60:.1f} min "
+                "spent, every attempt and overhead counted); the rest of the round was not started"), None
     if result is None:
         return f"round {number} left no trials to screen (see the failures above)", None
     if not pending:
         return "every verdict is decided", None
-    if budget is not None and budget.refused:
-        return (f"budget_minutes={budget.minutes:g} reached during round {number} ({budget.spent_s() / 60:.1f} min "
-                "spent, every attempt and overhead counted); the rest of the round was not started"), None
     if more <= 0:
         return (f"the undecided levels reached max={spec.max} replicates; more would decide them "
                 "(raise `max`, or accept `inconclusive`)"), None

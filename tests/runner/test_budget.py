@@ -111,3 +111,33 @@ def test_a_round_that_cannot_finish_is_not_started() -> None:
 def test_a_bad_busy_option_is_one_clear_error() -> None:
     with pytest.raises(TargetError, match="busy_p must be a number between 0 and 1"):
         SimulatorTarget("simple", busy_p=1.5)
+
+
+def test_no_attempt_starts_once_the_budget_is_spent_not_even_a_busy_repeat(tmp_path: Path) -> None:
+    # every measurement busy, max_repeats 2, 2 minutes = 4 attempts of 30 s: the first run takes 3 attempts
+    # (still busy, kept), the second run's first attempt fits, its repeat would not
+    outcome, attempts = run(tmp_path, design_text(budget=", budget_minutes: 2"), busy_p=1.0)
+    assert len(attempts) == 4 and list(attempts["status"]) == ["interrupted", "interrupted", "ok", "ok"]
+    assert "budget_minutes=2 reached during round 1" in outcome.stop_reason
+    assert any("and the time budget is spent, after 0 repeat(s)" in line for line in outcome.repeats)
+    assert outcome.budget_lines[0].startswith("busy machine: 50 % of attempts repeated; at this rate the budget "
+                                              "buys ~2 of the up to 54 trials planned")
+
+
+def test_a_resumed_study_starts_with_the_time_its_recorded_attempts_took(tmp_path: Path) -> None:
+    text = design_text()
+    design = load_design_text(text, source="budget-sim.yaml")
+
+    def attempt(key: str, phase: str, seconds: int, status: str = "ok") -> dict:
+        return {"run_key": key, "phase": phase, "config": "{}", "plan": "{}", "status": status,
+                "reason": None if status == "ok" else "repeated: other processes used 60 % of the machine",
+                "metrics": '{"qps": 1.0}', "started_at": "2026-01-01T10:00:00+00:00",
+                "ended_at": f"2026-01-01T10:00:{seconds:02d}+00:00"}
+
+    with Store.open(tmp_path / "resumed.sqlite", study=design.name, design_hash=design.design_hash,
+                    design_text=text) as store:
+        for record in (attempt("calibrate:0", "calibrate", 20), attempt("screen:0", "screen", 30, "interrupted"),
+                       attempt("screen:0", "screen", 45), attempt("refine:b0:c0:r0", "refine", 50)):
+            store.add_trial_record(record)
+        budget = budget_of(design, store, clock=lambda: 0.0)
+    assert budget.spent_before_s == 20 + 30 + 45          # the study's attempts, busy ones too; not a refine's

@@ -22,6 +22,7 @@ Exit status: 0 when the confirmation says improve or equivalent (or was skipped)
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
                              confirm_blocks=args.confirm_blocks, target=args.target, store=args.store,
                              allow_host_global=args.allow_host_global, allow_design_commands=args.allow_design_commands,
                              testbeds=args.testbeds, scheduler=args.scheduler, warm_start=args.warm_start)
+    if args.warm_start and not outcome.result.warm:
+        print("note: --warm-start found no screen measurement that fits this search (its knobs at their baseline "
+              "or in the searched values, the same load, settings and durations): it started cold", file=sys.stderr)
     print(render.refine_text(outcome))
     render.write_outputs((args.export_sysctl, "--export-sysctl", outcome.sysctl_conf),
                          (args.export_design, "--export-design", outcome.design_fragment),

@@ -315,7 +315,7 @@ def warm_stage(search: _Search, engine: Refiner, warm: Sequence[WarmPoint]) -> N
     for candidate, _new, _keys in groups.values():
         engine.tell(candidate, search.tally.measurements(candidate.config))
     if groups:
-        search.record("search", [_entry(search, c, n, k, "warm") for c, n, k in groups.values()], engine, warm=True)
+        search.record("search", [_entry(search, c, n, k) for c, n, k in groups.values()], engine, warm=True)
 
 
 def warm_count(records: Sequence[Mapping[str, Any]]) -> int:
