@@ -247,6 +247,8 @@ def run_study(design: Design, store: Store, run_plan: PlanRunner, budget: StudyB
         if study.stop_reason:
             break
         study.add(run_plan("screen", plan))
+        if budget is not None:     # across testbeds the runner does not ask the budget: count the round's attempts
+            budget.attempts = max(budget.attempts, study.attempts)
         result = _round(design, store, study, number, plan, result)
         if number == 1:
             _warn_if_busy(design, study, budget, first_round)
