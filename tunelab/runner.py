@@ -778,6 +778,8 @@ def run_design(
     failed unless ``retry_failed``) are skipped, so calling this again resumes an interrupted
     study. Every planned value is validated and host-global knobs are refused (unless allowed
     here or by the design's ``target.allow_host_global``) before the first write.
+    ``may_start()`` (a study's time budget, :class:`tunelab.rounds.StudyBudget`) is asked before every
+    attempt, busy repeats included: once it says no, the run stops and the rest stays to run.
 
     ``plan``, ``load``/``load_settings`` and ``knob_lookup`` default to ``make_plan(design)``,
     the design's load and :func:`tunelab.knobs.get_knob`; pass them to run a custom plan. A
@@ -785,8 +787,6 @@ def run_design(
     (:func:`profile_settings`); the others with ``load_settings``.
     With the design's ``noise.repeat_busy_pct``, a trial during which other processes used more
     of the machine is set aside and its run measured again (:class:`BusyRule`).
-    ``may_start()`` (a study's time budget, :class:`tunelab.rounds.StudyBudget`) is asked before every
-    attempt, busy repeats included: once it says no, the run stops and the rest stays to run.
     A progress bar with ETA goes to stderr when ``progress`` and stderr is a terminal.
 
     Examples
