@@ -55,7 +55,7 @@ from tunelab.optimize.driver import check_engine
 from tunelab.optimize.confirm import EXIT_STATUS
 from tunelab.optimize.export import design_fragment, sysctl_conf
 from tunelab.optimize.validation import ValidateRun, run_validate
-from tunelab.optimize.workflow import run_refinement, setup_from_design
+from tunelab.optimize.workflow import check_warm_start, run_refinement, setup_from_design
 from tunelab.report import build_report
 from tunelab.rounds import StudyRun
 from tunelab.runner import Checkpoint
@@ -328,6 +328,7 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
     parsed = parsed or [Metric(g.name, g.direction) for g in setup.goals]
     spec = {"type": setup.target_type, "options": setup.target_options}
     check_target_spec(spec, allow_commands=allow_design_commands)   # before the store is opened
+    check_warm_start(warm_start)
     path = Path(store) if store is not None else default_store_path(setup.study)
     beds, warnings = None, []
     if testbeds is not None or scheduler is not None:

@@ -155,3 +155,13 @@ def test_a_warm_started_search_resumes_exactly_after_a_crash(tmp_path: Path) -> 
     assert inner.calls == 30 and resumed.warm == whole.warm == len(warm)
     assert resumed.winner == whole.winner and resumed.evaluations == whole.evaluations == 30 + len(warm)
     assert list(resumed.history["key"]) == list(whole.history["key"])
+
+
+def test_a_missing_warm_start_store_is_one_error_before_anything_is_opened(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "refine.sqlite"
+    status = main(["refine", "--target", "simulator", "--budget", "12", "--confirm-blocks", "0", "--store", str(store),
+                   "--warm-start", str(tmp_path / "missing.sqlite")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "--warm-start" in err[0] and "no such store" in err[0], err
+    assert not store.exists()

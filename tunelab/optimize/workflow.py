@@ -217,6 +217,13 @@ def _same_measurement(setup: RefineSetup, provenance: Mapping[str, Any]) -> bool
             and provenance.get("measure_s") == float(setup.measure_s))
 
 
+def check_warm_start(source: bool | str | Path | None) -> None:
+    """DesignError unless ``source`` is no warm start, True (the refinement's own store) or an existing file."""
+    if source and source is not True and not Path(source).is_file():
+        raise DesignError(f"--warm-start {source}: no such store; give the screen's store (data/<study>.sqlite) "
+                          "or --warm-start alone for the refinement's own")
+
+
 def warm_points_from(setup: RefineSetup, store: Store, source: bool | str | Path | None) -> list[WarmPoint]:
     """The warm start's points (:func:`warm_points`) from ``source``: True, the refinement's own store (where
     the screen recorded by default); a path, that screen store (read only); None or False, none."""
@@ -224,9 +231,7 @@ def warm_points_from(setup: RefineSetup, store: Store, source: bool | str | Path
         return []
     if source is True or Path(source).resolve() == Path(store.path).resolve():
         return warm_points(setup, store)
-    if not Path(source).is_file():
-        raise DesignError(f"--warm-start {source}: no such store; give the screen's store (data/<study>.sqlite) "
-                          "or --warm-start alone for the refinement's own")
+    check_warm_start(source)
     screen = Store(Path(source), readonly=True)
     try:
         return warm_points(setup, screen)
