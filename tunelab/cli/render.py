@@ -302,5 +302,8 @@ def lab_up_text(lab: Any) -> str:
               for role, ns in lab.namespaces.items()]
     if lab.disk:
         lines.append(f"  disk    /dev/{lab.disk}")
+    lines.append(f"  dns     {lab.dns_server} serving {lab.zone} on {lab.addresses['server']} port 53")
+    lines.append(f"query it from the client namespace: ip netns exec {lab.namespaces['client']} "
+                 f"dnsperf -s {lab.addresses['server']} -d QUERY_FILE -l 10")
     lines.append(f"remove it with: tunelab lab down --name {lab.name}")
     return "\n".join(lines)

@@ -48,7 +48,7 @@ import time
 import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import psutil
 
@@ -523,6 +523,8 @@ class LabTarget(Target):
 
     name = "lab"
     hosts = ("server", "client")
+    #: a lab rebuilt for restore starts no service and never reads the operator's zone file (it may be gone)
+    restore_options: Mapping[str, Any] = {"services": [], "zone": None, "zone_file": None}
     cannot = {"up_twice": "a lab claims its name once: up() on a live lab raises TargetError (use reset())"}
 
     def __init__(self, name: str | None = None, bottleneck_mbit: float | None = None,
