@@ -71,9 +71,9 @@ def restarts(hosts: OperatorHosts) -> int:
 
 def remove_load_host_dirs(store: Path) -> None:
     """Remove the private query-file directory a killed run left on the load host (this machine's /tmp),
-    named in the store's trials (only tunelab's own ``mktemp`` directories)."""
+    named in the trials' provenance (only tunelab's own ``mktemp`` directories)."""
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
-        texts = [row[0] or "" for row in db.execute("SELECT plan FROM trials")]
+        texts = [row[0] or "" for row in db.execute("SELECT provenance FROM trials")]
     for directory in {m.group(1) for t in texts for m in re.finditer(r'"(/tmp/tunelab-dnsperf\.\w+)/', t)}:
         shutil.rmtree(directory, ignore_errors=True)
 
