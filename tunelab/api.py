@@ -54,7 +54,7 @@ from tunelab.optimize import objectives_of
 from tunelab.optimize.driver import check_engine
 from tunelab.optimize.confirm import EXIT_STATUS
 from tunelab.optimize.export import design_fragment, sysctl_conf
-from tunelab.optimize.validation import ValidateRun, run_validate
+from tunelab.optimize.validation import ValidateRun, flags_request, run_validate
 from tunelab.optimize.workflow import run_refinement, setup_from_design
 from tunelab.report import build_report
 from tunelab.rounds import StudyRun
@@ -389,6 +389,49 @@ def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str
                         allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl)
 
 
+def validate_change(change: PathLike, *, allow_design_commands: bool = False, store: PathLike | None = None,
+                    write_sysctl: PathLike | bool | None = None) -> ValidateRun:
+    """Validate the change a change file describes (``tunelab validate CHANGE.yaml``).
+
+    Parameters
+    ----------
+    change : the change file (:mod:`tunelab.designs.change`: server, load host, load and its profiles, the query
+        file, baseline, candidate, metrics, blocks)
+    allow_design_commands : let the file's ``server.restart`` command run (a knob such as somaxconn needs it);
+        without it a change that needs a restart is refused before anything runs
+    store, write_sysctl : as for :func:`validate` (default store ``data/validate-<name>.sqlite``)
+
+    Returns
+    -------
+    ValidateRun; a bad file is one error line (file, line, key) before anything is built
+    """
+    from tunelab.optimize.validation import validate_change as run_change
+
+    return run_change(change, allow_design_commands=allow_design_commands, store=store, write_sysctl=write_sysctl)
+
+
+def preview_validate(change: PathLike | None = None, *, offline: bool = False, allow_design_commands: bool = False,
+                     store: PathLike | None = None, **flags: Any) -> Any:
+    """What ``validate`` would run, where and as whom, and how long it would take; nothing is applied or run
+    (``tunelab validate CHANGE.yaml --plan``). Every check ``validate`` makes runs first; without ``offline`` the
+    target is reached as ``validate`` reaches it (over ssh: connect and read the knobs' current values).
+    Without ``change``, ``flags`` are :func:`validate`'s parameters (``target``, ``candidate``, ...).
+
+    Returns
+    -------
+    :class:`tunelab.optimize.validate_plan.ValidatePreview` (``text()``, ``to_json()``)
+    """
+    from tunelab.designs.change import load_change
+    from tunelab.optimize.validate_plan import preview_request
+    from tunelab.optimize.validation import request_of_change
+
+    if change is not None:
+        request = request_of_change(load_change(change), allow_commands=allow_design_commands, store=store)
+    else:
+        request = flags_request(flags.pop("target"), flags.pop("candidate"), store=store, **flags)
+    return preview_request(request, offline=offline)
+
+
 # ---- report, export, restore ----------------------------------------------------------------------
 
 
@@ -533,4 +576,4 @@ def restore(studies: Sequence[PathLike] = (), *, all_stores: bool = False, data_
 __all__ = ["ExportResult", "KnobList", "LabDown", "LabStatus", "LabUp", "PlanResult", "RefineRun", "ReportResult",
            "RestoreResult", "RunResult", "ValidateRun", "export", "knob_check", "knob_info", "knob_list", "lab_down",
            "lab_status", "lab_up", "plan", "refine", "report", "restore", "run",
-           "screen", "validate"]
+           "screen", "validate", "validate_change", "preview_validate"]

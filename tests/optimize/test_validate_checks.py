@@ -10,7 +10,8 @@ import pytest
 import tunelab
 from tunelab.errors import KnobError, LoadError, TunelabError
 from tunelab.optimize.confirm import (ValidationError, analyse_blocks, check_durations, overall_verdict,
-                                      trial_failures, validate)
+                                      trial_failures)
+from tunelab.optimize.validation import validate
 from tunelab.model import Metric
 from tunelab.simulator import SimulatorTarget
 
