@@ -3,8 +3,9 @@
 the operator's query file) in network namespaces, tunelab on a third (:mod:`operator_hosts`), everything over
 ssh. Then a validation killed with SIGKILL mid-run, and ``tunelab restore``: production's knobs are as before.
 
-Short on purpose: one profile, 2 blocks (8 trials), 0.5 s warm-up, 2 s measured (dnsperf's first
-per-second line comes at 1 s); about 35 s and 20 s here. The verdict itself is never asserted (noise
+Short on purpose: one profile, 2 blocks (8 trials), 0.5 s warm-up, 2 s measured (dnsperf prints a line
+per second; the one that ends at 2 s is the first wholly after the warm-up; with less, a loaded machine
+leaves trials without one). About 50 s and 35 s here on a loaded machine. The verdict itself is never asserted (noise
 can flip it), only that the run measured and judged (no ``untestable``, a finite CI) and that the
 sysctl.d file exists exactly when the verdict allows it.
 """
@@ -18,15 +19,18 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 import yaml
 from dns_helpers import require_tools
-from operator_hosts import ORIGINAL_SOMAXCONN, SOFTWARE, OperatorHosts, operator_hosts, wait_for
 
 from tunelab.store import Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from operator_hosts import ORIGINAL_SOMAXCONN, SOFTWARE, OperatorHosts, operator_hosts, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.lab
 
@@ -41,7 +45,7 @@ def hosts(tmp_path: Path) -> Iterator[OperatorHosts]:
         yield running
 
 
-def write_change(hosts: OperatorHosts, name: str) -> Path:
+def write_change(hosts: OperatorHosts, name: str, baseline: object = "current") -> Path:
     """CHANGE.yaml in the shape docs/operators.md shows (its query file and candidate beside it)."""
     (hosts.workdir / "candidate.conf").write_text(CANDIDATE)
     change = {
@@ -51,7 +55,7 @@ def write_change(hosts: OperatorHosts, name: str) -> Path:
         "load_host": {"ssh": hosts.load_host, "key": str(hosts.key)},
         "load": {"generator": "dnsperf", "query_file": hosts.query_file.name, "server_address": hosts.server_address,
                  "transport": "udp", "profiles": {"normal": {"rate": 500, "clients": 2}}},
-        "baseline": "current",
+        "baseline": baseline,
         "candidate": "candidate.conf",
         "metrics": ["qps:max:5"],
         "blocks": 2,
@@ -84,7 +88,9 @@ def test_plan_then_validate_through_ssh_restart_included(hosts: OperatorHosts):
 
     plan = hosts.run_tunelab("validate", str(change), "--plan", "--allow-design-commands")
     assert plan.returncode == 0, plan.stderr
-    assert hosts.restart in plan.stdout and hosts.server in plan.stdout and hosts.load_host in plan.stdout
+    server, load_host = (spec.split("@", 1)[1] for spec in (hosts.server, hosts.load_host))
+    assert f"server ({server} over ssh, as root): per trial, after the knobs: {hosts.restart}" in plan.stdout
+    assert f"load host ({load_host} over ssh, as root): per trial: [profile normal] dnsperf" in plan.stdout
     assert hosts.somaxconn() == ORIGINAL_SOMAXCONN and restarts(hosts) == before    # the plan ran nothing
     assert not (hosts.workdir / "data").exists()
 
@@ -106,21 +112,23 @@ def test_plan_then_validate_through_ssh_restart_included(hosts: OperatorHosts):
     sysctl = result["sysctl"]
     assert sysctl["written"] == (result["verdict"] in DEPLOYABLE), sysctl
     if sysctl["written"]:
-        conf, rollback = (Path(sysctl["files"][role]["path"]).read_text() for role in ("conf", "rollback"))
+        conf, rollback = ((hosts.workdir / sysctl["files"][role]["path"]).read_text() for role in ("conf", "rollback"))
         assert "net.core.somaxconn = 4096" in conf and f"net.core.somaxconn = {ORIGINAL_SOMAXCONN}" in rollback
-        assert hosts.load_host in conf and SOFTWARE in conf.lower()
+        assert hosts.load_host in conf and SOFTWARE in conf.lower(), conf
     else:
         assert not list((hosts.workdir / "data").glob("**/*.conf"))
 
 
 def test_validation_killed_mid_run_then_restore_puts_production_back(hosts: OperatorHosts):
-    change = write_change(hosts, "killed")
+    # a baseline that is not production's value: the first trial (A) changes it already, and restore must
+    # go back to the value before the validation, not to the baseline
+    change = write_change(hosts, "killed", baseline={"net.core.somaxconn": 2048})
     store = hosts.workdir / "data" / "validate-killed.sqlite"
     proc = subprocess.Popen(hosts.tunelab("validate", str(change), "--allow-design-commands"), cwd=hosts.workdir,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        # the candidate's somaxconn is live on production (its journal entry is written before the value)
-        wait_for(lambda: proc.poll() is None and hosts.somaxconn() == "4096", 90, "the candidate applied")
+        # a trial's value is live on production (its journal entry is written before the value)
+        wait_for(lambda: proc.poll() is None and hosts.somaxconn() != ORIGINAL_SOMAXCONN, 90, "a trial applied")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
     finally:
@@ -129,7 +137,7 @@ def test_validation_killed_mid_run_then_restore_puts_production_back(hosts: Oper
             proc.wait(10)
     try:
         assert proc.returncode == -signal.SIGKILL
-        assert hosts.somaxconn() == "4096"                      # the kill left production changed
+        assert hosts.somaxconn() in ("2048", "4096")            # the kill left production changed
         with Store(store, readonly=True) as journal:
             assert [e.knob_name for e in journal.unrestored()] == ["net.core.somaxconn"]
 
