@@ -78,3 +78,16 @@ def test_cli_lab_up_zone_file_without_zone_is_one_error_before_anything(capsys, 
     status, out, err = cli(capsys, "up", "--name", "nozone", "--zone-file", str(zone_file))
     assert status == 2 and "--zone and --zone-file go together" in err and len(err.strip().splitlines()) == 1
     assert not state_path("nozone").exists()
+
+
+def test_a_labs_description_names_its_dns_server_for_the_sysctl_provenance():
+    require_tools("unbound", hint="apt-get install unbound")
+    from tunelab.loads import get_load
+    from tunelab.optimize.deploy import dns_software
+    from tunelab.targets.lab import LabTarget
+
+    banner = subprocess.run(["unbound", "-V"], capture_output=True, text=True, check=False).stdout
+    version = banner.splitlines()[0].split()[-1]                     # "Version 1.17.1"
+    description = LabTarget(dns_server="unbound", services=()).describe()     # nothing is built
+    assert description["dns_server"] == {"software": "unbound", "version": version}
+    assert dns_software(description, get_load("dnsperf")()) == f"unbound {version}"     # not the nsd installed beside it

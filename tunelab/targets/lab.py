@@ -59,7 +59,7 @@ from tunelab.signals import teardown_on_sigterm
 from tunelab.targets import dns_servers, netns
 from tunelab.targets import services as svc
 from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
-from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local
+from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local, parse_version
 from tunelab.targets.local import read_file, write_file
 from tunelab.targets.process import check_argv, process_alive, run_argv
 
@@ -885,7 +885,11 @@ class LabTarget(Target):
             self.start_service(name)
 
     def describe(self) -> dict[str, Any]:
+        """This machine's description, the lab's, and ``dns_server``: the software the ``dns`` service runs
+        and its version (what a sysctl.d file's provenance names)."""
         info = describe_local()
+        version = dns_servers.server_version(self.dns_server.name)
+        info["dns_server"] = {"software": self.dns_server.name, "version": parse_version(version) or version}
         info.update({"target": "lab", "lab": {
             "name": self.lab_name, "namespaces": dict(self.namespaces), "addresses": dict(self.addresses),
             "link": LINK, "disk": self.state.disk_device if self.state else None, **self._options(),
