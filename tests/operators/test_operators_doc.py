@@ -8,22 +8,14 @@ import re
 from pathlib import Path
 
 import pytest
+from dns_helpers import ZONE as DNS_ZONE
 from dns_helpers import require_tools
 
 from tunelab.cli import main
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
-#: a zone for the names of the page's query file (the page loads the operator's own)
-ZONE = """$ORIGIN example.org.
-$TTL 300
-@ IN SOA ns1 hostmaster 2026112601 3600 600 86400 60
-@ IN NS ns1
-@ IN MX 10 mail
-ns1 IN A 192.0.2.1
-www IN A 192.0.2.10
-mail IN A 192.0.2.25
-_sip._udp IN SRV 0 0 5060 www
-"""
+#: a zone for the page's example.org. (the page loads the operator's own)
+ZONE = DNS_ZONE.replace("example.net.", "example.org.")
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
