@@ -9,7 +9,8 @@ namespaces joined by veth links:
 - ``router`` (the operator's workstation): ``tunelab`` itself runs there (``ip netns exec``), and reaches
   both machines through ssh only.
 
-Everything (sshds, the DNS server, namespaces) is removed on exit, pass or fail.
+Everything (sshds, the DNS server, namespaces, the query file's copies on the load host) is removed on exit,
+pass or fail.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 import psutil
-from dns_helpers import ORIGIN, ZONE, operator_files
+from dns_helpers import ORIGIN, QUERIES, ZONE, operator_files
 
 from tunelab.targets import dns_servers, netns
 from tunelab.targets.lab import LabTarget
@@ -136,9 +137,26 @@ def operator_hosts(tmp_path: Path) -> Iterator[OperatorHosts]:
         started = subprocess.run(netns.exec_argv(lab.namespace("server"), [str(script)]), capture_output=True,
                                  text=True, timeout=30, check=False)
         assert started.returncode == 0, started.stderr
-        zone_file, query_file = operator_files(tmp_path)
-        yield OperatorHosts(lab, f"root@{lab.address('server')}:{PORT}", f"root@{lab.address('client')}:{PORT}",
-                            lab.address("server"), key, known_hosts, str(script), zone_file, query_file, tmp_path)
+        # the query file's last line names this run: its copies on the load host are found by it (remove_copies)
+        zone_file, query_file = operator_files(tmp_path, queries=f"{QUERIES}; {workdir.name}\n")
+        hosts = OperatorHosts(lab, f"root@{lab.address('server')}:{PORT}", f"root@{lab.address('client')}:{PORT}",
+                              lab.address("server"), key, known_hosts, str(script), zone_file, query_file, tmp_path)
+        stack.callback(remove_copies, hosts)
+        yield hosts
+
+
+def remove_copies(hosts: OperatorHosts) -> None:
+    """Remove the private directories holding this run's query file on the load host (this machine's /tmp):
+    what a killed validation could not clean up. Only tunelab's ``mktemp`` directories whose ``queries`` is
+    this run's file (its last line names the run) are touched."""
+    text = hosts.query_file.read_text()
+    for copy in Path(tempfile.gettempdir()).glob("tunelab-dnsperf.*/queries"):
+        try:
+            same = copy.read_text() == text
+        except OSError:
+            continue
+        if same:
+            shutil.rmtree(copy.parent, ignore_errors=True)
 
 
 def wait_for(predicate, timeout_s: float, what: str) -> None:

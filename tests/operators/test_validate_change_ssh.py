@@ -5,7 +5,7 @@ ssh. Then a validation killed with SIGKILL mid-run, and ``tunelab restore``: pro
 
 Short on purpose: one profile, 2 blocks (8 trials), 0.5 s warm-up, 2 s measured (dnsperf prints a line
 per second; the one that ends at 2 s is the first wholly after the warm-up; with less, a loaded machine
-leaves trials without one). About 50 s and 35 s here on a loaded machine. The verdict itself is never asserted (noise
+leaves trials without one). About 65 s and 20 s here, with the machine shared (load average 10). The verdict itself is never asserted (noise
 can flip it), only that the run measured and judged (no ``untestable``, a finite CI) and that the
 sysctl.d file exists exactly when the verdict allows it.
 """
@@ -14,10 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
-import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -73,15 +70,6 @@ def restarts(hosts: OperatorHosts) -> int:
     return len(log.read_text().splitlines()) if log.exists() else 0
 
 
-def remove_load_host_dirs(store: Path) -> None:
-    """Remove the private query-file directory a killed run left on the load host (this machine's /tmp),
-    named in the trials' provenance (only tunelab's own ``mktemp`` directories)."""
-    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
-        texts = [row[0] or "" for row in db.execute("SELECT provenance FROM trials")]
-    for directory in {m.group(1) for t in texts for m in re.finditer(r'"(/tmp/tunelab-dnsperf\.\w+)/', t)}:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
 def test_plan_then_validate_through_ssh_restart_included(hosts: OperatorHosts):
     change = write_change(hosts, "e2e")
     before = restarts(hosts)
@@ -135,17 +123,14 @@ def test_validation_killed_mid_run_then_restore_puts_production_back(hosts: Oper
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-    try:
-        assert proc.returncode == -signal.SIGKILL
-        assert hosts.somaxconn() in ("2048", "4096")            # the kill left production changed
-        with Store(store, readonly=True) as journal:
-            assert [e.knob_name for e in journal.unrestored()] == ["net.core.somaxconn"]
+    assert proc.returncode == -signal.SIGKILL
+    assert hosts.somaxconn() in ("2048", "4096")            # the kill left production changed
+    with Store(store, readonly=True) as journal:
+        assert [e.knob_name for e in journal.unrestored()] == ["net.core.somaxconn"]
 
-        restore = hosts.run_tunelab("restore", str(store), timeout_s=60)
-        assert restore.returncode == 0, (restore.stdout, restore.stderr)
-        assert "restored: net.core.somaxconn" in restore.stdout
-        assert hosts.somaxconn() == ORIGINAL_SOMAXCONN
-        with Store(store, readonly=True) as journal:
-            assert journal.unrestored() == []
-    finally:
-        remove_load_host_dirs(store)
+    restore = hosts.run_tunelab("restore", str(store), timeout_s=60)
+    assert restore.returncode == 0, (restore.stdout, restore.stderr)
+    assert "restored: net.core.somaxconn" in restore.stdout
+    assert hosts.somaxconn() == ORIGINAL_SOMAXCONN
+    with Store(store, readonly=True) as journal:
+        assert journal.unrestored() == []
