@@ -5,9 +5,9 @@ ssh. Then a validation killed with SIGKILL mid-run, and ``tunelab restore``: pro
 
 Short on purpose: one profile, 2 blocks (8 trials), 0.5 s warm-up, 2 s measured (dnsperf prints a line
 per second; the one that ends at 2 s is the first wholly after the warm-up; with less, a loaded machine
-leaves trials without one). About 65 s and 20 s here, with the machine shared (load average 10). The verdict itself is never asserted (noise
-can flip it), only that the run measured and judged (no ``untestable``, a finite CI) and that the
-sysctl.d file exists exactly when the verdict allows it.
+leaves trials without one). About 65 s and 20 s here, with the machine shared (load average 10). The
+verdict itself is never asserted (noise can flip it), only that the run measured and judged (no
+``untestable``, a finite CI) and that the sysctl.d file exists exactly when the verdict allows it.
 """
 from __future__ import annotations
 
