@@ -328,8 +328,9 @@ def _config(ctx: ChangeContext, raw: Any, key: str, base: Path) -> dict[str, Any
     if key == "baseline" and raw in (None, "current"):
         return "current"
     if isinstance(raw, str):
+        file = Path(ctx.file(raw, path, base, f"{key} file"))
         try:
-            config = read_config_file(Path(ctx.file(raw, path, base, f"{key} file")))
+            config = read_config_file(file)
         except TunelabError as exc:
             raise ctx.error(path, str(exc)) from None
     else:

@@ -214,45 +214,61 @@ def overall_verdict(verdicts: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class TrialFailures:
-    """How many of a comparison's trials failed, out of how many, and the first failure's reason."""
+    """How many of a comparison's trials failed (and were flagged: usable but suspicious), out of how many, and
+    the first one's reason."""
 
     trials: int
     failed: int
     first_reason: str | None = None
+    flagged: int = 0
+    first_flag: str | None = None
 
     @property
     def all_failed(self) -> bool:
         return self.trials > 0 and self.failed == self.trials
 
     def line(self) -> str | None:
-        """One line for the terminal (``None`` when no trial failed).
+        """One line for the terminal (``None`` when no trial failed or was flagged).
 
         >>> TrialFailures(8, 8, "dnsperf exited with status 1: bad option").line()
         'all 8 trials failed; first failure: dnsperf exited with status 1: bad option'
         >>> TrialFailures(8, 3, "timeout").line(), TrialFailures(8, 0).line()
         ('3 of 8 trials failed; first failure: timeout', None)
+        >>> TrialFailures(8, 0, None, 5, "achieved 0 qps, below 50% of the requested 500 qps").line()
+        '5 of 8 trials flagged; first: achieved 0 qps, below 50% of the requested 500 qps'
         """
-        if not self.failed:
-            return None
-        how = f"all {self.trials} trials failed" if self.all_failed else f"{self.failed} of {self.trials} trials failed"
-        return f"{how}; first failure: {self.first_reason or 'no reason was recorded'}"
+        parts = []
+        if self.failed:
+            how = f"all {self.trials} trials failed" if self.all_failed else \
+                f"{self.failed} of {self.trials} trials failed"
+            parts.append(f"{how}; first failure: {self.first_reason or 'no reason was recorded'}")
+        if self.flagged:
+            parts.append(f"{self.flagged} of {self.trials} trials flagged; first: "
+                         f"{self.first_flag or 'no reason was recorded'}")
+        return "; ".join(parts) or None
 
     def to_json(self) -> dict[str, Any]:
-        return {"trials": self.trials, "failed": self.failed, "first_reason": self.first_reason}
+        return {"trials": self.trials, "failed": self.failed, "first_reason": self.first_reason,
+                "flagged": self.flagged, "first_flag": self.first_flag}
+
+
+def first_reason(rows: pd.DataFrame) -> str | None:
+    """The first row's ``reason`` on one line (None when there is none)."""
+    if not len(rows):
+        return None
+    first = rows.iloc[0]["reason"]
+    return " ".join(str(first).split()) if first is not None and not pd.isna(first) else None
 
 
 def trial_failures(store: Store, run_keys: Sequence[str], phase: str | None = None) -> TrialFailures:
-    """The failed trials among ``run_keys`` (of ``phase``, default all) in ``store`` (a key's last record
-    counts) and the first one's reason."""
+    """The failed and flagged trials among ``run_keys`` (of ``phase``, default all) in ``store`` (a key's last
+    record counts) and the first reason of each."""
     wanted = list(dict.fromkeys(run_keys))
     trials = store.trials(phase)
     last = trials[trials["run_key"].isin(wanted)].drop_duplicates("run_key", keep="last")
     failed = last[last["status"] == TrialStatus.FAILED.value]
-    reason = None
-    if len(failed):
-        first = failed.iloc[0]["reason"]
-        reason = " ".join(str(first).split()) if first is not None and not pd.isna(first) else None
-    return TrialFailures(len(wanted), len(failed), reason)
+    flagged = last[last["status"] == TrialStatus.FLAGGED.value]
+    return TrialFailures(len(wanted), len(failed), first_reason(failed), len(flagged), first_reason(flagged))
 
 
 @dataclass
