@@ -29,14 +29,17 @@ from tunelab.designs.change import BlockRule
 from tunelab.model import Metric
 from tunelab.optimize.confirm import (ConfirmResult, Evaluator, analyse_blocks, goals_of, measure_blocks,
                                       overall_verdict)
-from tunelab.stats.sequential import look_alphas
 
+# tunelab.stats (scipy, statsmodels, pingouin) is imported where the looks are computed, so importing this
+# module (as tunelab.api does) stays cheap, as in tunelab.optimize.confirm.
 #: verdicts that end a metric's looks
 DECIDED = ("improve", "regress", "equivalent")
 
 
 def block_looks(rule: BlockRule, alpha: float = 0.05) -> list[tuple[int, float]]:
     """``(blocks, nominal alpha)`` of every look of ``rule``."""
+    from tunelab.stats.sequential import look_alphas
+
     counts = rule.looks()
     return list(zip(counts, look_alphas([n / rule.max for n in counts], alpha, rule.spending)))
 
