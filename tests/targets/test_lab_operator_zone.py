@@ -60,6 +60,8 @@ def test_cli_lab_up_serves_the_operators_zone_to_the_printed_dnsperf_command(lab
                                "--zone-file", str(zone_file))
         assert status == 0, err
         assert f"knot serving {ORIGIN}" in out
+        status, listing, _ = cli(capsys, "status")
+        assert f"  dns     knot serving {ORIGIN}" in listing.split(f"{name}:", 1)[1]
         printed = next(line for line in out.splitlines() if line.startswith("query it from the client namespace: "))
         argv = shlex.split(printed.split(": ", 1)[1].replace("QUERY_FILE", str(query_file)).replace("-l 10", "-l 1"))
         zone_file.unlink()              # the lab serves its own copy

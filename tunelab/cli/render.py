@@ -290,6 +290,8 @@ def lab_status_text(status: dict[str, Any]) -> str:
                   for name, svc in lab["services"].items()]
         if lab["disk"]:
             lines.append(f"  disk    {lab['disk']}")
+        if lab["options"].get("dns_server"):
+            lines.append(f"  dns     {lab['options']['dns_server']} serving {lab['options'].get('zone')}")
     if status["orphan_namespaces"]:
         lines.append("namespaces without a lab: " + ", ".join(status["orphan_namespaces"]))
     return "\n".join(lines)
