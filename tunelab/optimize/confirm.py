@@ -44,6 +44,7 @@ import pandas as pd
 
 from tunelab.designs.change import BlockRule
 from tunelab.errors import TunelabError
+from tunelab.formatting import fmt_ci, fmt_pct
 from tunelab.loads import Load
 from tunelab.model import Metric, ParseError, TrialStatus, level_text
 from tunelab.optimize.evaluators import Evaluator
@@ -296,6 +297,20 @@ class ConfirmResult:
         row = self.table.iloc[0] if metric is None else self.table[self.table["metric"] == metric].iloc[0]
         # (objective rows come first, so the default is the first objective)
         return {k: float(row[k]) for k in ("pct_change", "ci_low", "ci_high")}
+
+    def gain_text(self) -> str:
+        """The first row's change with its CI: ``'qps +12.4 % [95 % CI +7.1 % to +18.0 %] (overload)'``."""
+        if self.table.empty:
+            return "nothing was judged"
+        row = self.table.iloc[0]
+        change = (f"untestable ({row.get('reason') or 'no usable blocks'})" if row["verdict"] == "untestable" else
+                  f"{fmt_pct(row['pct_change'])} {fmt_ci(row['ci_low'], row['ci_high'], row['pct_change'])}")
+        return f"{row['metric']} {change} ({row['profile']})"
+
+    def __repr__(self) -> str:
+        """Two lines: the verdict with the first metric's change, and where the rest is."""
+        return (f"ConfirmResult: {self.verdict.upper()}; {self.gain_text()}\n"
+                "  .summary() for every metric, .table, .measurements (one row per measurement)")
 
     def summary(self) -> str:
         """The verdict, the failed trials (if any) and one line per (profile, metric); never ``nan``."""

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from tunelab.designs.change import BlockRule, ChangeFile, load_change
+from tunelab.display import Displayed
 from tunelab.errors import DesignError, SafetyError, TargetError, TunelabError
 from tunelab.loads import Load, get_load
 from tunelab.model import Metric, json_value, level_to_json
@@ -51,10 +52,12 @@ class CommandsNotAllowed(SafetyError):
 
 
 @dataclass
-class ValidateRun:
+class ValidateRun(Displayed):
     """What :func:`tunelab.validate` found: the confirmation (``verdict``, ``table``, ``baseline``,
     ``candidate``, ``failures``), the sysctl.d files written (``sysctl``) or why none were (``sysctl_note``),
-    and where and how it was measured (``provenance``)."""
+    and where and how it was measured (``provenance``).
+    In a notebook it shows the verdict, each metric's change with its CI and the blocks needed
+    (:mod:`tunelab.report.reprs`); ``plot()`` draws the paired ratio of each ABBA block."""
 
     target_type: str
     store_path: Path
@@ -81,6 +84,14 @@ class ValidateRun:
 
     def summary(self) -> str:
         return self.confirmation.summary()
+
+    def __repr__(self) -> str:
+        """Three lines: the verdict with the first metric's change and CI, the sysctl.d file, where the rest is."""
+        synthetic = " (SYNTHETIC)" if self.synthetic else ""
+        files = f"sysctl.d file {self.sysctl.paths['conf']}" if self.sysctl is not None else str(self.sysctl_note)
+        return (f"ValidateRun: {self.verdict.upper()} on {self.target_type}{synthetic}; "
+                f"{self.confirmation.gain_text()}\n  {files}\n"
+                "  .summary() for every metric, .confirmation.table for the table, .plot() for the ratio per block")
 
     def to_json(self) -> dict[str, Any]:
         """The verdict, both configurations, the table, the failed trials, the sysctl.d files and the provenance
