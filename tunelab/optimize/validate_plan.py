@@ -173,7 +173,7 @@ def preview_request(request: ValidateRequest, offline: bool = False) -> Validate
             address = live.address("server")
     options = checked.spec.get("options") or {}
     if address is None:
-        address = parse_spec(options["server"])[1] if options.get("server") else "<the server's address>"
+        address = parse_spec(options["server"])[1] if options.get("server") else "SERVER_ADDRESS"
     settings = plan.profiles if plan is not None else (dict(checked.profiles) if isinstance(checked.profiles, Mapping)
                                                        else {name: {} for name in checked.profiles})
     preview = assemble(checked, plan, load, settings, address, warmup_s, measure_s, online=not offline,
@@ -201,6 +201,9 @@ def assemble(checked: CheckedRequest, plan: ValidationPlan | None, load: Load | 
         why = f"runs because {ALLOW_FLAG} was given" if allowed else \
             f"NOT allowed yet: validate refuses to start without {ALLOW_FLAG}"
         commands.append(("server", f"per trial, after the knobs: {shlex.join(argv)} (restarts {service}; {why})"))
+    if checked.restarts and not restart:
+        commands.append(("server", f"per trial, after the knobs: the target restarts its "
+                                   f"{getattr(load, 'service', None) or ''} service itself (no command of yours)"))
     commands += [(role, f"per trial: {text}") for role, text in trial]
     commands.append(("server", "per trial: put every knob back to the value read before it"))
     if request.software and version_argv(request.software):
