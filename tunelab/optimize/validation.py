@@ -20,7 +20,7 @@ import contextlib
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -324,7 +324,8 @@ def run_validation(plan: ValidationPlan, target: Target, load: Load, store: Stor
     evaluators = {profile: RunnerEvaluator(target, load, plan.specs, store, phase=phase, warmup_s=plan.warmup_s,
                                            measure_s=plan.measure_s, load_settings=settings,
                                            allow_host_global=allow_host_global,
-                                           provenance={"validate_profile": profile})
+                                           provenance={"validate_profile": profile,
+                                                       "validate_blocks": asdict(plan.blocks)})
                   for profile, settings in plan.profiles.items()}
     result = confirm_in_rounds(evaluators, plan.baseline, plan.candidate, plan.goals, plan.blocks, alpha=alpha,
                                key_prefix=lambda profile: f"{profile}:{digest}:")
