@@ -68,6 +68,15 @@ def test_a_load_host_runs_the_load_and_both_keys_are_offered(tmp_path: Path) -> 
     assert options["client"] == "tester@192.0.2.20:2200" and "service_commands" not in options
     assert options["connect_kwargs"] == {"key_filename": [str((tmp_path / name).resolve())
                                                           for name in ("id_test", "id_load")]}
+    assert "client_known_hosts" not in options          # the same file as the server's
+
+
+def test_a_load_host_may_trust_its_own_known_hosts_file(tmp_path: Path) -> None:
+    (tmp_path / "load_known_hosts").write_text("")
+    content = put(good(tmp_path), {"ssh": "tester@192.0.2.20", "known_hosts": "load_known_hosts"}, "load_host")
+    options = load_change(write(tmp_path, content)).target_spec()["options"]
+    assert options["known_hosts"] == str((tmp_path / "known_hosts").resolve())
+    assert options["client_known_hosts"] == str((tmp_path / "load_known_hosts").resolve())
 
 
 def drop(mapping: dict, *path: str) -> dict:
@@ -129,9 +138,8 @@ BAD = {
                                        "candidate.conf:2", "'somaxconn 4096' is not 'name = value'"),
     "query file line": (lambda c, t: (t / "queries.txt").write_text("www.example.org. A\nexample.org BOGUS\n") and c,
                         "load.query_file", "queries.txt, line 2: type 'BOGUS' is not a DNS RR type"),
-    "two known_hosts files": (lambda c, t: (t / "other_known").write_text("") * 0 or put(
-        c, {"ssh": "tester@192.0.2.20", "known_hosts": "other_known"}, "load_host"), "load_host.known_hosts",
-        "the server and the load host share one known_hosts file"),
+    "missing load host known_hosts": (lambda c, t: put(c, {"ssh": "tester@192.0.2.20", "known_hosts": "nope"},
+                                                       "load_host"), "load_host.known_hosts", "nope' does not exist"),
     "server and target": (lambda c, t: put(c, {"type": "lab"}, "target"), "target",
                           "give either server (and load_host), or target, not both"),
     "malformed YAML": (lambda c, t: "name: x\nserver: [\n", "change.yaml:", "malformed YAML"),

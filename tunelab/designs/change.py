@@ -252,18 +252,16 @@ def _target(ctx: ChangeContext, data: Mapping[str, Any], base: Path) -> dict[str
         raise ctx.error((), "`server` is required (ssh: user@host[:port]), or `target` to try the change elsewhere")
     server = _ssh_host(ctx, data["server"], ("server",), SERVER_KEYS, base)
     host = _ssh_host(ctx, data["load_host"], ("load_host",), LOAD_HOST_KEYS, base) if data.get("load_host") else None
-    known = {h["known_hosts"] for h in (server, host) if h and h["known_hosts"]}
-    if len(known) > 1:
-        raise ctx.error(("load_host", "known_hosts"), "the server and the load host share one known_hosts file; "
-                        "put both host keys in one file and name it in both (or only in server)")
     keys = [h["key"] for h in (server, host) if h and h["key"]]
     options: dict[str, Any] = {"server": server["ssh"]}
     if host:
         options["client"] = host["ssh"]
     if keys:
         options["connect_kwargs"] = {"key_filename": keys[0] if len(keys) == 1 else keys}
-    if known:
-        options["known_hosts"] = known.pop()
+    if server["known_hosts"]:
+        options["known_hosts"] = server["known_hosts"]
+    if host and host["known_hosts"] and host["known_hosts"] != server["known_hosts"]:
+        options["client_known_hosts"] = host["known_hosts"]      # the load host's own trusted keys
     software = server.get("software")
     return {"target_type": "ssh", "target_options": options, "restart": _restart(ctx, server.get("restart")),
             "software": None if software is None else ctx.string(software, ("server", "software")),

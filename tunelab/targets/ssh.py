@@ -72,6 +72,8 @@ class SshTarget(ServiceCommandsMixin, Target):
         Passed to ``paramiko.SSHClient.connect`` (e.g. ``key_filename``, ``password``).
     known_hosts : str, optional
         known_hosts file to trust (default: the user's ``~/.ssh/known_hosts``).
+    client_known_hosts : str, optional
+        known_hosts file for the client host only (default: ``known_hosts``), e.g. a load host's own.
     service_commands : mapping, optional
         Service name -> argv that (re)starts it on the server, e.g. ``["systemctl", "restart", "nsd"]``.
     connect_socket : callable, optional
@@ -92,7 +94,8 @@ class SshTarget(ServiceCommandsMixin, Target):
     def __init__(self, server: str, client: str | None = None, connect_kwargs: Mapping[str, Any] | None = None,
                  known_hosts: str | None = None, service_commands: Mapping[str, Sequence[str]] | None = None,
                  connect_socket: Callable[[str, int], socket.socket] | None = None,
-                 connect_timeout_s: float = 10.0, server_cgroup: str | None = None) -> None:
+                 connect_timeout_s: float = 10.0, server_cgroup: str | None = None,
+                 client_known_hosts: str | None = None) -> None:
         self.validate_options({"server": server, "client": client, "connect_kwargs": connect_kwargs,
                                "server_cgroup": server_cgroup})
         self.server_cgroup = server_cgroup
@@ -101,9 +104,13 @@ class SshTarget(ServiceCommandsMixin, Target):
             self.specs["client"] = parse_spec(client)
         self.connect_kwargs = dict(connect_kwargs or {})
         self.known_hosts = os.path.expanduser(known_hosts) if known_hosts else None
-        if self.known_hosts and not os.path.isfile(self.known_hosts):
-            raise TargetError(f"known_hosts file {self.known_hosts!r} does not exist; create it with "
-                              f"`ssh-keyscan -p PORT HOST >> {self.known_hosts}` after checking the fingerprint")
+        client_known = os.path.expanduser(client_known_hosts) if client_known_hosts else None
+        for path in (self.known_hosts, client_known):
+            if path and not os.path.isfile(path):
+                raise TargetError(f"known_hosts file {path!r} does not exist; create it with "
+                                  f"`ssh-keyscan -p PORT HOST >> {path}` after checking the fingerprint")
+        #: the known_hosts file each host's key is checked against (None: the user's own)
+        self.known_hosts_of = {"server": self.known_hosts, "client": client_known or self.known_hosts}
         self._configure_services(service_commands)
         self.connect_socket = connect_socket
         self.connect_timeout_s = connect_timeout_s
@@ -152,13 +159,14 @@ class SshTarget(ServiceCommandsMixin, Target):
                           connect_timeout=int(self.connect_timeout_s))
         conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
-            if self.known_hosts:
-                conn.client.load_host_keys(self.known_hosts)
+            if self.known_hosts_of[host]:
+                conn.client.load_host_keys(self.known_hosts_of[host])
             else:
                 conn.client.load_system_host_keys()
         except (OSError, paramiko.SSHException) as exc:
-            raise TargetError(f"could not read known_hosts {self.known_hosts or '~/.ssh/known_hosts'}: {exc}") from None
-        known = self.known_hosts or "~/.ssh/known_hosts"
+            raise TargetError(f"could not read known_hosts {self.known_hosts_of[host] or '~/.ssh/known_hosts'}: "
+                              f"{exc}") from None
+        known = self.known_hosts_of[host] or "~/.ssh/known_hosts"
         try:
             conn.open()
         except paramiko.BadHostKeyException as exc:
