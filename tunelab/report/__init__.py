@@ -10,7 +10,8 @@ Figure out), :mod:`~tunelab.report.wording` (plain-words summary, methods sectio
 :mod:`~tunelab.report.rendering` (HTML from the Jinja2 templates in ``templates/``, autoescaped),
 :mod:`~tunelab.report.methods` (the names the notebooks call as ``methods.*``),
 :mod:`~tunelab.report.refinement` (refine/confirm/validate trials read back),
-:mod:`~tunelab.report.build` (papermill, nbconvert, index page). Numbers are formatted by
+:mod:`~tunelab.report.build` (papermill, nbconvert, index page), :mod:`~tunelab.report.kernel` (the kernel
+manager: shutdown without SIGINT). Numbers are formatted by
 :mod:`tunelab.formatting`.
 """
 from tunelab.report.build import (COMMON_PARAMETERS, NOTEBOOKS, build_report, check_parameters, declared_parameters,

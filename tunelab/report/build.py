@@ -134,11 +134,13 @@ def _execute(notebook: Path, output: Path, parameters: Mapping[str, Any], cwd: s
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
+    from tunelab.report.kernel import QuietShutdownKernelManager
+
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
         papermill.execute_notebook(str(notebook), str(output), parameters=dict(parameters), kernel_name=kernel,
                                    cwd=str(cwd) if cwd else None, progress_bar=False, log_output=False,
-                                   execution_timeout=int(timeout_s))
+                                   execution_timeout=int(timeout_s), kernel_manager_class=QuietShutdownKernelManager)
     except PapermillExecutionError as exc:
         raise ReportError(f"{notebook.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}; "
                           f"the executed notebook with the traceback is {output}") from None
