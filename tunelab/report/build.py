@@ -208,6 +208,8 @@ class NotebookRun:
 
 def applicable(study: Study, name: str) -> str | None:
     """Why notebook ``name`` does not apply to ``study`` (``None`` when it does)."""
+    if name in ("01_screen", "02_posthoc") and not study.has_phase("screen"):
+        return "no screen trials in this store; run `tunelab run DESIGN` to screen the knobs"
     if name == "03_refine" and not study.has_phase("refine"):
         return ("no refine trials in this store; run `tunelab refine DESIGN --knobs screened` to search the knobs "
                 "that matter")
@@ -270,7 +272,8 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
     Raises
     ------
     ReportError
-        No screen trials, an unknown parameter or notebook, or a notebook that failed.
+        No usable trials, screen trials without a design, an unknown parameter or notebook, or a notebook
+        that failed.
     """
     selected = _select(notebooks)
     paths = {name: notebook_path(name, notebooks_dir) for name in selected}
@@ -278,8 +281,9 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
     extra = dict(parameters or {})
     _check_extra(declared, extra)
     study = load_study(store_path, data_dir, include_flagged=include_flagged)
-    inputs, result = screen_study(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct,
-                                  n_boot=n_boot)
+    _check_reportable(study)
+    screened = (screen_study(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct,
+                             n_boot=n_boot) if study.has_phase("screen") else None)
     out = (Path(out_dir) if out_dir is not None else default_report_dir(study.path)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     common = {"study": str(study.path.resolve()), "data_dir": str(Path(data_dir).resolve()), "metric": metric,
@@ -297,11 +301,20 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
             continue
         html = render_html(executed[name], out / f"{name}.html", show_code=show_code, title=f"{study.name}: {name}")
         runs.append(NotebookRun(name, NOTEBOOKS[name], html=html, ipynb=executed[name]))
-    (out / "screen.json").write_text(json.dumps(result.to_json(), indent=1, allow_nan=False, ensure_ascii=False) + "\n",
-                                     encoding="utf-8")
+    if screened is not None:
+        (out / "screen.json").write_text(json.dumps(screened[1].to_json(), indent=1, allow_nan=False,
+                                                    ensure_ascii=False) + "\n", encoding="utf-8")
     index = out / "index.html"
-    index.write_text(index_html(study, inputs, result, runs, n_boot=n_boot), encoding="utf-8")
+    index.write_text(index_html(study, *(screened or (None, None)), runs, n_boot=n_boot), encoding="utf-8")
     return index
+
+
+def _check_reportable(study: Study) -> None:
+    """ReportError unless some notebook applies to the study (usable screen, refine, confirm or validate trials)."""
+    if all(applicable(study, name) for name in NOTEBOOKS):
+        raise ReportError(f"the store {study.path} has no usable screen, refine, confirm or validate trials (it holds "
+                          f"{_holdings(study) or 'no trials at all'}); run `tunelab run DESIGN` (or `tunelab refine`, "
+                          "`tunelab validate`) for this study first")
 
 
 def default_report_dir(store: Path, reports: str | os.PathLike[str] = "reports") -> Path:
@@ -388,25 +401,35 @@ def _key_figures_html(result: ScreenResult, inputs: StudyInputs, band: float | N
                      f"{name} of every run per knob level (box: quartiles); orange: the baseline level.")])
 
 
-def index_html(study: Study, inputs: StudyInputs, result: ScreenResult, runs: Sequence[NotebookRun],
+def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | None, runs: Sequence[NotebookRun],
                n_boot: int | None = None) -> str:
     """The report's index page (``report_index.html.j2``): summary, verdict table, key figures, notebooks,
-    methods (self-contained)."""
+    methods (self-contained). Without a screen (``inputs``, ``result`` None: a store of refine or validate
+    trials only) it says what the store holds and links the notebooks."""
     from markupsafe import Markup
 
     from tunelab.report.rendering import markdown_to_html, render, verdicts_html
     from tunelab.report.wording import methods_markdown, summary_markdown
 
+    description = study.design.description.strip() if study.design is not None and study.design.description else ""
+    page = {"title": f"tunelab report: {study.name}", "study_name": study.name, "store": str(study.path),
+            "written": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "description": description,
+            "runs": list(runs)}
+    if inputs is None or result is None:
+        return str(render("report_index.html.j2", **page, screened=False, holdings=_holdings(study)))
     focus = inputs.metric
     band = focus.get("sesoi_pct") if focus.get("sesoi_abs") is None else None
     interval = "95 % bootstrap CI" if result.design == AnalysisKind.OAT else "95 % CI from the model (Dunnett-adjusted)"
     figures_html = "\n".join([_key_figures_html(result, inputs, band, interval),
                               _model_figure_html(result, focus["name"], inputs.baseline)])
-    description = study.design.description.strip() if study.design is not None and study.design.description else ""
     return str(render(
-        "report_index.html.j2", title=f"tunelab report: {study.name}", study_name=study.name, store=str(study.path),
-        written=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), description=description,
+        "report_index.html.j2", **page, screened=True,
         summary_html=Markup(markdown_to_html(summary_markdown(result, inputs))),
         verdicts_html=Markup(verdicts_html(result.verdicts, inputs.metrics)), factorial=result.design != AnalysisKind.OAT,
-        interval=interval, focus=focus["name"], figures_html=Markup(figures_html), runs=list(runs),
+        interval=interval, focus=focus["name"], figures_html=Markup(figures_html),
         methods_html=Markup(markdown_to_html(methods_markdown(study, inputs, result, n_boot=n_boot)))))
+
+
+def _holdings(study: Study) -> str:
+    """What the store holds, e.g. ``'8 refine/ok, 16 confirm/ok'``."""
+    return ", ".join(f"{row.trials} {row.phase}/{row.status}" for row in study.phase_counts().itertuples())
