@@ -17,16 +17,19 @@ PosixPath('reports/default/index.html')
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import json
 import os
 import sys
 import tempfile
+import types
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
+from tunelab.designs.schema import CORRECTIONS
 from tunelab.errors import TunelabError
 from tunelab.model import AnalysisKind
 from tunelab.report.loading import ReportError, Study, StudyInputs, UnknownParameterError, load_study, screen_study
@@ -81,9 +84,58 @@ def check_parameters(notebook: str | os.PathLike[str], parameters: Mapping[str, 
     declared = declared_parameters(notebook)
     unknown = [name for name in parameters if name not in declared]
     if unknown:
+        close = difflib.get_close_matches(unknown[0], list(declared), n=1)
         raise UnknownParameterError(
-            f"{Path(notebook).name} has no parameter {', '.join(repr(u) for u in unknown)}; "
-            f"its parameters are: {', '.join(declared) or '(none)'}")
+            f"{Path(notebook).name} has no parameter {', '.join(repr(u) for u in unknown)}"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; its parameters are: {', '.join(declared) or '(none)'}")
+
+
+def check_notebook_parameters(namespace: Mapping[str, Any], notebook: str) -> None:
+    """The first cell after a notebook's parameters: its variables (``globals()``) against the parameters
+    ``notebook`` declares (papermill only warns of an unknown name) and the common ones' values.
+
+    Raises
+    ------
+    UnknownParameterError
+        A variable the notebook does not declare (a mistyped ``-p NAME``).
+    ReportError
+        An invalid value of a common parameter (alpha, correction, sesoi_pct, n_boot, include_flagged).
+    """
+    path = notebook_path(notebook)
+    hidden = _ipython_names()
+    given = {name: value for name, value in namespace.items() if not name.startswith("_") and name not in hidden
+             and not isinstance(value, types.ModuleType) and not callable(value)}
+    check_parameters(path, given)
+    problem = next((f"{name}={given[name]!r}: {rule}" for name, (valid, rule) in _VALUE_RULES.items()
+                    if name in given and not valid(given[name])), None)
+    if problem:
+        raise ReportError(f"{path.name}: invalid parameter {problem}")
+
+
+#: common parameter -> (is the value valid, the rule in words)
+_VALUE_RULES: dict[str, tuple[Any, str]] = {
+    "alpha": (lambda v: v is None or (_is_number(v) and 0 < v < 1), "a significance level between 0 and 1"),
+    "correction": (lambda v: v is None or v in CORRECTIONS, f"one of {', '.join(CORRECTIONS)}"),
+    "sesoi_pct": (lambda v: v is None or (_is_number(v) and 0 < v < float("inf")), "a positive percentage"),
+    "n_boot": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number of resamples, 1 "
+               "or more"),
+    "include_flagged": (lambda v: isinstance(v, bool), "True or False"),
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _ipython_names() -> set[str]:
+    """The names IPython puts in a kernel's namespace itself (``In``, ``Out``, ``get_ipython``, ...)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return set()
+    shell = get_ipython()
+    return set(shell.user_ns_hidden) if shell is not None else set()
 
 
 @contextmanager

@@ -133,6 +133,12 @@ class StudyInputs:
         return self.data[self.data["status"].isin(USABLE_STATUSES)]
 
 
+def examples_dir() -> Path:
+    """The example stores shipped with tunelab (``data/examples/`` of the checkout): where the notebooks
+    look by default, so they run as shipped, before the lab has recorded anything."""
+    return Path(__file__).resolve().parents[2] / "data" / "examples"
+
+
 def resolve_store(study: str | os.PathLike[str], data_dir: str | os.PathLike[str] = "data") -> Path:
     """The store of ``study``: an existing path (or any ``*.sqlite`` path), else ``data_dir/<study>.sqlite``.
 
@@ -146,7 +152,8 @@ def resolve_store(study: str | os.PathLike[str], data_dir: str | os.PathLike[str
         found = sorted(p.stem for p in Path(data_dir).glob("*.sqlite")) if Path(data_dir).is_dir() else []
         hint = f"; studies in {data_dir}: {', '.join(found)}" if found else ""
         raise ReportError(f"no trial store for study {str(study)!r} at {path}{hint}. Give a study name in "
-                          "--data-dir or a path to a .sqlite store (run `tunelab run DESIGN` to make one)")
+                          "--data-dir (a notebook's data_dir) or a path to a .sqlite store (run `tunelab run DESIGN` "
+                          "to make one)")
     return path
 
 
