@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tunelab"
 
 #: bottom to top; a module may import from its own layer and the layers below it
 LAYERS: list[set[str]] = [
-    {"errors", "model", "registry", "paths", "version", "formatting", "signals"},
+    {"errors", "model", "registry", "paths", "version", "formatting", "signals", "progress"},
     {"knobs", "loads", "targets"},
     {"designs", "store", "testbeds"},
     {"journal", "leases", "runner", "cluster", "constraints", "labs"},
