@@ -365,7 +365,7 @@ def _check_reportable(study: Study) -> None:
     """ReportError unless some notebook applies to the study (usable screen, refine, confirm or validate trials)."""
     if all(applicable(study, name) for name in NOTEBOOKS):
         raise ReportError(f"the store {study.path} has no usable screen, refine, confirm or validate trials (it holds "
-                          f"{_holdings(study) or 'no trials at all'}); run `tunelab run DESIGN` (or `tunelab refine`, "
+                          f"{study.holdings() or 'no trials at all'}); run `tunelab run DESIGN` (or `tunelab refine`, "
                           "`tunelab validate`) for this study first")
 
 
@@ -468,7 +468,7 @@ def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | 
             "written": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "description": description,
             "runs": list(runs)}
     if inputs is None or result is None:
-        return str(render("report_index.html.j2", **page, screened=False, holdings=_holdings(study)))
+        return str(render("report_index.html.j2", **page, screened=False, holdings=study.holdings()))
     focus = inputs.metric
     band = focus.get("sesoi_pct") if focus.get("sesoi_abs") is None else None
     interval = "95 % bootstrap CI" if result.design == AnalysisKind.OAT else "95 % CI from the model (Dunnett-adjusted)"
@@ -480,8 +480,3 @@ def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | 
         verdicts_html=Markup(verdicts_html(result.verdicts, inputs.metrics)), factorial=result.design != AnalysisKind.OAT,
         interval=interval, focus=focus["name"], figures_html=Markup(figures_html),
         methods_html=Markup(markdown_to_html(methods_markdown(study, inputs, result, n_boot=n_boot)))))
-
-
-def _holdings(study: Study) -> str:
-    """What the store holds, e.g. ``'8 refine/ok, 16 confirm/ok'``."""
-    return ", ".join(f"{row.trials} {row.phase}/{row.status}" for row in study.phase_counts().itertuples())

@@ -104,6 +104,10 @@ class Study:
         counts = self.trials.groupby(["phase", "status"]).size().rename("trials").reset_index()
         return counts.sort_values(["phase", "status"]).reset_index(drop=True)
 
+    def holdings(self) -> str:
+        """What the store holds, e.g. ``'8 refine/ok, 16 confirm/ok'`` (empty when no trials at all)."""
+        return ", ".join(f"{row.trials} {row.phase}/{row.status}" for row in self.phase_counts().itertuples())
+
     def has_phase(self, *phases: str) -> bool:
         """True when any of ``phases`` has at least one usable trial."""
         return any(not self.tidy.get(p, pd.DataFrame()).empty for p in phases)
@@ -205,8 +209,7 @@ def _search_state(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None]
 def require_screen(study: Study) -> None:
     """Raise :class:`ReportError` unless the study has usable screen trials and a design."""
     if study.tidy["screen"].empty:
-        counts = study.phase_counts()
-        held = ", ".join(f"{r.trials} {r.phase}/{r.status}" for r in counts.itertuples()) or "no trials at all"
+        held = study.holdings() or "no trials at all"
         raise ReportError(f"the store {study.path} has no usable screen trials (it holds {held}); a report starts "
                           "from a screen: run `tunelab run DESIGN` for this study first")
     if study.design is None:
