@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from tunelab.counters import is_counter_column
 from tunelab.designs import load_design_text
 from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS
 from tunelab.errors import DataError
@@ -93,14 +94,16 @@ def _from_csv(source: str, metric: Sequence[str], knob: Sequence[str], baseline_
     path = Path(source)
     data = read_csv(path)
     if not metric:
-        numeric = [c for c in data.columns if c not in BOOKKEEPING and pd.api.types.is_numeric_dtype(data[c])]
+        numeric = [c for c in data.columns if c not in BOOKKEEPING and not is_counter_column(c)
+                   and pd.api.types.is_numeric_dtype(data[c])]
         raise DataError(f"name the metric(s) to analyse with --metric NAME[:max|:min][:SESOI]; numeric columns in "
                         f"{path.name}: {', '.join(numeric) or '(none)'}")
     metrics = _metrics(metric)
     names = {m["name"] for m in metrics}
     # by default every column that is not bookkeeping or a metric; the metrics tunelab's loads report
-    # (tunelab export writes all of them) are never guessed to be knobs
-    knobs = list(knob) or [c for c in data.columns if c not in names and c not in BOOKKEEPING and c not in METRICS]
+    # and the kernel counters (tunelab export writes all of them) are never guessed to be knobs
+    knobs = list(knob) or [c for c in data.columns if c not in names and c not in BOOKKEEPING and c not in METRICS
+                           and not is_counter_column(c)]
     if not knobs:
         raise DataError(f"{path.name} has no knob columns besides the metrics and bookkeeping columns; "
                         "name them with --knob COL")

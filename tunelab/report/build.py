@@ -453,6 +453,27 @@ def _key_figures_html(result: ScreenResult, inputs: StudyInputs, band: float | N
                      f"{name} of every run per knob level (box: quartiles); orange: the baseline level.")])
 
 
+def mechanisms_html(result: ScreenResult) -> str:
+    """The mechanism section: the words, the knob level × counter heatmap of Hedges' g (counters
+    significant somewhere, at most 30) and a short table per knob; one line for a store without counters."""
+    from tunelab.report import figures
+    from tunelab.report.rendering import mechanisms_section_html
+    from tunelab.report.tables import mechanism_frames
+    from tunelab.report.wording import mechanisms_markdown
+
+    table = result.mechanisms
+    figure = None
+    if len(table) and table["significant"].astype(bool).any():
+        from markupsafe import Markup
+
+        figure = Markup(_figure_html(figures.mechanism_heatmap(table), "heatmap of Hedges' g of each kernel counter "
+                                     "at each knob level that matters",
+                                     "Hedges' g of each counter's change against the baseline per knob level that "
+                                     "matters; * significant after Benjamini–Hochberg over all counters and levels; "
+                                     "only counters significant somewhere (at most 30)."))
+    return str(mechanisms_section_html(mechanisms_markdown(result), figure, mechanism_frames(result)))
+
+
 def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | None, runs: Sequence[NotebookRun],
                n_boot: int | None = None) -> str:
     """The report's index page (``report_index.html.j2``): summary, verdict table, key figures, notebooks,
@@ -479,4 +500,5 @@ def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | 
         summary_html=Markup(markdown_to_html(summary_markdown(result, inputs))),
         verdicts_html=Markup(verdicts_html(result.verdicts, inputs.metrics)), factorial=result.design != AnalysisKind.OAT,
         interval=interval, focus=focus["name"], figures_html=Markup(figures_html),
+        mechanisms_html=Markup(mechanisms_html(result)),
         methods_html=Markup(markdown_to_html(methods_markdown(study, inputs, result, n_boot=n_boot)))))
