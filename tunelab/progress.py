@@ -1,6 +1,9 @@
 """Progress of a run where the user is: a widget bar in a notebook, a text bar on a terminal, and one
 line per round or per minute when stderr goes to a file or a pipe (a log, ``nohup``, CI).
 
+The widget bar is tqdm's (``tqdm.notebook``) and needs ipywidgets; without it a notebook shows the
+progress line in one output updated in place. Either way the executed notebook keeps the last state.
+
 :func:`trial_progress` picks the kind (:func:`progress_kind`); every kind takes ``update(n)``,
 ``set_postfix(**counts)`` and ``close()``. The counts are merged (a later ``set_postfix`` adds to the
 earlier ones), so the runner's trial counts and the busy repeats so far show together. A line reads::
@@ -28,17 +31,19 @@ def in_notebook() -> bool:
 
 
 def progress_kind(stream: TextIO, notebook: bool | None = None, widgets: bool | None = None) -> str:
-    """``'widget'`` in a notebook with ipywidgets, ``'text'`` on a terminal, else ``'lines'``.
+    """``'widget'`` in a notebook with ipywidgets, ``'cell'`` in one without (a line updated in place),
+    ``'text'`` on a terminal, else ``'lines'``.
 
     >>> import io
     >>> progress_kind(io.StringIO(), notebook=False), progress_kind(io.StringIO(), notebook=True, widgets=True)
     ('lines', 'widget')
     """
     notebook = in_notebook() if notebook is None else notebook
-    if notebook and (importlib.util.find_spec("ipywidgets") is not None if widgets is None else widgets):
-        return "widget"
+    if notebook:
+        return "widget" if (importlib.util.find_spec("ipywidgets") is not None if widgets is None else widgets) \
+            else "cell"
     isatty = getattr(stream, "isatty", None)
-    return "text" if not notebook and isatty is not None and isatty() else "lines"
+    return "text" if isatty is not None and isatty() else "lines"
 
 
 class LineProgress:
@@ -83,6 +88,22 @@ class LineProgress:
         print(self.line(), file=self.stream, flush=True)
 
 
+class CellProgress(LineProgress):
+    """The progress line in a notebook without ipywidgets: one output, updated in place at most every
+    ``interval_s`` seconds and when the round ends (IPython's ``display_id``)."""
+
+    def __init__(self, total: int, initial: int = 0, desc: str = "", interval_s: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        from IPython.display import display
+
+        super().__init__(total, initial, desc, interval_s=interval_s, clock=clock)
+        self.handle = display({"text/plain": self.line()}, raw=True, display_id=True)
+
+    def write(self) -> None:
+        self.last_line = self.clock()
+        self.handle.update({"text/plain": self.line()}, raw=True)
+
+
 class _MergedPostfix:
     """A tqdm bar whose ``set_postfix`` adds to the counts already shown instead of replacing them."""
 
@@ -108,6 +129,8 @@ def trial_progress(total: int, *, initial: int = 0, desc: str = "", enabled: boo
     kind = progress_kind(stream) if enabled else "off"
     if kind == "lines":
         return LineProgress(total, initial, desc, stream)
+    if kind == "cell":
+        return CellProgress(total, initial, desc)
     options = {"total": total, "initial": initial, "unit": "trial", "desc": desc, "disable": kind == "off"}
     if kind == "widget":
         from tqdm.notebook import tqdm as widget_bar

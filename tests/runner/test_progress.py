@@ -86,9 +86,43 @@ def test_where_the_user_is() -> None:
     assert progress_kind(io.StringIO(), notebook=False) == "lines"
     assert progress_kind(Terminal(), notebook=False) == "text"
     assert progress_kind(io.StringIO(), notebook=True, widgets=True) == "widget"
-    assert progress_kind(io.StringIO(), notebook=True, widgets=False) == "lines"   # no ipywidgets: no bar
+    assert progress_kind(Terminal(), notebook=True, widgets=False) == "cell"   # no ipywidgets: a line in place
     out = io.StringIO()
     quiet = trial_progress(3, desc="off", enabled=False, stream=out)
     quiet.update(3)
     quiet.close()
     assert out.getvalue() == ""
+
+
+def test_a_notebook_without_ipywidgets_updates_one_line_in_place(monkeypatch) -> None:
+    """No widget library: the line is one display output, updated in place (the saved notebook keeps the
+    last state); a fake display and a fake clock stand in for the kernel."""
+    import IPython.display
+
+    from tunelab.progress import CellProgress
+
+    shown: list[tuple[str, str]] = []
+
+    class Handle:
+        def update(self, data: dict, raw: bool = False) -> None:
+            shown.append(("update", data["text/plain"]))
+
+    def display(data: dict, raw: bool = False, display_id: bool = False) -> Handle:
+        assert raw and display_id
+        shown.append(("display", data["text/plain"]))
+        return Handle()
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    now = [0.0]
+    bar = CellProgress(4, desc="nb", clock=lambda: now[0])
+    for _ in range(4):
+        now[0] += 0.3                                    # a refresh at most every 0.5 s
+        bar.update(1)
+        bar.set_postfix(busy_repeats=0)
+    bar.close()
+    assert shown == [
+        ("display", "nb: 0/4 trials, elapsed 00:00, ETA unknown"),
+        ("update", "nb: 2/4 trials, 0 busy repeats, elapsed 00:00, ETA 00:00"),   # at 0.6 s
+        ("update", "nb: 4/4 trials, 0 busy repeats, elapsed 00:01, ETA 00:00"),   # at 1.2 s
+        ("update", "nb: 4/4 trials, 0 busy repeats, elapsed 00:01, ETA 00:00"),   # the round ends
+    ]
