@@ -21,7 +21,8 @@ for module in pkgutil.walk_packages(tunelab.__path__, "tunelab."):
             exec(how)
         except BaseException as error:
             failures[how] = f"{type(error).__name__}: {error}"
-print(json.dumps({"failures": failures, "modules": sorted(m.name for m in pkgutil.walk_packages(tunelab.__path__, "tunelab."))}))
+modules = sorted(m.name for m in pkgutil.walk_packages(tunelab.__path__, "tunelab."))
+print(json.dumps({"failures": failures, "modules": modules}))
 """
 
 

@@ -61,7 +61,7 @@ REFINES = [p for p in stores_with("refine") if p.name not in (DEFAULT_EXAMPLE.na
 ABBAS = [p for p in stores_with("confirm", "validate") if p.name not in (DEFAULT_EXAMPLE.name, SHIPPED_DEFAULT)]
 
 
-@pytest.mark.parametrize("store", store_params(REFINES, f"holds refine trials besides {SHIPPED_DEFAULT} (run as shipped)"))
+@pytest.mark.parametrize("store", store_params(REFINES, f"holds refine trials besides {SHIPPED_DEFAULT}"))
 def test_refine_notebook_on_other_examples(store: Path, tmp_path: Path) -> None:
     from tunelab.report import execute_notebook, notebook_path
 

@@ -24,7 +24,8 @@ def run_cli(design: Path, store: Path, stderr: int) -> subprocess.Popen:
     """``python -m tunelab run DESIGN --store STORE`` in a fresh interpreter, stderr to ``stderr``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "tunelab", "run", str(design), "--store", str(store)],
-                            cwd=design.parent, env=env, stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL)
+                            cwd=design.parent, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+                            stdin=subprocess.DEVNULL)
 
 
 def test_redirected_stderr_gets_a_line_per_round_and_a_terminal_a_text_bar(tmp_path: Path) -> None:
