@@ -57,7 +57,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
-from tqdm import tqdm
 
 from tunelab.counters import CounterRecord, CounterRequest, CounterWindow
 from tunelab.designs import Design, make_plan
@@ -68,6 +67,7 @@ from tunelab.journal import host_identity, in_two_passes, restore_journal
 from tunelab.knobs import Knob, get_knob
 from tunelab.loads import Load, LoadResult, get_load
 from tunelab.model import KnobId, TrialStatus, level_from_json, level_to_json
+from tunelab.progress import trial_progress
 from tunelab.signals import deferred_interrupts
 from tunelab.store import HostIdentity, Store, git_sha
 from tunelab.targets import CommandResult, Target
@@ -826,7 +826,8 @@ def run_design(
     (:func:`profile_settings`); the others with ``load_settings``.
     With the design's ``noise.repeat_busy_pct``, a trial during which other processes used more
     of the machine is set aside and its run measured again (:class:`BusyRule`).
-    A progress bar with ETA goes to stderr when ``progress`` and stderr is a terminal.
+    With ``progress``, :func:`tunelab.progress.trial_progress` shows the trials done, ETA and busy repeats
+    on stderr: a text bar on a terminal, a widget bar in a notebook, one line per round or minute otherwise.
 
     Examples
     --------
@@ -852,8 +853,7 @@ def run_design(
         target.start_service(load.service)
 
     machine_cpu_s = setup.machine_cpu_s(description.get("nproc"))
-    bar = tqdm(total=len(setup.rows), initial=summary.skipped, unit="trial", file=sys.stderr, dynamic_ncols=True,
-               disable=not (progress and sys.stderr.isatty()), desc=summary.study)
+    bar = trial_progress(len(setup.rows), initial=summary.skipped, desc=summary.study, enabled=progress)
     try:
         for run_key, config, info in todo:
             if may_start is not None and not may_start():
@@ -868,7 +868,8 @@ def run_design(
                                         setup.busy, machine_cpu_s, summary, may_start=may_start)
             summary.count(outcome, machine_cpu_s)
             bar.update(1)
-            bar.set_postfix(ok=summary.ok, flagged=summary.flagged, failed=summary.failed, refresh=False)
+            bar.set_postfix(ok=summary.ok, flagged=summary.flagged, failed=summary.failed,
+                            busy_repeats=summary.repeated, refresh=False)
     finally:
         bar.close()
         cleanup_load(load, target)

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tunelab"
 
 #: bottom to top; a module may import from its own layer and the layers below it
 LAYERS: list[set[str]] = [
-    {"errors", "model", "registry", "paths", "version", "formatting", "signals", "display"},
+    {"errors", "model", "registry", "paths", "version", "formatting", "signals", "display", "progress"},
     {"knobs", "loads", "targets", "counters"},
     {"designs", "store", "testbeds"},
     {"journal", "leases", "runner", "cluster", "constraints", "labs"},

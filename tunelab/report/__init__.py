@@ -11,7 +11,8 @@ Figure out), :mod:`~tunelab.report.wording` (plain-words summary, methods sectio
 :mod:`~tunelab.report.methods` (the names the notebooks call as ``methods.*``),
 :mod:`~tunelab.report.refinement` (refine/confirm/validate trials read back),
 :mod:`~tunelab.report.build` (papermill, nbconvert, index page), :mod:`~tunelab.report.reprs` (how the API's
-results show in a notebook: their HTML summaries and ``plot()``, registered on import). Numbers are formatted by
+results show in a notebook: their HTML summaries and ``plot()``, registered on import),
+:mod:`~tunelab.report.kernel` (the kernel manager: shutdown without SIGINT). Numbers are formatted by
 :mod:`tunelab.formatting`.
 """
 from tunelab.report import reprs  # noqa: F401  (registers the results' notebook views in tunelab.display.VIEWS)

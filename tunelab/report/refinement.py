@@ -590,11 +590,14 @@ def search_knobs(study: Study) -> list[str]:
 
 
 def _surface(study: Study) -> Surface | None:
-    """The simulator surface of a simulator-only study (JSON design text), else ``None``."""
+    """The simulator surface of a simulator-only study (JSON design text: a refinement's ``surface``, or a
+    ``tunelab validate`` run's ``options.surface``), else ``None``."""
     try:
         spec = json.loads(study.design_text) if study.design_text.lstrip().startswith("{") else {}
     except json.JSONDecodeError:
         return None
+    if isinstance(spec, dict) and "surface" not in spec and isinstance(spec.get("options"), dict):
+        spec = spec["options"]
     if not isinstance(spec, dict) or "surface" not in spec:
         return None
     try:
