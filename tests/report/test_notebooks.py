@@ -221,3 +221,16 @@ def test_notebook_parameter_check(given: dict, message: str) -> None:
     with pytest.raises(ReportError) as info:
         check_notebook_parameters({**shipped, **given}, "02_posthoc")
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_tour_checks_its_parameter_names() -> None:
+    """The tour runs the same first check as the report notebooks: a mistyped ``-p`` name is one line."""
+    from tunelab.report import ReportError
+    from tunelab.report.build import check_notebook_parameters
+
+    shipped = {"target": "simulator", "out_dir": None, "design": None, "replicates": 4, "budget": 30, "blocks": 6,
+               "seed": 7}
+    check_notebook_parameters(shipped, "00_tour")
+    with pytest.raises(ReportError) as info:
+        check_notebook_parameters({**shipped, "replicats": 3}, "00_tour")
+    assert "00_tour.ipynb has no parameter 'replicats' (did you mean 'replicates'?)" in str(info.value)

@@ -64,9 +64,11 @@ def notebook_dir() -> Path:
 
 
 def notebook_path(name: str, directory: str | os.PathLike[str] | None = None) -> Path:
-    """The path of notebook ``name`` (``'01_screen'`` or ``'01'``); ReportError if there is none."""
+    """The path of notebook ``name`` (``'01_screen'`` or ``'01'``, or another shipped notebook by its full name,
+    ``'00_tour'``); ReportError if there is none."""
     directory = Path(directory) if directory is not None else notebook_dir()
-    path = directory / f"{_match(name)}.ipynb"
+    exact = directory / f"{Path(name).stem}.ipynb"
+    path = exact if exact.is_file() else directory / f"{_match(name)}.ipynb"
     if not path.is_file():
         raise ReportError(f"notebook {path} is missing; run from a tunelab checkout or pass its notebooks/ directory")
     return path
