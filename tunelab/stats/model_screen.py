@@ -25,7 +25,7 @@ from tunelab.model import Verdict
 from tunelab.stats.linear_model import ModelFit, fit_model
 from tunelab.stats.numerics import first_best
 from tunelab.stats.screen_common import direction_of
-from tunelab.stats.verdict_level import baseline_pairs, choose_level, level_entries, posthoc_note
+from tunelab.stats.verdict_level import choose_level, level_comparisons, level_entries, posthoc_note
 
 #: permutations of the Freedman–Lane test: its smallest p is 1 / (N + 1), which must survive a Holm
 #: adjustment over a family of a hundred knob × metric tests
@@ -286,17 +286,10 @@ def model_comparisons(part: dict[str, Any], effects: pd.DataFrame) -> pd.DataFra
     """Each non-baseline level's Dunnett contrast with the baseline (:mod:`tunelab.stats.verdict_level`):
     its % change and interval (back-transformed from the log scale), its difference and interval
     in the metric's units (linear scale only), its adjusted p and its TOST p."""
-    linear = part["scale"] == "linear"
-    levels = effects["level"].tolist()
-    base = effects["baseline"].tolist()[0] if len(effects) else None
-    nan = [math.nan] * len(effects)
-    return pd.DataFrame({"level": pd.Series(levels, dtype=object), "effect_pct": effects["pct_change"].astype(float),
-                         "ci_low": effects["ci_low"].astype(float), "ci_high": effects["ci_high"].astype(float),
-                         "effect_abs": effects["estimate"].astype(float) if linear else nan,
-                         "abs_ci_low": effects["est_low"].astype(float) if linear else nan,
-                         "abs_ci_high": effects["est_high"].astype(float) if linear else nan,
-                         "p_adj": baseline_pairs(part["posthoc"], base, levels),
-                         "tost_p": part["equivalence"]["p"].astype(float).tolist()})
+    if part["scale"] != "linear":
+        return level_comparisons(effects, part["posthoc"], part["equivalence"]["p"], [math.nan] * len(effects))
+    return level_comparisons(effects, part["posthoc"], part["equivalence"]["p"], effects["estimate"].astype(float),
+                             effects["est_low"].astype(float), effects["est_high"].astype(float))
 
 
 def _interaction_verdict(part: dict[str, Any], label: str, metric: Mapping[str, Any], significant: bool, sesoi: float,

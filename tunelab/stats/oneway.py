@@ -25,7 +25,7 @@ from tunelab.stats.equivalence import tost_row
 from tunelab.stats.omnibus import anova_values, kruskal_values, welch_values
 from tunelab.stats.posthoc import dunn_table, games_howell_table, lsmeans_table, tukey_table
 from tunelab.stats.screen_common import ASSUMPTION_COLUMNS, EQUIVALENCE_COLUMNS, OMNIBUS_COLUMNS, direction_of
-from tunelab.stats.verdict_level import baseline_pairs, choose_level, level_entries, posthoc_note
+from tunelab.stats.verdict_level import choose_level, level_comparisons, level_entries, posthoc_note
 
 #: Shapiro–Wilk p below this means "clearly non-normal" -> Kruskal–Wallis + Dunn
 NORMALITY_ALPHA = 0.01
@@ -211,16 +211,10 @@ def oneway_comparisons(part: dict[str, Any]) -> pd.DataFrame:
     """Each non-baseline level's comparison with the baseline (:mod:`tunelab.stats.verdict_level`):
     its % change and bootstrap interval, its difference in the metric's units, the recommended
     post-hoc test's adjusted p for the pair and its TOST p."""
-    effects, equivalence = part["effects"], part["equivalence"]
+    effects = part["effects"]
     posthoc = part["posthoc"][part["posthoc"]["recommended"].astype(bool)]
-    levels = effects["level"].tolist()
-    base = effects["baseline"].tolist()[0] if len(effects) else None
-    tost = equivalence["p"].astype(float).tolist()
-    return pd.DataFrame({"level": pd.Series(levels, dtype=object), "effect_pct": effects["pct_change"].astype(float),
-                         "ci_low": effects["ci_low"].astype(float), "ci_high": effects["ci_high"].astype(float),
-                         "effect_abs": (effects["mean"] - effects["baseline_mean"]).astype(float),
-                         "abs_ci_low": math.nan, "abs_ci_high": math.nan,
-                         "p_adj": baseline_pairs(posthoc, base, levels), "tost_p": tost})
+    return level_comparisons(effects, posthoc, part["equivalence"]["p"],
+                             (effects["mean"] - effects["baseline_mean"]).astype(float))
 
 
 def oneway_verdict(part: dict[str, Any], metric: dict[str, Any], p_adj: float, alpha: float) -> dict[str, Any]:

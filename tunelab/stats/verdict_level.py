@@ -42,6 +42,23 @@ def baseline_pairs(posthoc: pd.DataFrame, baseline: Any, levels: list[Any]) -> l
     return out
 
 
+def level_comparisons(effects: pd.DataFrame, posthoc: pd.DataFrame, tost_p: pd.Series, effect_abs: Any,
+                      abs_ci_low: Any = math.nan, abs_ci_high: Any = math.nan) -> pd.DataFrame:
+    """Each non-baseline level's comparison with the baseline, in the shape :func:`choose_level` takes.
+
+    ``effects`` has one row per level (``level``, ``baseline``, ``pct_change``, ``ci_low``,
+    ``ci_high``), ``posthoc`` the pairs whose ``p_adj`` compares each level with the baseline
+    (:func:`baseline_pairs`), ``tost_p`` each level's TOST p; the difference in the metric's units
+    and its interval (``effect_abs``, ``abs_ci_low``, ``abs_ci_high``) are the route's own.
+    """
+    levels = effects["level"].tolist()
+    base = effects["baseline"].tolist()[0] if len(effects) else None
+    return pd.DataFrame({"level": pd.Series(levels, dtype=object), "effect_pct": effects["pct_change"].astype(float),
+                         "ci_low": effects["ci_low"].astype(float), "ci_high": effects["ci_high"].astype(float),
+                         "effect_abs": effect_abs, "abs_ci_low": abs_ci_low, "abs_ci_high": abs_ci_high,
+                         "p_adj": baseline_pairs(posthoc, base, levels), "tost_p": tost_p.astype(float).tolist()})
+
+
 def choose_level(comparisons: pd.DataFrame, family_significant: bool, alpha: float, direction: str, sesoi: float,
                  absolute: bool = False) -> tuple[int, list[int]]:
     """``(position of the row's level, positions of the significant levels)`` in ``comparisons``.
