@@ -40,8 +40,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from tunelab.errors import DataError
-from tunelab.formatting import fmt_abs, fmt_pct, is_number
-from tunelab.model import AnalysisKind, Verdict, level_text
+from tunelab.formatting import fmt_abs, fmt_pct, is_number, level_label
+from tunelab.model import AnalysisKind, Verdict
 from tunelab.stats._validate import level_matches, sorted_levels
 from tunelab.stats.screen_common import rows_per_knob
 
@@ -286,7 +286,7 @@ def guard_sentence(metric: str, knob: str, level: Any, tripped: pd.DataFrame,
         if consequence and consequence not in consequences:
             consequences.append(consequence)
     why = " and ".join(consequences) or f"{metric} there is not measured on the same work as at the baseline"
-    return f"{metric} cannot be compared at {knob}={level_text(level)}: {' and '.join(clauses)}, so {why}"
+    return f"{metric} cannot be compared at {knob}={level_label(level)}: {' and '.join(clauses)}, so {why}"
 
 
 def apply_guards(verdicts: pd.DataFrame, table: pd.DataFrame, dependents: Mapping[str, Sequence[str]],
@@ -324,18 +324,18 @@ def apply_guards(verdicts: pd.DataFrame, table: pd.DataFrame, dependents: Mappin
         overrule = (reported in tripped_levels or len(tripped_levels) == len(levels)
                     or row["verdict"] == Verdict.EQUIVALENT.value)
         if not overrule:
-            where = ", ".join(f"{row['knob']}={level_text(level)}" for level in tripped_levels)
-            texts = "; ".join(f"{level_text(level)}: " + ", ".join(hit.loc[level_matches(hit["level"], level), "text"])
+            where = ", ".join(f"{row['knob']}={level_label(level)}" for level in tripped_levels)
+            texts = "; ".join(f"{level_label(level)}: " + ", ".join(hit.loc[level_matches(hit["level"], level), "text"])
                               for level in tripped_levels)
             note = (f"{row['metric']} is not comparable at {where} (guard tripped: {texts}); the verdict is about "
-                    f"{row['knob']}={level_text(reported)}")
+                    f"{row['knob']}={level_label(reported)}")
             out.at[index, "reason"] = f"{row['reason']}; {note}" if row["reason"] else note
             notes.append(f"{row['knob']} × {note}")
             continue
         level = reported if reported in tripped_levels else _worst_level(hit)
         here = hit[level_matches(hit["level"], level)]
         text = "guard: " + ", ".join(here["text"])
-        out.at[index, "guard"] = text if level == reported else f"{text} at {level_text(level)}"
+        out.at[index, "guard"] = text if level == reported else f"{text} at {level_label(level)}"
         out.at[index, "verdict"] = Verdict.NOT_COMPARABLE.value
         out.at[index, "direction"] = "none"
         sentence = guard_sentence(row["metric"], row["knob"], level, here, by_name)

@@ -21,6 +21,7 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.errors import DataError
+from tunelab.formatting import fmt_abs_interval, fmt_pct_interval
 from tunelab.model import Verdict
 from tunelab.stats.linear_model import ModelFit, fit_model
 from tunelab.stats.numerics import first_best
@@ -183,11 +184,11 @@ def _size(estimate: float, scale: str, base_mean: float, absolute: bool) -> floa
     return estimate if _in_units(scale, base_mean, absolute) else to_metric_scale(estimate, scale, base_mean)
 
 
-def _fmt_effect(estimate: float, low: float, high: float, scale: str, base_mean: float, absolute: bool) -> str:
+def _effect_text(estimate: float, low: float, high: float, scale: str, base_mean: float, absolute: bool) -> str:
+    """A simple effect with its interval, in the metric's units or (1 decimal) in %."""
     if _in_units(scale, base_mean, absolute):
-        return f"{estimate:+.3g} [{low:+.3g}, {high:+.3g}]"
-    pct = [to_metric_scale(v, scale, base_mean) for v in (estimate, low, high)]
-    return f"{pct[0]:+.1f} % [{pct[1]:+.1f} %, {pct[2]:+.1f} %]"
+        return fmt_abs_interval(estimate, low, high)
+    return fmt_pct_interval(*(to_metric_scale(v, scale, base_mean) for v in (estimate, low, high)), decimals=1)
 
 
 def simple_effects(part: Mapping[str, Any], knob: str, other: str) -> list[dict[str, Any]]:
@@ -209,7 +210,7 @@ def _describe_simple(knob: str, effects: list[dict[str, Any]], metric: Mapping[s
     absolute = metric.get("sesoi_abs") is not None
     pieces = []
     for e in effects:
-        text = _fmt_effect(e["estimate"], e["low"], e["high"], scale, base_mean, absolute)
+        text = _effect_text(e["estimate"], e["low"], e["high"], scale, base_mean, absolute)
         pieces.append(f"at {e['at']}: {knob}={e['level']!s} {text}" + ("" if e["clear"] else " (no clear effect)"))
     return f"{metric['name']} " + "; ".join(pieces)
 

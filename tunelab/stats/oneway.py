@@ -89,28 +89,24 @@ def analyse_levels(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: A
     """
     name = metric["name"]
     groups = Groups.of(check_input(sub, name, knob), name, knob)
-    levels, samples = groups.levels, groups.samples
+    levels, samples, shifted = groups.levels, groups.samples, groups.centred   # shifted once for every test
     norm = [normality_row(groups, name), normality_row(groups, name, standardize=True)]
-    homo = homoscedasticity_rows(samples)
+    homo = homoscedasticity_rows(shifted)
     shapiro_p = float(norm[1]["p"])
     bf_p = float(next(row["p"] for row in homo if row["test"] == "brown_forsythe"))
-    route, reason = recommend(shapiro_p, bf_p, samples_sd_ratio(samples))
+    route, reason = recommend(shapiro_p, bf_p, samples_sd_ratio(shifted))
 
     assumptions = pd.DataFrame([{**row, "df1": np.nan, "df2": np.nan} for row in norm]
                                + [{**row, "n": len(sub)} for row in homo], columns=ASSUMPTION_COLUMNS[2:])
 
-    aov, wel, kw = anova_values(samples), welch_values(groups), kruskal_values(samples)
+    aov, wel, kw = anova_values(shifted), welch_values(groups), kruskal_values(samples)
     omnibus = _omnibus_rows(knob, route, reason, (aov["F"], aov["df_b"], aov["df_w"], aov["p"], aov["eta2"], "eta2"),
                             (wel["F"], wel["df1"], wel["df2"], wel["p"]), kw)
 
     dunn_adjust = correction if correction != "none" else "holm"
-    tables = [tukey_table(levels, samples, alpha), games_howell_table(levels, samples, alpha),
+    tables = [tukey_table(levels, shifted, alpha), games_howell_table(levels, shifted, alpha),
               dunn_table(groups, dunn_adjust)]
-    posthoc = pd.concat(tables, ignore_index=True)
-    sizes = [len(table) for table in tables]
-    posthoc.insert(0, "method", np.repeat(np.array(["tukey_hsd", "games_howell", "dunn"], dtype=object), sizes))
-    posthoc["recommended"] = np.repeat([route == "anova+tukey", route == "welch+games_howell",
-                                        route == "kruskal+dunn"], sizes)
+    posthoc = posthoc_frame(tables, route)
 
     effects = pct_change_table(levels, samples, knob, name, base, n_boot, seed, 0.95, cache=boot_cache)
     base_values = level_sample(levels, samples, knob, base, "baseline")
@@ -175,11 +171,7 @@ def analyse_levels_blocked(sub: pd.DataFrame, knob: str, metric: dict[str, Any],
               lsmeans_table(levels, fit.lsmeans, fit.cov_hc3, fit.df_resid, alpha),
               stratified_dunn_table(levels, groups.y, groups.codes, blocks,
                                      correction if correction != "none" else "holm")]
-    posthoc = pd.concat(tables, ignore_index=True)
-    sizes = [len(table) for table in tables]
-    posthoc.insert(0, "method", np.repeat(np.array(["tukey_hsd", "games_howell", "dunn"], dtype=object), sizes))
-    posthoc["recommended"] = np.repeat([route == "anova+tukey", route == "welch+games_howell",
-                                        route == "kruskal+dunn"], sizes)
+    posthoc = posthoc_frame(tables, route)
     effects = lsmeans_effects(fit, levels, base, n_boot, seed)
     equivalence = lsmeans_equivalence(fit, levels, base, metric["sesoi_pct"], alpha)[EQUIVALENCE_COLUMNS[2:]]
     p = {"anova+tukey": aov["p"], "welch+games_howell": hc3["p"], "kruskal+dunn": kw["p"]}[route]
@@ -201,6 +193,17 @@ def _omnibus_rows(knob: str, route: str, reason: str, anova: tuple[Any, ...], we
                          row("welch_anova", welch, np.nan, None, "welch+games_howell"),
                          row("kruskal", (kruskal["H"], kruskal["df"], np.nan, kruskal["p"]), kruskal["epsilon2"],
                              "epsilon2", "kruskal+dunn")], columns=OMNIBUS_COLUMNS[2:])
+
+
+def posthoc_frame(tables: list[pd.DataFrame], route: str) -> pd.DataFrame:
+    """The Tukey HSD, Games–Howell and Dunn tables (in that order) as one long table with each row's
+    ``method`` and whether it is the ``route``'s ``recommended`` test."""
+    posthoc = pd.concat(tables, ignore_index=True)
+    sizes = [len(table) for table in tables]
+    posthoc.insert(0, "method", np.repeat(np.array(["tukey_hsd", "games_howell", "dunn"], dtype=object), sizes))
+    posthoc["recommended"] = np.repeat([route == "anova+tukey", route == "welch+games_howell",
+                                        route == "kruskal+dunn"], sizes)
+    return posthoc
 
 
 #: the post-hoc test of each route, as the verdict's note names it

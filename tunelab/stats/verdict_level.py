@@ -24,8 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab.formatting import fmt_ci, fmt_p_exact, fmt_pct
-from tunelab.model import level_text
+from tunelab.formatting import fmt_ci, fmt_p_exact, fmt_pct, level_label
 from tunelab.stats.numerics import first_best
 
 #: the keys of each entry of a verdict row's ``levels``
@@ -123,15 +122,15 @@ def posthoc_note(comparisons: pd.DataFrame, family_significant: bool, family_p_a
     excludes = ""
     if clear:
         level, effect, low, high, _ = clear[0]
-        excludes = (f", though {level_text(level)}'s unadjusted 95 % interval, {fmt_pct(effect)} "
+        excludes = (f", though {level_label(level)}'s unadjusted 95 % interval, {fmt_pct(effect)} "
                     f"{fmt_ci(low, high)}, excludes 0: the verdict follows {method}")
     if family_significant and not (p_adj < alpha).any():
         closest = int(p_adj.fillna(1.0).to_numpy().argmin())
         return (f"the omnibus test is significant (p_adj {fmt_p_exact(family_p_adj)}) but {method} finds no level "
-                f"different from the baseline (closest: {level_text(comparisons['level'].tolist()[closest])}, p_adj "
+                f"different from the baseline (closest: {level_label(comparisons['level'].tolist()[closest])}, p_adj "
                 f"{fmt_p_exact(p_adj.iloc[closest])}; it adjusts for every comparison it makes){excludes}")
     if clear and family_significant:
         level, _, _, _, p = clear[0]
-        return (f"{method} does not separate {level_text(level)} from the baseline (p_adj {fmt_p_exact(p)}; it adjusts "
+        return (f"{method} does not separate {level_label(level)} from the baseline (p_adj {fmt_p_exact(p)}; it adjusts "
                 f"for every comparison it makes){excludes}")
     return None
