@@ -50,7 +50,8 @@ class RoundRecord:
     verdicts: int
 
     def line(self) -> str:
-        levels = "; ".join(f"{knob}={', '.join(level_label(v) for v in values)}" for knob, values in self.pending.items())
+        levels = "; ".join(f"{knob}={', '.join(level_label(v) for v in values)}"
+                           for knob, values in self.pending.items())
         left = f", still inconclusive: {levels}" if levels else ""
         return f"round {self.number}: {self.planned} trials; {self.decided}/{self.verdicts} verdicts decided{left}"
 

@@ -7,9 +7,10 @@ screen's verdicts say which knob levels matter; this module says which counters 
 
 1. the counters that never move in the study (one value, usually 0, in every usable run) are dropped;
 2. for each knob level that matters (every significant level, ``levels``, of a ``matters`` verdict
-   row, once per knob and level however many metrics it matters for), each remaining counter is compared with the baseline level: one-at-a-time designs compare
-   the level's runs with the runs where every knob is at its baseline, other designs compare all runs
-   at the level with all runs at the knob's baseline (marginal means);
+   row, once per knob and level however many metrics it matters for), each remaining counter is
+   compared with the baseline level: one-at-a-time designs compare the level's runs with the runs
+   where every knob is at its baseline, other designs compare all runs at the level with all runs at
+   the knob's baseline (marginal means);
 3. each comparison is the two-sample t-test with the pooled variance (Student's,
    ``scipy.stats.ttest_ind(equal_var=True)``) with its 95 % interval of the difference of the
    per-second means, and Hedges' g (the same pooled SD, small-sample correction, interval as

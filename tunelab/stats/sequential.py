@@ -10,8 +10,10 @@ information fraction ``t_r`` (replicates so far / ``max``), so the looks togethe
 ``alpha`` (the union bound; see docs/stats-notes.md, "Sequential replicates"). Within a look the
 knob × metric rows form one Holm family; a row rejected (``matters``) at an earlier look leaves the
 families of later looks (alpha recycling, the group-sequential Holm procedure of Ye, Li, Jiang &
-Wang 2013), while rows frozen with any other verdict stay in them with p = 1. The first false
-``matters`` at look ``r`` needs, as in Holm's own proof, some true null with ``p <= alpha_r / m0``
+Wang 2013), while rows frozen with any other verdict stay in them with p = 1; the look itself adjusts
+this padded family (:func:`tunelab.stats.look.screen_look`'s ``settled``), so each row's verdict is
+stated once, by the screen's own rule, and a frozen row is the row of the look that decided it. The
+first false ``matters`` at look ``r`` needs, as in Holm's own proof, some true null with ``p <= alpha_r / m0``
 (every true null is still in the family then), which has probability at most ``alpha_r``; summing
 over the looks gives a family-wise error at most ``alpha``.
 

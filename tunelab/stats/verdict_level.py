@@ -131,6 +131,6 @@ def posthoc_note(comparisons: pd.DataFrame, family_significant: bool, family_p_a
                 f"{fmt_p_exact(p_adj.iloc[closest])}; it adjusts for every comparison it makes){excludes}")
     if clear and family_significant:
         level, _, _, _, p = clear[0]
-        return (f"{method} does not separate {level_label(level)} from the baseline (p_adj {fmt_p_exact(p)}; it adjusts "
-                f"for every comparison it makes){excludes}")
+        return (f"{method} does not separate {level_label(level)} from the baseline (p_adj {fmt_p_exact(p)}; "
+                f"it adjusts for every comparison it makes){excludes}")
     return None
