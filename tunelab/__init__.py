@@ -19,7 +19,8 @@ from typing import Any
 
 from tunelab.version import __version__
 
-_API = ("plan", "run", "screen", "refine", "validate", "report", "restore", "lab_up", "lab_down", "lab_status")
+_API = ("plan", "run", "screen", "refine", "validate", "validate_change", "preview_validate", "report", "restore",
+        "lab_up", "lab_down", "lab_status")
 
 __all__ = ["__version__", "api", *_API]
 

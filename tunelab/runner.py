@@ -809,6 +809,7 @@ def run_design(
     knob_lookup: KnobLookup | None = None,
     retry_failed: bool = False,
     checkpoint: Checkpoint | None = None,
+    may_start: Callable[[], bool] | None = None,
 ) -> RunSummary:
     """Run every planned trial of ``design`` on ``target`` (already up), recording into ``store``.
 
@@ -816,6 +817,8 @@ def run_design(
     failed unless ``retry_failed``) are skipped, so calling this again resumes an interrupted
     study. Every planned value is validated and host-global knobs are refused (unless allowed
     here or by the design's ``target.allow_host_global``) before the first write.
+    ``may_start()`` (a study's time budget, :class:`tunelab.rounds.StudyBudget`) is asked before every
+    attempt, busy repeats included: once it says no, the run stops and the rest stays to run.
 
     ``plan``, ``load``/``load_settings`` and ``knob_lookup`` default to ``make_plan(design)``,
     the design's load and :func:`tunelab.knobs.get_knob`; pass them to run a custom plan. A
@@ -853,6 +856,8 @@ def run_design(
                disable=not (progress and sys.stderr.isatty()), desc=summary.study)
     try:
         for run_key, config, info in todo:
+            if may_start is not None and not may_start():
+                break
             with deferred_interrupts():
                 target.reset()
             measure = lambda provenance: run_trial(  # noqa: E731 - this run, measured again if busy
@@ -860,7 +865,7 @@ def run_design(
                 load_settings=setup.settings_for(run_key, info), plan_info=info,
                 allow_host_global=allow, provenance=provenance, checkpoint=checkpoint)
             outcome = repeat_while_busy(measure(run_provenance), measure, target, store, run_provenance,
-                                        setup.busy, machine_cpu_s, summary)
+                                        setup.busy, machine_cpu_s, summary, may_start=may_start)
             summary.count(outcome, machine_cpu_s)
             bar.update(1)
             bar.set_postfix(ok=summary.ok, flagged=summary.flagged, failed=summary.failed, refresh=False)
@@ -888,18 +893,20 @@ def busy_rule(design: Design) -> BusyRule | None:
 
 def repeat_while_busy(outcome: TrialOutcome, measure: Callable[[Mapping[str, Any]], TrialOutcome], target: Target,
                        store: Store, provenance: Mapping[str, Any], rule: BusyRule | None, machine_cpu_s: float,
-                       summary: RunSummary) -> TrialOutcome:
+                       summary: RunSummary, *, may_start: Callable[[], bool] | None = None) -> TrialOutcome:
     """While ``outcome`` is a measurement during which other processes used more than ``rule.pct`` %
     of the machine, set it aside (kept in the store: status ``interrupted``, reason ``repeated: ...``,
     provenance ``repeated``/``busy_pct``) and ``measure`` the run again with ``repeat_of`` (the set-aside
-    trial) in its provenance; at most ``rule.max_repeats`` times. The last attempt is the run's."""
+    trial) in its provenance; at most ``rule.max_repeats`` times, and only while ``may_start()`` (the
+    study's time budget) allows another attempt. The last attempt is the run's."""
     repeats = 0
     while rule is not None and outcome.status in (TrialStatus.OK, TrialStatus.FLAGGED):
         busy = 100 * outcome.foreign_cpu_s / machine_cpu_s if outcome.foreign_cpu_s is not None and machine_cpu_s else None
         if busy is None or busy <= rule.pct:
             break
-        if repeats == rule.max_repeats:
-            summary.repeats.append(f"{outcome.run_key}: still busy ({busy:.0f} %) after {repeats} repeat(s); "
+        if repeats == rule.max_repeats or (may_start is not None and not may_start()):
+            why = "after" if repeats == rule.max_repeats else "and the time budget is spent, after"
+            summary.repeats.append(f"{outcome.run_key}: still busy ({busy:.0f} %) {why} {repeats} repeat(s); "
                                    f"trial {outcome.trial_id} kept")
             break
         reason = f"repeated: other processes used {busy:.0f} % of the machine (threshold {rule.pct:g} %)"

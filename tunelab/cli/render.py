@@ -289,6 +289,8 @@ def lab_status_text(status: dict[str, Any]) -> str:
                   for name, svc in lab["services"].items()]
         if lab["disk"]:
             lines.append(f"  disk    {lab['disk']}")
+        if lab["options"].get("dns_server"):
+            lines.append(f"  dns     {lab['options']['dns_server']} serving {lab['options'].get('zone')}")
     if status["orphan_namespaces"]:
         lines.append("namespaces without a lab: " + ", ".join(status["orphan_namespaces"]))
     return "\n".join(lines)
@@ -301,5 +303,8 @@ def lab_up_text(lab: Any) -> str:
               for role, ns in lab.namespaces.items()]
     if lab.disk:
         lines.append(f"  disk    /dev/{lab.disk}")
+    lines.append(f"  dns     {lab.dns_server} serving {lab.zone} on {lab.addresses['server']} port 53")
+    lines.append(f"query it from the client namespace: ip netns exec {lab.namespaces['client']} "
+                 f"dnsperf -s {lab.addresses['server']} -d QUERY_FILE -l 10")
     lines.append(f"remove it with: tunelab lab down --name {lab.name}")
     return "\n".join(lines)

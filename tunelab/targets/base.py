@@ -67,6 +67,9 @@ class Target(abc.ABC):
     command_options: tuple[str, ...] = ()
     #: constructor options only Python callers may pass (callables, sockets); never from a design
     python_only_options: tuple[str, ...] = ()
+    #: options a rebuild for ``tunelab restore`` replaces (:func:`tunelab.journal.restore_target`): restore
+    #: only writes knobs back, so what a run needed to measure (services, files it read) is left out
+    restore_options: Mapping[str, Any] = {}
     #: what this target cannot do by design, item -> reason (items of the contract: ``"write"``,
     #: ``"run"``, ``"client_files"``, ``"up_twice"``, ...); empty: it does everything
     cannot: Mapping[str, str] = {}

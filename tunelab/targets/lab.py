@@ -48,7 +48,7 @@ import time
 import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import psutil
 
@@ -61,7 +61,7 @@ from tunelab.signals import teardown_on_sigterm
 from tunelab.targets import dns_servers, netns
 from tunelab.targets import services as svc
 from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
-from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local
+from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local, parse_version
 from tunelab.targets.local import read_file, write_file
 from tunelab.targets.process import check_argv, process_alive, run_argv
 
@@ -525,6 +525,8 @@ class LabTarget(Target):
 
     name = "lab"
     hosts = ("server", "client")
+    #: a lab rebuilt for restore starts no service and never reads the operator's zone file (it may be gone)
+    restore_options: Mapping[str, Any] = {"services": [], "zone": None, "zone_file": None}
     cannot = {"up_twice": "a lab claims its name once: up() on a live lab raises TargetError (use reset())"}
 
     def __init__(self, name: str | None = None, bottleneck_mbit: float | None = None,
@@ -885,7 +887,11 @@ class LabTarget(Target):
             self.start_service(name)
 
     def describe(self) -> dict[str, Any]:
+        """This machine's description, the lab's, and ``dns_server``: the software the ``dns`` service runs
+        and its version (what a sysctl.d file's provenance names)."""
         info = describe_local()
+        version = dns_servers.server_version(self.dns_server.name)
+        info["dns_server"] = {"software": self.dns_server.name, "version": parse_version(version) or version}
         info.update({"target": "lab", "lab": {
             "name": self.lab_name, "namespaces": dict(self.namespaces), "addresses": dict(self.addresses),
             "link": LINK, "disk": self.state.disk_device if self.state else None, **self._options(),

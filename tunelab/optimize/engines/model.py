@@ -156,9 +156,10 @@ class ModelSearch:
     def ask(self, n: int | None = None) -> list[Candidate]:
         rng = np.random.default_rng([self.settings.seed, self.asks])
         self.asks += 1
-        if self.asks == 1:
+        if self.asks == 1:      # configurations told before (a warm start) need no place in the design
             out = first_batch(self.settings)
-            out += self.balanced_design(rng, max(0, self.initial_size - len(out)), {self.genes(c.config) for c in out})
+            known = {self.genes(c.config) for c in out} | {self.genes(c) for c, _ in self.told.values()}
+            out += self.balanced_design(rng, max(0, self.initial_size - len(known)), known)
         else:
             out = self.proposals(rng, n or self.batch)
         self.asked.update(self.genes(c.config) for c in out)
