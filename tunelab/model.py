@@ -156,17 +156,6 @@ def level_value(value: Any) -> Any:
     return level_from_json(level_to_json(value))
 
 
-def level_text(value: Any) -> str:
-    """How a level is shown to people: tuples as space-separated values.
-
-    >>> level_text((4096, 87380)), level_text(True)
-    ('4096 87380', 'True')
-    """
-    if isinstance(value, (list, tuple)):
-        return " ".join(map(str, value))
-    return str(value)
-
-
 # ---- metrics --------------------------------------------------------------------------------------
 
 DirectionName = Literal["maximize", "minimize"]
@@ -440,4 +429,4 @@ __all__ = ["AnalysisKind", "COUNTER_PREFIX", "DECIDED_VERDICTS", "DEFAULT_SESOI_
            "DesignType",
            "Direction", "FINAL_STATUSES", "HOSTS", "KnobId", "Metric", "PHASES", "ParseError", "Phase",
            "RANGE_DESIGNS", "TrialStatus", "USABLE_STATUSES", "VERDICTS", "Verdict", "counter_columns", "is_counter_column", "json_value", "knob_id",
-           "level_from_json", "level_text", "level_to_json", "level_value"]
+           "level_from_json", "level_to_json", "level_value"]

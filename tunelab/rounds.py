@@ -37,8 +37,8 @@ import pandas as pd
 
 from tunelab.designs import Design, make_plan, round_plan
 from tunelab.display import Displayed
-from tunelab.formatting import fmt_pct
-from tunelab.model import json_value, level_text
+from tunelab.formatting import fmt_pct, level_label
+from tunelab.model import json_value
 from tunelab.runner import PlanRunner, RunSummary
 from tunelab.store import Store
 from tunelab.study_data import design_info
@@ -136,7 +136,8 @@ class RoundRecord:
     verdicts: int
 
     def line(self) -> str:
-        levels = "; ".join(f"{knob}={', '.join(level_text(v) for v in values)}" for knob, values in self.pending.items())
+        levels = "; ".join(f"{knob}={', '.join(level_label(v) for v in values)}"
+                           for knob, values in self.pending.items())
         left = f", still inconclusive: {levels}" if levels else ""
         return f"round {self.number}: {self.planned} trials; {self.decided}/{self.verdicts} verdicts decided{left}"
 

@@ -18,7 +18,8 @@ from tunelab.designs import load_design_text
 from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS
 from tunelab.errors import DataError
 from tunelab.loads.metrics import METRICS
-from tunelab.model import RANGE_DESIGNS, Metric, ParseError, level_text
+from tunelab.formatting import level_label
+from tunelab.model import RANGE_DESIGNS, Metric, ParseError
 from tunelab.store import TIDY_COLUMNS, Store, store_path_for
 
 # tunelab.stats (scipy, statsmodels: about two seconds) is imported inside the two functions that
@@ -48,7 +49,7 @@ def match_level(data: pd.DataFrame, column: str, text: str) -> Any:
 
     levels = sorted_levels(data[column].dropna())
     for level in levels:
-        if level_text(level) == text or str(level) == text:
+        if level_label(level) == text or str(level) == text:
             return level
     try:
         number = float(text)

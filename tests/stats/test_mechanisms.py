@@ -108,6 +108,21 @@ def test_q_values_are_benjamini_hochberg_over_every_counter_and_level() -> None:
     assert table["significant"].tolist() == (table["q"] <= 0.05).tolist()
 
 
+def test_every_significant_level_of_a_matters_row_counts_once_across_metrics() -> None:
+    """The levels come from each matters row's ``levels`` (not only its decisive ``level``), a level that
+    matters for two metrics is tested once, and BH runs over all of them: the same table as naming the
+    three levels one row each (whose q-values the test above checks by hand)."""
+    verdicts = pd.DataFrame({"knob": ["s", "s", "t", "t"], "metric": ["qps", "lat", "qps", "lat"],
+                             "verdict": ["matters", "matters", "matters", "inconclusive"],
+                             "level": pd.Series([16, 128, 1, 1], dtype=object),
+                             "levels": [[{"level": 16}, {"level": 128}], [{"level": 128}], [{"level": 1}], []]})
+    table = mechanism_table(oat_runs(), verdicts, ["s", "t"], {"s": 4096, "t": 0})
+    assert list(dict.fromkeys(zip(table["knob"], table["level"]))) == [("s", 16), ("s", 128), ("t", 1)]
+    assert len(table) == 6
+    one_each = mechanism_table(oat_runs(), matters(("s", 16), ("s", 128), ("t", 1)), ["s", "t"], {"s": 4096, "t": 0})
+    pd.testing.assert_frame_equal(table, one_each)
+
+
 def test_q_values_of_a_hand_computable_example() -> None:
     # sorted p 0.005, 0.01, 0.03, 0.04; m p / rank: 0.02, 0.02, 0.04, 0.04 (already monotone)
     out = with_q_values(pd.DataFrame({"p": [0.01, 0.04, 0.03, 0.005]}))
@@ -138,12 +153,16 @@ def test_screen_carries_mechanisms_and_counters_never_change_a_verdict() -> None
     assert without.mechanisms.empty and list(without.mechanisms.columns) == MECHANISM_COLUMNS
     assert "mechanisms" not in without.settings
     table = with_counters.mechanisms
-    # the verdict row's level: s = 16 decides qps (128 is in its `levels`); t has no effect on qps
-    assert set(zip(table["knob"], table["level"])) == {("s", 16)}
+    # every significant level of the matters row: s = 16 decides qps and 128 (qps 150 against 1000) is
+    # significant too; t has no effect on qps
+    s_row = with_counters.verdicts.set_index("knob").loc["s"]
+    assert s_row["verdict"] == "matters" and [e["level"] for e in s_row["levels"]] == [16, 128]
+    assert list(dict.fromkeys(zip(table["knob"], table["level"]))) == [("s", 16), ("s", 128)]
     assert with_counters.verdicts.set_index("knob").loc["t", "verdict"] != "matters"
     found = table[table["significant"]]
-    assert set(found["counter"]) == {"counter.TcpExt.ListenOverflows"}
-    assert with_counters.settings["mechanisms"] == {"counters": 3, "moving": 2, "tests": 2, "fdr": 0.05,
+    assert set(zip(found["level"], found["counter"])) == {(16, "counter.TcpExt.ListenOverflows"),
+                                                          (128, "counter.TcpExt.ListenOverflows")}
+    assert with_counters.settings["mechanisms"] == {"counters": 3, "moving": 2, "tests": 4, "fdr": 0.05,
                                                     "method": "fdr_bh"}
 
 
@@ -181,14 +200,16 @@ def test_cli_prints_the_mechanisms_and_its_json_carries_them(tmp_path: Path,
     printed = capsys.readouterr().out
     assert "baselines: s=4096, t=0" in printed
     block = printed[printed.index("mechanisms ("):]
-    assert "2 of 3 counters move, 2 tests, Benjamini-Hochberg q <= 0.05" in block
+    assert "2 of 3 counters move, 4 tests, Benjamini-Hochberg q <= 0.05" in block
     assert "  s=16 (vs 4096):\n    TcpExt.ListenOverflows  +1.06e+04/s [" in block
+    assert "  s=128 (vs 4096):\n    TcpExt.ListenOverflows  +3.03e+03/s [" in block
     assert "RcvbufErrors" not in block
     document = json.loads(out.read_text())
     jsonschema.validate(document, stats.schema())
     assert [(m["knob"], m["level"], m["counter"], m["significant"]) for m in document["mechanisms"]] == [
-        ("s", 16, "counter.TcpExt.ListenOverflows", True), ("s", 16, "counter.Udp.RcvbufErrors", False)]
-    assert document["settings"]["mechanisms"]["tests"] == 2
+        ("s", 16, "counter.TcpExt.ListenOverflows", True), ("s", 16, "counter.Udp.RcvbufErrors", False),
+        ("s", 128, "counter.TcpExt.ListenOverflows", True), ("s", 128, "counter.Udp.RcvbufErrors", False)]
+    assert document["settings"]["mechanisms"]["tests"] == 4
 
 
 def test_cli_without_counters_prints_no_mechanism_block(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

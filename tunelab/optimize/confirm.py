@@ -44,9 +44,9 @@ import pandas as pd
 
 from tunelab.designs.change import BlockRule
 from tunelab.errors import TunelabError
-from tunelab.formatting import fmt_ci, fmt_pct
+from tunelab.formatting import fmt_ci, fmt_pct, level_label
 from tunelab.loads import Load
-from tunelab.model import Metric, ParseError, TrialStatus, level_text
+from tunelab.model import Metric, ParseError, TrialStatus
 from tunelab.optimize.evaluators import Evaluator
 from tunelab.runner import BoundKnob, bind_knob_ids, check_host_global
 from tunelab.store import Store
@@ -509,7 +509,7 @@ def compared_configs(target: Target, baseline: Mapping[str, Any] | str, candidat
     wanted = {**base, **{kid: canonical[kid](value) for kid, value in candidate.items()}}
     if base == wanted:
         source = "the target's current values" if isinstance(baseline, str) else "the baseline given"
-        shown = ", ".join(f"{kid}={level_text(value)}" for kid, value in wanted.items())
+        shown = ", ".join(f"{kid}={level_label(value)}" for kid, value in wanted.items())
         raise ValidationError(f"the candidate equals the baseline ({source}: {shown}); there is nothing to "
                               "validate: change at least one knob's value")
     return specs, base, wanted

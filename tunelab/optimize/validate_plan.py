@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 from tunelab.designs.change import BlockRule
 from tunelab.errors import TunelabError
+from tunelab.formatting import level_label
 from tunelab.loads import Load
-from tunelab.model import level_text
 from tunelab.optimize.confirm import ValidationPlan
 from tunelab.optimize.sequential_blocks import block_looks
 from tunelab.optimize.validation import (ALLOW_FLAG, CheckedRequest, CommandsNotAllowed, ValidateRequest,
@@ -104,7 +104,7 @@ def label(role: str, where: Mapping[str, str]) -> str:
 
 
 def text_of(config: Mapping[str, Any]) -> str:
-    return ", ".join(f"{kid}={level_text(value)}" for kid, value in config.items())
+    return ", ".join(f"{kid}={level_label(value)}" for kid, value in config.items())
 
 
 def load_commands(load: Load | None, settings: Mapping[str, Mapping[str, Any]], address: str,

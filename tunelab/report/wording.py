@@ -294,14 +294,18 @@ def counter_words(column: str, difference: float) -> str | None:
 
 
 def _metric_changes(result: ScreenResult, inputs: StudyInputs, knob: str, level: Any) -> str:
-    """``'qps -99.5 %, latency_mean_ms +31.0 %'``: the metrics for which ``knob = level`` matters."""
+    """``'qps -99.5 %, latency_mean_ms +31.0 %'``: the metrics for which ``knob = level`` matters (the row's
+    decisive ``level``, or another of its significant ``levels``)."""
     specs = {m["name"]: m for m in inputs.metrics}
     rows = result.verdicts[(result.verdicts["knob"] == knob) & (result.verdicts["verdict"] == "matters")]
     parts = []
-    for row in rows.itertuples(index=False):
-        if row.level == level:
-            absolute = specs.get(row.metric, {}).get("sesoi_abs") is not None
-            parts.append(f"{row.metric} {fmt_abs(row.effect_abs) if absolute else fmt_pct(row.effect_pct)}")
+    for row in rows.to_dict(orient="records"):
+        entries = [row] if row["level"] == level else \
+            [e for e in row.get("levels") or [] if isinstance(e, dict) and e.get("level") == level]
+        for entry in entries[:1]:
+            absolute = specs.get(row["metric"], {}).get("sesoi_abs") is not None
+            change = fmt_abs(entry["effect_abs"]) if absolute else fmt_pct(entry["effect_pct"])
+            parts.append(f"{row['metric']} {change}")
     return ", ".join(parts)
 
 

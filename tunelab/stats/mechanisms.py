@@ -6,10 +6,11 @@ A study that records kernel counters has one numeric column per counter in its t
 screen's verdicts say which knob levels matter; this module says which counters moved with them:
 
 1. the counters that never move in the study (one value, usually 0, in every usable run) are dropped;
-2. for each knob level that matters (the ``level`` of a ``matters`` verdict row, once per knob and
-   level), each remaining counter is compared with the baseline level: one-at-a-time designs compare
-   the level's runs with the runs where every knob is at its baseline, other designs compare all runs
-   at the level with all runs at the knob's baseline (marginal means);
+2. for each knob level that matters (every significant level, ``levels``, of a ``matters`` verdict
+   row, once per knob and level however many metrics it matters for), each remaining counter is
+   compared with the baseline level: one-at-a-time designs compare the level's runs with the runs
+   where every knob is at its baseline, other designs compare all runs at the level with all runs at
+   the knob's baseline (marginal means);
 3. each comparison is the two-sample t-test with the pooled variance (Student's,
    ``scipy.stats.ttest_ind(equal_var=True)``) with its 95 % interval of the difference of the
    per-second means, and Hedges' g (the same pooled SD, small-sample correction, interval as
@@ -82,19 +83,26 @@ def moving_counters(data: pd.DataFrame, counters: Sequence[str]) -> list[str]:
 
 
 def levels_that_matter(verdicts: pd.DataFrame, knobs: Sequence[str]) -> list[tuple[str, Any]]:
-    """``(knob, level)`` of every ``matters`` verdict row of a knob (not an interaction), once each, in
-    verdict order.
+    """``(knob, level)`` of every significant level of every ``matters`` verdict row of a knob (not an
+    interaction), once each (a level that matters for several metrics counts once), in verdict order.
+
+    A row's significant levels are its ``levels`` (the decisive ``level`` first); a row without them (a
+    range design's, or a table without the column) gives its ``level``.
 
     >>> v = pd.DataFrame({"knob": ["s", "s", "t", "s:t"], "verdict": ["matters", "matters", "inconclusive", "matters"],
-    ...                   "level": pd.Series([16, 16, 2, None], dtype=object)})
+    ...                   "level": pd.Series([16, 16, 2, None], dtype=object),
+    ...                   "levels": [[{"level": 16}, {"level": 128}], [{"level": 16}], [], []]})
     >>> levels_that_matter(v, ["s", "t"])
-    [('s', 16)]
+    [('s', 16), ('s', 128)]
     """
+    listed = verdicts["levels"] if "levels" in verdicts.columns else [None] * len(verdicts)
     out: list[tuple[str, Any]] = []
-    for knob, verdict, level in zip(verdicts["knob"], verdicts["verdict"], verdicts["level"]):
-        if verdict == Verdict.MATTERS.value and knob in knobs and level is not None \
-                and not (isinstance(level, float) and math.isnan(level)) and (knob, level) not in out:
-            out.append((knob, level))
+    for knob, verdict, level, entries in zip(verdicts["knob"], verdicts["verdict"], verdicts["level"], listed):
+        if verdict != Verdict.MATTERS.value or knob not in knobs:
+            continue
+        for value in [entry["level"] for entry in entries] if isinstance(entries, list) and entries else [level]:
+            if value is not None and not (isinstance(value, float) and math.isnan(value)) and (knob, value) not in out:
+                out.append((knob, value))
     return out
 
 
