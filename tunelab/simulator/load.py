@@ -37,7 +37,7 @@ class SimulatorLoad(Load):
     #: the runner evaluator passes the run key as setting ``key`` so noise is seeded per evaluation
     wants_key = True
     #: the settings a design may give (``key`` is added by the runner's evaluator)
-    known_settings = ("profile", "key")
+    known_settings = ("profile", "key", "slot", "side")
 
     def __init__(self, surface: Surface) -> None:
         self.surface = surface
@@ -53,7 +53,7 @@ class SimulatorLoad(Load):
         return out
 
     def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """Refuse settings the simulated load does not know (it knows ``profile`` and ``key``)."""
+        """Refuse settings the simulated load does not know (``profile``, and ``key``, ``slot``, ``side`` set by tunelab)."""
         unknown = sorted(str(k) for k in settings if k not in self.known_settings)
         if unknown:
             raise LoadError(f"simulated: unknown load setting {unknown[0]!r}; known settings: "
@@ -63,8 +63,9 @@ class SimulatorLoad(Load):
     def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
         """``tunelab-simulate --profile P --duration D [--key K]``."""
         argv = [SIMULATE_COMMAND, "--profile", str(settings.get("profile", "overload")), "--duration", f"{duration_s:g}"]
-        if settings.get("key") is not None:
-            argv += ["--key", str(settings["key"])]
+        for name in ("key", "slot", "side"):          # slot and side: a duet pair's (tunelab.simulator.noise)
+            if settings.get(name) is not None:
+                argv += [f"--{name}", str(settings[name])]
         return argv
 
     def parse(self, result: CommandResult, settings: Mapping[str, Any], warmup_s: float) -> LoadResult:
