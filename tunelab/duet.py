@@ -150,9 +150,10 @@ class SideTrial:
 
 @dataclass(frozen=True)
 class PairSetup:
-    """What both sides share: the load, the knobs, the store, the durations and the run's provenance."""
+    """What both sides share: the knobs, the store, the durations and the run's provenance; and each side's
+    own load instance (a load keeps per-target state, e.g. dnsperf's private directory on its client)."""
 
-    load: Load
+    loads: tuple[Load, Load]
     specs: list[BoundKnob]
     store: Any
     warmup_s: float
@@ -213,7 +214,7 @@ def _run_side(target: Target, trial: SideTrial, side: int, barrier: threading.Ba
     try:
         with deferred_interrupts():
             target.reset()
-        return run_trial(target, setup.load, setup.specs, trial.config, trial.run_key, setup.phase, store,
+        return run_trial(target, setup.loads[side], setup.specs, trial.config, trial.run_key, setup.phase, store,
                          setup.warmup_s, setup.measure_s, load_settings=trial.settings, plan_info=trial.plan_info,
                          allow_host_global=setup.allow_host_global, provenance=provenance, checkpoint=checkpoint)
     finally:

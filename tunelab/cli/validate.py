@@ -54,6 +54,10 @@ def register(subparsers: Any) -> None:
     add("--sesoi", type=float, metavar="PCT", help="smallest effect of interest in %% for every metric")
     add("--profile", action="append", default=[], help="load profile (repeatable; default overload)")
     add("--blocks", type=int, default=6, help="ABBA blocks per profile (default 6)")
+    add("--measurement", choices=("sequential", "duet"), default="sequential", help="sequential ABBA blocks on one "
+        "target, or duet: two targets measure A and B at once, then swap sides (docs/duet.md)")
+    add("--pairs", type=int, metavar="N", help="duet pairs per profile (default: twice --blocks)")
+    add("--cpu-layout", choices=("shared", "split"), help="how two duet labs share the CPUs (default shared)")
     add("--warmup", type=float, default=2.0, metavar="S", help="warm-up seconds per trial")
     add("--measure", type=float, default=8.0, metavar="S", help="measured seconds per trial")
     add("--allow-host-global", action="store_true", help="permit host-global knobs")
@@ -72,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
                               load_settings=parse_options(args.load_setting, "--load-setting"),
                               sesoi_pct=args.sesoi, profiles=args.profile,
                               blocks=args.blocks, warmup_s=args.warmup, measure_s=args.measure, store=args.store,
-                              allow_host_global=args.allow_host_global, write_sysctl=args.write_sysctl)
+                              allow_host_global=args.allow_host_global, write_sysctl=args.write_sysctl,
+                              measurement=args.measurement, pairs=args.pairs, cpu_layout=args.cpu_layout)
     print(render.validate_text(result))
     render.write_outputs((args.json, "--json", lambda: render.dumps(result.to_json())))
     return result.exit_status

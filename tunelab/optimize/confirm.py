@@ -307,8 +307,8 @@ def row_text(row: Any) -> str:
     side = " (side effect, not judged)" if getattr(row, "role", "objective") == "side effect" else ""
     if row.verdict == "untestable":
         return f"  [{row.profile}] {row.metric}: untestable ({getattr(row, 'reason', None) or 'no usable blocks'}){side}"
-    needed = row.blocks_needed
-    extra = f"; about {int(needed)} blocks in total would decide" if needed is not None and not pd.isna(needed) else ""
+    needed, unit = row.blocks_needed, "pairs" if getattr(row, "measurement", None) == "duet" else "blocks"
+    extra = f"; about {int(needed)} {unit} in total would decide" if needed is not None and not pd.isna(needed) else ""
     return (f"  [{row.profile}] {row.metric}: {row.pct_change:+.2f} % (95 % CI {row.ci_low:+.2f} .. "
             f"{row.ci_high:+.2f}), SESOI ±{row.sesoi_pct:g} %, TOST p={row.tost_p:.3g} -> {row.verdict}{extra}{side}")
 

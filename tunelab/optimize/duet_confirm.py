@@ -107,6 +107,20 @@ def analyse_pairs(measurements: pd.DataFrame, goal: Metric, alpha: float = 0.05)
     return {**base, **judged, "side_diff_pct": 100 * math.expm1(fit["delta"])}
 
 
+def check_pairs(pairs: Any) -> int:
+    """``pairs`` if a duet can judge that many (at least :data:`MIN_PAIRS` + 1), else one ValidationError line.
+
+    >>> check_pairs(2)
+    Traceback (most recent call last):
+    ...
+    tunelab.optimize.confirm.ValidationError: a duet needs at least 4 pairs (two of each crossover orientation), got 2
+    """
+    if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < MIN_PAIRS + 1:
+        raise ValidationError(f"a duet needs at least {MIN_PAIRS + 1} pairs (two of each crossover orientation), "
+                              f"got {pairs!r}")
+    return pairs
+
+
 def confirm_duet(evaluator: PairEvaluator, baseline: Mapping[str, Any], candidate: Mapping[str, Any],
                  metrics: Sequence[Metric | Mapping[str, Any] | str], *, pairs: int = 12, alpha: float = 0.05,
                  key_prefix: str = "", profile: str = "default",
@@ -125,9 +139,7 @@ def confirm_duet(evaluator: PairEvaluator, baseline: Mapping[str, Any], candidat
     goals = goals_of(metrics)
     if not goals:
         raise ValidationError("name at least one metric to confirm, e.g. qps:max:5")
-    if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < MIN_PAIRS + 1:
-        raise ValidationError(f"a duet validation needs at least {MIN_PAIRS + 1} pairs (two of each crossover "
-                              f"orientation), got {pairs!r}")
+    check_pairs(pairs)
     configs = {"A": dict(baseline), "B": dict(candidate)}
     unmeasured = {goal.name: math.nan for goal in goals}
     rows = [{"profile": profile, "pair": pair, "block": pair // 2, "side": side, "arm": arm, "key": key, **unmeasured,
@@ -148,15 +160,15 @@ class RunnerDuetEvaluator(ResumableEvaluator):
     ``"<phase>:<key>"``); a pair both of whose keys are finished is read back, otherwise both sides are
     measured again (a side is only worth its concurrent partner)."""
 
-    def __init__(self, targets: Sequence[Target], load: Load, knob_specs: Sequence[BoundKnob], store: Store, *,
+    def __init__(self, targets: Sequence[Target], loads: Sequence[Load], knob_specs: Sequence[BoundKnob], store: Store, *,
                  phase: str = "validate", warmup_s: float = 2.0, measure_s: float = 8.0,
                  load_settings: Mapping[str, Any] | None = None, allow_host_global: bool = False,
                  provenance: Mapping[str, Any] | None = None) -> None:
         super().__init__(phase, store.trials(phase), store.path)
-        self.targets, self.store, self.load = list(targets), store, load
-        self.metric_names = list(getattr(load, "metrics", {}) or {})
+        self.targets, self.store, self.load = list(targets), store, loads[0]
+        self.metric_names = list(getattr(self.load, "metrics", {}) or {})
         self.load_settings = dict(load_settings or {})
-        self.setup = PairSetup(load=load, specs=list(knob_specs), store=store, warmup_s=float(warmup_s),
+        self.setup = PairSetup(loads=(loads[0], loads[1]), specs=list(knob_specs), store=store, warmup_s=float(warmup_s),
                                measure_s=float(measure_s), allow_host_global=allow_host_global,
                                provenance=dict(provenance or {}), phase=phase)
         self._run_recorded = False
@@ -189,5 +201,30 @@ class RunnerDuetEvaluator(ResumableEvaluator):
         return results
 
 
-__all__ = ["MIN_PAIRS", "PairEvaluator", "RunnerDuetEvaluator", "analyse_pairs", "confirm_duet", "crossover_fit",
-           "pair_key", "pair_log_ratios"]
+
+
+def run_duet_validation(plan: Any, targets: Sequence[Target], loads: Sequence[Load], store: Store, *, pairs: int,
+                        allow_host_global: bool = False, alpha: float = 0.05, phase: str = "validate") -> ConfirmResult:
+    """Measure a checked :class:`~tunelab.optimize.confirm.ValidationPlan` in ``pairs`` duet pairs per profile on
+    two up ``targets``, each with its own instance of the load (``loads``), trials recorded in ``store``; judge
+    it and count the failed trials."""
+    from tunelab.optimize.confirm import config_digest, trial_failures
+
+    digest = config_digest(plan.baseline, plan.candidate)
+    parts = []
+    for profile, settings in plan.profiles.items():
+        evaluator = RunnerDuetEvaluator(targets, loads, plan.specs, store, phase=phase, warmup_s=plan.warmup_s,
+                                        measure_s=plan.measure_s, load_settings=settings,
+                                        allow_host_global=allow_host_global,
+                                        provenance={"validate_profile": profile, "measurement": "duet"})
+        parts.append(confirm_duet(evaluator, plan.baseline, plan.candidate, plan.goals, pairs=pairs, alpha=alpha,
+                                  key_prefix=f"duet:{profile}:{digest}:", profile=profile))
+    table = pd.concat([p.table for p in parts], ignore_index=True)
+    measurements = pd.concat([p.measurements for p in parts], ignore_index=True)
+    failures = trial_failures(store, [f"{phase}:{key}" for key in measurements["key"]], phase)
+    return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(plan.baseline),
+                         dict(plan.candidate), failures)
+
+
+__all__ = ["MIN_PAIRS", "PairEvaluator", "check_pairs", "RunnerDuetEvaluator", "analyse_pairs", "confirm_duet", "crossover_fit",
+           "pair_key", "pair_log_ratios", "run_duet_validation"]
