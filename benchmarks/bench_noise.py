@@ -44,8 +44,8 @@ from tunelab.formatting import fmt_number
 from tunelab.loads import get_load
 from tunelab.model import Metric
 from tunelab.optimize.confirm import abba_order, analyse_blocks
-from tunelab.optimize.duet_confirm import (MIN_PAIRS, RunnerDuetEvaluator, analyse_pairs, crossover_fit,
-                                           pair_log_ratios)
+from tunelab.optimize.duet_confirm import MIN_PAIRS, RunnerDuetEvaluator, analyse_pairs, pair_log_ratios
+from tunelab.stats.duet_route import crossover_fit
 from tunelab.optimize.evaluators import RunnerEvaluator
 from tunelab.runner import bind_knob_ids, cleanup_load
 from tunelab.store import Store

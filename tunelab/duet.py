@@ -20,15 +20,22 @@ Each trial records its pair in its plan bookkeeping and provenance (``duet_pair`
 from __future__ import annotations
 
 import os
+import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+import pandas as pd
+from tqdm import tqdm
+
+from tunelab.designs import Design
 from tunelab.errors import TunelabError
 from tunelab.loads import Load
 from tunelab.registry import Registry
-from tunelab.runner import BoundKnob, TrialOutcome, run_trial
+from tunelab.runner import (BoundKnob, KnobLookup, PlannedTrial, RunSetup, RunSummary, TrialOutcome, cleanup_load,
+                            describe_target, preflight, prepare_run, recover_journal, run_provenance_of, run_trial)
 from tunelab.signals import deferred_interrupts
 from tunelab.store import Store
 from tunelab.targets import Target
@@ -222,6 +229,95 @@ def _run_side(target: Target, trial: SideTrial, side: int, barrier: threading.Ba
             barrier.abort()           # the other side must not wait for a load that never starts
 
 
-__all__ = ["BARRIER_TIMEOUT_S", "CPU_LAYOUTS", "DEFAULT_CPU_LAYOUT", "MEASUREMENTS", "SIDES", "DuetError",
+# ---- a design's plan as duet pairs ---------------------------------------------------------------------
+
+#: the run key suffix of the concurrent baseline of a planned run
+BASELINE_SUFFIX = ":duet-base"
+
+
+def design_pair(row: PlannedTrial, baseline: Mapping[str, Any], setup: RunSetup,
+                wants_slot: bool = False) -> tuple[SideTrial, SideTrial]:
+    """A planned run (arm B, its own run key) and its concurrent baseline (arm A, run key + :data:`BASELINE_SUFFIX`,
+    planned as a baseline run), on the sides the crossover gives the run's replicate: a level's replicates
+    alternate ``0 1 1 0`` so each orientation is half of them."""
+    run_key, config, info = row
+    replicate = int(info.get("replicate") or 0)
+    a_side = crossover_sides(replicate + 1)[replicate]
+    pair = info.get("run_id", run_key)
+    base_config = {kid: baseline[kid] for kid in config}
+    base_info = {**info, "is_baseline": True, "varied_knob": None}
+    sides = {}
+    for arm, key, cfg, plan_info in (("A", run_key + BASELINE_SUFFIX, base_config, base_info), ("B", run_key, config, info)):
+        side = a_side if arm == "A" else 1 - a_side
+        extra = {"slot": f"pair{pair}", "side": side} if wants_slot else {}
+        sides[side] = SideTrial(key, dict(cfg), {**setup.settings_for(key, info), **extra},
+                                {**plan_info, "duet_pair": pair, "duet_side": side, "duet_arm": arm})
+    return sides[0], sides[1]
+
+
+def pairs_to_run(setup: RunSetup, store: Store, retry_failed: bool = False) -> list[PlannedTrial]:
+    """The planned runs whose pair is not finished (a side without an outcome, or a failed one with
+    ``retry_failed``); a finished side of such a pair is set aside (kept, status interrupted), as a side is
+    only worth its concurrent partner."""
+    trials = store.trials(setup.phase)
+    done = store.completed_run_keys(setup.phase)
+    if retry_failed:
+        done -= set(trials.loc[trials["status"] == "failed", "run_key"])
+    todo = []
+    for row in setup.rows:
+        keys = (row[0], row[0] + BASELINE_SUFFIX)
+        if all(key in done for key in keys):
+            continue
+        finished = trials[trials["run_key"].isin(keys) & trials["status"].isin(["ok", "flagged", "failed"])]
+        for trial_id in finished["trial_id"]:
+            store.set_aside_trial(int(trial_id), "duet: the pair is measured again (its other side was not recorded)",
+                                  {"duet_repeated": True}, include_failed=True)
+        todo.append(row)
+    return todo
+
+
+def run_duet_design(design: Design, targets: Sequence[Target], loads: Sequence[Load], store: Store, *,
+                    allow_host_global: bool = False, progress: bool = True, phase: str = "screen",
+                    plan: pd.DataFrame | None = None, load_settings: Mapping[str, Any] | None = None,
+                    knob_lookup: KnobLookup | None = None, retry_failed: bool = False) -> RunSummary:
+    """:func:`tunelab.runner.run_design` as a duet: every planned run of ``design`` on one side of ``targets``
+    beside its concurrent baseline on the other (:func:`design_pair`, :func:`run_pair`), each target with
+    its own load instance (``loads``). The same checks before the first write; finished pairs are skipped
+    (resume). The busy rule (``noise.repeat_busy_pct``) does not apply: interference is what the pair cancels."""
+    started = time.perf_counter()
+    setup = prepare_run(design, store, allow_host_global=allow_host_global, phase=phase, plan=plan, load=loads[0],
+                        load_settings=load_settings, knob_lookup=knob_lookup, retry_failed=retry_failed)
+    recover_journal(store, targets[0], allow_host_global=setup.allow_host_global, knob_lookup=knob_lookup)
+    todo = pairs_to_run(setup, store, retry_failed)
+    summary = RunSummary(study=setup.study, store_path=store.path, planned=2 * len(setup.rows),
+                         skipped=2 * (len(setup.rows) - len(todo)))
+    descriptions = [describe_target(target) for target in targets]
+    for target, load, description in zip(targets, loads, descriptions):
+        if todo:
+            preflight(target, load, setup.specs)
+            if load.service:
+                target.start_service(load.service)
+        store.begin_run(description)           # each side's lab, so `tunelab restore` can find it after a crash
+    pair_setup = PairSetup(loads=(loads[0], loads[1]), specs=setup.specs, store=SerializedStore(store),
+                           warmup_s=setup.warmup_s, measure_s=setup.measure_s, allow_host_global=setup.allow_host_global,
+                           provenance=run_provenance_of(store, loads[0], {"duet": descriptions}), phase=phase)
+    machine_cpu_s = setup.machine_cpu_s(descriptions[0].get("nproc"))
+    bar = tqdm(total=summary.planned, initial=summary.skipped, unit="trial", file=sys.stderr, dynamic_ncols=True,
+               disable=not (progress and sys.stderr.isatty()), desc=f"{summary.study} (duet)")
+    wants_slot = bool(getattr(loads[0], "wants_key", False))
+    try:
+        for row in todo:
+            for outcome in run_pair(targets, design_pair(row, design.baseline, setup, wants_slot), pair_setup):
+                summary.count(outcome, machine_cpu_s)
+            bar.update(2)
+    finally:
+        bar.close()
+        for target, load in zip(targets, loads):
+            cleanup_load(load, target)
+        summary.wall_s = time.perf_counter() - started
+    return summary
+
+
+__all__ = ["BASELINE_SUFFIX", "design_pair", "pairs_to_run", "run_duet_design", "BARRIER_TIMEOUT_S", "CPU_LAYOUTS", "DEFAULT_CPU_LAYOUT", "MEASUREMENTS", "SIDES", "DuetError",
            "PairSetup", "SerializedStore", "SideTrial", "check_measurement", "crossover_sides", "pair_trials",
            "run_pair", "shared_layout", "side_options", "split_layout"]

@@ -21,7 +21,8 @@ import tunelab
 from tunelab.duet import DuetError, PairSetup, SideTrial, crossover_sides, run_pair, side_options
 from tunelab.errors import TargetError
 from tunelab.optimize.confirm import ValidationError, confirm
-from tunelab.optimize.duet_confirm import confirm_duet, crossover_fit, pair_log_ratios
+from tunelab.optimize.duet_confirm import confirm_duet, pair_log_ratios
+from tunelab.stats.duet_route import crossover_fit
 from tunelab.runner import bind_knob_ids
 from tunelab.simulator import InterferedEvaluator, SimulatorTarget, get_surface
 from tunelab.store import Store
@@ -145,3 +146,41 @@ def test_bad_duet_requests_are_one_error_before_anything_runs(tmp_path):
         side_options("lab", {}, "shared", cpus=[0])
     with pytest.raises(DuetError, match="unknown|no duet CPU layout|triple"):
         side_options("lab", {}, "triple", cpus=[0, 1])
+
+
+# ---- the one-at-a-time screen as a duet ---------------------------------------------------------------
+
+
+def duet_screen_design(name: str, replicates: int, side_bias_pct: float = 0.0) -> str:
+    from simulator_helpers import CONGESTION_KNOB, SOMAXCONN_KNOB, simulator_design
+
+    text = simulator_design(name, cv=CV, knobs=(SOMAXCONN_KNOB, CONGESTION_KNOB), replicates=str(replicates),
+                            extra="measurement: duet\n")
+    return text.replace(f"cv: {CV}}}", f"cv: {CV}, common_cv: {COMMON_CV}, side_bias_pct: {side_bias_pct}}}")
+
+
+def test_a_duet_screen_pairs_every_planned_run_with_a_concurrent_baseline(tmp_path):
+    path = tmp_path / "duet-screen.yaml"
+    path.write_text(duet_screen_design("duet-screen", 4, side_bias_pct=-15))
+    store = tmp_path / "duet-screen.sqlite"
+    run = tunelab.run(path, store=store, progress=False)
+    assert (run.planned, run.ok) == (24, 24)                     # 12 planned runs, each with its concurrent baseline
+    frame = tunelab.screen(store).verdicts
+    with Store(store, readonly=True) as opened:
+        tidy = opened.tidy()
+    b_rows, a_rows = tidy[tidy["duet_arm"] == "B"], tidy[tidy["duet_arm"] == "A"]
+    assert len(a_rows) == len(b_rows) and set(a_rows["duet_pair"]) == set(b_rows["duet_pair"])
+    assert a_rows["is_baseline"].all()
+    for _, rows in tidy.groupby("duet_pair"):
+        assert sorted(rows["duet_side"]) == [0, 1]                 # the two arms of a pair on both sides
+    varied = b_rows[b_rows["varied_knob"].notna()]
+    by_level = varied.groupby("varied_knob")["duet_side"].apply(lambda s: sorted(s.tolist()))
+    assert all(sides == [0, 0, 1, 1] for sides in by_level)       # 4 replicates: the crossover halves them
+    assert set(frame["test"]) == {"duet+paired_t"}
+    somaxconn = frame[frame["knob"] == "net.core.somaxconn"].iloc[0]
+    truth = get_surface("simple", CV)
+    base = truth.baseline
+    expected = 100 * (truth.truth({**base, "net.core.somaxconn": 16})["qps"] / truth.truth(base)["qps"] - 1)
+    assert somaxconn["effect_ci_low"] <= expected <= somaxconn["effect_ci_high"]     # seeded: the same every run
+    again = tunelab.run(path, store=store, progress=False)
+    assert again.skipped == 24 and again.ok == 0                  # resumed: every pair finished

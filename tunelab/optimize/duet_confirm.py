@@ -7,7 +7,8 @@ within a pair. A fixed difference between the sides adds ``+delta`` to the pairs
 
     d_p = mu + delta * o_p + e_p,   o_p = +1 (A on side 0) or -1 (A on side 1)
 
-and judges ``mu``: the % change ``100 (exp(mu) - 1)`` with a Student-t 95 % interval on ``pairs - 2``
+(:func:`tunelab.stats.duet_route.crossover_fit`, as the duet screen does) and judges ``mu``: the % change
+``100 (exp(mu) - 1)`` with a Student-t 95 % interval on ``pairs - 2``
 degrees of freedom, the paired TOST and the verdict of :func:`tunelab.optimize.confirm.judge_log_change`.
 With as many pairs of each orientation (an even count) ``mu`` is the mean of the ``d_p`` and the side
 difference cancels exactly; its own estimate is reported as ``side_diff_pct``.
@@ -18,7 +19,6 @@ import math
 from dataclasses import replace
 from typing import Any, Mapping, Protocol, Sequence
 
-import numpy as np
 import pandas as pd
 
 from tunelab.duet import PairSetup, SideTrial, pair_trials, run_pair
@@ -31,6 +31,7 @@ from tunelab.store import Store
 from tunelab.targets import Target
 
 #: the fewest usable pairs with both orientations that estimate the effect, the side difference and a variance
+#: (as :data:`tunelab.stats.duet_route.MIN_PAIRS`; tunelab.stats is imported only when a duet is judged)
 MIN_PAIRS = 3
 
 
@@ -54,34 +55,13 @@ def pair_key(key_prefix: str, pair: int) -> Any:
 
 def pair_log_ratios(measurements: pd.DataFrame, metric: str) -> pd.DataFrame:
     """One row per pair with a positive value on both arms: ``pair``, ``orientation`` (+1: A on side 0,
-    -1: A on side 1) and ``d = log(B / A)``."""
-    data = measurements[["pair", "side", "arm", metric]].dropna()
-    data = data[data[metric] > 0]
-    wide = data.pivot_table(index="pair", columns="arm", values=[metric, "side"], aggfunc="first")
-    if not {("side", "A"), (metric, "A"), (metric, "B")} <= set(wide.columns):
-        return pd.DataFrame({"pair": [], "orientation": [], "d": []})
-    wide = wide.dropna()
-    return pd.DataFrame({"pair": wide.index.to_numpy(int),
-                         "orientation": np.where(wide[("side", "A")].to_numpy(int) == 0, 1.0, -1.0),
-                         "d": np.log(wide[(metric, "B")].to_numpy(float) / wide[(metric, "A")].to_numpy(float))})
+    -1: A on side 1) and ``d = log(B / A)`` (:func:`tunelab.stats.duet_route.paired_runs`)."""
+    from tunelab.stats.duet_route import ARM, PAIR, SIDE, paired_runs
 
-
-def crossover_fit(d: np.ndarray, orientation: np.ndarray) -> dict[str, float]:
-    """Least squares ``d = mu + delta * orientation``: ``mu``, its standard error ``se``, ``df = n - 2``,
-    the residual SD ``sd`` and ``delta`` (half the side difference, in log units).
-
-    >>> fit = crossover_fit(np.array([0.12, 0.08, 0.09, 0.11]), np.array([1.0, -1.0, -1.0, 1.0]))
-    >>> round(fit["mu"], 6), round(fit["delta"], 6), fit["df"]
-    (0.1, 0.015, 2)
-    """
-    n = len(d)
-    design = np.column_stack([np.ones(n), orientation])
-    beta, *_ = np.linalg.lstsq(design, d, rcond=None)
-    residual = d - design @ beta
-    df = n - 2
-    sd = float(math.sqrt(residual @ residual / df)) if df > 0 else math.nan
-    cov = np.linalg.inv(design.T @ design) * sd ** 2
-    return {"mu": float(beta[0]), "delta": float(beta[1]), "se": float(math.sqrt(cov[0, 0])), "df": df, "sd": sd}
+    named = measurements[["pair", "side", "arm", metric]].rename(columns={"pair": PAIR, "side": SIDE, "arm": ARM})
+    pairs = paired_runs(named, metric)
+    return pd.DataFrame({"pair": pairs[PAIR].to_numpy(int), "orientation": pairs["orientation"].to_numpy(float),
+                         "d": pairs["d"].to_numpy(float)})
 
 
 def analyse_pairs(measurements: pd.DataFrame, goal: Metric, alpha: float = 0.05) -> dict[str, Any]:
@@ -101,6 +81,8 @@ def analyse_pairs(measurements: pd.DataFrame, goal: Metric, alpha: float = 0.05)
         why = f"{n} usable pairs, need {MIN_PAIRS}" if n < MIN_PAIRS else "usable pairs of one orientation only"
         return {**base, "pct_change": math.nan, "ci_low": math.nan, "ci_high": math.nan, "tost_p": math.nan,
                 "verdict": "untestable", "blocks_needed": None, "side_diff_pct": math.nan, "reason": why}
+    from tunelab.stats.duet_route import crossover_fit
+
     fit = crossover_fit(ratios["d"].to_numpy(float), ratios["orientation"].to_numpy(float))
     judged = judge_log_change(fit["mu"], fit["se"], fit["df"], goal, alpha, sd=fit["sd"], fitted=2)
     # d = log B - log A; with A on side 0 (o = +1) B is on side 1: delta is the log side difference (side 1 / side 0)
@@ -226,5 +208,5 @@ def run_duet_validation(plan: Any, targets: Sequence[Target], loads: Sequence[Lo
                          dict(plan.candidate), failures)
 
 
-__all__ = ["MIN_PAIRS", "PairEvaluator", "check_pairs", "RunnerDuetEvaluator", "analyse_pairs", "confirm_duet", "crossover_fit",
+__all__ = ["MIN_PAIRS", "PairEvaluator", "check_pairs", "RunnerDuetEvaluator", "analyse_pairs", "confirm_duet",
            "pair_key", "pair_log_ratios", "run_duet_validation"]
