@@ -37,7 +37,9 @@ class SimulatorLoad(Load):
     #: the runner evaluator passes the run key as setting ``key`` so noise is seeded per evaluation
     wants_key = True
     #: the settings a design may give (``key`` is added by the runner's evaluator)
-    known_settings = ("profile", "key", "slot", "side")
+    known_settings = ("profile", "key")
+    #: set by a duet for each side (tunelab.duet): the pair's time slot and the side (tunelab.simulator.noise)
+    internal_settings = ("slot", "side")
 
     def __init__(self, surface: Surface) -> None:
         self.surface = surface
@@ -53,8 +55,8 @@ class SimulatorLoad(Load):
         return out
 
     def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """Refuse settings the simulated load does not know (``profile``, and ``key``, ``slot``, ``side`` set by tunelab)."""
-        unknown = sorted(str(k) for k in settings if k not in self.known_settings)
+        """Refuse settings the simulated load does not know (``profile``; ``key``, ``slot`` and ``side`` are set by tunelab)."""
+        unknown = sorted(str(k) for k in settings if k not in (*self.known_settings, *self.internal_settings))
         if unknown:
             raise LoadError(f"simulated: unknown load setting {unknown[0]!r}; known settings: "
                             f"{', '.join(self.known_settings)}")
