@@ -497,6 +497,12 @@ def run_validation(plan: ValidationPlan, target: Target, load: Load, store: Stor
                                     allow_host_global=allow_host_global, provenance={"validate_profile": profile})
         parts.append(confirm(evaluator, plan.baseline, plan.candidate, plan.goals, blocks=plan.blocks, alpha=alpha,
                              key_prefix=f"{profile}:{digest}:", profile=profile))
+    return profiles_result(parts, plan, store, phase)
+
+
+def profiles_result(parts: Sequence[ConfirmResult], plan: ValidationPlan, store: Store, phase: str) -> ConfirmResult:
+    """One result of a validation's profiles (``parts``, one per profile): their tables and measurements
+    together, the overall verdict and the failed trials among the measured run keys."""
     table = pd.concat([p.table for p in parts], ignore_index=True)
     measurements = pd.concat([p.measurements for p in parts], ignore_index=True)
     failures = trial_failures(store, [f"{phase}:{key}" for key in measurements["key"]], phase)

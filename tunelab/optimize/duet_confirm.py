@@ -24,7 +24,8 @@ import pandas as pd
 from tunelab.duet import PairSetup, SideTrial, pair_trials, run_pair
 from tunelab.loads import Load
 from tunelab.model import USABLE_STATUSES, Metric
-from tunelab.optimize.confirm import (ConfirmResult, ValidationError, goals_of, judge_log_change, overall_verdict)
+from tunelab.optimize.confirm import (ConfirmResult, ValidationError, config_digest, goals_of, judge_log_change,
+                                      overall_verdict, profiles_result)
 from tunelab.optimize.evaluators import ResumableEvaluator
 from tunelab.runner import BoundKnob, describe_target, keyed_settings
 from tunelab.store import Store
@@ -190,8 +191,6 @@ def run_duet_validation(plan: Any, targets: Sequence[Target], loads: Sequence[Lo
     """Measure a checked :class:`~tunelab.optimize.confirm.ValidationPlan` in ``pairs`` duet pairs per profile on
     two up ``targets``, each with its own instance of the load (``loads``), trials recorded in ``store``; judge
     it and count the failed trials."""
-    from tunelab.optimize.confirm import config_digest, trial_failures
-
     digest = config_digest(plan.baseline, plan.candidate)
     parts = []
     for profile, settings in plan.profiles.items():
@@ -201,11 +200,7 @@ def run_duet_validation(plan: Any, targets: Sequence[Target], loads: Sequence[Lo
                                         provenance={"validate_profile": profile, "measurement": "duet"})
         parts.append(confirm_duet(evaluator, plan.baseline, plan.candidate, plan.goals, pairs=pairs, alpha=alpha,
                                   key_prefix=f"duet:{profile}:{digest}:", profile=profile))
-    table = pd.concat([p.table for p in parts], ignore_index=True)
-    measurements = pd.concat([p.measurements for p in parts], ignore_index=True)
-    failures = trial_failures(store, [f"{phase}:{key}" for key in measurements["key"]], phase)
-    return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(plan.baseline),
-                         dict(plan.candidate), failures)
+    return profiles_result(parts, plan, store, phase)
 
 
 __all__ = ["MIN_PAIRS", "PairEvaluator", "check_pairs", "RunnerDuetEvaluator", "analyse_pairs", "confirm_duet",
