@@ -10,6 +10,7 @@ root-mean-square standard errors compare as ``sqrt(var_total / var_independent)`
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -184,3 +185,27 @@ def test_a_duet_screen_pairs_every_planned_run_with_a_concurrent_baseline(tmp_pa
     assert somaxconn["effect_ci_low"] <= expected <= somaxconn["effect_ci_high"]     # seeded: the same every run
     again = tunelab.run(path, store=store, progress=False)
     assert again.skipped == 24 and again.ok == 0                  # resumed: every pair finished
+
+
+@pytest.mark.parametrize(("pattern", "replacement", "words"), [
+    ("measurement: duet", "measurement: trio", "must be one of sequential, duet"),
+    ("type: oat", "type: full_factorial", "needs `design: {type: oat}`"),
+    ("target: .*", "target: {type: local}", "duet runs two targets of one spec at once on this machine"),
+])
+def test_a_design_s_measurement_is_checked_before_anything_runs(pattern, replacement, words):
+    from tunelab.designs import load_design_text
+    from tunelab.errors import DesignError
+
+    text = re.sub(pattern, replacement, duet_screen_design("bad-duet", 2))
+    with pytest.raises(DesignError, match=re.escape(words)):
+        load_design_text(text, source="bad.yaml")
+
+
+def test_a_duet_design_hashes_apart_from_its_sequential_twin():
+    from tunelab.designs import load_design_text
+
+    duet = load_design_text(duet_screen_design("twin", 2), source="a.yaml")
+    sequential = load_design_text(duet_screen_design("twin", 2).replace("measurement: duet\n", ""), source="b.yaml")
+    assert duet.measurement == "duet" and sequential.measurement == "sequential"
+    assert duet.design_hash != sequential.design_hash
+    assert "measurement" not in sequential.to_dict()          # a sequential design keeps its old hash

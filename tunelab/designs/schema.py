@@ -1158,7 +1158,7 @@ def _parse_measurement(ctx: _Context, raw: Any, section: Mapping[str, Any], targ
     simulator): each level is measured beside a concurrent baseline on a second target of the same spec."""
     if raw not in MEASUREMENTS:
         raise ctx.error(("measurement",), f"must be one of {', '.join(MEASUREMENTS)}, got {quoted(raw)}")
-    if raw == "duet" and section["design_type"] != "oat":
+    if raw == "duet" and section["design_type"] != DesignType.OAT:
         raise ctx.error(("measurement",), f"duet measures each level against a concurrent baseline, so it needs "
                         f"`design: {{type: oat}}`, not {section['design_type']!r}")
     if raw == "duet" and target.type not in DUET_TARGETS:
