@@ -283,7 +283,8 @@ def run_duet_design(design: Design, targets: Sequence[Target], loads: Sequence[L
     """:func:`tunelab.runner.run_design` as a duet: every planned run of ``design`` on one side of ``targets``
     beside its concurrent baseline on the other (:func:`design_pair`, :func:`run_pair`), each target with
     its own load instance (``loads``). The same checks before the first write; finished pairs are skipped
-    (resume). The busy rule (``noise.repeat_busy_pct``) does not apply: interference is what the pair cancels."""
+    (resume). The busy rule (``noise.repeat_busy_pct``) does not apply, nor the busy-machine warning: interference
+    is what the pair cancels, and each side's foreign CPU time (still recorded) includes its partner's."""
     started = time.perf_counter()
     setup = prepare_run(design, store, allow_host_global=allow_host_global, phase=phase, plan=plan, load=loads[0],
                         load_settings=load_settings, knob_lookup=knob_lookup, retry_failed=retry_failed)
@@ -301,14 +302,13 @@ def run_duet_design(design: Design, targets: Sequence[Target], loads: Sequence[L
     pair_setup = PairSetup(loads=(loads[0], loads[1]), specs=setup.specs, store=SerializedStore(store),
                            warmup_s=setup.warmup_s, measure_s=setup.measure_s, allow_host_global=setup.allow_host_global,
                            provenance=run_provenance_of(store, loads[0], {"duet": descriptions}), phase=phase)
-    machine_cpu_s = setup.machine_cpu_s(descriptions[0].get("nproc"))
     bar = tqdm(total=summary.planned, initial=summary.skipped, unit="trial", file=sys.stderr, dynamic_ncols=True,
                disable=not (progress and sys.stderr.isatty()), desc=f"{summary.study} (duet)")
     wants_slot = bool(getattr(loads[0], "wants_key", False))
     try:
         for row in todo:
             for outcome in run_pair(targets, design_pair(row, design.baseline, setup, wants_slot), pair_setup):
-                summary.count(outcome, machine_cpu_s)
+                summary.count(outcome)       # no busy share: each side's "foreign" CPU includes its partner's
             bar.update(2)
     finally:
         bar.close()
