@@ -191,12 +191,13 @@ def test_a_duet_screen_pairs_every_planned_run_with_a_concurrent_baseline(tmp_pa
     ("measurement: duet", "measurement: trio", "must be one of sequential, duet"),
     ("type: oat", "type: full_factorial", "needs `design: {type: oat}`"),
     ("target: .*", "target: {type: local}", "duet runs two targets of one spec at once on this machine"),
+    ("replicates: 4", "replicates: 2", "it needs at least 3 replicates per level"),
 ])
 def test_a_design_s_measurement_is_checked_before_anything_runs(pattern, replacement, words):
     from tunelab.designs import load_design_text
     from tunelab.errors import DesignError
 
-    text = re.sub(pattern, replacement, duet_screen_design("bad-duet", 2))
+    text = re.sub(pattern, replacement, duet_screen_design("bad-duet", 4))
     with pytest.raises(DesignError, match=re.escape(words)):
         load_design_text(text, source="bad.yaml")
 
@@ -204,8 +205,8 @@ def test_a_design_s_measurement_is_checked_before_anything_runs(pattern, replace
 def test_a_duet_design_hashes_apart_from_its_sequential_twin():
     from tunelab.designs import load_design_text
 
-    duet = load_design_text(duet_screen_design("twin", 2), source="a.yaml")
-    sequential = load_design_text(duet_screen_design("twin", 2).replace("measurement: duet\n", ""), source="b.yaml")
+    duet = load_design_text(duet_screen_design("twin", 4), source="a.yaml")
+    sequential = load_design_text(duet_screen_design("twin", 4).replace("measurement: duet\n", ""), source="b.yaml")
     assert duet.measurement == "duet" and sequential.measurement == "sequential"
     assert duet.design_hash != sequential.design_hash
     assert "measurement" not in sequential.to_dict()          # a sequential design keeps its old hash

@@ -81,6 +81,8 @@ TOP_KEYS = ("name", "description", "target", "load", "warmup_s", "measure_s", "m
 MEASUREMENTS = ("sequential", "duet")
 #: the target types a duet can run two of at once on one machine
 DUET_TARGETS = ("lab", "simulator", "dry-run")
+#: the fewest replicates (pairs) per level a duet screen can judge
+DUET_MIN_REPLICATES = 3
 KNOB_KEYS = ("name", "host", "device", "levels", "low", "high", "step", "scale", "n", "baseline", "apply_order")
 #: keys of the ``constraints`` section (tunelab.designs.constraints)
 CONSTRAINT_KEYS = ("exclude", "apply_order")
@@ -1161,6 +1163,10 @@ def _parse_measurement(ctx: _Context, raw: Any, section: Mapping[str, Any], targ
     if raw == "duet" and section["design_type"] != DesignType.OAT:
         raise ctx.error(("measurement",), f"duet measures each level against a concurrent baseline, so it needs "
                         f"`design: {{type: oat}}`, not {section['design_type']!r}")
+    if raw == "duet" and section["replicates"] < DUET_MIN_REPLICATES:
+        raise ctx.error(("measurement",), f"a duet judges each level from its pairs (the effect, the side difference "
+                        f"and a variance): it needs at least {DUET_MIN_REPLICATES} replicates per level (4 balance the "
+                        f"sides), got {section['replicates']}")
     if raw == "duet" and target.type not in DUET_TARGETS:
         raise ctx.error(("measurement",), f"duet runs two targets of one spec at once on this machine: "
                         f"{', '.join(DUET_TARGETS)}, not {target.type!r}")
