@@ -207,7 +207,8 @@ def posthoc_frame(tables: list[pd.DataFrame], route: str) -> pd.DataFrame:
 
 
 #: the post-hoc test of each route, as the verdict's note names it
-POSTHOC_NAMES = {"anova+tukey": "Tukey HSD", "welch+games_howell": "Games–Howell", "kruskal+dunn": "Dunn's test"}
+POSTHOC_NAMES = {"anova+tukey": "Tukey HSD", "welch+games_howell": "Games–Howell", "kruskal+dunn": "Dunn's test",
+                 "duet+paired_t": "the paired t test of each level against its concurrent baselines"}
 
 
 def oneway_comparisons(part: dict[str, Any]) -> pd.DataFrame:
