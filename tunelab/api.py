@@ -387,8 +387,9 @@ def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str
              load: str | None = None, load_settings: Mapping[str, Any] | None = None,
              sesoi_pct: float | None = None, profiles: Sequence[str] = (),
              blocks: int = 6, warmup_s: float = 2.0, measure_s: float = 8.0, allow_host_global: bool = False,
-             store: PathLike | None = None, write_sysctl: PathLike | bool | None = None) -> ValidateRun:
-    """Is a candidate configuration better than the baseline on ``target``? (ABBA blocks, recorded)
+             store: PathLike | None = None, write_sysctl: PathLike | bool | None = None,
+             measurement: str = "sequential", pairs: int | None = None, cpu_layout: str | None = None) -> ValidateRun:
+    """Is a candidate configuration better than the baseline on ``target``? (ABBA blocks or duet pairs, recorded)
 
     Parameters
     ----------
@@ -406,6 +407,9 @@ def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str
     write_sysctl : directory of the sysctl.d file and its rollback, written on ``improve`` or ``equivalent``
         (default or ``True``: next to the store, ``<store>-sysctl/``; ``False``: none);
         :mod:`tunelab.optimize.deploy`
+    measurement : ``sequential`` (ABBA blocks on one target) or ``duet``: two targets of the same spec
+        measure A and B at the same moment, then swap sides, ``pairs`` pairs per profile (default twice
+        ``blocks``); two labs share the CPUs as ``cpu_layout`` says (``shared``, ``split``; docs/duet.md)
 
     Returns
     -------
@@ -415,7 +419,8 @@ def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str
     return run_validate(target, candidate, baseline=baseline, metrics=metrics, target_options=target_options,
                         surface=surface, load=load, load_settings=load_settings, sesoi_pct=sesoi_pct,
                         profiles=profiles, blocks=blocks, warmup_s=warmup_s, measure_s=measure_s,
-                        allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl)
+                        allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl,
+                        measurement=measurement, pairs=pairs, cpu_layout=cpu_layout)
 
 
 def validate_change(change: PathLike, *, allow_design_commands: bool = False, store: PathLike | None = None,

@@ -263,7 +263,7 @@ def design_info(design: Any) -> dict[str, Any]:
     and for Morris designs its ``points`` in trajectory order and grid ``levels``. Aliases are not
     passed: the screen's model finds them in the runs themselves. ``guards``
     (:func:`tunelab.designs.schema.design_guards`): the guard metrics and what each metric is
-    conditional on, from the design and its load's defaults.
+    conditional on, from the design and its load's defaults. ``measurement`` for a duet (tunelab.duet).
     """
     from tunelab.designs.generators import GENERATORS
     from tunelab.designs.schema import design_guards
@@ -278,6 +278,8 @@ def design_info(design: Any) -> dict[str, Any]:
                               **({"spending": sequential.spending} if sequential.spending else {})}
     if design.load.crossed:      # the screen models the load profile as a factor (the first is its reference)
         info["profiles"] = list(design.load.profiles)
+    if getattr(design, "measurement", "sequential") != "sequential":   # a duet: the screen pairs each level's runs
+        info["measurement"] = design.measurement                       # with their concurrent baselines
     if design.design_type not in RANGE_DESIGNS:
         return info              # building a factorial's rows would only import pyDOE3 for nothing
     generated = GENERATORS.get(design.design_type).build(design, np.random.default_rng(design.seed)).info

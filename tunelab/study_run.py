@@ -104,13 +104,22 @@ def dispatcher_on(beds: list[Any], scheduler: str | None, store: Store, warnings
 
 
 def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[str, Any], options: RunOptions, *,
-                target: Target | None = None, dispatcher: Any = None,
+                target: Target | None = None, dispatcher: Any = None, partner: Any = None,
                 budget: StudyBudget | None = None) -> runner.PlanRunner:
     """The one way a study's plans reach the runner: ``run_plan(phase, plan)`` runs ``plan`` (None: the
-    design's own) on ``target`` (:func:`tunelab.runner.run_design`) or across the ``dispatcher``'s
-    testbeds (:func:`tunelab.cluster.run_design_on_testbeds`), with the study's load and options. On a
-    target, ``budget`` (:class:`tunelab.rounds.StudyBudget`) is asked before every attempt; across
-    testbeds it is held between rounds only."""
+    design's own) on ``target`` (:func:`tunelab.runner.run_design`), as duet pairs on ``target`` and
+    ``partner`` (a ``(target, load)`` pair: :func:`tunelab.duet.run_duet_design`) or across the
+    ``dispatcher``'s testbeds (:func:`tunelab.cluster.run_design_on_testbeds`), with the study's load and options.
+    On a target (or a duet's two), ``budget`` (:class:`tunelab.rounds.StudyBudget`) is asked before every
+    attempt (pair); across testbeds it is held between rounds only."""
+    may_start = budget.may_start if budget is not None else None
+    if partner is not None:
+        from tunelab.duet import run_duet_design
+
+        return lambda phase, plan: run_duet_design(
+            design, [target, partner[0]], [load, partner[1]], store, phase=phase, plan=plan,
+            load_settings=load_settings, allow_host_global=options.allow_host_global, progress=options.progress,
+            retry_failed=options.retry_failed, may_start=may_start)
     common = dict(allow_host_global=options.allow_host_global, retry_failed=options.retry_failed, load=load,
                   load_settings=load_settings)
     if dispatcher is not None:
@@ -119,7 +128,6 @@ def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[st
         return lambda phase, plan: run_design_on_testbeds(design, dispatcher, store, phase=phase, plan=plan, **common)
     if target is None:
         raise TargetError("a study runs on a target or on testbeds; neither was given")
-    may_start = budget.may_start if budget is not None else None
     return lambda phase, plan: runner.run_design(design, target, store, phase=phase, plan=plan,
                                                  progress=options.progress, checkpoint=options.checkpoint,
                                                  may_start=may_start, **common)
@@ -180,16 +188,42 @@ def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: 
     with _run_store(path, dry) as where, \
             study_store(design.name, design.design_hash, design_text, spec, where,
                         check_crashed=not dry) as (opened, removed):
-        with build_target(spec, allow_commands=options.allow_design_commands) as live:
+        sides = duet_specs(design, spec)
+        with build_target(sides[0], allow_commands=options.allow_design_commands) as live, \
+                duet_partner(design, sides[1], options) as partner:
             if dry:
                 study = _preview(design, opened, live, plan_runner(design, opened, load, load_settings, options,
-                                                                   target=live))
+                                                                   target=live, partner=partner))
             else:
                 budget = budget_of(design, opened, options.clock)
                 study = _calibrate_and_run(design, opened, plan_runner(design, opened, load, load_settings, options,
-                                                                       target=live, budget=budget), budget)
+                                                                       target=live, partner=partner, budget=budget),
+                                           budget)
     study.labs_removed, study.recorded = removed, not dry
     return study
+
+
+def duet_specs(design: Design, spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The target spec of each side: ``(spec, None)`` unless the design is a duet, whose two labs get their
+    CPUs from the default layout (:func:`tunelab.duet.side_options`)."""
+    if design.measurement != "duet":
+        return spec, None
+    from tunelab.duet import side_options
+
+    zero, one = side_options(spec["type"], spec["options"])
+    return {**spec, "options": zero}, {**spec, "options": one}
+
+
+@contextmanager
+def duet_partner(design: Design, spec: dict[str, Any] | None, options: RunOptions) -> Iterator[Any]:
+    """The second side of a duet, up, with its own load instance: ``(target, load)``; None for one target."""
+    if spec is None:
+        yield None
+        return
+    target_cls = check_target_spec(spec, allow_commands=options.allow_design_commands)
+    load, _ = runner.load_for(design, target_cls, spec["options"])
+    with build_target(spec, allow_commands=options.allow_design_commands) as partner:
+        yield partner, load
 
 
 def _preview(design: Design, store: Store, live: Any, run_plan: runner.PlanRunner) -> StudyRun:
@@ -223,6 +257,9 @@ def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | Non
                     path: Path, options: RunOptions) -> StudyRun:
     """The study across the testbeds of a testbeds file (see :func:`tunelab.run`); everything is checked
     before Dask starts."""
+    if design.measurement == "duet":
+        raise DesignError("measurement: duet runs two targets of the design's own spec on this machine; it does "
+                          "not run across testbeds yet: drop --testbeds or use measurement: sequential")
     beds, warnings = checked_testbeds(design, testbeds, options.allow_design_commands)
     design = _without_busy_rule_on_one_machine(design, warnings)
     load, load_settings = _one_load(design, beds)
@@ -282,5 +319,5 @@ def run_study_of(design: Design, design_text: str, *, target: str | None = None,
     return run_on_target(design, design_text, target_spec_for(design, target), path, options)
 
 
-__all__ = ["RunOptions", "checked_testbeds", "dispatcher_on", "plan_runner", "run_on_target", "run_on_testbeds",
-           "run_study_of", "study_store", "target_spec_for", "with_busy_rule"]
+__all__ = ["RunOptions", "checked_testbeds", "dispatcher_on", "duet_partner", "duet_specs", "plan_runner",
+           "run_on_target", "run_on_testbeds", "run_study_of", "study_store", "target_spec_for", "with_busy_rule"]

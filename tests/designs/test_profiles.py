@@ -59,8 +59,8 @@ def test_profile_list_is_parsed_and_a_single_name_keeps_its_meaning(make_design)
 
 
 @pytest.mark.parametrize("profile, where, words", [
-    (["low", "heavy"], "load.profile[1]", ["no profile 'heavy'", "known: low, overload"]),
-    ("heavy", "load.profile", ["no profile 'heavy'", "known: low, overload"]),
+    (["low", "heavy"], "load.profile[1]", ["no profile 'heavy'", "known: low, open_loop, overload"]),
+    ("heavy", "load.profile", ["no profile 'heavy'", "known: low, open_loop, overload"]),
     (["low", "low"], "load.profile[1]", ["listed twice"]),
     (["low"], "load.profile", ["at least two"]),
     (["low", 3], "load.profile[1]", ["non-empty string"]),

@@ -17,6 +17,11 @@ server restarted (somaxconn) is refused without it, before anything runs. ``bloc
 decided}`` runs blocks in rounds and stops when every metric in every profile is decided (the screen's
 alpha spending); the output says at which looks.
 
+``--measurement duet`` (a change file's ``measurement: duet``) measures A and B at the same moment on two
+targets of the same spec (a lab or the simulator), then swaps sides, ``--pairs`` pairs per profile (default
+twice --blocks); two labs share the CPUs as ``--cpu-layout`` says (docs/duet.md). Blocks in rounds are refused
+with a duet (it measures a fixed number of pairs).
+
 With flags::
 
     tunelab validate --target lab --load dnsperf --baseline current --candidate net.core.somaxconn=4096 \\
@@ -58,7 +63,8 @@ from tunelab.errors import TunelabError
 CHANGE_FILE_SETS = {"target": "--target", "target_option": "--target-option", "surface": "--surface", "load": "--load",
                     "load_setting": "--load-setting", "baseline": "--baseline", "candidate": "--candidate",
                     "metric": "--metric", "sesoi": "--sesoi", "profile": "--profile", "blocks": "--blocks",
-                    "warmup": "--warmup", "measure": "--measure", "allow_host_global": "--allow-host-global"}
+                    "warmup": "--warmup", "measure": "--measure", "allow_host_global": "--allow-host-global",
+                    "measurement": "--measurement", "pairs": "--pairs", "cpu_layout": "--cpu-layout"}
 #: the defaults of those flags without a change file
 FLAG_DEFAULTS = {"blocks": 6, "warmup": 2.0, "measure": 8.0}
 
@@ -87,6 +93,10 @@ def register(subparsers: Any) -> None:
     add("--sesoi", type=float, metavar="PCT", help="smallest effect of interest in %% for every metric")
     add("--profile", action="append", default=[], help="load profile (repeatable; default overload)")
     add("--blocks", type=int, help="ABBA blocks per profile (default 6)")
+    add("--measurement", choices=("sequential", "duet"), help="sequential ABBA blocks on one target (default), "
+        "or duet: two targets measure A and B at once, then swap sides (docs/duet.md)")
+    add("--pairs", type=int, metavar="N", help="duet pairs per profile (default: twice --blocks)")
+    add("--cpu-layout", choices=("shared", "split"), help="how two duet labs share the CPUs (default shared)")
     add("--warmup", type=float, metavar="S", help="warm-up seconds per trial (default 2)")
     add("--measure", type=float, metavar="S", help="measured seconds per trial (default 8)")
     add("--allow-host-global", action="store_true", help="permit host-global knobs")
@@ -111,7 +121,8 @@ def flag_arguments(args: argparse.Namespace) -> dict[str, Any]:
                 metrics=args.metric, target_options=parse_options(args.target_option), surface=args.surface,
                 load=args.load, load_settings=parse_options(args.load_setting, "--load-setting"),
                 sesoi_pct=args.sesoi, profiles=args.profile, blocks=given["blocks"], warmup_s=given["warmup"],
-                measure_s=given["measure"], allow_host_global=args.allow_host_global)
+                measure_s=given["measure"], allow_host_global=args.allow_host_global,
+                measurement=args.measurement or "sequential", pairs=args.pairs, cpu_layout=args.cpu_layout)
 
 
 def run(args: argparse.Namespace) -> int:

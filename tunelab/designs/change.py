@@ -25,6 +25,9 @@ duration... is one :class:`~tunelab.errors.DesignError` line naming the file, th
     candidate: candidate.conf         # a sysctl.d (or YAML) file | {net.core.somaxconn: 4096}
     metrics: [qps:max:5, latency_mean_ms:min:5]   # or mappings {name, goal, sesoi}
     blocks: 6                         # or {min: 4, max: 16, step: 4, until: decided, spending: linear}
+    measurement: sequential           # or duet: A and B at once on two targets (lab, simulator), then swapped
+    pairs: 12                         # duet only: pairs per profile (default twice blocks, at least 4)
+    cpu_layout: shared                # duet on a lab only: shared | split (docs/duet.md)
     warmup_s: 2
     measure_s: 8
     allow_host_global: false
@@ -60,8 +63,8 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from tunelab.designs.config_files import read_config_file
-from tunelab.designs.schema import (MAX_DURATION_S, MAX_FILE_BYTES, MAX_REPLICATES, Path_, _compose, _Context,
-                                    _freeze)
+from tunelab.designs.schema import (MAX_DURATION_S, MAX_FILE_BYTES, MAX_REPLICATES, MEASUREMENTS, Path_, _compose,
+                                    _Context, _freeze)
 from tunelab.errors import DesignError, TunelabError, quoted
 from tunelab.knobs import get_knob
 from tunelab.loads import Load, get_load
@@ -72,7 +75,7 @@ from tunelab.targets import check_target_spec
 from tunelab.targets.ssh import parse_spec
 
 TOP_KEYS = ("name", "description", "server", "load_host", "target", "load", "baseline", "candidate", "metrics",
-            "blocks", "warmup_s", "measure_s", "allow_host_global")
+            "blocks", "warmup_s", "measure_s", "allow_host_global", "measurement", "pairs", "cpu_layout")
 SERVER_KEYS = ("ssh", "key", "known_hosts", "restart", "software")
 LOAD_HOST_KEYS = ("ssh", "key", "known_hosts")
 LOAD_KEYS = ("generator", "query_file", "server_address", "transport", "profiles")
@@ -156,6 +159,10 @@ class ChangeFile:
     load_host: SshHost | None = None
     restart: tuple[str, ...] | None = None
     software: str | None = None
+    #: ``measurement``: ``sequential`` or ``duet``; ``pairs`` and ``cpu_layout`` of a duet (None: the defaults)
+    measurement: str = "sequential"
+    pairs: int | None = None
+    cpu_layout: str | None = None
 
     @property
     def study(self) -> str:
@@ -403,6 +410,20 @@ def _blocks(ctx: ChangeContext, raw: Any) -> BlockRule:
                      ctx.string(raw.get("spending", DEFAULT_SPENDING), path + ("spending",), SPENDING_NAMES))
 
 
+def _measurement(ctx: ChangeContext, data: Mapping[str, Any]) -> dict[str, Any]:
+    """``measurement`` (``sequential`` or ``duet``) and a duet's ``pairs`` and ``cpu_layout``; their ranges, the
+    layout's name and the target type are checked where the flags' are (validate's own checks)."""
+    kind = ctx.string(data.get("measurement", "sequential"), ("measurement",), MEASUREMENTS)
+    given = [key for key in ("pairs", "cpu_layout") if data.get(key) is not None]
+    if given and kind != "duet":
+        raise ctx.error((given[0],), f"{given[0]} goes with measurement: duet; add it or leave {given[0]} out")
+    pairs = data.get("pairs")
+    return {"measurement": kind,
+            "pairs": None if pairs is None else ctx.integer(pairs, ("pairs",), minimum=1,
+                                                            maximum=("MAX_REPLICATES", MAX_REPLICATES)),
+            "cpu_layout": None if data.get("cpu_layout") is None else ctx.string(data["cpu_layout"], ("cpu_layout",))}
+
+
 def parse_change(data: Any, source: str = "<string>", lines: Mapping[Path_, int] | None = None,
                  base: Path | None = None) -> ChangeFile:
     """A change file's mapping -> :class:`ChangeFile`; the first problem is one DesignError line."""
@@ -427,7 +448,7 @@ def parse_change(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
                                                                                   "baseline", base)),
         candidate=_freeze(_config(ctx, data["candidate"], "candidate", base)),
         metrics=_metrics(ctx, data.get("metrics"), get_load(load.generator)() if load else None),
-        blocks=_blocks(ctx, data.get("blocks", 6)), **durations,
+        blocks=_blocks(ctx, data.get("blocks", 6)), **durations, **_measurement(ctx, data),
         allow_host_global=ctx.boolean(data.get("allow_host_global", False), ("allow_host_global",)))
 
 

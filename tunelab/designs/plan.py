@@ -47,7 +47,7 @@ RESTART_S = 1.0
 PLAN_COLUMNS = ["run_id", "config_id", "block", "replicate", "run_order", "is_baseline", "varied_knob"]
 #: bookkeeping columns only some trials have: ``round`` (sequential designs, 1, 2, ...), ``profile`` (a load
 #: profile per run), ``testbed`` (the testbed that ran the trial, when a study runs on several: tunelab.cluster)
-OPTIONAL_PLAN_COLUMNS = ["round", "profile", "testbed"]
+OPTIONAL_PLAN_COLUMNS = ["round", "profile", "testbed", "duet_pair", "duet_side", "duet_arm"]
 
 
 def _rows(design: Design) -> DesignRows:

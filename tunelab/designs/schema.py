@@ -76,7 +76,13 @@ MAX_SEED = 2**63 - 1
 MAX_MESSAGE_CHARS = 600
 
 TOP_KEYS = ("name", "description", "target", "load", "warmup_s", "measure_s", "metrics", "knobs", "design", "analysis",
-            "noise", "guards", "constraints")
+            "noise", "guards", "constraints", "measurement")
+#: ``measurement:``: one trial at a time, or a duet (tunelab.duet: two targets at once; OAT designs on one target)
+MEASUREMENTS = ("sequential", "duet")
+#: the target types a duet can run two of at once on one machine
+DUET_TARGETS = ("lab", "simulator", "dry-run")
+#: the fewest replicates (pairs) per level a duet screen can judge
+DUET_MIN_REPLICATES = 3
 KNOB_KEYS = ("name", "host", "device", "levels", "low", "high", "step", "scale", "n", "baseline", "apply_order")
 #: keys of the ``constraints`` section (tunelab.designs.constraints)
 CONSTRAINT_KEYS = ("exclude", "apply_order")
@@ -287,6 +293,8 @@ class Design:
     guards: "GuardSpec" = field(default_factory=lambda: GuardSpec())
     #: ``constraints:`` (exclusions and the design-level apply order; tunelab.designs.constraints)
     constraints: Constraints = Constraints()
+    #: ``measurement:`` ``sequential`` (one trial at a time) or ``duet`` (each trial beside a concurrent baseline)
+    measurement: str = "sequential"
 
     @property
     def knob_ids(self) -> list[str]:
@@ -326,6 +334,8 @@ class Design:
             **({"guards": self.guards.to_dict()} if self.guards.declared else {}),
             # only when given: a design without constraints keeps its hash
             **({"constraints": self.constraints.to_dict()} if self.constraints else {}),
+            # only for a duet: a sequential design keeps its hash
+            **({"measurement": self.measurement} if self.measurement != "sequential" else {}),
         }
 
     @property
@@ -1135,13 +1145,32 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
     noise = _parse_noise(ctx, data.get("noise", {}))
     constraints, knobs = _parse_constraints(ctx, data.get("constraints"), knobs, knob_lookup or _default_knob_lookup)
     design = Design(**identity, target=target, load=load, **durations, metrics=metrics, knobs=knobs, **section,
-                    analysis=analysis, source=source, noise=noise, guards=guards, constraints=constraints)
+                    analysis=analysis, source=source, noise=noise, guards=guards, constraints=constraints,
+                    measurement=_parse_measurement(ctx, data.get("measurement", "sequential"), section, target))
     _check_exclusions(ctx, design)
     _check_plan_size(ctx, design)
     _check_profiles(ctx, design)
     GENERATORS.get(design.design_type).check(design, ctx)
     _check_model_size(ctx, design)
     return design
+
+
+def _parse_measurement(ctx: _Context, raw: Any, section: Mapping[str, Any], target: TargetSpec) -> str:
+    """``measurement``: ``sequential`` or ``duet``; a duet screens a one-at-a-time design on a lab (or the
+    simulator): each level is measured beside a concurrent baseline on a second target of the same spec."""
+    if raw not in MEASUREMENTS:
+        raise ctx.error(("measurement",), f"must be one of {', '.join(MEASUREMENTS)}, got {quoted(raw)}")
+    if raw == "duet" and section["design_type"] != DesignType.OAT:
+        raise ctx.error(("measurement",), f"duet measures each level against a concurrent baseline, so it needs "
+                        f"`design: {{type: oat}}`, not {section['design_type']!r}")
+    if raw == "duet" and section["replicates"] < DUET_MIN_REPLICATES:
+        raise ctx.error(("measurement",), f"a duet judges each level from its pairs (the effect, the side difference "
+                        f"and a variance): it needs at least {DUET_MIN_REPLICATES} replicates per level (4 balance the "
+                        f"sides), got {section['replicates']}")
+    if raw == "duet" and target.type not in DUET_TARGETS:
+        raise ctx.error(("measurement",), f"duet runs two targets of one spec at once on this machine: "
+                        f"{', '.join(DUET_TARGETS)}, not {target.type!r}")
+    return str(raw)
 
 
 def _parse_constraints(ctx: _Context, raw: Any, knobs: tuple[KnobSpec, ...],

@@ -16,6 +16,7 @@ latency_mean_ms        ms      minimize  dnsperf, wrk    mean request/query late
 latency_stddev_ms      ms      minimize  dnsperf, wrk    standard deviation of request/query latency
 latency_max_ms         ms      minimize  dnsperf, wrk    largest request/query latency
 latency_p50_ms         ms      minimize  dnsperf*, wrk   median latency (*dnsperf: with per_query_latency)
+latency_p95_ms         ms      minimize  dnsperf*        95th percentile latency (*idem; profile open_loop)
 latency_p99_ms         ms      minimize  dnsperf*, wrk   99th percentile latency (*idem)
 conn_latency_mean_ms   ms      minimize  dnsperf         mean TCP connection set-up latency (TCP mode)
 reconnections          count   minimize  dnsperf         TCP connections re-opened (TCP mode)

@@ -24,6 +24,7 @@ METRICS: Mapping[str, MetricInfo] = {
     "latency_stddev_ms": MetricInfo("ms", _MIN, "standard deviation of request/query latency", on_survivors=True),
     "latency_max_ms": MetricInfo("ms", _MIN, "largest request/query latency", on_survivors=True),
     "latency_p50_ms": MetricInfo("ms", _MIN, "median request/query latency", on_survivors=True),
+    "latency_p95_ms": MetricInfo("ms", _MIN, "95th percentile of request/query latency", on_survivors=True),
     "latency_p99_ms": MetricInfo("ms", _MIN, "99th percentile of request/query latency", on_survivors=True),
     # the server's own cost, far less noisy than closed-loop throughput on a shared machine (tunelab.counters)
     "server_cpu_per_query": MetricInfo("us", _MIN, "CPU microseconds the server's processes spent per answered query "

@@ -103,27 +103,30 @@ def abba_order(blocks: int) -> list[tuple[int, int, str]]:
     return [(b, p, arm) for b in range(blocks) for p, arm in enumerate("ABBA")]
 
 
-def _half_width(sd: float, n: int, q: float) -> float:
-    """Half width of the ``q`` one-sided Student-t interval of a mean of ``n`` values with SD ``sd``."""
+def _half_width(sd: float, n: int, q: float, fitted: int = 1) -> float:
+    """Half width of the ``q`` one-sided Student-t interval of a mean of ``n`` values with SD ``sd``
+    (``n - fitted`` degrees of freedom)."""
     from scipy import stats as ss
 
-    return float(ss.t.ppf(q, n - 1) * sd / math.sqrt(n))
+    return float(ss.t.ppf(q, n - fitted) * sd / math.sqrt(n))
 
 
-def blocks_needed(mean_log: float, sd_log: float, bound_log: float, alpha: float = 0.05) -> int | None:
+def blocks_needed(mean_log: float, sd_log: float, bound_log: float, alpha: float = 0.05,
+                  fitted: int = 1) -> int | None:
     """Smallest block count at which the observed mean/SD would decide: a significant difference
     (95 % interval excludes 0) or equivalence (90 % interval inside ±bound). ``None`` if no count up
-    to :data:`MAX_BLOCKS` would (the mean sits on the SESOI boundary).
+    to :data:`MAX_BLOCKS` would (the mean sits on the SESOI boundary). ``fitted``: parameters fitted
+    besides the mean's (a duet's crossover fits its side difference too: df = pairs - 2).
 
     >>> blocks_needed(0.02, 0.02, math.log(1.05))
     4
     """
     if not np.isfinite(sd_log) or sd_log == 0:
-        return 2
-    for n in range(2, MAX_BLOCKS + 1):
-        if _half_width(sd_log, n, 1 - alpha / 2) < abs(mean_log):
+        return 1 + fitted
+    for n in range(1 + fitted, MAX_BLOCKS + 1):
+        if _half_width(sd_log, n, 1 - alpha / 2, fitted) < abs(mean_log):
             return n
-        if _half_width(sd_log, n, 1 - alpha) < bound_log - abs(mean_log):
+        if _half_width(sd_log, n, 1 - alpha, fitted) < bound_log - abs(mean_log):
             return n
     return None
 
@@ -138,8 +141,6 @@ def analyse_blocks(measurements: pd.DataFrame, goal: Metric, alpha: float = 0.05
     two-sided level of the interval and the level of the TOST (a sequential look's nominal level);
     ``needed=False`` leaves ``blocks_needed`` out (None) at an interim look.
     """
-    from scipy import stats as ss
-
     if goal.name not in measurements.columns:
         raise ValidationError(f"metric {goal.name!r} was not measured; measured columns: "
                               f"{', '.join(c for c in measurements.columns if c not in ('block', 'arm', 'position'))}")
@@ -156,13 +157,32 @@ def analyse_blocks(measurements: pd.DataFrame, goal: Metric, alpha: float = 0.05
                 "verdict": "untestable", "blocks_needed": None, "reason": f"{n} usable blocks, need {MIN_BLOCKS}"}
     d = np.log(means["B"].to_numpy(float) / means["A"].to_numpy(float))
     mean, sd = float(d.mean()), float(d.std(ddof=1))
-    se = sd / math.sqrt(n)
-    tq = float(ss.t.ppf(1 - alpha / 2, n - 1))
+    out = judge_log_change(mean, sd / math.sqrt(n), n - 1, goal, alpha, sd=sd, needed=needed)
+    out = {**base, **out}
+    if bootstrap:
+        out.update(_bootstrap_ci(data, goal.name))
+    return out
+
+
+def judge_log_change(mean: float, se: float, df: int, goal: Metric, alpha: float = 0.05,
+                     sd: float | None = None, fitted: int = 1, needed: bool = True) -> dict[str, Any]:
+    """The % change, Student-t interval, paired TOST and verdict of a mean log ratio ``mean`` with standard
+    error ``se`` on ``df`` degrees of freedom (see the module docstring); ``alpha`` is the two-sided level of
+    the interval and the level of the TOST; ``sd`` (one unit's SD) and ``fitted`` (parameters fitted besides,
+    df = units - fitted) size ``blocks_needed`` when inconclusive (``needed=False``: None, at an interim look).
+
+    >>> row = judge_log_change(math.log(1.10), 0.01, 5, Metric("qps", "maximize", 5))
+    >>> round(row["pct_change"], 6), row["verdict"]
+    (10.0, 'improve')
+    """
+    from scipy import stats as ss
+
+    tq = float(ss.t.ppf(1 - alpha / 2, df))
     low, high = (mean - tq * se, mean + tq * se) if se > 0 else (mean, mean)
     lower_bound, upper_bound = math.log(1 - goal.sesoi_pct / 100), math.log(1 + goal.sesoi_pct / 100)
     if se > 0:
-        p_lower = float(ss.t.sf((mean - lower_bound) / se, n - 1))
-        p_upper = float(ss.t.cdf((mean - upper_bound) / se, n - 1))
+        p_lower = float(ss.t.sf((mean - lower_bound) / se, df))
+        p_upper = float(ss.t.cdf((mean - upper_bound) / se, df))
     else:
         p_lower = 0.0 if mean > lower_bound else 1.0
         p_upper = 0.0 if mean < upper_bound else 1.0
@@ -178,13 +198,12 @@ def analyse_blocks(measurements: pd.DataFrame, goal: Metric, alpha: float = 0.05
         verdict = "equivalent"
     else:
         verdict = "inconclusive"
-    more = blocks_needed(mean, sd, min(-lower_bound, upper_bound), alpha) if verdict == "inconclusive" and needed \
-        else None
-    out = {**base, "pct_change": 100 * math.expm1(mean), "ci_low": 100 * math.expm1(low),
-           "ci_high": 100 * math.expm1(high), "tost_p": tost_p, "verdict": verdict, "blocks_needed": more}
-    if bootstrap:
-        out.update(_bootstrap_ci(data, goal.name))
-    return out
+    more = None
+    if verdict == "inconclusive" and needed:
+        more = blocks_needed(mean, se * math.sqrt(df + fitted) if sd is None else sd,
+                             min(-lower_bound, upper_bound), alpha, fitted)
+    return {"pct_change": 100 * math.expm1(mean), "ci_low": 100 * math.expm1(low),
+            "ci_high": 100 * math.expm1(high), "tost_p": tost_p, "verdict": verdict, "blocks_needed": more}
 
 
 def _bootstrap_ci(data: pd.DataFrame, metric: str) -> dict[str, float]:
@@ -326,8 +345,8 @@ def row_text(row: Any) -> str:
     side = " (side effect, not judged)" if getattr(row, "role", "objective") == "side effect" else ""
     if row.verdict == "untestable":
         return f"  [{row.profile}] {row.metric}: untestable ({getattr(row, 'reason', None) or 'no usable blocks'}){side}"
-    needed = row.blocks_needed
-    extra = f"; about {int(needed)} blocks in total would decide" if needed is not None and not pd.isna(needed) else ""
+    needed, unit = row.blocks_needed, "pairs" if getattr(row, "measurement", None) == "duet" else "blocks"
+    extra = f"; about {int(needed)} {unit} in total would decide" if needed is not None and not pd.isna(needed) else ""
     alpha = getattr(row, "alpha_nominal", None)
     level = 95.0 if alpha is None or pd.isna(alpha) else 100 * (1 - float(alpha))
     return (f"  [{row.profile}] {row.metric}: {row.pct_change:+.2f} % ({level:.4g} % CI {row.ci_low:+.2f} .. "
@@ -536,3 +555,13 @@ def plan_validation(target: Target, load: Load, baseline: Mapping[str, Any] | st
     check_host_global(specs, allow_host_global)
     return ValidationPlan(specs, base, wanted, goals, settings, rule, warmup_s, measure_s,
                           "current" if isinstance(baseline, str) else "given")
+
+
+def profiles_result(parts: Sequence[ConfirmResult], plan: ValidationPlan, store: Store, phase: str) -> ConfirmResult:
+    """One result of a validation's profiles (``parts``, one per profile): their tables and measurements
+    together, the overall verdict and the failed trials among the measured run keys."""
+    table = pd.concat([p.table for p in parts], ignore_index=True)
+    measurements = pd.concat([p.measurements for p in parts], ignore_index=True)
+    failures = trial_failures(store, [f"{phase}:{key}" for key in measurements["key"]], phase)
+    return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(plan.baseline),
+                         dict(plan.candidate), failures)

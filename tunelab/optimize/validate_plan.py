@@ -9,7 +9,9 @@ So a preview that passes is a validation that starts.
 
 Estimated time per profile: ``blocks x 4 trials (A B B A) x (warm-up + measured time + overhead)``, the
 overhead being :data:`TRIAL_OVERHEAD_S` (knobs applied, verified and restored, the load started) plus
-:data:`RESTART_S` per trial when the service restarts (an assumption: a real server may take longer).
+:data:`RESTART_S` per trial when the service restarts (an assumption: a real server may take longer). A duet
+(``measurement: duet``) takes ``pairs x (warm-up + measured time + overhead)`` per profile: both sides of a
+pair measure at once.
 """
 from __future__ import annotations
 
@@ -130,9 +132,11 @@ def load_commands(load: Load | None, settings: Mapping[str, Mapping[str, Any]], 
 
 
 def time_lines(checked: CheckedRequest, profiles: int, warmup_s: float, measure_s: float) -> tuple[list[str], tuple[float, float]]:
-    """The blocks' order and the estimated time for the fewest and the most blocks."""
+    """The blocks' order and the estimated time for the fewest and the most blocks (a duet: its pairs)."""
     rule: BlockRule = checked.rule
     per_trial = warmup_s + measure_s + TRIAL_OVERHEAD_S + (RESTART_S if checked.restarts else 0.0)
+    if checked.sides:
+        return duet_time_lines(checked, profiles, per_trial, warmup_s, measure_s)
     low, high = (TRIALS_PER_BLOCK * n * profiles * per_trial for n in (rule.min, rule.max))
     looks = ", ".join(f"{n} (alpha {a:.3g})" for n, a in block_looks(rule))
     lines = [f"blocks per profile: {rule.min} first" + (f", then {rule.step} more per round while a metric is "
@@ -145,6 +149,22 @@ def time_lines(checked: CheckedRequest, profiles: int, warmup_s: float, measure_
              f"{measure_s:g} s measured + {TRIAL_OVERHEAD_S:g} s overhead"
              + (f" + {RESTART_S:g} s restart, assumed" if checked.restarts else "") + ") per trial)"]
     return lines, (low, high)
+
+
+def duet_time_lines(checked: CheckedRequest, profiles: int, per_trial: float, warmup_s: float,
+                    measure_s: float) -> tuple[list[str], tuple[float, float]]:
+    """A duet's two targets, its pairs' order and its estimated time (both sides of a pair measure at once)."""
+    pairs = int(checked.request.measurement.pair_count(checked.rule))
+    total = pairs * profiles * per_trial
+    sides = "; ".join(f"side {n}: {checked.spec.get('type')} {text_of(side.get('options') or {}) or '(as given)'}"
+                      for n, side in enumerate(checked.sides))
+    lines = [f"measurement: duet on two {checked.spec.get('type')} targets of the same spec ({sides})",
+             f"pairs per profile: {pairs}; each pair measures A on one side and B on the other at the same moment, "
+             "then the next swaps sides (0 1 1 0 ...), so a fixed difference between the sides cancels",
+             f"estimated time: {fmt_duration(total)} (pairs x {profiles} profile(s) x ({warmup_s:g} s warm-up + "
+             f"{measure_s:g} s measured + {TRIAL_OVERHEAD_S:g} s overhead"
+             + (f" + {RESTART_S:g} s restart, assumed" if checked.restarts else "") + ") per pair)"]
+    return lines, (total, total)
 
 
 def fmt_duration(seconds: float) -> str:
@@ -168,7 +188,7 @@ def preview_request(request: ValidateRequest, offline: bool = False) -> Validate
         checked = check_request(replace(request, allow_commands=True))
     plan, load, warmup_s, measure_s, address = None, checked.load, request.warmup_s, request.measure_s, None
     if not offline:
-        with build_target(checked.spec, allow_commands=True) as live:
+        with build_target(checked.build_spec, allow_commands=True) as live:
             load, plan, warmup_s, measure_s = plan_on_target(checked, live)
             address = live.address("server")
     options = checked.spec.get("options") or {}

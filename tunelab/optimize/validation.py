@@ -10,7 +10,8 @@
    ``current`` is read, a candidate equal to it is refused. Nothing is applied and no store is written
    until here.
 3. Open the store, measure the ABBA blocks (in rounds for ``blocks: {min, max, until: decided}``,
-   :mod:`tunelab.optimize.sequential_blocks`) and judge them; count the failed trials.
+   :mod:`tunelab.optimize.sequential_blocks`), or with ``measurement: duet`` the duet pairs on two targets at
+   once (:mod:`tunelab.optimize.duet_confirm`), and judge them; count the failed trials.
 4. On ``improve`` or ``equivalent``, write the sysctl.d file and its rollback
    (:mod:`tunelab.optimize.deploy`), else say why not; the provenance goes to ``--json`` either way.
 """
@@ -25,7 +26,9 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from tunelab.designs.change import BlockRule, ChangeFile, load_change
+from tunelab.designs.schema import DUET_TARGETS
 from tunelab.display import Displayed
+from tunelab.duet import DuetError, check_measurement, side_options
 from tunelab.errors import DesignError, SafetyError, TargetError, TunelabError
 from tunelab.loads import Load, get_load
 from tunelab.model import Metric, json_value, level_to_json
@@ -33,6 +36,7 @@ from tunelab.optimize.confirm import (EXIT_STATUS, ConfirmResult, ValidationPlan
                                       checked_goals, compared_configs, config_digest, plan_validation,
                                       profile_settings, row_text, trial_failures)
 from tunelab.optimize.deploy import SysctlFiles, not_deployable, provenance, write_sysctl_files
+from tunelab.optimize.duet_confirm import check_pairs, run_duet_validation
 from tunelab.optimize.evaluators import RunnerEvaluator
 from tunelab.optimize.sequential_blocks import confirm_in_rounds
 from tunelab.runner import bind_knob_ids, check_host_global, cleanup_load
@@ -105,6 +109,21 @@ class ValidateRun(Displayed):
 
 
 @dataclass(frozen=True)
+class Measurement:
+    """How validate measures: ``sequential`` ABBA blocks on one target, or ``duet`` pairs on two at once
+    (:mod:`tunelab.duet`; ``pairs`` per profile, default twice the blocks: as many trials; ``cpu_layout`` of
+    two labs, default :data:`tunelab.duet.DEFAULT_CPU_LAYOUT`)."""
+
+    kind: str = "sequential"
+    pairs: int | None = None
+    cpu_layout: str | None = None
+
+    def pair_count(self, rule: BlockRule) -> Any:
+        """The pairs per profile (as given, checked by :func:`tunelab.optimize.duet_confirm.check_pairs`)."""
+        return self.pairs if self.pairs is not None else 2 * rule.max
+
+
+@dataclass(frozen=True)
 class ValidateRequest:
     """One validation as asked, from the CLI's flags (:func:`run_validate`) or a change file
     (:func:`request_of_change`); ``allow_commands`` is the user's ``--allow-design-commands`` for a change
@@ -129,6 +148,7 @@ class ValidateRequest:
     software: str | None = None
     #: the change file it came from (errors are prefixed with it), or None for flags
     source: str | None = None
+    measurement: Measurement = Measurement()
 
     @property
     def target_type(self) -> str:
@@ -152,6 +172,13 @@ class CheckedRequest:
     goals: list[Any]
     restarts: bool
     rule: BlockRule
+    #: a duet's two sides: the spec of each (side 0 is built as the target), else empty
+    sides: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def build_spec(self) -> Mapping[str, Any]:
+        """The spec of the target ``validate`` brings up (a duet's side 0)."""
+        return self.sides[0] if self.sides else self.spec
 
 
 def request_of_change(change: ChangeFile, *, allow_commands: bool = False, store: PathLike | None = None,
@@ -166,7 +193,7 @@ def request_of_change(change: ChangeFile, *, allow_commands: bool = False, store
         blocks=change.blocks, warmup_s=change.warmup_s, measure_s=change.measure_s,
         allow_host_global=change.allow_host_global, allow_commands=allow_commands, study=change.study,
         store=Path(store) if store is not None else None, write_sysctl=write_sysctl, software=change.software,
-        source=change.source)
+        source=change.source, measurement=Measurement(change.measurement, change.pairs, change.cpu_layout))
 
 
 @contextlib.contextmanager
@@ -237,7 +264,29 @@ def check_request(request: ValidateRequest) -> CheckedRequest:
             specs = bind_knob_ids(request.candidate) if request.candidate else []
         check_host_global(specs, request.allow_host_global)
         spec, restarts = restart_spec(request, load)
-    return CheckedRequest(request, spec, load, profiles, list(request.metrics), restarts, rule)
+        sides = duet_sides(request.measurement, spec, rule)
+    return CheckedRequest(request, spec, load, profiles, list(request.metrics), restarts, rule, sides)
+
+
+def duet_sides(how: Measurement, spec: Mapping[str, Any], rule: BlockRule) -> tuple[Mapping[str, Any], ...]:
+    """The spec of each side of a duet (empty for ``sequential``), after its checks: a target type two of
+    which run on this machine at once, fixed blocks, enough pairs and a CPU layout that fits the options."""
+    check_measurement(how.kind)
+    if how.kind != "duet":
+        if how.pairs is not None or how.cpu_layout is not None:
+            raise DuetError("pairs and cpu_layout go with measurement duet; add --measurement duet "
+                            "(measurement: duet) or drop them")
+        return ()
+    kind = str(spec.get("type"))
+    if kind not in DUET_TARGETS:
+        raise DuetError(f"a duet runs two targets of one spec at once on this machine: {', '.join(DUET_TARGETS)}, "
+                        f"not {kind!r}; use measurement sequential")
+    if rule.sequential:
+        raise DuetError(f"a duet measures a fixed number of pairs, not blocks in rounds ({{min: {rule.min}, max: "
+                        f"{rule.max}}}); give pairs (or a fixed blocks count) or use measurement sequential")
+    check_pairs(how.pair_count(rule))
+    zero, one = side_options(kind, spec.get("options") or {}, how.cpu_layout)
+    return {**spec, "options": zero}, {**spec, "options": one}
 
 
 def plan_on_target(checked: CheckedRequest, live: Target) -> tuple[Load, ValidationPlan, float, float]:
@@ -291,12 +340,12 @@ def run_request(request: ValidateRequest) -> ValidateRun:
     path = request.store_path
     design_text = json.dumps({"validate": request.target_type, "options": checked.spec.get("options")},
                              sort_keys=True, default=str)
-    with build_target(checked.spec, allow_commands=True) as live:
+    with build_target(checked.build_spec, allow_commands=True) as live:
         load, plan, _, _ = plan_on_target(checked, live)
         with Store.open(path, study=request.study, design_hash=hashlib.sha256(design_text.encode()).hexdigest(),
                         design_text=design_text, target_spec=dict(checked.spec)) as opened:
             try:
-                result = run_validation(plan, live, load, opened, allow_host_global=request.allow_host_global)
+                result = measured(checked, plan, live, load, opened)
             finally:
                 cleanup_load(load, live)
         description = {**live.describe()}
@@ -305,6 +354,9 @@ def run_request(request: ValidateRequest) -> ValidateRun:
             description["dns_server"] = software
     facts = provenance(checked.spec, description, load, plan.profiles.values(), result.verdict,
                        [row_text(row) for row in result.table.itertuples()])
+    if checked.sides:
+        facts["measurement"] = {"kind": "duet", "pairs": request.measurement.pair_count(checked.rule),
+                                "sides": [dict(side.get("options") or {}) for side in checked.sides]}
     note = not_deployable(result.verdict)
     if note is None and request.write_sysctl is False:
         note = f"no sysctl.d file written: the verdict is {result.verdict.upper()}, but write_sysctl=False"
@@ -314,6 +366,24 @@ def run_request(request: ValidateRequest) -> ValidateRun:
     directory = path.with_name(f"{path.stem}-sysctl") if chosen in (None, True) else Path(chosen)  # type: ignore[arg-type]
     files = write_sysctl_files(directory, request.study, result.baseline, result.candidate, facts)
     return ValidateRun(request.target_type, path, result, files, None, facts)
+
+
+def measured(checked: CheckedRequest, plan: ValidationPlan, live: Target, load: Load, store: Store) -> ConfirmResult:
+    """Measure a checked plan the way the request says: ABBA blocks on ``live`` (:func:`run_validation`), or duet
+    pairs on ``live`` and a second target of side 1's spec, with its own instance of the load."""
+    request = checked.request
+    if not checked.sides:
+        return run_validation(plan, live, load, store, allow_host_global=request.allow_host_global)
+    other = checked.sides[1]
+    with build_target(other, allow_commands=True) as partner:
+        paired = type(partner).paired_load(dict(other.get("options") or {}), None)  # the simulator's own load
+        partner_load = paired[0] if paired is not None else type(load)()
+        try:
+            return run_duet_validation(plan, [live, partner], [load, partner_load], store,
+                                       pairs=request.measurement.pair_count(checked.rule),
+                                       allow_host_global=request.allow_host_global)
+        finally:
+            cleanup_load(partner_load, partner)
 
 
 def run_validation(plan: ValidationPlan, target: Target, load: Load, store: Store, *, allow_host_global: bool = False,
@@ -338,13 +408,16 @@ def run_validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping
                  surface: str | None = None, load: str | None = None, load_settings: Mapping[str, Any] | None = None,
                  sesoi_pct: float | None = None, profiles: Sequence[str] = (), blocks: int | BlockRule = 6,
                  warmup_s: float = 2.0, measure_s: float = 8.0, allow_host_global: bool = False,
-                 store: PathLike | None = None, write_sysctl: PathLike | bool | None = None) -> ValidateRun:
+                 store: PathLike | None = None, write_sysctl: PathLike | bool | None = None,
+                 measurement: str = "sequential", pairs: int | None = None,
+                 cpu_layout: str | None = None) -> ValidateRun:
     """:func:`tunelab.validate`'s sequence from its parameters (see the module docstring)."""
     return run_request(flags_request(target, candidate, baseline=baseline, metrics=metrics,
                                      target_options=target_options, surface=surface, load=load,
                                      load_settings=load_settings, sesoi_pct=sesoi_pct, profiles=profiles,
                                      blocks=blocks, warmup_s=warmup_s, measure_s=measure_s,
-                                     allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl))
+                                     allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl,
+                                     measurement=measurement, pairs=pairs, cpu_layout=cpu_layout))
 
 
 def flags_request(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",
@@ -355,10 +428,12 @@ def flags_request(target: str, candidate: Mapping[str, Any], *, baseline: Mappin
     base = dict(baseline) if isinstance(baseline, Mapping) else baseline
     settings = dict(rest.pop("load_settings", None) or {})
     store = rest.pop("store", None)
+    how = Measurement(rest.pop("measurement", None) or "sequential", rest.pop("pairs", None),
+                      rest.pop("cpu_layout", None))
     return ValidateRequest(spec={"type": target, "options": options}, candidate=candidate, baseline=base,
                            metrics=tuple(metrics), profiles=tuple(rest.pop("profiles", ()) or ()),
                            load_settings=settings, study=f"validate-{target}",
-                           store=Path(store) if store is not None else None, **rest)
+                           store=Path(store) if store is not None else None, measurement=how, **rest)
 
 
 def validate_change(path: PathLike | ChangeFile, *, allow_design_commands: bool = False,

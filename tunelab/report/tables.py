@@ -178,24 +178,28 @@ def significant_pairs(verdicts: pd.DataFrame) -> list[tuple[str, str, str]]:
     their own and are left out, and so are knobs read over a numeric range (Latin hypercube, Morris:
     tests in :data:`RANGE_TESTS`), which have no groups to compare pairwise."""
     methods = {"anova+tukey": "tukey_hsd", "welch+games_howell": "games_howell", "kruskal+dunn": "dunn",
-               **{test: "model_dunnett" for test in MODEL_TEST_TEXT}}
+               "duet+paired_t": "duet_paired_t", **{test: "model_dunnett" for test in MODEL_TEST_TEXT}}
     chosen = verdicts[verdicts["significant"].astype(bool) & ~verdicts["test"].isin(RANGE_TESTS)]
     return [(r.knob, r.metric, methods.get(r.test, "tukey_hsd")) for r in chosen.itertuples(index=False)
             if not (":" in str(r.knob) and not present(r.level))]
+
+
+#: post-hoc methods that compare each level with the baseline only (no compact letters)
+BASELINE_ONLY_METHODS = ("model_dunnett", "duet_paired_t")
 
 
 def posthoc_detail(result: ScreenResult, inputs: StudyInputs, knob: str, metric: str, method: str) -> dict[str, Any]:
     """Everything notebook 02 shows for one knob × metric: the post-hoc ``table`` of ``method`` (levels as
     text), the square ``matrix`` of adjusted p-values, compact ``letters`` per level (best mean first)
     and the ``rows`` the test used. The model's contrasts (``model_dunnett``) compare each level with the
-    baseline only, so they have no compact letters (``letters`` is empty)."""
+    baseline only, so they have no compact letters (``letters`` is empty); so do a duet's paired tests."""
     rows = knob_rows(inputs.runs, knob, inputs.knobs, inputs.baseline, result.design)
     values = rows[knob].tolist()
     means = {lvl: float(rows.loc[[v == lvl for v in values], metric].mean()) for lvl in dict.fromkeys(values)}
     direction = next((m["direction"] for m in inputs.metrics if m["name"] == metric), "maximize")
     long = result.posthoc[(result.posthoc["knob"] == knob) & (result.posthoc["metric"] == metric)
                           & (result.posthoc["method"] == method)]
-    letters = {} if method == "model_dunnett" else letters_by_level(
+    letters = {} if method in BASELINE_ONLY_METHODS else letters_by_level(
         result.posthoc, knob, metric, method, means, inputs.alpha, maximize=direction == "maximize")
     table = long.drop(columns=["knob", "metric", "method", "recommended"]).assign(
         group1=long["group1"].map(level_label), group2=long["group2"].map(level_label)).reset_index(drop=True)

@@ -27,7 +27,7 @@ from tunelab.stats.linear_model import MIN_RESIDUAL_DF, NORMALITY_ALPHA as MODEL
 from tunelab.stats.linear_model import VARIANCE_ALPHA as MODEL_VARIANCE_ALPHA
 
 ROUTE_SHORT = {"anova+tukey": "ANOVA + Tukey", "welch+games_howell": "Welch + Games–Howell",
-               "kruskal+dunn": "Kruskal–Wallis + Dunn"}
+               "kruskal+dunn": "Kruskal–Wallis + Dunn", "duet+paired_t": "duet: paired t vs concurrent baseline"}
 
 
 #: the model route's tests (:data:`tunelab.stats.linear_model.TESTS`) in a sentence

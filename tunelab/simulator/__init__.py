@@ -7,7 +7,9 @@ and statistical procedures can be scored against the truth. One module per conce
 ==================  ===========================================================================
 ``surface.py``      :class:`Surface`: truth, noise, exhaustive table, optimum
 ``surfaces.py``     the registered surfaces (``simple``, ``null``, ``hard512``, ``smooth``, ``tradeoff``, ``wide27``)
-``evaluator.py``    :class:`SimulatorEvaluator`: the fast path for searches (no store, no runner)
+``evaluator.py``    :class:`SimulatorEvaluator`: the fast path for searches (no store, no runner);
+                    :class:`InterferedEvaluator`: the same on a busy machine (common-mode noise, duet pairs)
+``noise.py``        common-mode noise per time slot and a duet side bias
 ``load.py``         :class:`SimulatorLoad`: the load whose command the simulator target answers
 ``target.py``       :class:`SimulatorTarget` (registered as ``"simulator"``): knob files in memory
 ``setup.py``        :func:`refine_setup`: a refinement on a surface without a design file
@@ -28,10 +30,10 @@ True
 """
 from tunelab.simulator.surface import Surface
 from tunelab.simulator.surfaces import SURFACES, get_surface
-from tunelab.simulator.evaluator import SimulatorEvaluator
+from tunelab.simulator.evaluator import InterferedEvaluator, SimulatorEvaluator
 from tunelab.simulator.load import SIMULATE_COMMAND, SimulatorLoad
 from tunelab.simulator.target import SimulatorTarget
 from tunelab.simulator.setup import refine_setup
 
-__all__ = ["SIMULATE_COMMAND", "SURFACES", "SimulatorEvaluator", "SimulatorLoad", "SimulatorTarget", "Surface",
+__all__ = ["InterferedEvaluator", "SIMULATE_COMMAND", "SURFACES", "SimulatorEvaluator", "SimulatorLoad", "SimulatorTarget", "Surface",
            "get_surface", "refine_setup"]

@@ -38,6 +38,8 @@ class SimulatorLoad(Load):
     wants_key = True
     #: the settings a design may give (``key`` is added by the runner's evaluator)
     known_settings = ("profile", "key")
+    #: set by a duet for each side (tunelab.duet): the pair's time slot and the side (tunelab.simulator.noise)
+    internal_settings = ("slot", "side")
 
     def __init__(self, surface: Surface) -> None:
         self.surface = surface
@@ -53,8 +55,8 @@ class SimulatorLoad(Load):
         return out
 
     def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """Refuse settings the simulated load does not know (it knows ``profile`` and ``key``)."""
-        unknown = sorted(str(k) for k in settings if k not in self.known_settings)
+        """Refuse settings the simulated load does not know (``profile``; ``key``, ``slot`` and ``side`` are set by tunelab)."""
+        unknown = sorted(str(k) for k in settings if k not in (*self.known_settings, *self.internal_settings))
         if unknown:
             raise LoadError(f"simulated: unknown load setting {unknown[0]!r}; known settings: "
                             f"{', '.join(self.known_settings)}")
@@ -63,8 +65,9 @@ class SimulatorLoad(Load):
     def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
         """``tunelab-simulate --profile P --duration D [--key K]``."""
         argv = [SIMULATE_COMMAND, "--profile", str(settings.get("profile", "overload")), "--duration", f"{duration_s:g}"]
-        if settings.get("key") is not None:
-            argv += ["--key", str(settings["key"])]
+        for name in ("key", "slot", "side"):          # slot and side: a duet pair's (tunelab.simulator.noise)
+            if settings.get(name) is not None:
+                argv += [f"--{name}", str(settings[name])]
         return argv
 
     def parse(self, result: CommandResult, settings: Mapping[str, Any], warmup_s: float) -> LoadResult:

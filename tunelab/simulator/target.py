@@ -29,6 +29,7 @@ from tunelab.knobs import Knob, get_knob
 from tunelab.model import KnobId
 from tunelab.targets.base import TARGETS, CommandResult, Target
 from tunelab.simulator.load import SIMULATE_COMMAND, SimulatorLoad
+from tunelab.simulator.noise import slot_factor, with_interference
 from tunelab.simulator.surface import stable_seed
 from tunelab.simulator.surfaces import get_surface
 
@@ -58,6 +59,9 @@ class SimulatorTarget(Target):
         busy rule (``noise.repeat_busy_pct``) sets it aside and measures again. Drawn from ``seed`` and
         the measurement's number, so the same measurements are busy on every run
     busy_share : the share of the machine (0..1) other processes use during a busy measurement (default 0.6)
+    common_cv : SD of the log of a common-mode factor every measurement of one time slot shares
+        (:mod:`tunelab.simulator.noise`; the load's ``slot``, else each measurement is its own slot); default 0
+    side_bias_pct : duet side 1 measures this much worse (%) than side 0 (default 0)
     """
 
     name = "simulator"
@@ -69,7 +73,8 @@ class SimulatorTarget(Target):
     }
 
     def __init__(self, surface: str = "simple", cv: float = 0.03, seed: int = 0, delay_s: float = 0.0,
-                 fail_after: int | None = None, busy_p: float = 0.0, busy_share: float = 0.6) -> None:
+                 fail_after: int | None = None, busy_p: float = 0.0, busy_share: float = 0.6,
+                 common_cv: float = 0.0, side_bias_pct: float = 0.0) -> None:
         if isinstance(delay_s, bool) or not 0 <= float(delay_s) <= 3600:
             raise TargetError(f"simulator delay_s must be between 0 and 3600 seconds, got {delay_s!r}")
         self.surface = get_surface(surface, cv)
@@ -79,6 +84,11 @@ class SimulatorTarget(Target):
             raise TargetError(f"simulator fail_after must be a number of measurements >= 0, got {fail_after!r}")
         self.fail_after = fail_after
         self.busy_p, self.busy_share = _share("busy_p", busy_p), _share("busy_share", busy_share)
+        if isinstance(common_cv, bool) or not 0 <= float(common_cv) <= 1:
+            raise TargetError(f"simulator common_cv must be between 0 and 1, got {common_cv!r}")
+        if isinstance(side_bias_pct, bool) or not -50 <= float(side_bias_pct) <= 50:
+            raise TargetError(f"simulator side_bias_pct must be between -50 and 50, got {side_bias_pct!r}")
+        self.common_cv, self.side_bias_pct = float(common_cv), float(side_bias_pct)
         self.measurements = 0
         self._foreign_cpu_s = 0.0
         self._files: dict[tuple[str, str], str] = {}
@@ -150,10 +160,15 @@ class SimulatorTarget(Target):
             self.measurements += 1
             return CommandResult(argv, 1, "", f"simulator: this testbed broke after {self.fail_after} measurements "
                                               "(option fail_after)", 0.0)
-        ident = argv[argv.index("--key") + 1] if "--key" in argv else self.measurements
+        ident = _arg(argv, "--key", self.measurements)
         rng = np.random.default_rng(stable_seed(self.seed, self.surface.name, profile, ident))
         self.measurements += 1
         metrics = self.surface.draw(self.current_config(), rng, profile)
+        if self.common_cv or self.side_bias_pct:
+            slot = _arg(argv, "--slot", ident)
+            factor = slot_factor(self.seed, slot, self.common_cv)
+            metrics = with_interference(metrics, self.surface.metrics, factor, int(_arg(argv, "--side", 0)),
+                                        self.side_bias_pct)
         self._foreign_cpu_s = self._busy_cpu_s(float(argv[argv.index("--duration") + 1]) if "--duration" in argv else 0.0)
         if self.delay_s:
             time.sleep(self.delay_s)
@@ -187,4 +202,10 @@ class SimulatorTarget(Target):
     def describe(self) -> dict[str, Any]:
         return {"target": self.name, "surface": self.surface.name, "cv": self.surface.cv, "seed": self.seed,
                 "delay_s": self.delay_s, **({"busy_p": self.busy_p, "busy_share": self.busy_share} if self.busy_p else {}),
+                "common_cv": self.common_cv, "side_bias_pct": self.side_bias_pct,
                 "note": "SYNTHETIC: no real kernel was measured"}
+
+
+def _arg(argv: Sequence[str], flag: str, default: Any) -> Any:
+    """The value after ``flag`` in ``argv``, else ``default``."""
+    return argv[argv.index(flag) + 1] if flag in argv else default

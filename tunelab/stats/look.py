@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.model import AnalysisKind, Metric
+from tunelab.stats.duet_route import duet_route
 from tunelab.stats.guards import apply_guards, guard_notes, guard_table, trade_off_texts
 from tunelab.stats.model_route import model_route
 from tunelab.stats.model_screen import model_verdict
@@ -32,6 +33,13 @@ from tunelab.stats.screen_result import ScreenResult
 Route = Callable[[ScreenRuns], RouteParts]
 ROUTES: dict[AnalysisKind, Route] = {AnalysisKind.OAT: oat_route, AnalysisKind.FACTORIAL: model_route,
                                      AnalysisKind.RANGE: range_route}
+#: routes of a design's ``measurement`` other than one trial at a time (``design["measurement"]``), per kind
+MEASUREMENT_ROUTES: dict[tuple[str, AnalysisKind], Route] = {("duet", AnalysisKind.OAT): duet_route}
+
+
+def route_of(runs: ScreenRuns) -> Route:
+    """The route for the runs: their measurement's (:data:`MEASUREMENT_ROUTES`), else their kind's."""
+    return MEASUREMENT_ROUTES.get((runs.design.get("measurement", "sequential"), runs.kind), ROUTES[runs.kind])
 
 #: a part's verdict rule: ``(part, label, metric, p_adj, alpha, significant interaction terms) -> row``
 VerdictRule = Callable[[dict[str, Any], str, dict[str, Any], float, float, set[str]], dict[str, Any]]
@@ -50,7 +58,7 @@ def screen_look(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], 
                 guards: Mapping[str, Any] | None = None) -> ScreenResult:
     """One look of :func:`tunelab.stats.screen` (same arguments and answer, without sequential looks)."""
     runs = prepare_runs(data, metrics, knobs, baseline, alpha, correction, n_boot, seed, design, guards)
-    found = ROUTES[runs.kind](runs)
+    found = route_of(runs)(runs)
     p_adj = adjust([t.part["p"] for t in found.tested], method=correction)
     rows = verdict_rows(found.tested, p_adj, alpha)
     verdicts = pd.DataFrame(rows + found.untestable, columns=VERDICT_COLUMNS)

@@ -204,7 +204,8 @@ def _omnibus_rows(knob: str, route: str, reason: str, anova: tuple[Any, ...], we
 
 
 #: the post-hoc test of each route, as the verdict's note names it
-POSTHOC_NAMES = {"anova+tukey": "Tukey HSD", "welch+games_howell": "Games–Howell", "kruskal+dunn": "Dunn's test"}
+POSTHOC_NAMES = {"anova+tukey": "Tukey HSD", "welch+games_howell": "Games–Howell", "kruskal+dunn": "Dunn's test",
+                 "duet+paired_t": "the paired t test of each level against its concurrent baselines"}
 
 
 def oneway_comparisons(part: dict[str, Any]) -> pd.DataFrame:

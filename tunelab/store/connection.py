@@ -150,7 +150,9 @@ class StoreConnection:
         """Open the database and check it is a tunelab store BEFORE anything is written to it."""
         uri = f"{self.path.resolve().as_uri()}?mode={'ro' if readonly else 'rw'}"
         try:
-            db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=self.lock_timeout_s)
+            # check_same_thread=False: a duet's two sides record through one lock (tunelab.duet.SerializedStore)
+            db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=self.lock_timeout_s,
+                                 check_same_thread=False)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store {self.path} ({exc}); check the path and its permissions") from None
         self._db = db
