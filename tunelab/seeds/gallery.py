@@ -36,7 +36,7 @@ from tunelab.report.rendering import render, table_html
 from tunelab.report.tables import cell_texts
 from tunelab.seeds import load_studies
 from tunelab.seeds.arguments import DEFAULT_OUT, RECORDED, add_arguments
-from tunelab.seeds.contract import SEED_STUDIES, RecordContext, SeedStudy, StudyPage
+from tunelab.seeds.contract import SEED_STUDIES, FigureImage, RecordContext, SeedStudy, StudyPage, Table
 from tunelab.store import Store
 #: the claim row's columns, on the index and on each study page
 CLAIM_COLUMNS = ("Paper", "The paper's claim", "tunelab measured (95 % CI)", "Verdict", "Agreement", "Why")
@@ -173,14 +173,26 @@ def frame_html(frame: pd.DataFrame) -> str:
     return str(table_html(frame.columns, cell_texts(frame)))
 
 
+def _figure_file(directory: Path, number: int, figure: FigureImage) -> dict[str, Any]:
+    """Write ``figure`` as ``fig-<number>.png`` in ``directory``; what the template shows of it."""
+    name = f"fig-{number}.png"
+    (directory / name).write_bytes(figure.png)
+    return {"src": name, "number": number, "alt": figure.alt, "caption": figure.caption}
+
+
+def _tables(tables: Iterable[Table]) -> list[dict[str, Any]]:
+    return [{"caption": t.caption, "html": Markup(frame_html(t.frame))} for t in tables]
+
+
 def _study_page(study: SeedStudy, page: StudyPage, directory: Path, provenance: list[dict[str, Any]],
                 reports: Sequence[Path]) -> str:
     """Write the figures and design copies of one study into ``directory``; return its page."""
-    figures = []
-    for number, figure in enumerate(page.figures, start=1):
-        name = f"fig-{number}.png"
-        (directory / name).write_bytes(figure.png)
-        figures.append({"src": name, "alt": figure.alt, "caption": figure.caption})
+    shown = [*page.figures, *(figure for section in page.sections for figure in section.figures)]
+    images = [_figure_file(directory, number, figure) for number, figure in enumerate(shown, start=1)]
+    figures, rest = images[:len(page.figures)], iter(images[len(page.figures):])
+    sections = [{"title": section.title, "paragraphs": list(section.paragraphs),
+                 "figures": [next(rest) for _ in section.figures], "tables": _tables(section.tables)}
+                for section in page.sections]
     designs = []
     for design in map(Path, study.designs):
         if design.is_file():
@@ -189,8 +201,7 @@ def _study_page(study: SeedStudy, page: StudyPage, directory: Path, provenance: 
     return str(render(
         "gallery_study.html.j2", title=f"{study.key}: {study.title}", columns=CLAIM_COLUMNS,
         row=_claim_row(study, page), figures=figures, designs=designs, notes=list(page.notes),
-        tables=[{"caption": t.caption, "html": Markup(frame_html(t.frame))} for t in page.tables],
-        provenance=[provenance_text(p) for p in provenance],
+        tables=_tables(page.tables), sections=sections, provenance=[provenance_text(p) for p in provenance],
         reports=[{"href": Path(os.path.relpath(r, directory)).as_posix(), "name": Path(r).parent.name}
                  for r in reports]))
 

@@ -1,0 +1,205 @@
+"""Seed 001's page parts: both validations side by side (issue 27.4) and the kernel counters under overload
+(issue 29.4), on stores made here: the shipped factorial with counters written into it by a known rule, and
+a duet validation on the simulator. Every expected number is computed from the rule, never from the code."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as ss
+
+import tunelab
+from tunelab.report import refinement
+from tunelab.report.loading import load_study
+from tunelab.seeds import s001_diiner as s001
+from tunelab.simulator import get_surface
+from tunelab.store import Store
+
+WINDOW_S = 4.0
+
+
+def _rule(profile: str, somaxconn: int, abort: bool, replicate: int, listening: bool) -> dict[str, float]:
+    """Counters per second of one trial: with ``listening`` the listen queue overflows at somaxconn 128 under
+    overload (1000 + 10 r per second) and abort_on_overflow=1 turns them into resets (900 + 10 r); otherwise
+    the listen-queue counters take the same values in every cell. ``Tcp.InSegs`` moves everywhere alike."""
+    noise = 10.0 * replicate
+    full = profile == "overload" and somaxconn == 128
+    overflow = (1000.0 if full else 0.0) + noise if listening else 50.0 + noise
+    resets = (900.0 + noise if full and abort else 0.0) if listening else 0.0
+    return {"TcpExt.ListenOverflows": overflow, "TcpExt.ListenDrops": overflow, "TcpExt.TCPAbortOnOverflow": resets,
+            "Tcp.InSegs": 5000.0 + noise}
+
+
+def _copy(source: Path, directory: Path) -> Path:
+    """``source`` (a store of the session's consistent copy) copied into ``directory``, its schema migrated
+    (a writable open adds the counters column) and every trial's counters emptied."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = Path(shutil.copyfile(source, directory / source.name))
+    with Store(path) as _:
+        pass
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE trials SET counters = NULL")
+    db.close()
+    return path
+
+
+def _with_counters(source: Path, directory: Path, listening: bool) -> Path:
+    """A copy of the factorial ``source`` whose trials carry counters by :func:`_rule`."""
+    path = _copy(source, directory)
+    runs = load_study(path).tidy["screen"]
+    with sqlite3.connect(path) as db:
+        for row in runs.to_dict("records"):
+            rates = _rule(row["profile"], int(row[s001.SOMAXCONN]), bool(row[s001.ABORT]), int(row["replicate"]),
+                          listening)
+            record = {"window_s": WINDOW_S, "deltas": {k: v * WINDOW_S for k, v in rates.items()}, "problems": []}
+            db.execute("UPDATE trials SET counters = ? WHERE trial_id = ?", (json.dumps(record), int(row["trial_id"])))
+    db.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def factorial(recorded_stores: Path) -> Path:
+    return recorded_stores / s001.SCREEN_STORE
+
+
+def _cell_rates(runs: pd.DataFrame, where: dict, counter: str, listening: bool) -> np.ndarray:
+    mask = np.ones(len(runs), dtype=bool)
+    for column, value in where.items():
+        mask &= (runs[column] == value).to_numpy(bool)
+    return np.array([_rule(r["profile"], int(r[s001.SOMAXCONN]), bool(r[s001.ABORT]), int(r["replicate"]),
+                           listening)[counter] for r in runs[mask].to_dict("records")])
+
+
+def test_listen_queue_checks_follow_the_rule(factorial: Path, tmp_path: Path) -> None:
+    path = _with_counters(factorial, tmp_path / "on", listening=True)
+    runs = load_study(path).tidy["screen"]
+    checks = s001.listen_queue_checks(runs)
+    assert len(checks) == len(s001.LISTEN_CHECKS) * len(s001.LISTEN_QUEUE)
+    for check, level, base in s001.LISTEN_CHECKS:
+        for counter in s001.LISTEN_QUEUE:
+            row = checks[(checks["check"] == check) & (checks["counter"] == counter)].iloc[0]
+            x, y = (_cell_rates(runs, where, counter, True) for where in (level, base))
+            assert (row["n"], row["baseline_n"]) == (len(x), len(y))
+            assert row["difference"] == pytest.approx(x.mean() - y.mean())
+            if np.var(np.concatenate([x, y])) > 0 and (x.std() > 0 or y.std() > 0):
+                assert row["p"] == pytest.approx(ss.ttest_ind(x, y, equal_var=True).pvalue, rel=1e-9, abs=1e-300)
+    lines = s001.listen_queue_reading(checks, "inconclusive")
+    assert lines[0].startswith("Under overload the listen queue overflows at somaxconn 128: TcpExt.ListenOverflows +1e+03/s")
+    assert "and more than at low load" in lines[0]
+    assert "reading holds in the lab" in lines[1] and "TcpExt.TCPAbortOnOverflow +9" in lines[1]
+    assert "the validations do not show (inconclusive)" in lines[1]
+    assert "the validations see lost queries fall" in s001.listen_queue_reading(checks, "improve")[1]
+
+
+def test_listen_queue_reading_without_an_overflow(factorial: Path, tmp_path: Path) -> None:
+    path = _with_counters(factorial, tmp_path / "off", listening=False)
+    checks = s001.listen_queue_checks(load_study(path).tidy["screen"])
+    overflow = checks[checks["counter"] == "TcpExt.ListenOverflows"]
+    assert (overflow["difference"].abs() < 1e-9).all() and not overflow["significant"].any()
+    resets = checks[checks["counter"] == "TcpExt.TCPAbortOnOverflow"]
+    assert not resets["moved"].any() and resets["q"].isna().all()     # 0 in every run: dropped by the tidy frame
+    first, second = s001.listen_queue_reading(checks, "improve")
+    assert first.startswith("Under overload the lab does not show the listen queue overflowing more at somaxconn 128")
+    assert second.startswith("Without an overflowing queue abort_on_overflow has nothing to act on")
+    shown = s001.listen_queue_frame(checks)
+    assert set(shown.loc[shown["counter"] == "TcpExt.TCPAbortOnOverflow", "change per second [95 % CI]"]) == {
+        "never moved (0 in every run)"}
+
+
+def _judged(rows: list[tuple[str, float, float, int]]) -> pd.DataFrame:
+    return pd.DataFrame([{"metric": m, "pct_change": (lo + hi) / 2, "ci_low": lo, "ci_high": hi, "blocks": n,
+                          "tost_p": 0.5, "verdict": "inconclusive"} for m, lo, hi, n in rows])
+
+
+@pytest.mark.parametrize("duet_ci, words", [((-10.0, 30.0), "3.8 times narrower"), ((-100.0, 120.0), "1.4 times wider"),
+                                            ((-50.0, 80.0), "about as wide")])
+def test_ci_width_sentence(duet_ci: tuple[float, float], words: str, tmp_path: Path) -> None:
+    judged = {"sequential": _judged([("lost", -54.0, 98.0, 6), ("qps", -10.0, 12.0, 6)]),
+              "duet": _judged([("qps", -2.0, 3.0, 12), ("lost", *duet_ci, 12)])}
+    text = s001.ci_width_sentence(judged, tmp_path)
+    width = duet_ci[1] - duet_ci[0]
+    assert text == (f"On lost, the duet's 95 % CI is {width:.0f} % points wide (12 pairs, 24 trials) against 152 for "
+                    f"the sequential ABBA blocks (6 blocks, 24 trials): {words}.")
+    frame = s001.validations_frame(judged)
+    assert frame["measurement"].tolist() == ["sequential ABBA"] * 2 + ["duet"] * 2
+    assert frame["CI width (% points)"].tolist() == pytest.approx([152.0, 22.0, 5.0, width])
+    assert frame["measured"].tolist()[1:3] == ["6 ABBA blocks (24 trials)", "12 pairs (24 trials)"]
+
+
+def test_a_missing_duet_says_not_recorded_with_the_command(tmp_path: Path) -> None:
+    judged = {"sequential": _judged([("lost", -54.0, 98.0, 6)])}
+    text = s001.ci_width_sentence(judged, tmp_path)
+    assert text.startswith("The duet validation is not recorded yet: `tunelab gallery --record --only 001 --stores "
+                           f"{tmp_path}`")
+    last = s001.validations_frame(judged).iloc[-1]
+    assert (last["measurement"], last["verdict"]) == ("duet", "not recorded yet")
+
+
+@pytest.mark.parametrize("verdicts, expected", [(["inconclusive"], "inconclusive"), (["inconclusive", "improve"], "improve"),
+                                                (["regress", "inconclusive"], "regress"),
+                                                (["improve", "regress"], "inconclusive"), ([], "n/a")])
+def test_combined_verdict(verdicts: list[str], expected: str) -> None:
+    assert s001.combined_verdict(verdicts) == expected
+
+
+def _simulated_duet(path: Path) -> tunelab.ValidateRun:
+    surface = get_surface("simple")
+    baseline = {**surface.baseline, s001.SOMAXCONN: 128, s001.ABORT: False}
+    return tunelab.validate("simulator", {**baseline, s001.ABORT: True}, baseline=baseline,
+                            metrics=["qps:max:5", "latency_mean_ms:min:5"], measurement="duet", pairs=6, store=path,
+                            write_sysctl=False)
+
+
+def test_duet_comparisons_read_back_the_validation(tmp_path: Path) -> None:
+    run = _simulated_duet(tmp_path / "duet.sqlite")
+    study = load_study(tmp_path / "duet.sqlite")
+    assert refinement.abba_comparisons(study) == []
+    (comparison,) = refinement.duet_comparisons(study)
+    assert comparison.measurement == "duet" and len(comparison.measurements) == 12
+    a_sides = comparison.measurements[comparison.measurements["arm"] == "A"].sort_values("pair")["side"].tolist()
+    assert a_sides == [0, 1, 1, 0, 0, 1]                                  # the crossover: 0 1 1 0 repeated
+    assert (comparison.measurements.groupby("pair")["arm"].apply(lambda a: "".join(sorted(a))) == "AB").all()
+    judged = s001.validation_table(tmp_path / "duet.sqlite", "duet")
+    recorded = run.confirmation.table.set_index("metric")
+    for row in judged.itertuples(index=False):
+        assert row.blocks == 6
+        assert (row.pct_change, row.ci_low, row.ci_high) == pytest.approx(
+            tuple(recorded.loc[row.metric, ["pct_change", "ci_low", "ci_high"]]))
+        assert row.verdict == recorded.loc[row.metric, "verdict"]
+
+
+def test_page_with_counters_and_both_validations(factorial: Path, tmp_path: Path) -> None:
+    stores = tmp_path / "stores"
+    _with_counters(factorial, stores, listening=True)
+    _copy(factorial.parent / s001.VALIDATE_STORE, stores)
+    _simulated_duet(stores / s001.DUET_STORE)
+    page = s001.page(stores)
+    assert [p.name for p in page.stores] == [s001.SCREEN_STORE, s001.VALIDATE_STORE, s001.DUET_STORE]
+    validation, mechanisms = page.sections
+    assert validation.tables[0].frame["measurement"].unique().tolist() == ["sequential ABBA", "duet"]
+    assert validation.paragraphs[1].startswith("On qps, the duet's 95 % CI is")   # the simulator measures no lost
+    assert "duet" in page.measured.verdict
+    assert mechanisms.paragraphs[0].startswith("Under overload the listen queue overflows at somaxconn 128")
+    assert "kernel counters" in mechanisms.paragraphs[2]
+    captions = [t.caption for t in mechanisms.tables]
+    assert captions[-1].startswith("The listen queue under overload")
+    if any(c.startswith("Mechanisms of net.core.somaxconn") for c in captions):   # somaxconn=128 matters on qps
+        assert mechanisms.figures and mechanisms.figures[0].png.startswith(b"\x89PNG")
+
+
+def test_page_without_counters_or_duet_says_so(factorial: Path, tmp_path: Path) -> None:
+    stores = tmp_path / "stores"
+    for name in (s001.SCREEN_STORE, s001.VALIDATE_STORE):
+        _copy(factorial.parent / name, stores)
+    page = s001.page(stores)
+    validation, mechanisms = page.sections
+    assert "not recorded yet" in validation.paragraphs[1] and "--record --only 001" in validation.paragraphs[1]
+    assert len(mechanisms.paragraphs) == 1 and not mechanisms.tables and not mechanisms.figures
+    assert "no kernel counters" in mechanisms.paragraphs[0] and "--record --only 001" in mechanisms.paragraphs[0]
+    assert math.isnan(validation.tables[0].frame["CI width (% points)"].iloc[-1])
