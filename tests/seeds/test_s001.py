@@ -24,16 +24,18 @@ from tunelab.store import Store
 WINDOW_S = 4.0
 
 
-def _rule(profile: str, somaxconn: int, abort: bool, replicate: int, listening: bool) -> dict[str, float]:
+def _rule(profile: str, somaxconn: int, abort: bool, replicate: int, listening: bool,
+          resets: str = "TcpExt.TCPAbortOnOverflow") -> dict[str, float]:
     """Counters per second of one trial: with ``listening`` the listen queue overflows at somaxconn 128 under
-    overload (1000 + 10 r per second) and abort_on_overflow=1 turns them into resets (900 + 10 r); otherwise
-    the listen-queue counters take the same values in every cell. ``Tcp.InSegs`` moves everywhere alike."""
+    overload (1000 + 10 r per second) and abort_on_overflow=1 turns them into resets (900 + 10 r, counted
+    in ``resets``); otherwise the overflow counters take the same values in every cell and nothing is reset.
+    ``Tcp.InSegs`` moves everywhere alike."""
     noise = 10.0 * replicate
     full = profile == "overload" and somaxconn == 128
     overflow = (1000.0 if full else 0.0) + noise if listening else 50.0 + noise
-    resets = (900.0 + noise if full and abort else 0.0) if listening else 0.0
-    return {"TcpExt.ListenOverflows": overflow, "TcpExt.ListenDrops": overflow, "TcpExt.TCPAbortOnOverflow": resets,
-            "Tcp.InSegs": 5000.0 + noise}
+    reset = 900.0 + noise if listening and full and abort else 0.0
+    return {"TcpExt.ListenOverflows": overflow, "TcpExt.ListenDrops": overflow, "TcpExt.TCPAbortOnOverflow": 0.0,
+            "TcpExt.EmbryonicRsts": 0.0, resets: reset, "Tcp.InSegs": 5000.0 + noise}
 
 
 def _copy(source: Path, directory: Path) -> Path:
@@ -49,14 +51,14 @@ def _copy(source: Path, directory: Path) -> Path:
     return path
 
 
-def _with_counters(source: Path, directory: Path, listening: bool) -> Path:
+def _with_counters(source: Path, directory: Path, listening: bool, resets: str = "TcpExt.TCPAbortOnOverflow") -> Path:
     """A copy of the factorial ``source`` whose trials carry counters by :func:`_rule`."""
     path = _copy(source, directory)
     runs = load_study(path).tidy["screen"]
     with sqlite3.connect(path) as db:
         for row in runs.to_dict("records"):
             rates = _rule(row["profile"], int(row[s001.SOMAXCONN]), bool(row[s001.ABORT]), int(row["replicate"]),
-                          listening)
+                          listening, resets)
             record = {"window_s": WINDOW_S, "deltas": {k: v * WINDOW_S for k, v in rates.items()}, "problems": []}
             db.execute("UPDATE trials SET counters = ? WHERE trial_id = ?", (json.dumps(record), int(row["trial_id"])))
     db.close()
@@ -68,33 +70,45 @@ def factorial(recorded_stores: Path) -> Path:
     return recorded_stores / s001.SCREEN_STORE
 
 
-def _cell_rates(runs: pd.DataFrame, where: dict, counter: str, listening: bool) -> np.ndarray:
+def _cell_rates(runs: pd.DataFrame, where: dict, counter: str, resets: str) -> np.ndarray:
     mask = np.ones(len(runs), dtype=bool)
     for column, value in where.items():
         mask &= (runs[column] == value).to_numpy(bool)
     return np.array([_rule(r["profile"], int(r[s001.SOMAXCONN]), bool(r[s001.ABORT]), int(r["replicate"]),
-                           listening)[counter] for r in runs[mask].to_dict("records")])
+                           True, resets)[counter] for r in runs[mask].to_dict("records")])
 
 
-def test_listen_queue_checks_follow_the_rule(factorial: Path, tmp_path: Path) -> None:
-    path = _with_counters(factorial, tmp_path / "on", listening=True)
+@pytest.mark.parametrize("resets", ["TcpExt.TCPAbortOnOverflow", "TcpExt.EmbryonicRsts"])
+def test_listen_queue_checks_follow_the_rule(resets: str, factorial: Path, tmp_path: Path) -> None:
+    path = _with_counters(factorial, tmp_path / "on", listening=True, resets=resets)
     runs = load_study(path).tidy["screen"]
     checks = s001.listen_queue_checks(runs)
     assert len(checks) == len(s001.LISTEN_CHECKS) * len(s001.LISTEN_QUEUE)
     for check, level, base in s001.LISTEN_CHECKS:
         for counter in s001.LISTEN_QUEUE:
             row = checks[(checks["check"] == check) & (checks["counter"] == counter)].iloc[0]
-            x, y = (_cell_rates(runs, where, counter, True) for where in (level, base))
+            x, y = (_cell_rates(runs, where, counter, resets) for where in (level, base))
             assert (row["n"], row["baseline_n"]) == (len(x), len(y))
             assert row["difference"] == pytest.approx(x.mean() - y.mean())
-            if np.var(np.concatenate([x, y])) > 0 and (x.std() > 0 or y.std() > 0):
+            if x.std() > 0 or y.std() > 0:
                 assert row["p"] == pytest.approx(ss.ttest_ind(x, y, equal_var=True).pvalue, rel=1e-9, abs=1e-300)
+            assert bool(row["moved"]) == (counter != "TcpExt.TCPAbortOnOverflow" if resets == "TcpExt.EmbryonicRsts"
+                                          else counter != "TcpExt.EmbryonicRsts")
     lines = s001.listen_queue_reading(checks, "inconclusive")
     assert lines[0].startswith("Under overload the listen queue overflows at somaxconn 128: TcpExt.ListenOverflows +1e+03/s")
     assert "and more than at low load" in lines[0]
-    assert "reading holds in the lab" in lines[1] and "TcpExt.TCPAbortOnOverflow +9" in lines[1]
+    assert "reading holds in the lab" in lines[1] and f"{resets} +9" in lines[1]
     assert "the validations do not show (inconclusive)" in lines[1]
     assert "the validations see lost queries fall" in s001.listen_queue_reading(checks, "improve")[1]
+
+
+def test_listen_queue_reading_with_an_overflow_but_no_reset(factorial: Path, tmp_path: Path) -> None:
+    path = _with_counters(factorial, tmp_path / "noreset", listening=True, resets="TcpExt.TCPBacklogDrop")
+    first, second = s001.listen_queue_reading(s001.listen_queue_checks(load_study(path).tidy["screen"]), "improve")
+    assert first.startswith("Under overload the listen queue overflows at somaxconn 128")
+    assert second == ("abort_on_overflow=1 reset no more connections measurably at somaxconn 128 (TcpExt.TCPAbortOnOverflow "
+                      "stayed 0 in every trial, TcpExt.EmbryonicRsts stayed 0 in every trial), so the lab shows the "
+                      "overflow the paper's reading needs, but not the knob acting on it.")
 
 
 def test_listen_queue_reading_without_an_overflow(factorial: Path, tmp_path: Path) -> None:
@@ -102,13 +116,13 @@ def test_listen_queue_reading_without_an_overflow(factorial: Path, tmp_path: Pat
     checks = s001.listen_queue_checks(load_study(path).tidy["screen"])
     overflow = checks[checks["counter"] == "TcpExt.ListenOverflows"]
     assert (overflow["difference"].abs() < 1e-9).all() and not overflow["significant"].any()
-    resets = checks[checks["counter"] == "TcpExt.TCPAbortOnOverflow"]
+    resets = checks[checks["counter"].isin(s001.RESETS)]
     assert not resets["moved"].any() and resets["q"].isna().all()     # 0 in every run: dropped by the tidy frame
     first, second = s001.listen_queue_reading(checks, "improve")
     assert first.startswith("Under overload the lab does not show the listen queue overflowing more at somaxconn 128")
     assert second.startswith("Without an overflowing queue abort_on_overflow has nothing to act on")
     shown = s001.listen_queue_frame(checks)
-    assert set(shown.loc[shown["counter"] == "TcpExt.TCPAbortOnOverflow", "change per second [95 % CI]"]) == {
+    assert set(shown.loc[shown["counter"].isin(s001.RESETS), "change per second [95 % CI]"]) == {
         "never moved (0 in every run)"}
 
 
