@@ -131,18 +131,23 @@ def _judged(rows: list[tuple[str, float, float, int]]) -> pd.DataFrame:
                           "tost_p": 0.5, "verdict": "inconclusive"} for m, lo, hi, n in rows])
 
 
-@pytest.mark.parametrize("duet_ci, words", [((-10.0, 30.0), "3.8 times narrower"), ((-100.0, 120.0), "1.4 times wider"),
-                                            ((-50.0, 80.0), "about as wide")])
+@pytest.mark.parametrize("duet_ci, words", [((-10.0, 30.0), "4.0 times narrower than"),   # 1.4596 / 0.3677 = 3.97
+                                            ((-70.0, 130.0), "1.4 times wider than"),     # 2.0369 / 1.4596 = 1.395
+                                            ((-60.0, 130.0), "about as wide as")])        # 1.7492 / 1.4596 = 1.198
 def test_ci_width_sentence(duet_ci: tuple[float, float], words: str, tmp_path: Path) -> None:
     judged = {"sequential": _judged([("lost", -54.0, 98.0, 6), ("qps", -10.0, 12.0, 6)]),
               "duet": _judged([("qps", -2.0, 3.0, 12), ("lost", *duet_ci, 12)])}
+    sequential_width = math.log(198 / 46)                    # 1.4598
+    duet_width = math.log((100 + duet_ci[1]) / (100 + duet_ci[0]))
+    ratio = sequential_width / duet_width
+    assert words.startswith(("about", f"{ratio:.1f} times narrower", f"{1 / ratio:.1f} times wider"))
     text = s001.ci_width_sentence(judged, tmp_path)
-    width = duet_ci[1] - duet_ci[0]
-    assert text == (f"On lost, the duet's 95 % CI is {width:.0f} % points wide (12 pairs, 24 trials) against 152 for "
-                    f"the sequential ABBA blocks (6 blocks, 24 trials): {words}.")
+    assert text.startswith("On lost, the duet's 95 % CI, ") and f"from 12 pairs (24 trials), is {words} the sequential " \
+        "one, +22 % [-54 %, +98 %] from 6 ABBA blocks (24 trials)" in text   # change: the midpoint (_judged)
     frame = s001.validations_frame(judged)
     assert frame["measurement"].tolist() == ["sequential ABBA"] * 2 + ["duet"] * 2
-    assert frame["CI width (% points)"].tolist() == pytest.approx([152.0, 22.0, 5.0, width])
+    assert frame["CI width (log ratio)"].tolist() == pytest.approx(
+        [sequential_width, math.log(112 / 90), math.log(103 / 98), duet_width])
     assert frame["measured"].tolist()[1:3] == ["6 ABBA blocks (24 trials)", "12 pairs (24 trials)"]
 
 
@@ -197,7 +202,7 @@ def test_page_with_counters_and_both_validations(factorial: Path, tmp_path: Path
     assert [p.name for p in page.stores] == [s001.SCREEN_STORE, s001.VALIDATE_STORE, s001.DUET_STORE]
     validation, mechanisms = page.sections
     assert validation.tables[0].frame["measurement"].unique().tolist() == ["sequential ABBA", "duet"]
-    assert validation.paragraphs[1].startswith("On qps, the duet's 95 % CI is")   # the simulator measures no lost
+    assert validation.paragraphs[1].startswith("On qps, the duet's 95 % CI, ")   # the simulator measures no lost
     assert "duet" in page.measured.verdict
     assert mechanisms.paragraphs[0].startswith("Under overload the listen queue overflows at somaxconn 128")
     assert "kernel counters" in mechanisms.paragraphs[2]
@@ -216,4 +221,4 @@ def test_page_without_counters_or_duet_says_so(factorial: Path, tmp_path: Path) 
     assert "not recorded yet" in validation.paragraphs[1] and "--record --only 001" in validation.paragraphs[1]
     assert len(mechanisms.paragraphs) == 1 and not mechanisms.tables and not mechanisms.figures
     assert "no kernel counters" in mechanisms.paragraphs[0] and "--record --only 001" in mechanisms.paragraphs[0]
-    assert math.isnan(validation.tables[0].frame["CI width (% points)"].iloc[-1])
+    assert math.isnan(validation.tables[0].frame["CI width (log ratio)"].iloc[-1])

@@ -10,6 +10,7 @@ profile, and a fresh ABBA validation of the winning change.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -243,30 +244,47 @@ def _why(p_text: str, p_adj_text: str, simple_text: str, significant: bool, clea
 # ---- the validations side by side (issue 27) ------------------------------------------------------------
 
 
+def log_width(ci_low: Any, ci_high: Any) -> float:
+    """The width of a % change's 95 % CI on the log-ratio scale the validations analyse (where it is
+    symmetric, proportional to the standard error): ``log((100 + high) / (100 + low))``; NaN without one.
+
+    >>> round(log_width(-50.0, 100.0), 6) == round(math.log(4), 6), math.isnan(log_width(-100.0, 5.0))
+    (True, True)
+    """
+    low, high = float(ci_low), float(ci_high)
+    return math.log((100 + high) / (100 + low)) if low > -100 and high > low else float("nan")
+
+
 def validations_frame(validations: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Both validations in one table: per measurement and metric, the units measured, the change with its
-    95 % CI, the CI's width in % points, TOST p and the verdict; a duet not recorded is one row saying so."""
+    95 % CI, the CI's width on the log-ratio scale, TOST p and the verdict; a duet not recorded is one row
+    saying so."""
     rows = []
     for measurement, name in VALIDATION_NAMES.items():
         table = validations.get(measurement)
         if table is None:
             rows.append({"measurement": name, "metric": "all four", "measured": "not recorded yet",
-                         "change [95 % CI]": "not recorded yet", "CI width (% points)": float("nan"),
+                         "change [95 % CI]": "not recorded yet", "CI width (log ratio)": float("nan"),
                          "TOST p": float("nan"), "verdict": "not recorded yet"})
             continue
-        unit, per_unit = ("pairs", 2) if measurement == "duet" else ("ABBA blocks", 4)
         for row in table.itertuples(index=False):
-            rows.append({"measurement": name, "metric": row.metric,
-                         "measured": f"{row.blocks} {unit} ({per_unit * int(row.blocks)} trials)",
+            rows.append({"measurement": name, "metric": row.metric, "measured": _units(measurement, row.blocks),
                          "change [95 % CI]": fmt_pct_interval(row.pct_change, row.ci_low, row.ci_high),
-                         "CI width (% points)": float(row.ci_high - row.ci_low), "TOST p": row.tost_p,
+                         "CI width (log ratio)": log_width(row.ci_low, row.ci_high), "TOST p": row.tost_p,
                          "verdict": row.verdict})
     return pd.DataFrame(rows)
 
 
+def _units(measurement: str, units: Any) -> str:
+    """``'12 pairs (24 trials)'`` or ``'6 ABBA blocks (24 trials)'``."""
+    unit, per_unit = ("pairs", 2) if measurement == "duet" else ("ABBA blocks", 4)
+    return f"{int(units)} {unit} ({per_unit * int(units)} trials)"
+
+
 def ci_width_sentence(validations: Mapping[str, pd.DataFrame], stores: Path, metric: str = "lost") -> str:
     """One sentence comparing the two validations' 95 % CI widths on ``metric`` (the first metric both judged
-    when they did not both judge it), or saying how to record the duet when it is missing."""
+    when they did not both judge it) on the log-ratio scale, or saying how to record the duet when it is
+    missing."""
     if "duet" not in validations:
         return (f"The duet validation is not recorded yet: `{record_command(NAME, stores)}` measures it (recording "
                 "resumes, so the factorial and the ABBA validation already in the stores are kept).")
@@ -276,15 +294,16 @@ def ci_width_sentence(validations: Mapping[str, pd.DataFrame], stores: Path, met
         return "The two validations judged no metric in common, so their intervals cannot be compared."
     metric = metric if metric in both else both[0]
     a, b = (t[t["metric"] == metric].iloc[0] for t in (sequential, duet))
-    width_a, width_b = float(a["ci_high"] - a["ci_low"]), float(b["ci_high"] - b["ci_low"])
+    width_a, width_b = log_width(a["ci_low"], a["ci_high"]), log_width(b["ci_low"], b["ci_high"])
     if not (width_a > 0 and width_b > 0):
         return f"On {metric} one of the validations has no interval (too few usable blocks or pairs) to compare."
     ratio = width_a / width_b
-    how = (f"{fmt_number(ratio, 1)} times narrower" if ratio >= 1.25 else
-           f"{fmt_number(1 / ratio, 1)} times wider" if ratio <= 0.8 else "about as wide")
-    return (f"On {metric}, the duet's 95 % CI is {fmt_number(width_b, 0)} % points wide ({b['blocks']} pairs, "
-            f"{2 * int(b['blocks'])} trials) against {fmt_number(width_a, 0)} for the sequential ABBA blocks "
-            f"({a['blocks']} blocks, {4 * int(a['blocks'])} trials): {how}.")
+    how = (f"{fmt_number(ratio, 1)} times narrower than" if ratio >= 1.25 else
+           f"{fmt_number(1 / ratio, 1)} times wider than" if ratio <= 0.8 else "about as wide as")
+    interval = {id(r): fmt_pct_interval(r["pct_change"], r["ci_low"], r["ci_high"], decimals=0) for r in (a, b)}
+    return (f"On {metric}, the duet's 95 % CI, {interval[id(b)]} from {_units('duet', b['blocks'])}, is {how} the "
+            f"sequential one, {interval[id(a)]} from {_units('sequential', a['blocks'])}, on the log-ratio scale "
+            "both are computed on.")
 
 
 def validation_section(validations: Mapping[str, pd.DataFrame], stores: Path) -> Section:
