@@ -6,7 +6,12 @@ only acts when the accept queue overflows, so the study crosses it with ``net.co
 paper's kernels defaulted to 128, today's to 4096) and with the load profile (low, overload)
 (``designs/seeds/001_diiner_overload.yaml``). The page shows the somaxconn x abort_on_overflow
 interaction on ``lost`` under overload with its p-value and simple effects, each knob's effect per
-profile, and a fresh ABBA validation of the winning change.
+profile, and two fresh validations of the paper's change at somaxconn 128, in sequential ABBA blocks and
+in duet pairs (issue 27), side by side with their CI widths compared. When the factorial recorded kernel
+counters (issue 29), a mechanism section shows which counters moved under overload with the knob levels
+that matter (the report's heatmap and tables) and whether the listen-queue counters bear out the paper's
+reading (ListenOverflows and ListenDrops at somaxconn 128, the resets of abort_on_overflow=1), in words
+written from the data. A store without counters, or without the duet, says so with the record command.
 """
 from __future__ import annotations
 
@@ -494,4 +499,4 @@ SEED_STUDIES.add("001", SeedStudy(
                      "fine",
                 numbers="intense load: lost queries -98 %, latency about -5 %, QPS about +8 % (Tukey and Dunn)",
                 where="slides 'Tuning Under Intense Load' and 'Statistically verifying our intuitions'"),
-    designs=(DESIGN,), minutes=7.5, record=record, page=page))
+    designs=(DESIGN,), minutes=9.5, record=record, page=page))
