@@ -284,8 +284,9 @@ def run_duet_design(design: Design, targets: Sequence[Target], loads: Sequence[L
     """:func:`tunelab.runner.run_design` as a duet: every planned run of ``design`` on one side of ``targets``
     beside its concurrent baseline on the other (:func:`design_pair`, :func:`run_pair`), each target with
     its own load instance (``loads``). The same checks before the first write; finished pairs are skipped
-    (resume); ``may_start()`` (a study's time budget) is asked before every pair. The busy rule (``noise.repeat_busy_pct``) does not apply, nor the busy-machine warning: interference
-    is what the pair cancels, and each side's foreign CPU time (still recorded) includes its partner's."""
+    (resume); ``may_start()`` (a study's time budget) is asked before every pair. The busy rule
+    (``noise.repeat_busy_pct``) does not apply, nor the busy-machine warning: interference is what the pair
+    cancels, and each side's foreign CPU time (still recorded) includes its partner's."""
     started = time.perf_counter()
     setup = prepare_run(design, store, allow_host_global=allow_host_global, phase=phase, plan=plan, load=loads[0],
                         load_settings=load_settings, knob_lookup=knob_lookup, retry_failed=retry_failed)

@@ -201,8 +201,8 @@ class SimulatorTarget(Target):
 
     def describe(self) -> dict[str, Any]:
         return {"target": self.name, "surface": self.surface.name, "cv": self.surface.cv, "seed": self.seed,
-                "delay_s": self.delay_s, **({"busy_p": self.busy_p, "busy_share": self.busy_share} if self.busy_p else {}),
-                "common_cv": self.common_cv, "side_bias_pct": self.side_bias_pct,
+                "delay_s": self.delay_s, "common_cv": self.common_cv, "side_bias_pct": self.side_bias_pct,
+                **({"busy_p": self.busy_p, "busy_share": self.busy_share} if self.busy_p else {}),
                 "note": "SYNTHETIC: no real kernel was measured"}
 
 
