@@ -95,7 +95,8 @@ def test_listen_queue_checks_follow_the_rule(resets: str, factorial: Path, tmp_p
             assert bool(row["moved"]) == (counter != "TcpExt.TCPAbortOnOverflow" if resets == "TcpExt.EmbryonicRsts"
                                           else counter != "TcpExt.EmbryonicRsts")
     lines = s001.listen_queue_reading(checks, "inconclusive")
-    assert lines[0].startswith("Under overload the listen queue overflows at somaxconn 128: TcpExt.ListenOverflows +1e+03/s")
+    assert lines[0].startswith("Under overload the listen queue overflows at somaxconn 128: "
+                               "TcpExt.ListenOverflows +1e+03/s")
     assert "and more than at low load" in lines[0]
     assert "reading holds in the lab" in lines[1] and f"{resets} +9" in lines[1]
     assert "the validations do not show (inconclusive)" in lines[1]
@@ -106,9 +107,9 @@ def test_listen_queue_reading_with_an_overflow_but_no_reset(factorial: Path, tmp
     path = _with_counters(factorial, tmp_path / "noreset", listening=True, resets="TcpExt.TCPBacklogDrop")
     first, second = s001.listen_queue_reading(s001.listen_queue_checks(load_study(path).tidy["screen"]), "improve")
     assert first.startswith("Under overload the listen queue overflows at somaxconn 128")
-    assert second == ("abort_on_overflow=1 reset no more connections measurably at somaxconn 128 (TcpExt.TCPAbortOnOverflow "
-                      "stayed 0 in every trial, TcpExt.EmbryonicRsts stayed 0 in every trial), so the lab shows the "
-                      "overflow the paper's reading needs, but not the knob acting on it.")
+    assert second == ("abort_on_overflow=1 reset no more connections measurably at somaxconn 128 ("
+                      "TcpExt.TCPAbortOnOverflow stayed 0 in every trial, TcpExt.EmbryonicRsts stayed 0 in every "
+                      "trial), so the lab shows the overflow the paper's reading needs, but not the knob acting on it.")
 
 
 def test_listen_queue_reading_without_an_overflow(factorial: Path, tmp_path: Path) -> None:
@@ -142,8 +143,9 @@ def test_ci_width_sentence(duet_ci: tuple[float, float], words: str, tmp_path: P
     ratio = sequential_width / duet_width
     assert words.startswith(("about", f"{ratio:.1f} times narrower", f"{1 / ratio:.1f} times wider"))
     text = s001.ci_width_sentence(judged, tmp_path)
-    assert text.startswith("On lost, the duet's 95 % CI, ") and f"from 12 pairs (24 trials), is {words} the sequential " \
-        "one, +22 % [-54 %, +98 %] from 6 ABBA blocks (24 trials)" in text   # change: the midpoint (_judged)
+    assert text.startswith("On lost, the duet's 95 % CI, ")
+    assert f"from 12 pairs (24 trials), is {words} the sequential one, +22 % [-54 %, +98 %] from 6 ABBA blocks " \
+        "(24 trials)" in text                                  # the change: the interval's midpoint (_judged)
     frame = s001.validations_frame(judged)
     assert frame["measurement"].tolist() == ["sequential ABBA"] * 2 + ["duet"] * 2
     assert frame["CI width (log ratio)"].tolist() == pytest.approx(
@@ -160,7 +162,8 @@ def test_a_missing_duet_says_not_recorded_with_the_command(tmp_path: Path) -> No
     assert (last["measurement"], last["verdict"]) == ("duet", "not recorded yet")
 
 
-@pytest.mark.parametrize("verdicts, expected", [(["inconclusive"], "inconclusive"), (["inconclusive", "improve"], "improve"),
+@pytest.mark.parametrize("verdicts, expected", [(["inconclusive"], "inconclusive"),
+                                                (["inconclusive", "improve"], "improve"),
                                                 (["regress", "inconclusive"], "regress"),
                                                 (["improve", "regress"], "inconclusive"), ([], "n/a")])
 def test_combined_verdict(verdicts: list[str], expected: str) -> None:

@@ -74,7 +74,8 @@ LISTEN_CHECKS = (
      {"profile": "overload", SOMAXCONN: PAPER_SOMAXCONN, ABORT: 1},
      {"profile": "overload", SOMAXCONN: PAPER_SOMAXCONN, ABORT: 0}),
     (f"overload vs low (somaxconn {PAPER_SOMAXCONN}, abort 0)",
-     {"profile": "overload", SOMAXCONN: PAPER_SOMAXCONN, ABORT: 0}, {"profile": "low", SOMAXCONN: PAPER_SOMAXCONN, ABORT: 0}))
+     {"profile": "overload", SOMAXCONN: PAPER_SOMAXCONN, ABORT: 0},
+     {"profile": "low", SOMAXCONN: PAPER_SOMAXCONN, ABORT: 0}))
 #: the columns of :func:`listen_queue_checks` taken from the pooled comparison
 LISTEN_COLUMNS = ("n", "baseline_n", "mean", "baseline_mean", "difference", "ci_low", "ci_high", "p")
 
@@ -349,8 +350,7 @@ def listen_queue_checks(data: pd.DataFrame) -> pd.DataFrame:
             rows.append({"check": check, "counter": name, "moved": column in data.columns,
                          **{k: row.get(k, float("nan")) for k in LISTEN_COLUMNS}})
     table = pd.DataFrame(rows)
-    return with_q_values(table.assign(p=table["p"].astype(float))).assign(
-        significant=lambda t: t["q"].notna() & t["significant"])
+    return with_q_values(table.assign(p=table["p"].astype(float)))      # an untested row: q NaN, not significant
 
 
 def _selected(data: pd.DataFrame, where: Mapping[str, Any]) -> np.ndarray:
@@ -371,7 +371,8 @@ def _rose(row: pd.Series) -> bool:
 
 
 def _change(row: pd.Series) -> str:
-    return f"{row['counter']} {change_text(row['difference'], row['ci_low'], row['ci_high'])} (q = {fmt_p_exact(row['q'])})"
+    change = change_text(row["difference"], row["ci_low"], row["ci_high"])
+    return f"{row['counter']} {change} (q = {fmt_p_exact(row['q'])})"
 
 
 def listen_queue_reading(checks: pd.DataFrame, lost_verdict: str) -> list[str]:
