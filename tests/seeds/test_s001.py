@@ -215,11 +215,16 @@ def test_page_with_counters_and_both_validations(factorial: Path, tmp_path: Path
         assert mechanisms.figures and mechanisms.figures[0].png.startswith(b"\x89PNG")
 
 
-def test_page_without_counters_or_duet_says_so(factorial: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("duet_store", ["absent", "without pairs"])
+def test_page_without_counters_or_duet_says_so(duet_store: str, factorial: Path, tmp_path: Path) -> None:
     stores = tmp_path / "stores"
     for name in (s001.SCREEN_STORE, s001.VALIDATE_STORE):
         _copy(factorial.parent / name, stores)
+    if duet_store == "without pairs":          # a duet recording stopped before its first pair
+        with Store.open(stores / s001.DUET_STORE, study="validate-lab", design_hash="h", design_text=""):
+            pass
     page = s001.page(stores)
+    assert [p.name for p in page.stores] == [s001.SCREEN_STORE, s001.VALIDATE_STORE]
     validation, mechanisms = page.sections
     assert "not recorded yet" in validation.paragraphs[1] and "--record --only 001" in validation.paragraphs[1]
     assert len(mechanisms.paragraphs) == 1 and not mechanisms.tables and not mechanisms.figures

@@ -22,7 +22,7 @@ import pandas as pd
 
 from tunelab.errors import SeedError
 from tunelab.registry import Registry
-from tunelab.seeds.arguments import RECORDED  # noqa: F401 (its home was here; kept importable)
+from tunelab.seeds.arguments import RECORDED  # its home was here; kept importable
 
 #: the repository's designs/seeds directory (the seed designs ship with the source tree)
 DESIGNS = Path(__file__).resolve().parents[2] / "designs" / "seeds"
@@ -204,10 +204,11 @@ SEED_STUDIES: Registry[SeedStudy] = Registry("seed study", error=SeedError, same
 def record_command(study: str, stores: str | os.PathLike[str]) -> str:
     """The command that records (or resumes) the seed study ``study`` into ``stores``.
 
-    >>> record_command("001-diiner-overload", "data/examples/seeds")
-    'tunelab gallery --record --only 001 --stores data/examples/seeds'
+    >>> record_command("001-diiner-overload", "data/seeds-dev"), record_command("001-diiner-overload", RECORDED)
+    ('tunelab gallery --record --only 001 --stores data/seeds-dev', 'tunelab gallery --record --only 001')
     """
-    return f"tunelab gallery --record --only {study.split('-')[0]} --stores {stores}"
+    command = f"tunelab gallery --record --only {study.split('-')[0]}"
+    return command if Path(stores).resolve() == RECORDED.resolve() else f"{command} --stores {stores}"
 
 
 def recorded_store(stores: str | os.PathLike[str], name: str, study: str) -> Path:

@@ -54,8 +54,6 @@ NAME = "001-diiner-overload"
 SCREEN_STORE = f"{NAME}.sqlite"
 VALIDATE_STORE = f"{NAME}-validate.sqlite"
 DUET_STORE = f"{NAME}-validate-duet.sqlite"
-#: the validations the page shows: measurement -> store
-VALIDATIONS = {"sequential": VALIDATE_STORE, "duet": DUET_STORE}
 #: how the page names each validation
 VALIDATION_NAMES = {"sequential": "sequential ABBA", "duet": "duet"}
 #: the heading of the page's counter section
@@ -152,13 +150,12 @@ def validation_table(path: Path, measurement: str = "sequential") -> pd.DataFram
 
 def recorded_validations(stores: Path) -> dict[str, tuple[Path, pd.DataFrame]]:
     """The validations recorded in ``stores``: measurement -> (store, judged table). The sequential one is
-    required (a missing store is one SeedError line); the duet one is left out when its store is absent."""
-    found = {}
-    for measurement, name in VALIDATIONS.items():
-        path = stores / name
-        if measurement == "sequential" or path.is_file():
-            path = recorded_store(stores, name, NAME)
-            found[measurement] = (path, validation_table(path, measurement))
+    required (a missing store is one SeedError line); the duet one is left out when its store is absent or
+    holds no pair yet (a recording stopped early: recording again resumes it)."""
+    found = {"sequential": (path := recorded_store(stores, VALIDATE_STORE, NAME), validation_table(path))}
+    duet = stores / DUET_STORE
+    if duet.is_file() and refinement.duet_comparisons(load_study(duet)):
+        found["duet"] = (duet, validation_table(duet, "duet"))
     return found
 
 
