@@ -14,7 +14,8 @@ Measurements are trials of phase ``refine`` with run keys ``refine:b<batch>:c<i>
 ``refine:race<round>:c<i>:r<k>`` (race), or ``refine:<event>:r<k>`` in stores written before the
 search was stored; :func:`search_history` lists them in order for stores without a stored search.
 Confirmation trials are ``confirm:<digest>:b<block>:<position><arm>`` and validation trials
-``validate:<profile>:<digest>:b<block>:<position><arm>`` (arm A = baseline, B = candidate).
+``validate:<profile>:<digest>:b<block>:<position><arm>`` (arm A = baseline, B = candidate); duet validations
+``validate:duet:<profile>:<digest>:p<pair>:s<side><arm>``.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from tunelab.loads import get_load
 from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_value
 from tunelab.optimize.confirm import analyse_blocks, goals_of
 from tunelab.optimize.driver import non_dominated
+from tunelab.optimize.duet_confirm import analyse_pairs
 from tunelab.optimize.evaluators import trial_metrics
 from tunelab.report.loading import ReportError, Study
 from tunelab.simulator import Surface, get_surface
@@ -42,6 +44,8 @@ REFINE_KEY = re.compile(r"^refine:(?:(?P<search>[a-z0-9][a-z0-9-]*)/)?(?:(?P<eve
                         r"|race(?P<round>\d+):c(?P<racer>\d+)):r(?P<replicate>\d+)$")
 ABBA_KEY = re.compile(r"^(?P<phase>confirm|validate):(?:(?P<profile>[^:]+):)?(?P<digest>[0-9a-f]{8}):"
                       r"b(?P<block>\d+):(?P<position>\d+)(?P<arm>[AB])$")
+DUET_KEY = re.compile(r"^(?P<phase>validate):duet:(?P<profile>[^:]+):(?P<digest>[0-9a-f]{8}):"
+                      r"p(?P<pair>\d+):s(?P<side>[01])(?P<arm>[AB])$")
 #: statuses of the trials read back: usable ones, and failed ones (shown, with no metrics)
 _READ_BACK = (*USABLE_STATUSES, TrialStatus.FAILED)
 #: statuses a stored candidate may have (``measured`` in the search stage, the others in race rounds)
@@ -701,7 +705,9 @@ def pareto_points(means: pd.DataFrame, x: str, y: str, directions: Mapping[str, 
 
 @dataclass(frozen=True)
 class Comparison:
-    """One baseline-vs-candidate comparison in ABBA blocks (a confirmation or a validation profile)."""
+    """One baseline-vs-candidate comparison (a confirmation or a validation profile): in ABBA blocks
+    (``measurement`` ``sequential``: measurements ``block, position, arm``) or in duet pairs (``duet``:
+    ``pair, side, arm``)."""
 
     phase: str
     profile: str
@@ -709,6 +715,7 @@ class Comparison:
     baseline: dict[str, Any]
     candidate: dict[str, Any]
     measurements: pd.DataFrame
+    measurement: str = "sequential"
 
     @property
     def label(self) -> str:
@@ -717,20 +724,31 @@ class Comparison:
 
 def abba_comparisons(study: Study) -> list[Comparison]:
     """Every ABBA comparison recorded in the confirm and validate phases, oldest first."""
+    return _keyed_comparisons(study, ABBA_KEY, ("block", "position"), "sequential")
+
+
+def duet_comparisons(study: Study) -> list[Comparison]:
+    """Every duet validation (``tunelab validate --measurement duet``) recorded in the validate phase, one
+    per profile, oldest first; judge them with :func:`judge` (the crossover fit of the paired log ratios)."""
+    return _keyed_comparisons(study, DUET_KEY, ("pair", "side"), "duet")
+
+
+def _keyed_comparisons(study: Study, pattern: re.Pattern[str], fields: Sequence[str],
+                       measurement: str) -> list[Comparison]:
+    """The comparisons whose run keys match ``pattern`` (groups phase, profile, digest, arm and ``fields``)."""
     trials = study.trials[study.trials["phase"].isin(("confirm", "validate"))]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     configs: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
     for row in trials.sort_values("trial_id").itertuples():
-        match = ABBA_KEY.match(row.run_key)
+        match = pattern.match(row.run_key)
         if match is None or row.status not in _READ_BACK:
             continue
         key = (match["phase"], match["profile"] or "default", match["digest"])
         configs.setdefault(key, {})[match["arm"]] = {k: level_value(v) for k, v in (row.config or {}).items()}
-        groups.setdefault(key, []).append({"trial_id": row.trial_id, "block": int(match["block"]),
-                                           "position": int(match["position"]), "arm": match["arm"],
-                                           "status": row.status, **trial_metrics(row)})
+        groups.setdefault(key, []).append({"trial_id": row.trial_id, **{f: int(match[f]) for f in fields},
+                                           "arm": match["arm"], "status": row.status, **trial_metrics(row)})
     return [Comparison(phase=k[0], profile=k[1], digest=k[2], baseline=configs[k].get("A", {}),
-                       candidate=configs[k].get("B", {}), measurements=pd.DataFrame(rows))
+                       candidate=configs[k].get("B", {}), measurements=pd.DataFrame(rows), measurement=measurement)
             for k, rows in groups.items()]
 
 
@@ -766,8 +784,10 @@ def comparison_goals(study: Study, measured: Sequence[str], metric: str | None =
 
 
 def judge(comparison: Comparison, goals: Sequence[Metric], alpha: float = 0.05) -> pd.DataFrame:
-    """:func:`tunelab.optimize.confirm.analyse_blocks` for each goal: gain, 95 % CI, TOST and verdict."""
+    """Gain, 95 % CI, TOST and verdict of each goal: :func:`tunelab.optimize.confirm.analyse_blocks` for ABBA
+    blocks, :func:`tunelab.optimize.duet_confirm.analyse_pairs` for duet pairs (``blocks`` counts the pairs)."""
+    analyse = analyse_pairs if comparison.measurement == "duet" else analyse_blocks
     rows = [{"comparison": comparison.label, "profile": comparison.profile,
-             **analyse_blocks(comparison.measurements, goal, alpha)}
+             **analyse(comparison.measurements, goal, alpha)}
             for goal in goals if goal.name in comparison.measurements.columns]
     return pd.DataFrame(rows)

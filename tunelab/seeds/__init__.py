@@ -26,7 +26,7 @@ STUDY_MODULES = ("s000_gembala", "s001_diiner", "s002_ioperf", "s003_nsga2", "s0
 #: the package's names and the module each comes from (imported on first use)
 EXPORTS = {
     **{name: "contract" for name in ("DESIGNS", "SEED_STUDIES", "Claim", "FigureImage", "Measured", "RecordContext",
-                                  "SeedStudy", "StudyPage", "Table", "recorded_store")},
+                                  "Section", "SeedStudy", "StudyPage", "Table", "record_command", "recorded_store")},
     **{name: "gallery" for name in ("build_gallery", "record_studies", "store_provenance", "write_gallery")},
     "RECORDED": "arguments",
 }

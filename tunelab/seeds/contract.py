@@ -22,7 +22,7 @@ import pandas as pd
 
 from tunelab.errors import SeedError
 from tunelab.registry import Registry
-from tunelab.seeds.arguments import RECORDED  # noqa: F401 (its home was here; kept importable)
+from tunelab.seeds.arguments import RECORDED  # its home was here; kept importable
 
 #: the repository's designs/seeds directory (the seed designs ship with the source tree)
 DESIGNS = Path(__file__).resolve().parents[2] / "designs" / "seeds"
@@ -86,6 +86,24 @@ class Table:
     frame: pd.DataFrame
 
 
+@dataclass(frozen=True)
+class Section:
+    """A titled part of a study page after its tables (e.g. "Mechanisms"): paragraphs, figures, tables.
+
+    Attributes
+    ----------
+    title : the heading, e.g. "Validation: sequential ABBA and duet".
+    paragraphs : sentences written from the data (plain text; a missing recording says so, with the command
+        that records it: :func:`record_command`).
+    figures, tables : shown after the paragraphs, figures numbered on from the page's own.
+    """
+
+    title: str
+    paragraphs: tuple[str, ...] = ()
+    figures: tuple[FigureImage, ...] = ()
+    tables: tuple[Table, ...] = ()
+
+
 @dataclass
 class StudyPage:
     """Everything the gallery shows for one study (built from recorded stores only).
@@ -94,6 +112,7 @@ class StudyPage:
     ----------
     measured : the claim row's measured side.
     figures, tables : in reading order.
+    sections : titled parts after the tables (:class:`Section`), in reading order.
     notes : what the lab can and cannot reproduce, in sentences.
     provenance : per store: trials, when recorded, machine, busy share (``busy_pct``), lab minutes.
     stores : the store files the page was built from.
@@ -102,6 +121,7 @@ class StudyPage:
     measured: Measured
     figures: list[FigureImage] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     provenance: list[dict[str, Any]] = field(default_factory=list)
     stores: list[Path] = field(default_factory=list)
@@ -181,10 +201,20 @@ def _same_study(a: object, b: object) -> bool:
 SEED_STUDIES: Registry[SeedStudy] = Registry("seed study", error=SeedError, same=_same_study)
 
 
+def record_command(study: str, stores: str | os.PathLike[str]) -> str:
+    """The command that records (or resumes) the seed study ``study`` into ``stores``.
+
+    >>> record_command("001-diiner-overload", "data/seeds-dev"), record_command("001-diiner-overload", RECORDED)
+    ('tunelab gallery --record --only 001 --stores data/seeds-dev', 'tunelab gallery --record --only 001')
+    """
+    command = f"tunelab gallery --record --only {study.split('-')[0]}"
+    return command if Path(stores).resolve() == RECORDED.resolve() else f"{command} --stores {stores}"
+
+
 def recorded_store(stores: str | os.PathLike[str], name: str, study: str) -> Path:
     """The store ``name`` in ``stores``, or one :class:`SeedError` line saying how to record it."""
     path = Path(stores) / name
     if not path.is_file():
         raise SeedError(f"no recorded store {path} for seed study {study}: record it with "
-                        f"`tunelab gallery --record --only {study.split('-')[0]} --stores {stores}`")
+                        f"`{record_command(study, stores)}`")
     return path

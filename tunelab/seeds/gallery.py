@@ -36,7 +36,7 @@ from tunelab.report.rendering import render, table_html
 from tunelab.report.tables import cell_texts
 from tunelab.seeds import load_studies
 from tunelab.seeds.arguments import DEFAULT_OUT, RECORDED, add_arguments
-from tunelab.seeds.contract import SEED_STUDIES, RecordContext, SeedStudy, StudyPage
+from tunelab.seeds.contract import SEED_STUDIES, FigureImage, RecordContext, SeedStudy, StudyPage, Table
 from tunelab.store import Store
 #: the claim row's columns, on the index and on each study page
 CLAIM_COLUMNS = ("Paper", "The paper's claim", "tunelab measured (95 % CI)", "Verdict", "Agreement", "Why")
@@ -77,15 +77,18 @@ def store_provenance(path: str | os.PathLike[str]) -> dict[str, Any]:
     dict with ``store`` (file name), ``study``, ``trials`` (total), ``by_phase`` ({phase: {status: n}}),
     ``ok``, ``failed``, ``first``/``last`` (ISO times of the first start and last end), ``lab_minutes``
     (sum of the trials' wall time), ``kernel``, ``nproc``, ``cpu_model`` (from the recorded target
-    description), ``busy_pct``/``busy_max_pct`` (median and largest % of the machine other processes used
-    during a trial's load) and ``busy_trials`` (trials with a known share).
+    description, or a duet's sides), ``busy_pct``/``busy_max_pct`` (median and largest % of the machine other
+    processes used during a trial's load), ``busy_trials`` (trials with a known share) and ``duet_trials``
+    (trials of duet pairs: each side's foreign CPU time includes its partner's, so they have no share).
     """
     path = Path(path)
     with Store(path, readonly=True) as store:
         trials = store.trials()
         targets = store.run_targets()
         study = store.study.name if store.study else path.stem
-    machine = next((t for t in reversed(targets) if t.get("kernel") or t.get("nproc")), {})
+    described = [side for t in targets if isinstance(t, Mapping) for side in (t, *(t.get("sides") or ()))
+                 if isinstance(side, Mapping)]           # a duet's run describes each of its two sides
+    machine = next((t for t in reversed(described) if t.get("kernel") or t.get("nproc")), {})
     nproc = machine.get("nproc") if isinstance(machine.get("nproc"), int) else None
     started = pd.to_datetime(trials["started_at"], utc=True, errors="coerce") if not trials.empty else pd.Series()
     ended = pd.to_datetime(trials["ended_at"], utc=True, errors="coerce") if not trials.empty else pd.Series()
@@ -93,7 +96,9 @@ def store_provenance(path: str | os.PathLike[str]) -> dict[str, Any]:
     by_phase: dict[str, dict[str, int]] = {}
     for (phase, status), n in (trials.groupby(["phase", "status"]).size().items() if not trials.empty else ()):
         by_phase.setdefault(str(phase), {})[str(status)] = int(n)
-    share = busy_shares(trials, nproc)
+    duet = trials["provenance"].map(lambda p: isinstance(p, Mapping) and "duet" in p) if not trials.empty \
+        else pd.Series(dtype=bool)
+    share = busy_shares(trials[~duet.astype(bool)] if not trials.empty else trials, nproc)
     statuses = trials["status"].value_counts() if not trials.empty else pd.Series(dtype=int)
     return {
         "store": path.name, "study": study, "trials": int(len(trials)), "by_phase": by_phase,
@@ -104,7 +109,7 @@ def store_provenance(path: str | os.PathLike[str]) -> dict[str, Any]:
         "kernel": machine.get("kernel"), "nproc": nproc, "cpu_model": machine.get("cpu_model"),
         "busy_pct": round(100 * float(share.median()), 1) if not share.empty else None,
         "busy_max_pct": round(100 * float(share.max()), 1) if not share.empty else None,
-        "busy_trials": int(len(share)),
+        "busy_trials": int(len(share)), "duet_trials": int(duet.sum()),
     }
 
 
@@ -135,6 +140,8 @@ def provenance_text(prov: Mapping[str, Any]) -> str:
     if prov.get("busy_pct") is not None:
         text += (f"; busy share: other processes used a median {fmt_number(prov['busy_pct'], 0)} % of the machine "
                  f"during a trial (max {fmt_number(prov.get('busy_max_pct', prov['busy_pct']), 0)} %)")
+    elif prov.get("duet_trials"):
+        text += "; busy share: not measured in duet pairs (each side's foreign CPU time includes its partner's)"
     else:
         text += "; busy share: not recorded"
     return text
@@ -173,14 +180,26 @@ def frame_html(frame: pd.DataFrame) -> str:
     return str(table_html(frame.columns, cell_texts(frame)))
 
 
+def _figure_file(directory: Path, number: int, figure: FigureImage) -> dict[str, Any]:
+    """Write ``figure`` as ``fig-<number>.png`` in ``directory``; what the template shows of it."""
+    name = f"fig-{number}.png"
+    (directory / name).write_bytes(figure.png)
+    return {"src": name, "number": number, "alt": figure.alt, "caption": figure.caption}
+
+
+def _tables(tables: Iterable[Table]) -> list[dict[str, Any]]:
+    return [{"caption": t.caption, "html": Markup(frame_html(t.frame))} for t in tables]
+
+
 def _study_page(study: SeedStudy, page: StudyPage, directory: Path, provenance: list[dict[str, Any]],
                 reports: Sequence[Path]) -> str:
     """Write the figures and design copies of one study into ``directory``; return its page."""
-    figures = []
-    for number, figure in enumerate(page.figures, start=1):
-        name = f"fig-{number}.png"
-        (directory / name).write_bytes(figure.png)
-        figures.append({"src": name, "alt": figure.alt, "caption": figure.caption})
+    shown = [*page.figures, *(figure for section in page.sections for figure in section.figures)]
+    images = [_figure_file(directory, number, figure) for number, figure in enumerate(shown, start=1)]
+    figures, rest = images[:len(page.figures)], iter(images[len(page.figures):])
+    sections = [{"title": section.title, "paragraphs": list(section.paragraphs),
+                 "figures": [next(rest) for _ in section.figures], "tables": _tables(section.tables)}
+                for section in page.sections]
     designs = []
     for design in map(Path, study.designs):
         if design.is_file():
@@ -189,8 +208,7 @@ def _study_page(study: SeedStudy, page: StudyPage, directory: Path, provenance: 
     return str(render(
         "gallery_study.html.j2", title=f"{study.key}: {study.title}", columns=CLAIM_COLUMNS,
         row=_claim_row(study, page), figures=figures, designs=designs, notes=list(page.notes),
-        tables=[{"caption": t.caption, "html": Markup(frame_html(t.frame))} for t in page.tables],
-        provenance=[provenance_text(p) for p in provenance],
+        tables=_tables(page.tables), sections=sections, provenance=[provenance_text(p) for p in provenance],
         reports=[{"href": Path(os.path.relpath(r, directory)).as_posix(), "name": Path(r).parent.name}
                  for r in reports]))
 
