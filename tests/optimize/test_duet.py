@@ -60,7 +60,7 @@ def test_the_paired_ci_shrinks_as_theory_says_under_common_mode_noise():
     config = surface.baseline
     cv = surface.config_cv(config)                 # this configuration's independent CV
     squares = {"abba": [], "duet": []}
-    for seed in range(120):
+    for seed in range(60):       # benchmarks/bench_duet_ci.py runs 1,000 seeds and prints the figures
         evaluator = InterferedEvaluator(surface, seed=seed, common_cv=COMMON_CV)
         abba = confirm(evaluator, config, config, ["qps:max:5"], blocks=6, key_prefix="s:").table.iloc[0]
         duet = confirm_duet(evaluator, config, config, ["qps:max:5"], pairs=12, key_prefix="d:").table.iloc[0]
@@ -69,7 +69,7 @@ def test_the_paired_ci_shrinks_as_theory_says_under_common_mode_noise():
     ratio = math.sqrt(np.mean(squares["abba"]) / np.mean(squares["duet"]))
     theory = math.sqrt((cv ** 2 + COMMON_CV ** 2) / cv ** 2)
     assert theory > 2.5                            # the noise is mostly common-mode here
-    assert ratio == pytest.approx(theory, rel=0.10)   # Monte Carlo SE of the ratio about 3 %
+    assert ratio == pytest.approx(theory, rel=0.12)   # Monte Carlo SE of the ratio 4.6 %: 2.6 SE (seeded)
 
 
 def test_a_side_bias_cancels_exactly_through_the_crossover():

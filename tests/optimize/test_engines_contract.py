@@ -174,16 +174,17 @@ def test_race_keeps_the_better_half_and_the_winner_survived() -> None:
 
 
 def test_tunelab_engine_beats_random_search_on_the_hard_surface() -> None:
-    """20 seeds at budget 60: the default's hit rate exceeds random search's by a wide margin (the
-    benchmark measures it on 100+ seeds: ~80 % against ~10 %)."""
+    """12 seeds at budget 60: the default's hit rate exceeds random search's by a wide margin, a third of the
+    seeds (the benchmark measures it on 100+ seeds: ~80 % against ~10 %; these seeds: 10 of 12 against 1 of 12,
+    an engine no better than random, at 10 %, passes with a chance under 1 %)."""
     surface = get_surface("hard512")
     space = surface.search_space()
 
     def hits(engine):
         return sum(surface.within(refine(space, SimulatorEvaluator(surface, seed=s), ["qps:max"], engine=engine,
-                                         budget=60, seed=s, baseline=surface.baseline).winner) for s in range(20))
+                                         budget=60, seed=s, baseline=surface.baseline).winner) for s in range(12))
 
-    assert hits("tunelab") >= hits("random") + 6
+    assert hits("tunelab") >= hits("random") + 4
 
 
 def test_two_objectives_give_a_pareto_set_and_a_winner_in_it() -> None:

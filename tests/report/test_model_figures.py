@@ -18,7 +18,7 @@ import pytest
 from matplotlib.figure import Figure
 from scipy import stats as ss
 
-from report_helpers import EXAMPLES, copy_store
+from report_helpers import EXAMPLES, copy_store, nb_outputs
 from tunelab.errors import DataError
 from tunelab.report import figures, methods
 
@@ -338,6 +338,9 @@ def test_abort_report_shows_the_model(abort_store: Path, tmp_path: Path) -> None
     from tunelab.report import build_report
 
     index = build_report(abort_store, tmp_path / "report", notebooks=["01"], n_boot=200)
+    for output in nb_outputs(index.parent / "01_screen.ipynb"):     # clean (test_notebooks.py leaves this store to us)
+        assert output["output_type"] != "error", f"{output.get('ename')}: {output.get('evalue')}"
+        assert not (output["output_type"] == "stream" and output["name"] == "stderr"), output["text"][:500]
     page = _Page((index.parent / "01_screen.html").read_text(encoding="utf-8"))
     headings = [h.strip().rstrip("¶").strip() for h in page.headings]
     model = headings.index("The model")

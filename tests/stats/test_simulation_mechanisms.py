@@ -10,6 +10,8 @@ tests per study), with Benjamini-Hochberg at 0.05 across all of them. The genera
 The false mechanism rate is the mean over studies of false discoveries / discoveries (0 when there is
 none): Benjamini-Hochberg bounds it by 0.05 · m0 / m. The tests allow 2.58 Monte Carlo standard errors
 above 0.05; under the global null (no true mechanism) the rate is the chance of any false discovery.
+60 seeded studies per test (for these seeds the bounds are 0.079 and 0.123; measured 0.044 and 0.050);
+benchmarks/bench_mechanisms_fdr.py runs 1,000 and prints the figures.
 """
 from __future__ import annotations
 
@@ -70,13 +72,13 @@ def rates(studies: int, seed: int, shift_sd: float) -> tuple[np.ndarray, np.ndar
 
 
 def test_false_mechanism_rate_stays_at_the_fdr_level_and_true_mechanisms_are_found() -> None:
-    fdp, power = rates(studies=100, seed=2029, shift_sd=SHIFT_SD)
+    fdp, power = rates(studies=60, seed=2029, shift_sd=SHIFT_SD)
     standard_error = fdp.std(ddof=1) / math.sqrt(len(fdp))
     assert fdp.mean() <= FDR + Z99 * standard_error, (fdp.mean(), standard_error)
     assert power.mean() >= 0.9, power.mean()
 
 
 def test_global_null_any_false_mechanism_at_most_the_fdr_level() -> None:
-    fdp, _ = rates(studies=100, seed=7, shift_sd=0.0)
+    fdp, _ = rates(studies=60, seed=7, shift_sd=0.0)
     any_false = (fdp > 0).mean()
     assert any_false <= FDR + Z99 * math.sqrt(FDR * (1 - FDR) / len(fdp)), any_false
