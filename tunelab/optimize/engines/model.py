@@ -13,17 +13,36 @@ serves 5 knobs or 27. It is fitted to the log of the measured objective (effects
 the share of interaction variance, the noise and ``l`` are chosen by marginal likelihood on a
 small grid.
 
+**It grows with the data.** While the configurations measured are at most :data:`PAIRS_AFTER` (2) times the
+model's main-effect columns (one per level beyond the first of each knob), the interaction share is held
+at 0 (main effects only: with fewer points the pair terms cannot be estimated and only add variance to
+the predictions); past that the marginal likelihood chooses it (:func:`pair_shares`).
+
 Each ask proposes the configuration with the best predicted mean not yet measured, and the rest
 of the batch by expected improvement (EI). The first batch is the baseline, the initial
-configurations and a level-balanced random design. Candidates are all configurations when the
-space has at most :data:`ENUMERATE_LIMIT`, else a seeded random pool improved by coordinate
-ascent. With several objectives each ask scalarises them with random weights (ParEGO, Knowles
-2006). ``leaders(k)`` ranks configurations by the model's predicted mean, measured or not: the
-driver's race then re-measures the predicted best rather than the luckiest draw.
+configurations (the screen's best levels) and a space-filling design: the maximin (Hamming) subset
+of a level-balanced random pool, 30 % of the budget (15 % when initial configurations are given).
+Candidates are all configurations when the space has at most :data:`ENUMERATE_LIMIT`, else a seeded
+random pool improved by coordinate ascent. With several objectives each ask scalarises them with
+random weights (ParEGO, Knowles 2006). ``leaders(k)`` ranks configurations by the model's predicted
+mean, measured or not: the driver's race then re-measures the predicted best rather than the
+luckiest draw.
 
-``tunelab`` races the leaders with :data:`RACE_SHARE` of the budget; ``model`` does not race.
+**Cliffs.** A configuration that failed, or whose first objective is worse than :data:`CLIFF_RATIO`
+(30 %) of the median measured, is a cliff: its levels that no healthy configuration had are never
+proposed again (design, proposals, coordinate ascent, leaders), from that one measurement on; its value
+enters the model raised to the cliff's limit, so one collapse does not bend the predictions elsewhere.
 
-Options: ``batch`` (default 2), ``initial`` (size of the first random design).
+**The race** (``tunelab`` only; ``model`` does not race): the engine ends its own search (an empty ask)
+when the measurements it has made reach its budget minus :func:`race_budget`: none below
+:data:`RACE_MIN_BUDGET` measurements, else up to :data:`RACE_SHARE` (30 %) of the budget in proportion to
+the model's noise share (the noise against the spread of the measured configurations) up to
+:data:`FULL_RACE_NOISE`. The driver then races the leaders with what is left. The driver reserves
+nothing for it (the engine's ``race_share`` is 0); an explicit ``race_share`` reserves that share on top.
+Measurements told before the first ask (a warm start) are not counted, and a search continued past
+its budget searches on.
+
+Options: ``batch`` (default 2), ``initial`` (size of the first design).
 """
 from __future__ import annotations
 

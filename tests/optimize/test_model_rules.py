@@ -1,0 +1,130 @@
+"""The default engine's budget rules (issue 30): when pairwise terms enter the model, cliffs learned from
+one measurement, and the race's share by budget and noise. SYNTHETIC data only; no timing."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from tunelab.model import Metric
+from tunelab.optimize import EngineSettings, make_engine, refine
+from tunelab.optimize.engines.model import (CLIFF_RATIO, PAIR_SHARES, RACE_MIN_BUDGET, RACE_SHARE, InteractionModel,
+                                            main_effect_columns, pair_shares, race_budget)
+from tunelab.optimize.space import space_from_spec
+from tunelab.simulator import SimulatorEvaluator, get_surface
+
+SPACE = space_from_spec({f"k{i}": {"kind": "choice", "values": ["a", "b", "c"]} for i in range(4)})
+QPS = (Metric("qps", "maximize"),)
+
+
+def engine(name: str = "tunelab", budget: int = 40, **options):
+    return make_engine(name, EngineSettings(SPACE, QPS, seed=2, budget=budget, options=options))
+
+
+def every_config() -> list[dict]:
+    return [dict(zip(SPACE.ids, levels)) for levels in itertools.product("abc", repeat=4)]
+
+
+# ---- the model grows with the data ----------------------------------------------------------------
+
+def test_pairwise_terms_enter_only_past_twice_the_main_effect_columns() -> None:
+    columns = main_effect_columns(SPACE)
+    assert columns == 8                          # 4 knobs of 3 levels: 2 columns each
+    assert pair_shares(2 * columns, columns) == (0.0,)
+    assert pair_shares(2 * columns + 1, columns) == PAIR_SHARES
+
+
+def test_the_fitted_model_has_no_pair_term_while_the_data_are_few() -> None:
+    """An XOR interaction of k0 and k1 (no main effect): with 16 configurations the model may not use pairs;
+    with all 81 it chooses them (the marginal likelihood prefers the pair share)."""
+    def value(c: dict) -> float:
+        return 100.0 + (10.0 if (c["k0"] == "a") != (c["k1"] == "a") else 0.0)
+
+    configs = every_config()
+    X = np.array([SPACE.encode(c) for c in configs], dtype=float)
+    y = np.log([value(c) for c in configs])
+    ordered = np.zeros(X.shape[1], dtype=bool)
+    few = InteractionModel(X[:16], y[:16], ordered, pair_shares(16, main_effect_columns(SPACE)))
+    many = InteractionModel(X, y, ordered, pair_shares(len(X), main_effect_columns(SPACE)))
+    assert few.pair == 0.0
+    assert many.pair > 0.0
+
+
+# ---- cliffs ---------------------------------------------------------------------------------------
+
+def test_a_level_only_a_collapsed_configuration_had_is_excluded() -> None:
+    refiner = engine("model")
+    from tunelab.optimize.engines import Candidate
+
+    for config in [{"k0": "a", "k1": "a", "k2": "a", "k3": "a"}, {"k0": "b", "k1": "b", "k2": "b", "k3": "a"},
+                   {"k0": "c", "k1": "c", "k2": "c", "k3": "a"}]:
+        refiner.tell(Candidate(config), [{"qps": 100.0}])
+    refiner.tell(Candidate({"k0": "a", "k1": "b", "k2": "c", "k3": "c"}), [{"qps": 10.0}])
+    assert refiner.cliffs() == {(3, 2)}          # k3=c: no healthy configuration had it
+    refiner.tell(Candidate({"k0": "b", "k1": "a", "k2": "a", "k3": "b"}), [{"qps": float("nan")}])  # failed
+    assert refiner.cliffs() == {(3, 2), (3, 1)}
+    refiner.asks = 1                              # past the design: the model proposes
+    for _ in range(5):
+        for candidate in refiner.ask(None):
+            assert candidate.config["k3"] == "a"
+            refiner.tell(candidate, [{"qps": 100.0}])
+    assert all(c["k3"] == "a" for c in refiner.leaders(4))
+
+
+# ---- the race's share -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("budget, noise, expected", [
+    (RACE_MIN_BUDGET - 1, 0.6, 0),               # too small to race
+    (30, 0.02, 0),                               # the noise is small against the spread: no race
+    (30, 0.1, 3), (30, 0.3, 9), (30, 0.6, 9),    # the share grows with the noise up to RACE_SHARE
+    (100, 0.6, 30), (60, 0.1, 6),
+])
+def test_race_budget_by_budget_and_noise(budget: int, noise: float, expected: int) -> None:
+    assert race_budget(budget, noise) == expected
+    assert race_budget(budget, noise) <= RACE_SHARE * budget
+
+
+class _Model:
+    def __init__(self, noise: float) -> None:
+        self.noise = noise
+
+
+def test_the_tunelab_engine_stops_its_search_to_leave_the_race_its_share() -> None:
+    from tunelab.optimize.engines import Candidate
+
+    refiner = engine("tunelab", budget=30)
+    refiner.asks = 1                                  # told after the first ask: the search's own measurements
+    for config in every_config()[:21]:
+        refiner.tell(Candidate(config), [{"qps": 100.0}])
+    assert refiner.spent() == 21
+    assert refiner.search_done(_Model(0.3))           # 30 - 9 <= 21: the race gets the last 9
+    assert not refiner.search_done(_Model(0.02))      # low noise: search to the end
+    assert not engine("model", budget=30).search_done(_Model(0.3))   # the model engine never races
+    for config in every_config()[21:31]:
+        refiner.tell(Candidate(config), [{"qps": 100.0}])
+    assert not refiner.search_done(_Model(0.6))       # the budget is spent: a continued search searches on
+
+
+def test_measurements_told_before_the_first_ask_are_not_the_searchs() -> None:
+    from tunelab.optimize.engines import Candidate
+
+    refiner = engine("tunelab", budget=30)
+    refiner.tell(Candidate(every_config()[0]), [{"qps": 100.0}, {"qps": 101.0}])   # a warm start
+    refiner.ask(None)
+    assert refiner.pretold == 2 and refiner.spent() == 0
+    again = engine("tunelab", budget=30)
+    again.restore(refiner.state(), [(every_config()[0], [{"qps": 100.0}, {"qps": 101.0}])])
+    assert again.spent() == 0
+
+
+def test_refine_races_at_most_its_share_and_never_below_the_minimum_budget() -> None:
+    surface = get_surface("hard512")
+    for budget in (RACE_MIN_BUDGET - 2, 40):
+        result = refine(surface.search_space(), SimulatorEvaluator(surface, seed=4), ["qps:max"], budget=budget,
+                        seed=4, baseline=surface.baseline)
+        raced = int((result.history["stage"] == "race").sum())
+        assert result.evaluations == budget
+        assert raced <= round(RACE_SHARE * budget)
+        if budget < RACE_MIN_BUDGET:
+            assert raced == 0
