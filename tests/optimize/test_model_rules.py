@@ -10,7 +10,7 @@ import pytest
 from tunelab.model import Metric
 from tunelab.optimize import EngineSettings, make_engine, refine
 from tunelab.optimize.engines.model import (CLIFF_RATIO, PAIR_SHARES, RACE_MIN_BUDGET, RACE_SHARE, InteractionModel,
-                                            main_effect_columns, pair_shares, race_budget)
+                                            pair_shares, race_budget)
 from tunelab.optimize.space import space_from_spec
 from tunelab.simulator import SimulatorEvaluator, get_surface
 
@@ -28,16 +28,16 @@ def every_config() -> list[dict]:
 
 # ---- the model grows with the data ----------------------------------------------------------------
 
-def test_pairwise_terms_enter_only_past_twice_the_main_effect_columns() -> None:
-    columns = main_effect_columns(SPACE)
-    assert columns == 8                          # 4 knobs of 3 levels: 2 columns each
-    assert pair_shares(2 * columns, columns) == (0.0,)
-    assert pair_shares(2 * columns + 1, columns) == PAIR_SHARES
+def test_pairwise_terms_enter_only_past_the_number_of_knobs() -> None:
+    knobs = len(SPACE.upper)
+    assert knobs == 4
+    assert pair_shares(knobs, knobs) == (0.0,)
+    assert pair_shares(knobs + 1, knobs) == PAIR_SHARES
 
 
 def test_the_fitted_model_has_no_pair_term_while_the_data_are_few() -> None:
-    """An XOR interaction of k0 and k1 (no main effect): with 16 configurations the model may not use pairs;
-    with all 81 it chooses them (the marginal likelihood prefers the pair share)."""
+    """An XOR interaction of k0 and k1 (no main effect): with 4 configurations (as many as knobs) the model may
+    not use pairs; with all 81 it chooses them (the marginal likelihood prefers the pair share)."""
     def value(c: dict) -> float:
         return 100.0 + (10.0 if (c["k0"] == "a") != (c["k1"] == "a") else 0.0)
 
@@ -45,8 +45,8 @@ def test_the_fitted_model_has_no_pair_term_while_the_data_are_few() -> None:
     X = np.array([SPACE.encode(c) for c in configs], dtype=float)
     y = np.log([value(c) for c in configs])
     ordered = np.zeros(X.shape[1], dtype=bool)
-    few = InteractionModel(X[:16], y[:16], ordered, pair_shares(16, main_effect_columns(SPACE)))
-    many = InteractionModel(X, y, ordered, pair_shares(len(X), main_effect_columns(SPACE)))
+    few = InteractionModel(X[:4], y[:4], ordered, pair_shares(4, len(SPACE.upper)))
+    many = InteractionModel(X, y, ordered, pair_shares(len(X), len(SPACE.upper)))
     assert few.pair == 0.0
     assert many.pair > 0.0
 
