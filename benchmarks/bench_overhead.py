@@ -7,7 +7,10 @@ and restore. Service restarts, the load itself and ``target.reset()`` are exclud
 foreign-CPU sampling around the load is measurement instrumentation and is reported separately.
 
 Prints the median and 95th percentile in ms and as a share of a 10 s trial (target <= 0.3 %,
-i.e. 30 ms).
+i.e. 30 ms), and the cost of recording the kernel counters (:mod:`tunelab.counters`: both snapshots
+and their differences; target <= 5 ms per trial): as timed by the runner (both namespaces' network
+counters; the no-op load has no service), and with the DNS server's processes too, as a dnsperf
+trial records them. The snapshots run while the load does, so they add no wall time to a trial.
 
 usage: sudo .venv/bin/python benchmarks/bench_overhead.py [--trials 50]
 """
@@ -63,7 +66,8 @@ def main() -> int:
 
     specs = [BoundKnob(name, get_knob(name)) for name in KNOBS]
     load = NoopLoad()
-    harness_ms, phases = [], {k: [] for k in ("snapshot", "apply", "verify", "record", "restore", "foreign_cpu")}
+    harness_ms, phases = [], {k: [] for k in ("snapshot", "apply", "verify", "record", "restore", "foreign_cpu",
+                                              "counters", "counters_cpu")}
     with tempfile.TemporaryDirectory() as tmp, get_target("lab")() as lab, \
             Store.open(Path(tmp) / "bench.sqlite", study="bench", design_hash="bench", design_text="") as store:
         for i in range(args.trials):
@@ -79,6 +83,7 @@ def main() -> int:
             for k in phases:
                 phases[k].append(timings.get(k, 0.0) * 1000)
         changes = len(store.journal())
+        with_service_ms = counter_cost_ms(lab, args.trials)
     median = statistics.median(harness_ms)
     p95 = statistics.quantiles(harness_ms, n=20)[-1]
     print(f"lab target, {len(KNOBS)} knobs, {args.trials} trials, {changes} journalled changes")
@@ -86,7 +91,30 @@ def main() -> int:
     print(f"harness overhead per trial: median {median:.1f} ms, p95 {p95:.1f} ms")
     print(f"share of a {TRIAL_S:g} s trial: median {median / (TRIAL_S * 10):.3f} %, p95 {p95 / (TRIAL_S * 10):.3f} % "
           f"(target <= 0.3 %)")
+    for label, (wall, cpu) in {"runner, both namespaces": (phases["counters"], phases["counters_cpu"]),
+                               "with the DNS server's processes": with_service_ms}.items():
+        print(f"counter recording per trial ({label}): median {statistics.median(wall):.2f} ms wall "
+              f"(p95 {statistics.quantiles(wall, n=20)[-1]:.2f}), {statistics.median(cpu):.2f} ms CPU "
+              f"(p95 {statistics.quantiles(cpu, n=20)[-1]:.2f}); target <= 5 ms")
     return 0
+
+
+def counter_cost_ms(lab: Any, trials: int) -> tuple[list[float], list[float]]:
+    """The cost of one trial's counters (sources, two snapshots, differences) with the lab's DNS server
+    running, as a dnsperf trial records them: wall and CPU ms per trial."""
+    from tunelab.counters import CounterRequest, CounterWindow
+
+    lab.start_service("dns")
+    wall, cpu = [], []
+    for _ in range(trials):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        with CounterWindow(lab.counter_sources(CounterRequest(service="dns")), 0.0, 0.0) as window:
+            pass
+        if window.record is None:
+            raise SystemExit("bench_overhead: the lab recorded no counters")
+        wall.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
+    return wall, cpu
 
 
 if __name__ == "__main__":

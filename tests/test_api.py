@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,10 +35,17 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_root_exports_the_api_even_next_to_the_report_subpackage() -> None:
-    import tunelab.report  # noqa: F401 - the subpackage must not shadow tunelab.report the function
+def test_root_exports_the_api_even_next_to_the_report_subpackage(monkeypatch: pytest.MonkeyPatch) -> None:
+    import inspect
 
-    assert tunelab.report is api.report and tunelab.plan is api.plan and tunelab.lab_status is api.lab_status
+    import tunelab.report  # noqa: F401 - the subpackage is also the API's report function
+
+    assert tunelab.plan is api.plan and tunelab.lab_status is api.lab_status
+    assert tunelab.report is sys.modules["tunelab.report"]
+    assert inspect.signature(tunelab.report) == inspect.signature(api.report)
+    calls = []
+    monkeypatch.setattr(api, "report", lambda *args, **kwargs: calls.append((args, kwargs)) or "built")
+    assert tunelab.report("a-study", notebooks="01") == "built" and calls == [(("a-study",), {"notebooks": "01"})]
 
 
 def test_plan_to_json_and_old_unpacking() -> None:

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tunelab.cli.parsing import parse_baseline, parse_config, parse_options, parse_parameters, read_config_file
+from tunelab.cli.parsing import parse_baseline, parse_config, parse_options, parse_parameters
+from tunelab.designs.config_files import read_config_file
 from tunelab.errors import DesignError, TunelabError
 
 

@@ -45,8 +45,10 @@ import pandas as pd
 
 from tunelab import journal, leases
 from tunelab import testbeds as testbeds_mod
+from tunelab.display import Displayed
 from tunelab.designs import Design, check_design_commands, load_design, make_plan, plan_records, plan_summary
 from tunelab.errors import DesignError, StoreDamagedError, StoreError, TargetError, TunelabError
+from tunelab.formatting import fmt_config
 from tunelab.knobs.discovery import KnobList, knob_check, knob_info, knob_list
 from tunelab.labs import LabDown, LabStatus, LabUp, lab_down, lab_status, lab_up
 from tunelab.model import Metric, json_value, level_to_json
@@ -54,8 +56,8 @@ from tunelab.optimize import objectives_of
 from tunelab.optimize.driver import check_engine
 from tunelab.optimize.confirm import EXIT_STATUS
 from tunelab.optimize.export import design_fragment, sysctl_conf
-from tunelab.optimize.validation import ValidateRun, run_validate
-from tunelab.optimize.workflow import run_refinement, setup_from_design
+from tunelab.optimize.validation import ValidateRun, flags_request, run_validate
+from tunelab.optimize.workflow import check_warm_start, run_refinement, setup_from_design
 from tunelab.report import build_report
 from tunelab.rounds import StudyRun
 from tunelab.runner import Checkpoint
@@ -81,7 +83,7 @@ def _frame_json(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
 
 
 @dataclass
-class PlanResult:
+class PlanResult(Displayed):
     """A validated design and its plan; unpacks as ``design, plan, summary`` (the old return value).
 
     ``summary`` is :func:`tunelab.designs.plan_summary`'s dict (runs, knobs, restarts, wall time);
@@ -96,6 +98,14 @@ class PlanResult:
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.design, self.plan, self.summary))
+
+    def __repr__(self) -> str:
+        """Two lines: the design, its runs, knobs and estimated wall time; where the plan is."""
+        info, summary = self.summary.get("design", {}), self.summary
+        return (f"PlanResult: design {info.get('name')} ({info.get('type')}, seed {info.get('seed')}) on "
+                f"{info.get('target')}: {summary.get('runs')} runs, {summary.get('configs')} configurations, "
+                f"{len(summary.get('knobs', []))} knobs, about {summary.get('estimated_wall_s', 0):.0f} s\n"
+                "  .plan (one row per run), .summary (dict), .design")
 
     def to_json(self) -> dict[str, Any]:
         """The summary plus ``"plan": [rows]`` (the JSON of ``tunelab plan --format json``)."""
@@ -214,9 +224,10 @@ def screen(source: PathLike, *, metrics: Sequence[str] = (), knobs: Sequence[str
 
 
 @dataclass
-class RefineRun:
+class RefineRun(Displayed):
     """What :func:`refine` did: the search (``result``), its confirmation (``None`` when skipped, then
-    ``note`` says why), measurement counts, and the study, store and knob levels it used."""
+    ``note`` says why), measurement counts, and the study, store and knob levels it used. In a notebook it
+    shows the winner and a convergence summary (:mod:`tunelab.report.reprs`); ``plot()`` draws the convergence."""
 
     study: str
     store_path: Path
@@ -247,12 +258,24 @@ class RefineRun:
         total = self.measured + self.reused
         confirming = total - self.result.evaluations
         split = f": {self.result.evaluations} searching, {confirming} confirming the winner" if confirming else ""
-        return f"{total} measurements ({self.reused} taken from the store, {self.measured} new){split}"
+        warm = getattr(self.result, "warm", 0)
+        warm_text = f", {warm} of them the screen's (warm start)" if warm else ""
+        return f"{total} measurements ({self.reused} taken from the store{warm_text}, {self.measured} new){split}"
 
     @property
     def exit_status(self) -> int:
         """0 improve/equivalent or no confirmation, 3 regress, 4 inconclusive, 5 untestable."""
         return EXIT_STATUS[self.confirmation.verdict] if self.confirmation is not None else 0
+
+    def __repr__(self) -> str:
+        """Four lines: the search, the winner, the confirmation, where the tables are."""
+        result, confirmation = self.result, self.confirmation
+        confirmed = (f"not confirmed: {self.note or 'confirmation skipped'}" if confirmation is None
+                     else f"{confirmation.verdict.upper()}; {confirmation.gain_text()}")
+        return (f"RefineRun: study {self.study}, engine {result.engine} (seed {result.seed}), {self.counts_text()}\n"
+                f"  winner: {fmt_config(result.winner)}\n  confirmation: {confirmed}\n"
+                "  .result.estimates (every configuration), .result.batches, .confirmation.table; .sysctl_conf(); "
+                ".plot() draws the convergence")
 
     def sysctl_conf(self) -> str:
         """The winner as a sysctl.d file (with the confirmed gain when there is one)."""
@@ -283,7 +306,7 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
            options: dict[str, Any] | None = None, confirm_blocks: int = 6, target: str | None = None,
            surface: str = "simple", cv: float = 0.03, allow_host_global: bool = False,
            allow_design_commands: bool = False, store: PathLike | None = None, testbeds: PathLike | None = None,
-           scheduler: str | None = None) -> RefineRun:
+           scheduler: str | None = None, warm_start: bool | PathLike = False) -> RefineRun:
     """Search the knobs with an ask/tell engine and race its leaders, then confirm the winner.
 
     Parameters
@@ -299,7 +322,11 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
     target : override the design's target type
     surface, cv : the SYNTHETIC simulator surface and its noise, without a design
     allow_host_global, allow_design_commands : as for :func:`run`
-    store : trial store (default ``data/<study>.sqlite``); rerunning resumes from it
+    store : trial store (default ``data/<study>.sqlite``); rerunning resumes from it, and rerunning a finished
+        search with a larger ``budget`` (nothing else changed) continues it
+    warm_start : count the screen's measurements as made (True: those in ``store``, where the screen recorded by
+        default; a path: that screen store): told to the engine before its first ask, never measured again,
+        outside the budget (:func:`tunelab.optimize.workflow.warm_points`)
     testbeds, scheduler : measure each asked batch in parallel across the testbeds of this file (as
         for :func:`run`); the confirmation's blocks are spread over them, each block on one testbed
 
@@ -322,6 +349,7 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
     parsed = parsed or [Metric(g.name, g.direction) for g in setup.goals]
     spec = {"type": setup.target_type, "options": setup.target_options}
     check_target_spec(spec, allow_commands=allow_design_commands)   # before the store is opened
+    check_warm_start(warm_start)
     path = Path(store) if store is not None else default_store_path(setup.study)
     beds, warnings = None, []
     if testbeds is not None or scheduler is not None:
@@ -334,11 +362,12 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
             if beds is not None:
                 outcome = _refine_on_testbeds(beds, warnings, scheduler, setup, opened, parsed, budget=budget,
                                               engine=engine, preset=preset, seed=seed, options=options,
-                                              confirm_blocks=confirm_blocks)
+                                              confirm_blocks=confirm_blocks, warm_start=warm_start)
             else:
                 with build_target(spec, allow_commands=allow_design_commands) as live:
                     outcome = run_refinement(setup, live, opened, parsed, budget=budget, engine=engine,
-                                             preset=preset, seed=seed, options=options, confirm_blocks=confirm_blocks)
+                                             preset=preset, seed=seed, options=options, confirm_blocks=confirm_blocks,
+                                             warm_start=warm_start)
     return RefineRun(setup.study, path, setup.target_type, outcome.result, outcome.confirmation, outcome.measured,
                      outcome.reused, parsed, setup.levels, outcome.note)
 
@@ -387,6 +416,49 @@ def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str
                         surface=surface, load=load, load_settings=load_settings, sesoi_pct=sesoi_pct,
                         profiles=profiles, blocks=blocks, warmup_s=warmup_s, measure_s=measure_s,
                         allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl)
+
+
+def validate_change(change: PathLike, *, allow_design_commands: bool = False, store: PathLike | None = None,
+                    write_sysctl: PathLike | bool | None = None) -> ValidateRun:
+    """Validate the change a change file describes (``tunelab validate CHANGE.yaml``).
+
+    Parameters
+    ----------
+    change : the change file (:mod:`tunelab.designs.change`: server, load host, load and its profiles, the query
+        file, baseline, candidate, metrics, blocks)
+    allow_design_commands : let the file's ``server.restart`` command run (a knob such as somaxconn needs it);
+        without it a change that needs a restart is refused before anything runs
+    store, write_sysctl : as for :func:`validate` (default store ``data/validate-<name>.sqlite``)
+
+    Returns
+    -------
+    ValidateRun; a bad file is one error line (file, line, key) before anything is built
+    """
+    from tunelab.optimize.validation import validate_change as run_change
+
+    return run_change(change, allow_design_commands=allow_design_commands, store=store, write_sysctl=write_sysctl)
+
+
+def preview_validate(change: PathLike | None = None, *, offline: bool = False, allow_design_commands: bool = False,
+                     store: PathLike | None = None, **flags: Any) -> Any:
+    """What ``validate`` would run, where and as whom, and how long it would take; nothing is applied or run
+    (``tunelab validate CHANGE.yaml --plan``). Every check ``validate`` makes runs first; without ``offline`` the
+    target is reached as ``validate`` reaches it (over ssh: connect and read the knobs' current values).
+    Without ``change``, ``flags`` are :func:`validate`'s parameters (``target``, ``candidate``, ...).
+
+    Returns
+    -------
+    :class:`tunelab.optimize.validate_plan.ValidatePreview` (``text()``, ``to_json()``)
+    """
+    from tunelab.designs.change import load_change
+    from tunelab.optimize.validate_plan import preview_request
+    from tunelab.optimize.validation import request_of_change
+
+    if change is not None:
+        request = request_of_change(load_change(change), allow_commands=allow_design_commands, store=store)
+    else:
+        request = flags_request(flags.pop("target"), flags.pop("candidate"), store=store, **flags)
+    return preview_request(request, offline=offline)
 
 
 # ---- report, export, restore ----------------------------------------------------------------------
@@ -533,4 +605,4 @@ def restore(studies: Sequence[PathLike] = (), *, all_stores: bool = False, data_
 __all__ = ["ExportResult", "KnobList", "LabDown", "LabStatus", "LabUp", "PlanResult", "RefineRun", "ReportResult",
            "RestoreResult", "RunResult", "ValidateRun", "export", "knob_check", "knob_info", "knob_list", "lab_down",
            "lab_status", "lab_up", "plan", "refine", "report", "restore", "run",
-           "screen", "validate"]
+           "screen", "validate", "validate_change", "preview_validate"]

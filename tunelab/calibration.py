@@ -7,7 +7,9 @@ like any run) and :func:`assess_noise` turns them into each metric's noise CV
 to resolve the metric's SESOI at that noise (:func:`tunelab.stats.noise.noise_table`: detect a
 change of the SESOI and bound a null one within it, each with 80 % power at the design's alpha).
 A warning names each metric whose SESOI the design's replicates (a sequential design's ``max``)
-cannot resolve, and how many would.
+cannot resolve, and how many would. The low-noise metrics of :data:`LOW_NOISE_METRICS` (the server's
+CPU time per answered query, from the trials' counters) are reported beside the design's whenever the
+A/A trials measured them, CV only, so a user can see which metric is the sharpest.
 
 The replicates compare one level's runs with the baseline's: for OAT a level has ``replicates``
 runs; for factorial and screening designs a main effect's level has ``replicates x
@@ -33,6 +35,8 @@ from tunelab.store import Store
 CALIBRATE = Phase.CALIBRATE.value
 #: the power the replicate advice asks for
 POWER = 0.8
+#: metrics the calibration reports (CV only) beside the design's own when the A/A trials measured them
+LOW_NOISE_METRICS = ("server_cpu_per_query",)
 
 
 def calibration_plan(design: Design, runs: int) -> pd.DataFrame:
@@ -116,6 +120,8 @@ def assess_noise(frame: pd.DataFrame, design: Design, runs: int | None = None) -
     from tunelab.stats.noise import noise_table
 
     metrics = [metric.to_json() for metric in design.metrics]
+    metrics += [{"name": name, "sesoi_pct": None} for name in LOW_NOISE_METRICS
+                if name in frame.columns and name not in {m["name"] for m in metrics}]
     usable = within_testbed(frame, [m["name"] for m in metrics])
     table = noise_table(usable, metrics, alpha=design.analysis.alpha, power=POWER)
     replicates = design_replicates(design)

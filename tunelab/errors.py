@@ -22,7 +22,14 @@ def quoted(value: Any, limit: int = 80) -> str:
 
 
 class TunelabError(Exception):
-    """Root of every error tunelab raises deliberately; the CLI prints it and exits 2."""
+    """Root of every error tunelab raises deliberately; the CLI prints it and exits 2.
+
+    In IPython and Jupyter it shows as one red line, ``ReportError: message``, as on the command line,
+    instead of a traceback (IPython's ``_render_traceback_`` hook).
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;31m{type(self).__name__}: {self}\x1b[0m"]
 
 
 class DesignError(TunelabError):

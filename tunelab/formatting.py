@@ -49,6 +49,19 @@ def level_label(value: Any) -> str:
     return str(value)
 
 
+def fmt_config(config: Any, limit: int = 4) -> str:
+    """A configuration on one line, ``knob=value, ...``, at most ``limit`` knobs and then how many there are.
+
+    >>> fmt_config({"a": 1, "b": (1, 2, 3)})
+    'a=1, b=1 2 3'
+    >>> fmt_config({f"k{i}": i for i in range(6)})
+    'k0=0, k1=1, k2=2, k3=3, ... (6 knobs)'
+    """
+    items = list(config.items())
+    shown = ", ".join(f"{knob}={level_label(value)}" for knob, value in items[:limit])
+    return shown + (f", ... ({len(items)} knobs)" if len(items) > limit else "")
+
+
 def fmt_number(value: Any, decimals: int = 1, signed: bool = False) -> str:
     """``value`` with ``decimals`` decimals, or two significant digits where rounding would hide a
     non-zero value; ``-0.0`` never appears; NaN/None -> ``'n/a'``.
@@ -220,6 +233,7 @@ def is_p_column(name: str) -> bool:
     return name in ("p", "p_adj") or name.startswith(("p ", "p_")) or name.endswith("_p")
 
 
-__all__ = ["NOISE_RATIO", "P_FLOOR", "level_label", "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci", "fmt_number", "fmt_p",
+__all__ = ["NOISE_RATIO", "P_FLOOR", "level_label", "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci",
+           "fmt_config", "fmt_number", "fmt_p",
            "fmt_p_exact", "fmt_p_value", "fmt_pct", "fmt_pct_interval", "fmt_plain", "fmt_sig", "is_number",
            "is_p_column"]

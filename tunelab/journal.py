@@ -150,14 +150,17 @@ def remove_orphan_labs() -> list[str]:
 
 def restore_target(spec: Mapping[str, Any] | None) -> Target:
     """Instantiate the target to restore on from a stored spec ``{"type": ..., "options": {...}}``, never
-    with the options that carry commands."""
+    with the options that carry commands, and with the target's :attr:`~tunelab.targets.base.Target.restore_options`
+    (a lab: no services, no operator zone file)."""
     if not spec or "type" not in spec:
         raise TargetError("the store records no target spec, so it cannot rebuild the target for restore; "
                           "pass a target explicitly (restore_journal(store, target=...))")
     # restore only writes knobs back and never starts a service, so a stored spec's command options
     # (e.g. service_commands of a run with --allow-design-commands) are dropped, never run
-    commands = set(getattr(get_target(spec["type"]), "command_options", ()))
+    cls = get_target(spec["type"])
+    commands = set(getattr(cls, "command_options", ()))
     options = {k: v for k, v in dict(spec.get("options") or {}).items() if k not in commands}
+    options.update(getattr(cls, "restore_options", {}))
     return build_target({**spec, "options": options}, allow_commands=False)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from tunelab.errors import TargetError
 from tunelab.targets import lab as lab_target
-from tunelab.targets import netns, services
+from tunelab.targets import dns_servers, netns, services
 
 
 @dataclass
@@ -23,21 +23,31 @@ class LabUp:
     addresses: dict[str, str]
     disk: str | None
     up_s: float
+    #: the DNS server the lab runs (a name of :data:`tunelab.targets.dns_servers.DNS_SERVERS`) and its zone's origin
+    dns_server: str = "nsd"
+    zone: str = dns_servers.LAB_ZONE.origin
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "namespaces": dict(self.namespaces), "addresses": dict(self.addresses),
-                "disk": self.disk, "up_s": self.up_s}
+                "disk": self.disk, "up_s": self.up_s, "dns_server": self.dns_server, "zone": self.zone}
 
 
 def lab_up(name: str | None = None, *, bottleneck_mbit: float | None = None, queue_limit_bytes: int | None = None,
-           disk_mb: int | None = None, records: int = 1000, pin: bool = True) -> LabUp:
-    """Create a lab that stays up after this process exits (remove it with :func:`lab_down`)."""
+           disk_mb: int | None = None, records: int = 1000, pin: bool = True, dns_server: str = "nsd",
+           zone: str | None = None, zone_file: str | None = None) -> LabUp:
+    """Create a lab that stays up after this process exits (remove it with :func:`lab_down`).
+
+    Its DNS server is ``dns_server``, serving the lab's own zone or, with ``zone_file`` and ``zone``, the
+    operator's zone (checked by the server's own checker first; the lab keeps a private copy).
+    """
     lab = lab_target.LabTarget(name=name, bottleneck_mbit=bottleneck_mbit, queue_limit_bytes=queue_limit_bytes,
-                               records=records, disk_mb=disk_mb, pin_cpus="auto" if pin else False)
+                               records=records, disk_mb=disk_mb, pin_cpus="auto" if pin else False,
+                               dns_server=dns_server, zone=zone, zone_file=zone_file)
     lab.up()
     disk = lab.resolve_device("@disk") if disk_mb else None
     lab.detach()
-    return LabUp(lab.lab_name, dict(lab.namespaces), dict(lab.addresses), disk, lab.timings.get("up_s", 0.0))
+    return LabUp(lab.lab_name, dict(lab.namespaces), dict(lab.addresses), disk, lab.timings.get("up_s", 0.0),
+                 lab.dns_server.name, lab.zone.origin)
 
 
 @dataclass

@@ -156,17 +156,6 @@ def level_value(value: Any) -> Any:
     return level_from_json(level_to_json(value))
 
 
-def level_text(value: Any) -> str:
-    """How a level is shown to people: tuples as space-separated values.
-
-    >>> level_text((4096, 87380)), level_text(True)
-    ('4096 87380', 'True')
-    """
-    if isinstance(value, (list, tuple)):
-        return " ".join(map(str, value))
-    return str(value)
-
-
 # ---- metrics --------------------------------------------------------------------------------------
 
 DirectionName = Literal["maximize", "minimize"]
@@ -415,10 +404,29 @@ class DesignType(_ValueEnum):
     MORRIS = "morris"
 
 
+#: the tidy frame's kernel counter columns start with this (``counter.TcpExt.ListenOverflows``, per second):
+#: they explain verdicts (:mod:`tunelab.stats.mechanisms`), never drive them
+COUNTER_PREFIX = "counter."
+
+
+def is_counter_column(column: Any) -> bool:
+    """Whether a tidy column holds a kernel counter (never a knob or a metric).
+
+    >>> is_counter_column("counter.TcpExt.ListenOverflows"), is_counter_column("qps")
+    (True, False)
+    """
+    return isinstance(column, str) and column.startswith(COUNTER_PREFIX)
+
+
+def counter_columns(frame: Any) -> list[str]:
+    """The counter columns of a tidy frame (``counter.*``), in frame order."""
+    return [column for column in frame.columns if is_counter_column(column)]
+
 #: design types the screen reads as space-filling (range) designs: regression or elementary effects, not levels
 RANGE_DESIGNS = (DesignType.LATIN_HYPERCUBE, DesignType.MORRIS)
 
-__all__ = ["AnalysisKind", "DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES", "DesignType",
+__all__ = ["AnalysisKind", "COUNTER_PREFIX", "DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES",
+           "DesignType",
            "Direction", "FINAL_STATUSES", "HOSTS", "KnobId", "Metric", "PHASES", "ParseError", "Phase",
-           "RANGE_DESIGNS", "TrialStatus", "USABLE_STATUSES", "VERDICTS", "Verdict", "json_value", "knob_id",
-           "level_from_json", "level_text", "level_to_json", "level_value"]
+           "RANGE_DESIGNS", "TrialStatus", "USABLE_STATUSES", "VERDICTS", "Verdict", "counter_columns", "is_counter_column", "json_value", "knob_id",
+           "level_from_json", "level_to_json", "level_value"]

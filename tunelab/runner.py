@@ -13,9 +13,12 @@ One trial (:func:`run_trial`) is, in order:
 6. ``load``: ONE invocation of the load generator for ``warmup_s + measure_s`` seconds. The
    warm-up is discarded by the load's parser from the per-second series (dnsperf ``-S 1``,
    iperf3 ``--omit``, fio ``ramp_time``), so there is no gap between warm-up and measurement
-   and the service never sees an idle period;
-7. ``record``: the outcome, knobs as read back, metrics, series, timings, foreign CPU seconds
-   and provenance are committed in one transaction;
+   and the service never sees an idle period. Meanwhile the target's kernel counters
+   (:meth:`~tunelab.targets.Target.counter_sources`) are read at the end of the warm-up and at the
+   end of the window (:class:`tunelab.counters.CounterWindow`); the server's CPU time per answered
+   request becomes a metric where the load names one (``server_cpu_metric``);
+7. ``record``: the outcome, knobs as read back, metrics, series, counters, timings, foreign CPU
+   seconds and provenance are committed in one transaction;
 8. ``restore``: every changed knob is written back to its snapshot, verified, and its journal
    entry marked restored. Recording comes first, so a failed restore never loses a measurement;
    the unrestored entry stays in the journal for ``tunelab restore``.
@@ -54,8 +57,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
-from tqdm import tqdm
 
+from tunelab.counters import CounterRecord, CounterRequest, CounterWindow
 from tunelab.designs import Design, make_plan
 from tunelab.designs.constraints import in_write_order
 from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS, PLAN_COLUMNS
@@ -64,6 +67,7 @@ from tunelab.journal import host_identity, in_two_passes, restore_journal
 from tunelab.knobs import Knob, get_knob
 from tunelab.loads import Load, LoadResult, get_load
 from tunelab.model import KnobId, TrialStatus, level_from_json, level_to_json
+from tunelab.progress import trial_progress
 from tunelab.signals import deferred_interrupts
 from tunelab.store import HostIdentity, Store, git_sha
 from tunelab.targets import CommandResult, Target
@@ -287,6 +291,8 @@ class _LiveTrial:
     metrics: dict[str, float] = field(default_factory=dict)
     series: pd.DataFrame | None = None
     foreign_cpu_s: float | None = None
+    #: the kernel counters of the measured window (None: the target has none, or the load ended early)
+    counters: CounterRecord | None = None
 
 
 def _fmt(knob: Knob, value: Any) -> str:
@@ -372,8 +378,12 @@ def _measure(trial: _LiveTrial, target: Target, load: Load, warmup_s: float, mea
     checkpoint("before_measure")
     with trial.clock.phase("foreign_cpu"):
         target.foreign_cpu_s()  # start the foreign-CPU window at the load
-    with trial.clock.phase("load"):
+    window = _counter_window(target, load, trial.settings, warmup_s, measure_s)
+    with trial.clock.phase("load"), window:
         result = target.run(load.runs_on, trial.argv, timeout_s=_load_timeout(warmup_s, measure_s))
+    trial.counters = window.record
+    trial.clock.timings["counters"] = window.cost_s
+    trial.clock.timings["counters_cpu"] = window.cpu_s
     with trial.clock.phase("foreign_cpu"):
         trial.foreign_cpu_s = float(target.foreign_cpu_s())
     if getattr(result, "dry", False):     # recorded, not run (a dry run): there is nothing to measure or judge
@@ -383,6 +393,34 @@ def _measure(trial: _LiveTrial, target: Target, load: Load, warmup_s: float, mea
         parsed = load.parse(result, trial.settings, warmup_s)
     checkpoint("after_measure")
     _judge(trial, load, parsed, result)
+    trial.metrics.update(server_cpu_metric(load, trial.counters, trial.metrics))
+
+
+def _counter_window(target: Target, load: Load, settings: Mapping[str, Any], warmup_s: float,
+                    measure_s: float) -> CounterWindow:
+    """The counter snapshots around the load's measured window: none on a target without counters, or
+    whose counters cannot be found (counters explain a verdict, they never fail a trial)."""
+    began = time.perf_counter()
+    counted_device = getattr(load, "counted_device", lambda settings: None)
+    try:
+        sources = list(target.counter_sources(CounterRequest(service=getattr(load, "service", None),
+                                                             device=counted_device(settings))))
+    except TunelabError:
+        sources = []
+    window = CounterWindow(sources, warmup_s, measure_s)
+    window.cost_s = time.perf_counter() - began
+    return window
+
+
+def server_cpu_metric(load: Load, counters: CounterRecord | None, metrics: Mapping[str, float]) -> dict[str, float]:
+    """``{metric: CPU us per answered request}`` for a load that names one (``load.server_cpu_metric``) when
+    the counters hold the server's CPU time and the load answered; else empty."""
+    spec = getattr(load, "server_cpu_metric", None)
+    if spec is None or counters is None:
+        return {}
+    name, rate = spec
+    value = counters.cpu_us_per(metrics.get(rate))
+    return {} if value is None else {name: value}
 
 
 def _judge(trial: _LiveTrial, load: Load, parsed: LoadResult, result: CommandResult) -> None:
@@ -434,7 +472,8 @@ def _record(trial: _LiveTrial, store: Store, load: Load, warmup_s: float, measur
             "load_settings": trial.settings, "argv": trial.argv, "warmup_s": warmup_s, "measure_s": measure_s,
         })
         store.finish_trial(trial.trial_id, trial.status, trial.reason, trial.knobs_read, trial.metrics, trial.series,
-                           dict(trial.clock.timings), trial.foreign_cpu_s, trial_provenance)
+                           dict(trial.clock.timings), trial.foreign_cpu_s, trial_provenance,
+                           counters=trial.counters.to_json() if trial.counters is not None else None)
 
 
 def run_trial(
@@ -770,6 +809,7 @@ def run_design(
     knob_lookup: KnobLookup | None = None,
     retry_failed: bool = False,
     checkpoint: Checkpoint | None = None,
+    may_start: Callable[[], bool] | None = None,
 ) -> RunSummary:
     """Run every planned trial of ``design`` on ``target`` (already up), recording into ``store``.
 
@@ -777,6 +817,8 @@ def run_design(
     failed unless ``retry_failed``) are skipped, so calling this again resumes an interrupted
     study. Every planned value is validated and host-global knobs are refused (unless allowed
     here or by the design's ``target.allow_host_global``) before the first write.
+    ``may_start()`` (a study's time budget, :class:`tunelab.rounds.StudyBudget`) is asked before every
+    attempt, busy repeats included: once it says no, the run stops and the rest stays to run.
 
     ``plan``, ``load``/``load_settings`` and ``knob_lookup`` default to ``make_plan(design)``,
     the design's load and :func:`tunelab.knobs.get_knob`; pass them to run a custom plan. A
@@ -784,7 +826,8 @@ def run_design(
     (:func:`profile_settings`); the others with ``load_settings``.
     With the design's ``noise.repeat_busy_pct``, a trial during which other processes used more
     of the machine is set aside and its run measured again (:class:`BusyRule`).
-    A progress bar with ETA goes to stderr when ``progress`` and stderr is a terminal.
+    With ``progress``, :func:`tunelab.progress.trial_progress` shows the trials done, ETA and busy repeats
+    on stderr: a text bar on a terminal, a widget bar in a notebook, one line per round or minute otherwise.
 
     Examples
     --------
@@ -810,10 +853,11 @@ def run_design(
         target.start_service(load.service)
 
     machine_cpu_s = setup.machine_cpu_s(description.get("nproc"))
-    bar = tqdm(total=len(setup.rows), initial=summary.skipped, unit="trial", file=sys.stderr, dynamic_ncols=True,
-               disable=not (progress and sys.stderr.isatty()), desc=summary.study)
+    bar = trial_progress(len(setup.rows), initial=summary.skipped, desc=summary.study, enabled=progress)
     try:
         for run_key, config, info in todo:
+            if may_start is not None and not may_start():
+                break
             with deferred_interrupts():
                 target.reset()
             measure = lambda provenance: run_trial(  # noqa: E731 - this run, measured again if busy
@@ -821,10 +865,11 @@ def run_design(
                 load_settings=setup.settings_for(run_key, info), plan_info=info,
                 allow_host_global=allow, provenance=provenance, checkpoint=checkpoint)
             outcome = repeat_while_busy(measure(run_provenance), measure, target, store, run_provenance,
-                                        setup.busy, machine_cpu_s, summary)
+                                        setup.busy, machine_cpu_s, summary, may_start=may_start)
             summary.count(outcome, machine_cpu_s)
             bar.update(1)
-            bar.set_postfix(ok=summary.ok, flagged=summary.flagged, failed=summary.failed, refresh=False)
+            bar.set_postfix(ok=summary.ok, flagged=summary.flagged, failed=summary.failed,
+                            busy_repeats=summary.repeated, refresh=False)
     finally:
         bar.close()
         cleanup_load(load, target)
@@ -849,18 +894,20 @@ def busy_rule(design: Design) -> BusyRule | None:
 
 def repeat_while_busy(outcome: TrialOutcome, measure: Callable[[Mapping[str, Any]], TrialOutcome], target: Target,
                        store: Store, provenance: Mapping[str, Any], rule: BusyRule | None, machine_cpu_s: float,
-                       summary: RunSummary) -> TrialOutcome:
+                       summary: RunSummary, *, may_start: Callable[[], bool] | None = None) -> TrialOutcome:
     """While ``outcome`` is a measurement during which other processes used more than ``rule.pct`` %
     of the machine, set it aside (kept in the store: status ``interrupted``, reason ``repeated: ...``,
     provenance ``repeated``/``busy_pct``) and ``measure`` the run again with ``repeat_of`` (the set-aside
-    trial) in its provenance; at most ``rule.max_repeats`` times. The last attempt is the run's."""
+    trial) in its provenance; at most ``rule.max_repeats`` times, and only while ``may_start()`` (the
+    study's time budget) allows another attempt. The last attempt is the run's."""
     repeats = 0
     while rule is not None and outcome.status in (TrialStatus.OK, TrialStatus.FLAGGED):
         busy = 100 * outcome.foreign_cpu_s / machine_cpu_s if outcome.foreign_cpu_s is not None and machine_cpu_s else None
         if busy is None or busy <= rule.pct:
             break
-        if repeats == rule.max_repeats:
-            summary.repeats.append(f"{outcome.run_key}: still busy ({busy:.0f} %) after {repeats} repeat(s); "
+        if repeats == rule.max_repeats or (may_start is not None and not may_start()):
+            why = "after" if repeats == rule.max_repeats else "and the time budget is spent, after"
+            summary.repeats.append(f"{outcome.run_key}: still busy ({busy:.0f} %) {why} {repeats} repeat(s); "
                                    f"trial {outcome.trial_id} kept")
             break
         reason = f"repeated: other processes used {busy:.0f} % of the machine (threshold {rule.pct:g} %)"
@@ -929,4 +976,4 @@ def describe_target(target: Target) -> dict[str, Any]:
 __all__ = ["BoundKnob", "BusyRule", "PlanRunner", "RunSetup", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs",
            "busy_rule", "check_host_global", "check_trial", "cleanup_load", "keyed_settings", "load_for", "load_of",
            "prepare_run", "preflight", "profile_settings", "recover_journal", "repeat_while_busy", "reset_by_writes",
-           "run_design", "run_provenance_of", "run_trial", "target_spec_of", "validate_config", "write_back"]
+           "run_design", "run_provenance_of", "run_trial", "server_cpu_metric", "target_spec_of", "validate_config", "write_back"]

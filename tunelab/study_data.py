@@ -13,11 +13,13 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from tunelab.counters import is_counter_column
 from tunelab.designs import load_design_text
 from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS
 from tunelab.errors import DataError
 from tunelab.loads.metrics import METRICS
-from tunelab.model import RANGE_DESIGNS, Metric, ParseError, level_text
+from tunelab.formatting import level_label
+from tunelab.model import RANGE_DESIGNS, Metric, ParseError
 from tunelab.store import TIDY_COLUMNS, Store, store_path_for
 
 # tunelab.stats (scipy, statsmodels: about two seconds) is imported inside the two functions that
@@ -47,7 +49,7 @@ def match_level(data: pd.DataFrame, column: str, text: str) -> Any:
 
     levels = sorted_levels(data[column].dropna())
     for level in levels:
-        if level_text(level) == text or str(level) == text:
+        if level_label(level) == text or str(level) == text:
             return level
     try:
         number = float(text)
@@ -93,14 +95,16 @@ def _from_csv(source: str, metric: Sequence[str], knob: Sequence[str], baseline_
     path = Path(source)
     data = read_csv(path)
     if not metric:
-        numeric = [c for c in data.columns if c not in BOOKKEEPING and pd.api.types.is_numeric_dtype(data[c])]
+        numeric = [c for c in data.columns if c not in BOOKKEEPING and not is_counter_column(c)
+                   and pd.api.types.is_numeric_dtype(data[c])]
         raise DataError(f"name the metric(s) to analyse with --metric NAME[:max|:min][:SESOI]; numeric columns in "
                         f"{path.name}: {', '.join(numeric) or '(none)'}")
     metrics = _metrics(metric)
     names = {m["name"] for m in metrics}
     # by default every column that is not bookkeeping or a metric; the metrics tunelab's loads report
-    # (tunelab export writes all of them) are never guessed to be knobs
-    knobs = list(knob) or [c for c in data.columns if c not in names and c not in BOOKKEEPING and c not in METRICS]
+    # and the kernel counters (tunelab export writes all of them) are never guessed to be knobs
+    knobs = list(knob) or [c for c in data.columns if c not in names and c not in BOOKKEEPING and c not in METRICS
+                           and not is_counter_column(c)]
     if not knobs:
         raise DataError(f"{path.name} has no knob columns besides the metrics and bookkeeping columns; "
                         "name them with --knob COL")

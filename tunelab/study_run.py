@@ -22,10 +22,11 @@ from __future__ import annotations
 import dataclasses
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from tunelab import journal, leases, runner
 from tunelab import testbeds as testbeds_mod
@@ -34,7 +35,7 @@ from tunelab.designs import Design, make_plan
 from tunelab.errors import DesignError, KnobError, TargetError
 from tunelab.knobs import get_knob
 from tunelab.loads import Load
-from tunelab.rounds import StudyRun, run_study
+from tunelab.rounds import StudyBudget, StudyRun, budget_of, run_study
 from tunelab.signals import sigterm_interrupts
 from tunelab.store import Store, default_store_path
 from tunelab.targets import Target, build_target, check_target_spec
@@ -49,6 +50,8 @@ class RunOptions:
     retry_failed: bool = False
     allow_design_commands: bool = False
     checkpoint: runner.Checkpoint | None = None
+    #: seconds for a study's ``budget_minutes`` (tests inject a simulated clock)
+    clock: Callable[[], float] = time.monotonic
 
 
 def target_spec_for(design: Design, override: str | None = None) -> dict[str, Any]:
@@ -101,10 +104,13 @@ def dispatcher_on(beds: list[Any], scheduler: str | None, store: Store, warnings
 
 
 def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[str, Any], options: RunOptions, *,
-                target: Target | None = None, dispatcher: Any = None) -> runner.PlanRunner:
+                target: Target | None = None, dispatcher: Any = None,
+                budget: StudyBudget | None = None) -> runner.PlanRunner:
     """The one way a study's plans reach the runner: ``run_plan(phase, plan)`` runs ``plan`` (None: the
     design's own) on ``target`` (:func:`tunelab.runner.run_design`) or across the ``dispatcher``'s
-    testbeds (:func:`tunelab.cluster.run_design_on_testbeds`), with the study's load and options."""
+    testbeds (:func:`tunelab.cluster.run_design_on_testbeds`), with the study's load and options. On a
+    target, ``budget`` (:class:`tunelab.rounds.StudyBudget`) is asked before every attempt; across
+    testbeds it is held between rounds only."""
     common = dict(allow_host_global=options.allow_host_global, retry_failed=options.retry_failed, load=load,
                   load_settings=load_settings)
     if dispatcher is not None:
@@ -113,16 +119,20 @@ def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[st
         return lambda phase, plan: run_design_on_testbeds(design, dispatcher, store, phase=phase, plan=plan, **common)
     if target is None:
         raise TargetError("a study runs on a target or on testbeds; neither was given")
+    may_start = budget.may_start if budget is not None else None
     return lambda phase, plan: runner.run_design(design, target, store, phase=phase, plan=plan,
-                                                 progress=options.progress, checkpoint=options.checkpoint, **common)
+                                                 progress=options.progress, checkpoint=options.checkpoint,
+                                                 may_start=may_start, **common)
 
 
-def _calibrate_and_run(design: Design, store: Store, run_plan: runner.PlanRunner) -> StudyRun:
-    """Steps 4 and 5: the A/A calibration (its lines to stderr), then the study's rounds."""
+def _calibrate_and_run(design: Design, store: Store, run_plan: runner.PlanRunner,
+                       budget: StudyBudget | None = None) -> StudyRun:
+    """Steps 4 and 5: the A/A calibration (its lines to stderr), then the study's rounds (``budget``:
+    the study's ``budget_minutes``, which the calibration counts against too)."""
     calibration = run_calibration(design, store, run_plan)
     for line in calibration.lines() if calibration is not None else []:
         print(line, file=sys.stderr)
-    study = run_study(design, store, run_plan)
+    study = run_study(design, store, run_plan, budget)
     study.calibration = calibration
     return study
 
@@ -171,11 +181,13 @@ def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: 
             study_store(design.name, design.design_hash, design_text, spec, where,
                         check_crashed=not dry) as (opened, removed):
         with build_target(spec, allow_commands=options.allow_design_commands) as live:
-            run_plan = plan_runner(design, opened, load, load_settings, options, target=live)
             if dry:
-                study = _preview(design, opened, live, run_plan)
+                study = _preview(design, opened, live, plan_runner(design, opened, load, load_settings, options,
+                                                                   target=live))
             else:
-                study = _calibrate_and_run(design, opened, run_plan)
+                budget = budget_of(design, opened, options.clock)
+                study = _calibrate_and_run(design, opened, plan_runner(design, opened, load, load_settings, options,
+                                                                       target=live, budget=budget), budget)
     study.labs_removed, study.recorded = removed, not dry
     return study
 
@@ -224,7 +236,8 @@ def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | Non
         else:
             with dispatcher_on(beds, scheduler, opened, warnings, progress=options.progress) as dispatcher:
                 study = _calibrate_and_run(design, opened, plan_runner(design, opened, load, load_settings, options,
-                                                                       dispatcher=dispatcher))
+                                                                       dispatcher=dispatcher),
+                                           budget_of(design, opened, options.clock))
     study.labs_removed = removed
     return study
 

@@ -15,8 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tunelab"
 
 #: bottom to top; a module may import from its own layer and the layers below it
 LAYERS: list[set[str]] = [
-    {"errors", "model", "registry", "paths", "version", "formatting", "signals"},
-    {"knobs", "loads", "targets"},
+    {"errors", "model", "registry", "paths", "version", "formatting", "signals", "display", "progress"},
+    {"knobs", "loads", "targets", "counters"},
     {"designs", "store", "testbeds"},
     {"journal", "leases", "runner", "cluster", "constraints", "labs"},
     {"stats"},
@@ -33,7 +33,7 @@ ONLY: dict[str, set[str]] = {
     "model": {"errors"},
     "errors": set(),
     "formatting": set(),
-    "stats": {"stats", "model", "errors", "registry", "formatting"},
+    "stats": {"stats", "model", "errors", "registry", "formatting", "display"},
 }
 LAYER_OF = {name: index for index, names in enumerate(LAYERS) for name in names}
 

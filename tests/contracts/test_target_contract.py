@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tunelab.counters import PLACES, CounterRequest, CounterSource, check_counter_name, placed, snapshot
 from tunelab.errors import TargetError
 from tunelab.targets import TARGETS
 
@@ -133,6 +134,19 @@ def test_unknown_hosts_are_refused(case: Case, tmp_path: Path) -> None:
         with pytest.raises(TargetError, match="no host 'nowhere'"):
             case.call(getattr(target, action), *args)
     assert not Path(scratch).exists()
+
+
+def test_counter_sources_read_named_counters(case: Case) -> None:
+    """Every source is at a known place and one snapshot gives counter names the store accepts; a target
+    without counters (dry run, simulator) has none."""
+    sources = list(case.target.counter_sources(CounterRequest(service="dns")))
+    assert all(isinstance(source, CounterSource) and source.place in PLACES for source in sources)
+    values, problems = case.call(snapshot, sources)
+    assert problems == []
+    assert bool(values) == bool(sources)
+    assert all(check_counter_name(name) for name in values)
+    assert all(name.startswith("client.") for source in sources if source.place == "client"
+               for name in placed(source.place, case.call(source.read)))
 
 
 def test_reset(case: Case) -> None:

@@ -10,7 +10,8 @@ import pytest
 from scipy import stats as ss
 
 from tunelab.optimize.confirm import (ValidationError, abba_order, analyse_blocks, blocks_needed, confirm,
-                                      overall_verdict, validate)
+                                      overall_verdict)
+from tunelab.optimize.validation import validate
 from tunelab.model import Metric
 from tunelab.simulator import SimulatorEvaluator, SimulatorTarget, get_surface
 

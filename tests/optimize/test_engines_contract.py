@@ -153,8 +153,10 @@ def test_a_stored_search_with_other_settings_is_refused(store) -> None:
     surface = get_surface("simple")
     space = surface.search_space()
     refine(space, SimulatorEvaluator(surface), ["qps:max"], budget=12, log=StoreSearchLog(store))
-    with pytest.raises(Exception, match="other settings .*budget"):
-        refine(space, SimulatorEvaluator(surface), ["qps:max"], budget=20, log=StoreSearchLog(store))
+    with pytest.raises(Exception, match=r"other settings \(seed: 0 stored, 1 now\); only the budget may change"):
+        refine(space, SimulatorEvaluator(surface), ["qps:max"], budget=12, seed=1, log=StoreSearchLog(store))
+    with pytest.raises(Exception, match=r"other settings \(budget: 12 stored, 10 now\)"):   # a budget only grows
+        refine(space, SimulatorEvaluator(surface), ["qps:max"], budget=10, log=StoreSearchLog(store))
 
 
 def test_race_keeps_the_better_half_and_the_winner_survived() -> None:

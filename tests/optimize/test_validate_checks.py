@@ -10,7 +10,8 @@ import pytest
 import tunelab
 from tunelab.errors import KnobError, LoadError, TunelabError
 from tunelab.optimize.confirm import (ValidationError, analyse_blocks, check_durations, overall_verdict,
-                                      trial_failures, validate)
+                                      trial_failures)
+from tunelab.optimize.validation import validate
 from tunelab.model import Metric
 from tunelab.simulator import SimulatorTarget
 
@@ -131,3 +132,14 @@ def test_a_resumed_validation_still_reports_the_failures_it_reads_back(store) ->
                        warmup_s=0, measure_s=1)
     assert again.measurements == 0 and resumed.failures == result.failures
     assert resumed.summary() == result.summary()
+
+
+def test_flagged_trials_are_counted_with_the_first_reason_so_an_untestable_run_says_why(store) -> None:
+    # issue 26 (seen over ssh): every trial flagged with qps 0 left "0 usable blocks" and no reason on the terminal
+    for key, status, reason, qps in [("validate:a", "flagged", "achieved 0 qps, below 50% of the requested 500 qps",
+                                      0.0), ("validate:b", "ok", None, 10.0), ("validate:c", "flagged", "other", 0.0)]:
+        trial = store.begin_trial(key, "validate", {"net.core.somaxconn": 128})
+        store.finish_trial(trial, status, reason, {"net.core.somaxconn": 128}, {"qps": qps})
+    counted = trial_failures(store, ["validate:a", "validate:b", "validate:c"])
+    assert (counted.failed, counted.flagged) == (0, 2)
+    assert counted.line() == "2 of 3 trials flagged; first: achieved 0 qps, below 50% of the requested 500 qps"

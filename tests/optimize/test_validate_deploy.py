@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import tunelab
-from tunelab.cli.parsing import read_config_file
+from tunelab.designs.config_files import read_config_file
 from tunelab.errors import TunelabError
 from tunelab.knobs import get_knob
 from tunelab.model import KnobId

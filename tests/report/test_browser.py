@@ -123,6 +123,7 @@ def test_index_figures_and_sections(index_dom: Dom) -> None:
     assert "Sequential replicates" in methods and "alpha-spending" in methods   # the example ran in rounds
     notebooks = " ".join(index_dom.sections["notebooks"])
     assert "01_screen" in notebooks and "02_posthoc" in notebooks
+    assert "kernel counters" in " ".join(index_dom.sections["mechanisms"])    # the counters, or a line saying none
 
 
 def test_default_report_says_why_refine_and_validate_were_skipped(default_report: Path) -> None:

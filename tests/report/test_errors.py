@@ -22,7 +22,7 @@ def test_study_without_screen_trials(tmp_path: Path) -> None:
     with pytest.raises(ReportError) as info:
         build_report(path, tmp_path / "out")
     message = str(info.value)
-    assert "has no usable screen trials" in message and "no trials at all" in message
+    assert "has no usable screen, refine, confirm or validate trials" in message and "no trials at all" in message
     assert "run `tunelab run DESIGN`" in message
     assert not (tmp_path / "out").exists()
 

@@ -2,16 +2,29 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
 import nbformat
+import pytest
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from tunelab.report.build import execute_notebook
 
 
-def test_kernel_runs_this_python(tmp_path: Path) -> None:
+def test_kernel_runs_this_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """...and is shut down without a SIGINT (jupyter_client's default interrupts it first, and ipykernel then
+    logs ``KeyboardInterrupt caught in kernel.`` to the terminal when a handler is still running)."""
+    sent: list[int] = []
+    real_send = LocalProvisioner.send_signal
+
+    async def spy(self: LocalProvisioner, signum: int) -> None:
+        sent.append(signum)
+        await real_send(self, signum)
+
+    monkeypatch.setattr(LocalProvisioner, "send_signal", spy)
     params = new_code_cell("marker = 'unset'")
     params.metadata["tags"] = ["parameters"]
     nb = new_notebook(cells=[new_markdown_cell("# probe"), params,
@@ -30,3 +43,4 @@ def test_kernel_runs_this_python(tmp_path: Path) -> None:
     assert Path(executable).resolve() == Path(sys.executable).resolve()
     assert marker == "injected"
     assert backend.lower() == "agg"
+    assert signal.SIGINT not in sent

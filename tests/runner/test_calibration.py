@@ -93,3 +93,18 @@ def test_a_quiet_machine_needs_the_minimum_replicates_and_does_not_crash(tmp_pat
     assert row["cv_pct"] == pytest.approx(100 * np.std(quiet["qps"], ddof=1) / 1000.0)
     assert row["needed"] == replicates_for_sesoi(row["cv_pct"], 5.0) and row["needed"] >= 2
     assert calibration.lines()[0].startswith("calibration: 4 of 4 A/A trials usable; noise qps CV 2.4 %")
+
+
+def test_the_server_cpu_per_query_cv_is_reported_beside_the_designs_metrics(tmp_path: Path) -> None:
+    """A metric the design does not name but the A/A trials measured (from their counters): its CV, no advice."""
+    design, _, _, tidy = calibrate(tmp_path / "c.sqlite")
+    frame = tidy.head(3).copy()
+    frame["server_cpu_per_query"] = [10.0, 12.0, 14.0]        # mean 12, sample SD 2: CV 16.67 %
+    calibration = assess_noise(frame, design, runs=3)
+    row = calibration.table.set_index("metric").loc["server_cpu_per_query"]
+    assert row["cv_pct"] == pytest.approx(100 * 2 / 12)
+    assert np.isnan(row["needed"])
+    assert "server_cpu_per_query CV 16.7 %" in calibration.lines()[0]
+    assert not [w for w in calibration.warnings if "server_cpu_per_query" in w]
+    assert "server_cpu_per_query" not in assess_noise(tidy.head(3), design, runs=3).table["metric"].tolist()
+

@@ -17,7 +17,7 @@ from tunelab.designs.schema import design_guards, parse_design
 from tunelab.errors import DataError
 from tunelab.loads.dnsperf import DnsperfLoad
 from tunelab.stats import screen
-from tunelab.stats.guards import apply_guards, guard_table
+from tunelab.stats.guards import apply_guards, change_text, guard_table
 from tunelab.targets.base import CommandResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -256,3 +256,19 @@ def test_malformed_guards_are_one_data_error() -> None:
     with pytest.raises(DataError, match="conditional on 'qps', which is not among the guards"):
         screen(data, [{"name": "y", "sesoi_pct": 5}], ["k"], {"k": 0},
                guards={"guards": [], "conditional_on": {"y": ["qps"]}})
+
+
+@pytest.mark.parametrize(("spec", "pct", "diff", "digits", "expected"), [
+    ({"name": "qps"}, -0.0, 0.0, 3, "qps +0.0 %"),                 # a zero change with a negative sign
+    ({"name": "qps"}, -0.04, -0.4, 3, "qps -0.04 %"),              # rounds to 0.0 at one decimal: two digits
+    ({"name": "qps"}, -99.8123, -998.1, 3, "qps -99.8 %"),
+    ({"name": "lost", "sesoi_abs": 1, "unit": "%"}, float("nan"), -0.0, 3, "lost +0 pt"),
+    ({"name": "retransmits", "sesoi_abs": 100}, 12.0, 4330.4, 4, "retransmits +4,330"),
+    ({"name": "retransmits", "sesoi_abs": 100}, 12.0, 4330.4, 3, "retransmits +4.33e+03"),
+    ({"name": "lat", "sesoi_abs": 1, "unit": "ms"}, float("nan"), -1.5, 3, "lat -1.5 ms"),
+])
+def test_a_guard_change_never_reads_minus_zero(spec, pct, diff, digits, expected) -> None:
+    """One text for a guard's change (guard table and trade-offs), by Python's own format rules."""
+    text = change_text(spec, pct, diff, digits=digits)
+    assert text == expected
+    assert "-0.0 " not in text and "-0 " not in text

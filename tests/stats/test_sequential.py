@@ -433,3 +433,42 @@ def test_a_row_that_loses_significance_in_the_padded_family_loses_its_significan
     assert b["p_adj"] == pytest.approx(2 * b["p"]) and b["p"] < b["alpha_nominal"] <= b["p_adj"]
     assert (b["verdict"], b["significant"], b["direction"], b["levels"]) == ("inconclusive", False, "none", [])
     assert b["level"] == 1 and b["effect_pct"] == pytest.approx(change, rel=1e-9)
+
+
+def _two_metrics(seed: int) -> pd.DataFrame:
+    """Knobs a, b over metrics y and z: a moves y by +100 % (decided at round 1) and z by +4 % with CV 8 %
+    (open), b moves both by +4 %; round 2 runs a and b again (both have an open row)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for number in (1, 2):
+        for a, b in [(0, 0)] * 3 + [(1, 0)] * 3 + [(0, 1)] * 3:
+            y_effect, z_effect = (1.0, 0.04) if a else (0.04, 0.04) if b else (0.0, 0.0)
+            rows.append({"a": a, "b": b, "round": number, "y": 1000 * (1 + y_effect) * math.exp(rng.normal(0, 0.02)),
+                         "z": 1000 * (1 + z_effect) * math.exp(rng.normal(0, 0.08))})
+    return pd.DataFrame(rows)
+
+
+def test_a_frozen_row_is_the_row_of_the_look_that_decided_it() -> None:
+    """(a, y) matters at round 1 while (a, z) stays open, so round 2 screens knob a again: the final (a, y)
+    row is, column for column, the row round 1's screen (at round 1's level) produced, and round 2's Holm
+    family holds only the open rows (the rejected (a, y) left it): their p_adj is Holm's (statsmodels) of
+    their own p."""
+    from statsmodels.stats.multitest import multipletests
+
+    data = _two_metrics(7)
+    metrics = [{"name": "y", "direction": "maximize", "sesoi_pct": SESOI},
+               {"name": "z", "direction": "maximize", "sesoi_pct": SESOI}]
+    first_look, _ = look_alphas([3 / 20, 6 / 20], ALPHA, "pocock")
+    result = sequential_screen(data, metrics, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20, spending="pocock",
+                               n_boot=200)
+    round1 = screen(data[data["round"] == 1].drop(columns="round"), metrics, ["a", "b"], {"a": 0, "b": 0},
+                    alpha=first_look, n_boot=200).verdicts.set_index(["knob", "metric"])
+    assert round1.loc[("a", "y"), "verdict"] == "matters" and round1.loc[("a", "z"), "verdict"] == "inconclusive"
+    final = result.verdicts.set_index(["knob", "metric"])
+    assert final.loc[("a", "y"), "round"] == 1 and final.loc[("a", "z"), "round"] == 2
+    frozen = final.loc[("a", "y")].drop(["round", "alpha_nominal"])
+    pd.testing.assert_series_equal(frozen, round1.loc[("a", "y")][frozen.index], check_dtype=False)
+    later = final[final["round"] == 2]
+    assert len(later) == 3
+    expected = multipletests(later["p"].to_numpy(dtype=float), method="holm")[1]
+    assert later["p_adj"].to_numpy(dtype=float) == pytest.approx(expected, rel=1e-12)

@@ -16,12 +16,17 @@ from tunelab.targets.ssh import SshTarget
 PORT = 2222
 
 
-def write_sshd_files(directory: Path, address: str, port: int) -> Path:
+def write_sshd_files(directory: Path, address: str, port: int, client_key: Path | None = None) -> Path:
     """Fresh host and client keys under ``directory``, authorized_keys, a known_hosts trusting
-    ``[address]:port``, and an sshd_config listening there only; returns the config's path."""
-    for key in ("host", "client"):
+    ``[address]:port``, and an sshd_config listening there only; returns the config's path.
+
+    With ``client_key`` (a private key whose ``.pub`` sits beside it) that key is authorised instead of
+    a fresh one, so one key logs in to several sshds (a server and a load host).
+    """
+    for key in ("host",) if client_key else ("host", "client"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / key)], check=True)
-    (directory / "authorized_keys").write_text((directory / "client.pub").read_text())
+    public = Path(f"{client_key}.pub") if client_key else directory / "client.pub"
+    (directory / "authorized_keys").write_text(public.read_text())
     host_pub = (directory / "host.pub").read_text().split()
     (directory / "known_hosts").write_text(f"[{address}]:{port} {host_pub[0]} {host_pub[1]}\n")
     conf = directory / "sshd_config"
@@ -45,21 +50,23 @@ def stop_process(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def running_sshd(lab: LabTarget, directory: Path, port: int = PORT) -> Iterator[dict]:
-    """Start sshd in ``lab``'s server namespace with fresh keys under ``directory``; stop it on exit.
+def running_sshd(lab: LabTarget, directory: Path, port: int = PORT, host: str = "server",
+                 client_key: Path | None = None) -> Iterator[dict]:
+    """Start sshd in ``lab``'s ``host`` namespace with fresh keys under ``directory``; stop it on exit.
 
     Yields ``{"lab", "address", "port", "dir", "connect"}``; ``connect(host, port)`` opens a socket
-    from the client namespace (pass it as the ssh target's ``connect_socket``).
+    from the client namespace (pass it as the ssh target's ``connect_socket``). ``client_key``: see
+    :func:`write_sshd_files`.
     """
-    address = lab.address("server")
-    conf = write_sshd_files(directory, address, port)
+    address = lab.address(host)
+    conf = write_sshd_files(directory, address, port, client_key)
     (directory / "empty_known_hosts").write_text("")
     Path("/run/sshd").mkdir(exist_ok=True)
     with open(directory / "sshd.log", "wb") as log:
-        proc = subprocess.Popen(netns.exec_argv(lab.namespace("server"), ["/usr/sbin/sshd", "-D", "-e", "-f", str(conf)]),
+        proc = subprocess.Popen(netns.exec_argv(lab.namespace(host), ["/usr/sbin/sshd", "-D", "-e", "-f", str(conf)]),
                                 stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     try:
-        svc.wait_until(lambda: lab.in_namespace("server", svc.tcp_listening, port), 5, "sshd", proc=proc,
+        svc.wait_until(lambda: lab.in_namespace(host, svc.tcp_listening, port), 5, "sshd", proc=proc,
                        log=directory / "sshd.log")
 
         def connect(host: str, to_port: int) -> socket.socket:

@@ -72,3 +72,13 @@ def test_parse_spec_rejects_bad_hosts():
 def test_missing_known_hosts_file_names_the_fix(tmp_path):
     with pytest.raises(TargetError, match="ssh-keyscan"):
         SshTarget(server="root@127.0.0.1:2222", known_hosts=str(tmp_path / "absent"))
+
+
+def test_a_missing_client_known_hosts_file_names_the_fix(tmp_path):
+    (tmp_path / "known").write_text("")
+    with pytest.raises(TargetError, match=r"known_hosts file .*absent' does not exist.*ssh-keyscan"):
+        SshTarget(server="root@127.0.0.1:2222", client="tester@127.0.0.2", known_hosts=str(tmp_path / "known"),
+                  client_known_hosts=str(tmp_path / "absent"))
+    target = SshTarget(server="root@127.0.0.1:2222", client="tester@127.0.0.2", known_hosts=str(tmp_path / "known"),
+                       client_known_hosts=str(tmp_path / "known"))
+    assert target.known_hosts_of == {"server": str(tmp_path / "known"), "client": str(tmp_path / "known")}

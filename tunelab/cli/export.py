@@ -2,7 +2,8 @@
 
 STUDY is a study name (the store ``data/STUDY.sqlite``) or a path to a store. Columns follow the
 tidy contract: bookkeeping (run_id, config_id, block, replicate, ...), one column per knob id with
-the value as read back, one per metric. Only ok trials are exported unless --include-flagged.
+the value as read back, one per metric, then one per kernel counter that moved (counter.GROUP.NAME,
+per second; docs/counters.md). Only ok trials are exported unless --include-flagged.
 In CSV, triplet values (tcp_rmem and friends) are written as the kernel prints them: "4096 87380 6291456".
 """
 from __future__ import annotations

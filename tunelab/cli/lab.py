@@ -20,6 +20,11 @@ def register(subparsers: Any) -> None:
     up.add_argument("--queue-limit-bytes", type=int, help="tbf queue length (default 20 ms at the rate)")
     up.add_argument("--disk-mb", type=int, help="attach a sparse file of this size as a loop device")
     up.add_argument("--records", type=int, default=1000, help="A records in the DNS zone (default 1000)")
+    up.add_argument("--dns-server", default="nsd", metavar="NAME",
+                    help="the DNS server the lab runs: nsd (default), bind9, knot or unbound")
+    up.add_argument("--zone", metavar="ORIGIN", help="with --zone-file: the zone's origin, e.g. example.org.")
+    up.add_argument("--zone-file", metavar="FILE", help="serve this zone file (yours) instead of the lab's own "
+                    "tunelab.test. zone; checked by the server's own zone checker first")
     up.add_argument("--no-pin", action="store_true", help="do not pin the server and the client to separate CPUs (default: pinned when 2 or more)")
     up.set_defaults(func=cmd_up)
 
@@ -35,8 +40,12 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    if (args.zone is None) != (args.zone_file is None):
+        raise TargetError("tunelab lab up: --zone and --zone-file go together: --zone-file FILE --zone ORIGIN "
+                          "(the origin the file's relative names belong to, e.g. example.org.)")
     lab = tunelab.lab_up(args.name, bottleneck_mbit=args.bottleneck_mbit, queue_limit_bytes=args.queue_limit_bytes,
-                         disk_mb=args.disk_mb, records=args.records, pin=not args.no_pin)
+                         disk_mb=args.disk_mb, records=args.records, pin=not args.no_pin, dns_server=args.dns_server,
+                         zone=args.zone, zone_file=args.zone_file)
     print(render.lab_up_text(lab))
     return 0
 

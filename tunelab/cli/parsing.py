@@ -16,19 +16,6 @@ from typing import Any, Sequence
 from tunelab.errors import DesignError, TunelabError
 
 
-def parse_value(text: str) -> Any:
-    """``"4096"`` -> 4096; other text (``"4096 131072 6291456"``, ``"bbr"``) stays text for the knob to parse.
-
-    >>> parse_value(" 4096 "), parse_value("bbr")
-    (4096, 'bbr')
-    """
-    text = text.strip()
-    try:
-        return int(text)
-    except ValueError:
-        return text
-
-
 def parse_options(items: Sequence[str], flag: str = "--target-option") -> dict[str, Any]:
     """``KEY=VALUE`` items -> a dict; values are read as JSON when they are JSON (``cv=0.05``), as a YAML
     flow collection when they look like one (``connect_kwargs={key_filename: /root/.ssh/id}``), else text.
@@ -64,7 +51,10 @@ def _flow_collection(text: str, where: str) -> Any:
 
 
 def parse_config(items: Sequence[str]) -> dict[str, Any]:
-    """KNOB=VALUE items and/or files -> knob id -> value (values validated later by the knobs)."""
+    """KNOB=VALUE items and/or files -> knob id -> value (values validated later by the knobs; files are read by
+    :func:`tunelab.designs.config_files.read_config_file`, imported here so ``--help`` stays light)."""
+    from tunelab.designs.config_files import parse_value, read_config_file
+
     config: dict[str, Any] = {}
     for item in items:
         if "=" in item and not Path(item).exists():
@@ -81,40 +71,6 @@ def parse_baseline(items: Sequence[str]) -> dict[str, Any] | str:
     """``--baseline`` items: ``"current"`` when none (or only ``current``) is given, else their config."""
     rest = [item for item in items if item != "current"]
     return parse_config(rest) if rest else "current"
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """A sysctl.d file (``name = value``) or a YAML/JSON mapping (or a design fragment's ``knobs:`` baselines)."""
-    if not path.exists():
-        raise DesignError(f"config file {path} does not exist; give KNOB=VALUE or an existing file")
-    text = path.read_text()
-    if path.suffix in (".yaml", ".yml", ".json"):
-        return _mapping_config(path, text)
-    out = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if "=" not in line:
-            raise DesignError(f"{path}:{number}: {line!r} is not 'name = value'")
-        name, _, value = line.partition("=")
-        out[name.strip()] = parse_value(value)
-    return out
-
-
-def _mapping_config(path: Path, text: str) -> dict[str, Any]:
-    """A YAML/JSON config file: knob id -> value, or a design fragment's ``knobs:`` with their baselines."""
-    import yaml
-
-    from tunelab.model import KnobId, level_from_json
-
-    data = yaml.safe_load(text) if path.suffix != ".json" else json.loads(text)
-    if isinstance(data, dict) and "knobs" in data:
-        return {str(KnobId(entry["name"], entry.get("host") or "server", entry.get("device") or None)):
-                level_from_json(entry["baseline"]) for entry in data["knobs"]}
-    if not isinstance(data, dict):
-        raise DesignError(f"{path} must hold a mapping knob id -> value")
-    return {k: level_from_json(v) for k, v in data.items()}
 
 
 def parse_parameters(items: Sequence[str]) -> dict[str, Any]:
@@ -138,4 +94,4 @@ def parse_parameters(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["parse_baseline", "parse_config", "parse_options", "parse_parameters", "parse_value", "read_config_file"]
+__all__ = ["parse_baseline", "parse_config", "parse_options", "parse_parameters"]

@@ -3,13 +3,15 @@ winner, then confirm the winner against the baseline in fresh interleaved ABBA b
 
 Every measurement is a trial in the study's store (phases ``refine`` and ``confirm``) and every batch of the
 search is stored with the engine's state, so running the same command again after a crash resumes from the
-last stored batch (no measurement is repeated, the search is not re-run).
+last stored batch (no measurement is repeated, the search is not re-run). Running a finished search again with
+a larger --budget (and nothing else changed) continues it; --warm-start counts the screen's measurements.
 
 Examples::
 
     tunelab refine designs/default.yaml --knobs screened+inconclusive --objective qps:max --budget 40
     tunelab refine designs/default.yaml --knobs K1,K2 --objective qps:max --objective latency_p99_ms:min
     tunelab refine designs/default.yaml --engine ga --preset gembala2013
+    tunelab refine designs/default.yaml --knobs screened+inconclusive --budget 30 --warm-start
     tunelab refine --target simulator --surface hard512 --budget 60 --engine tpe --export-sysctl winner.conf
 
 Engines: tunelab (default: model of main effects and pairwise interactions, then a race), ga and nsga2 (pymoo;
@@ -20,6 +22,7 @@ Exit status: 0 when the confirmation says improve or equivalent (or was skipped)
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,9 @@ def register(subparsers: Any) -> None:
     add("--budget", type=int, metavar="N", help="measurements in the search and its race (default: the preset's, "
         "else 60)")
     add("--seed", type=int, default=0, help="search seed (keep it to resume; default 0)")
+    add("--warm-start", nargs="?", const=True, default=False, metavar="STORE",
+        help="count the screen's measurements as made: those in the refinement's store (where the screen "
+             "recorded), or in STORE; told to the engine before it asks, never measured again, outside --budget")
     add("--confirm-blocks", type=int, default=6, metavar="B", help="ABBA blocks confirming the winner (0: skip)")
     add("--target", metavar="TYPE", help="override the design's target (lab, local, ssh, simulator)")
     add("--surface", default="simple", help="SYNTHETIC simulator surface without a design: simple, null, hard512, smooth, tradeoff, wide27 (its host-global knobs need --allow-host-global)")
@@ -88,7 +94,10 @@ def run(args: argparse.Namespace) -> int:
                              seed=args.seed, surface=args.surface,
                              confirm_blocks=args.confirm_blocks, target=args.target, store=args.store,
                              allow_host_global=args.allow_host_global, allow_design_commands=args.allow_design_commands,
-                             testbeds=args.testbeds, scheduler=args.scheduler)
+                             testbeds=args.testbeds, scheduler=args.scheduler, warm_start=args.warm_start)
+    if args.warm_start and not outcome.result.warm:
+        print("note: --warm-start found no screen measurement that fits this search (its knobs at their baseline "
+              "or in the searched values, the same load, settings and durations): it started cold", file=sys.stderr)
     print(render.refine_text(outcome))
     render.write_outputs((args.export_sysctl, "--export-sysctl", outcome.sysctl_conf),
                          (args.export_design, "--export-design", outcome.design_fragment),

@@ -14,8 +14,7 @@ import os
 from typing import Any, Callable
 
 from tunelab.cli.paths import check_output_file, write_failed
-from tunelab.formatting import fmt_abs, fmt_p_exact, fmt_pct, is_number
-from tunelab.model import level_text
+from tunelab.formatting import fmt_abs, fmt_p_exact, fmt_pct, is_number, level_label
 
 #: columns of the screen's verdict table as printed
 VERDICT_COLUMNS = ["knob", "metric", "verdict", "test", "p_adj", "level", "effect", "ci_low", "ci_high", "direction",
@@ -70,7 +69,7 @@ def plan_frame(plan: Any) -> Any:
     """The plan with level values as text (triplets as ``"4096 87380 6291456"``)."""
     shown = plan.copy()
     for column in shown.columns[7:]:
-        shown[column] = shown[column].map(level_text)
+        shown[column] = shown[column].map(level_label)
     return shown
 
 
@@ -95,7 +94,7 @@ def plan_table(summary: dict[str, Any], plan: Any) -> str:
     knobs = pd.DataFrame([{
         "knob": k["id"], "family": k["family"], "scope": k["scope"], "host": k["host"],
         "restart": "yes" if k["requires_restart"] else "no",
-        "levels": ", ".join(level_text(v) for v in k["levels"]), "baseline": level_text(k["baseline"]),
+        "levels": ", ".join(level_label(v) for v in k["levels"]), "baseline": level_label(k["baseline"]),
     } for k in summary["knobs"]])
     lines += [knobs.to_string(index=False), ""]
     for command in summary.get("commands", []):
@@ -177,7 +176,7 @@ def verdict_table(verdicts: Any, absolute: frozenset[str] = frozenset(), levels:
 
 
 def _level(value: Any) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else level_text(value)
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else level_label(value)
 
 
 def _effect_cells(pct: Any, low: Any, high: Any, diff: Any, diff_low: Any, diff_high: Any,
@@ -290,6 +289,8 @@ def lab_status_text(status: dict[str, Any]) -> str:
                   for name, svc in lab["services"].items()]
         if lab["disk"]:
             lines.append(f"  disk    {lab['disk']}")
+        if lab["options"].get("dns_server"):
+            lines.append(f"  dns     {lab['options']['dns_server']} serving {lab['options'].get('zone')}")
     if status["orphan_namespaces"]:
         lines.append("namespaces without a lab: " + ", ".join(status["orphan_namespaces"]))
     return "\n".join(lines)
@@ -302,5 +303,8 @@ def lab_up_text(lab: Any) -> str:
               for role, ns in lab.namespaces.items()]
     if lab.disk:
         lines.append(f"  disk    /dev/{lab.disk}")
+    lines.append(f"  dns     {lab.dns_server} serving {lab.zone} on {lab.addresses['server']} port 53")
+    lines.append(f"query it from the client namespace: ip netns exec {lab.namespaces['client']} "
+                 f"dnsperf -s {lab.addresses['server']} -d QUERY_FILE -l 10")
     lines.append(f"remove it with: tunelab lab down --name {lab.name}")
     return "\n".join(lines)

@@ -19,6 +19,10 @@ For a CSV:
 A study run on several testbeds (a ``testbed`` column with two or more values) is screened with the testbed
 as a blocking factor; a "testbeds" block after the verdicts gives each metric's between-testbed spread.
 
+A study that records kernel counters (``counter.*`` columns) gets a "mechanisms" block after the verdicts: for
+each knob level that matters, the counters that changed with it under Benjamini-Hochberg FDR control across all
+counters and levels (the top 3 per level; ``--mechanisms`` lists every one). Counters never drive a verdict.
+
 Example: ``tunelab screen runs.csv --metric qps:max:5 --metric latency_mean_ms:min:10 --json screen.json``
 """
 from __future__ import annotations
@@ -50,6 +54,8 @@ def register(subparsers: Any) -> None:
     add("--json", metavar="OUT", type=Path, help="write the full result as JSON to OUT")
     add("--levels", action="store_true",
         help="list every significant level of a row (its effect, interval and adjusted p), not only the decisive one")
+    add("--mechanisms", action="store_true",
+        help="list every counter that moved with a knob level that matters, not only the top 3 per level")
     parser.set_defaults(func=run)
 
 
@@ -60,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
                             alpha=args.alpha, correction=args.correction, n_boot=args.n_boot, seed=args.seed,
                             include_flagged=args.include_flagged, data_dir=args.data_dir)
     print(render.screen_text(result, levels=args.levels))
+    if "mechanisms" in result.settings:
+        print("\n" + mechanisms_text(result.mechanisms, result.settings["mechanisms"], top=None if args.mechanisms else 3))
     if len(result.testbeds):
         print(spread_text(result.testbeds))
     if args.json is not None:
@@ -87,6 +95,43 @@ lab2 +5.0 %)
         first = rows.iloc[0]
         lines.append(f"  {metric}: testbed block: {len(rows)} testbeds, F={_number(first['statistic'])}, "
                      f"p={_number(first['p'])}, between-testbed spread {spread_phrase(rows)}")
+    return render.printable("\n".join(lines))
+
+
+def mechanisms_text(table: Any, summary: dict[str, Any], top: int | None = 3) -> str:
+    """The "mechanisms" block: per knob level that matters, the counters that moved (``top`` per level, by q).
+
+    >>> import pandas as pd
+    >>> table = pd.DataFrame({"knob": ["s", "s"], "level": [16, 16], "baseline": [4096, 4096],
+    ...                       "counter": ["counter.TcpExt.ListenOverflows", "counter.Udp.InErrors"],
+    ...                       "difference": [12000.0, 1.0], "ci_low": [10000.0, -1.0], "ci_high": [14000.0, 3.0],
+    ...                       "hedges_g": [8.2, 0.3], "q": [1e-6, 0.6], "significant": [True, False]})
+    >>> print(mechanisms_text(table, {"counters": 40, "moving": 2, "tests": 2, "fdr": 0.05}))
+    mechanisms (kernel counters that moved with each level that matters; 2 of 40 counters move, 2 tests, Benjamini-Hochberg q <= 0.05):
+      s=16 (vs 4096):
+        TcpExt.ListenOverflows  +1.2e+04/s [+1e+04, +1.4e+04]  g +8.2  q 1e-06
+    """
+    from tunelab.formatting import fmt_abs, fmt_p_exact, level_label
+    from tunelab.stats.mechanisms import change_text, counter_name, top_mechanisms
+
+    lines = [f"mechanisms (kernel counters that moved with each level that matters; {summary['moving']} of "
+             f"{summary['counters']} counters move, {summary['tests']} tests, Benjamini-Hochberg q <= "
+             f"{summary['fdr']:g}):"]
+    shown = top_mechanisms(table, top)
+    for (knob, level), rows in table.groupby(["knob", table["level"].map(repr)], sort=False):
+        head = f"  {knob}={level_label(rows['level'].iloc[0])} (vs {level_label(rows['baseline'].iloc[0])}):"
+        picked = shown[(shown["knob"] == knob) & (shown["level"].map(repr) == level)]
+        if picked.empty:
+            lines.append(f"{head} no counter moved beyond FDR noise")
+            continue
+        lines.append(head)
+        lines += [f"    {counter_name(r.counter)}  {change_text(r.difference, r.ci_low, r.ci_high)}  "
+                  f"g {fmt_abs(r.hedges_g)}  q {fmt_p_exact(r.q)}" for r in picked.itertuples()]
+        more = int(rows["significant"].astype(bool).sum()) - len(picked)
+        if more > 0:
+            lines.append(f"    ({more} more; --mechanisms lists them)")
+    if table.empty:
+        lines.append("  no knob level matters, or no counter moved: nothing to explain")
     return render.printable("\n".join(lines))
 
 

@@ -4,7 +4,20 @@ The baseline (A) and the candidate (B) are measured in interleaved ABBA blocks p
 of each metric gets a 95 % CI from the block-paired log ratios, and a TOST against ±SESOI decides equivalence.
 Trials are recorded in the store (phase ``validate``) and an interrupted validation resumes.
 
-Examples::
+A change file says it all in one reviewed file (server, load host, the operator's query file, profiles,
+baseline, candidate, metrics, blocks; docs/operators.md, tunelab/designs/change.py)::
+
+    tunelab validate somaxconn.yaml --plan        # every command, where, as whom, the estimated time
+    tunelab validate somaxconn.yaml --allow-design-commands
+
+With a change file the flags that describe the validation (--target ... --allow-host-global) are refused:
+the file says those; --store, --write-sysctl, --json, --plan, --offline and --allow-design-commands apply.
+The file's ``server.restart`` runs only with --allow-design-commands; a change whose knob needs the DNS
+server restarted (somaxconn) is refused without it, before anything runs. ``blocks: {min, max, until:
+decided}`` runs blocks in rounds and stops when every metric in every profile is decided (the screen's
+alpha spending); the output says at which looks.
+
+With flags::
 
     tunelab validate --target lab --load dnsperf --baseline current --candidate net.core.somaxconn=4096 \\
         --candidate net.ipv4.tcp_abort_on_overflow=1 --metric qps:max:5 --profile low --profile overload
@@ -14,7 +27,8 @@ Examples::
 sysctl.d file (``name = value`` lines) or YAML/JSON mapping knob id -> value. A knob the baseline sets and the
 candidate does not keeps the baseline's value in both arms.
 
-Checked before anything is applied or stored (one error line, exit status 2): a warm-up < 0 s, a measured
+Checked before anything is applied or stored (one error line, exit status 2; the same checks for ``--plan``):
+a bad change file (its file, line and key), a warm-up < 0 s, a measured
 time <= 0 s, fewer than 2 blocks, an unknown profile, metric or load setting (each load's own rules, as for
 `tunelab run`), a host-global knob without --allow-host-global, a candidate equal to the baseline.
 
@@ -37,42 +51,92 @@ from typing import Any
 import tunelab
 from tunelab.cli import render
 from tunelab.cli.parsing import parse_baseline, parse_config, parse_options
+from tunelab.errors import TunelabError
+
+
+#: flags that describe the validation itself: with a change file the file says these, so they are refused
+CHANGE_FILE_SETS = {"target": "--target", "target_option": "--target-option", "surface": "--surface", "load": "--load",
+                    "load_setting": "--load-setting", "baseline": "--baseline", "candidate": "--candidate",
+                    "metric": "--metric", "sesoi": "--sesoi", "profile": "--profile", "blocks": "--blocks",
+                    "warmup": "--warmup", "measure": "--measure", "allow_host_global": "--allow-host-global"}
+#: the defaults of those flags without a change file
+FLAG_DEFAULTS = {"blocks": 6, "warmup": 2.0, "measure": 8.0}
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("validate", help="candidate vs baseline in ABBA blocks: improve/regress/equivalent",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
-    add("--target", required=True, metavar="TYPE", help="lab, local, ssh, simulator")
+    add("change", nargs="?", type=Path, metavar="CHANGE.yaml", help="a change file (docs/operators.md); without "
+        "one, the flags below say what to validate")
+    add("--plan", action="store_true", help="print every command that would run, where and as whom, and the "
+        "estimated time; apply and run nothing (over ssh it connects and reads the knobs' current values)")
+    add("--offline", action="store_true", help="with --plan: do not contact the target (its knobs are read when "
+        "validate starts)")
+    add("--allow-design-commands", action="store_true", help="let a change file's server.restart command run on "
+        "the server (a knob such as somaxconn needs the DNS server restarted)")
+    add("--target", metavar="TYPE", help="lab, local, ssh, simulator (required without a change file)")
     add("--target-option", action="append", default=[], metavar="KEY=VALUE", help="target option, e.g. surface=hard512")
     add("--surface", help="simulator surface (same as --target-option surface=NAME)")
     add("--load", metavar="GENERATOR", help="load generator (dnsperf, iperf3, fio, wrk); the simulator uses its own")
     add("--load-setting", action="append", default=[], metavar="KEY=VALUE", help="override a load profile setting")
     add("--baseline", action="append", default=[], metavar="current|FILE|KNOB=VALUE", help="baseline (default: current)")
-    add("--candidate", action="append", default=[], required=True, metavar="FILE|KNOB=VALUE", help="candidate config")
+    add("--candidate", action="append", default=[], metavar="FILE|KNOB=VALUE",
+        help="candidate config (required without a change file)")
     add("--metric", action="append", default=[], metavar="NAME:max|min[:SESOI]", help="default: the load's first metric")
     add("--sesoi", type=float, metavar="PCT", help="smallest effect of interest in %% for every metric")
     add("--profile", action="append", default=[], help="load profile (repeatable; default overload)")
-    add("--blocks", type=int, default=6, help="ABBA blocks per profile (default 6)")
-    add("--warmup", type=float, default=2.0, metavar="S", help="warm-up seconds per trial")
-    add("--measure", type=float, default=8.0, metavar="S", help="measured seconds per trial")
+    add("--blocks", type=int, help="ABBA blocks per profile (default 6)")
+    add("--warmup", type=float, metavar="S", help="warm-up seconds per trial (default 2)")
+    add("--measure", type=float, metavar="S", help="measured seconds per trial (default 8)")
     add("--allow-host-global", action="store_true", help="permit host-global knobs")
-    add("--store", type=Path, metavar="PATH", help="trial store (default data/validate-<target>.sqlite)")
+    add("--store", type=Path, metavar="PATH", help="trial store (default data/validate-<target>.sqlite, or "
+        "data/validate-<name>.sqlite for a change file)")
     add("--write-sysctl", type=Path, metavar="DIR", help="where the sysctl.d file and its rollback go on improve or "
         "equivalent (default: next to the store, STORE-sysctl/, e.g. data/validate-lab-sysctl/)")
     add("--json", type=Path, metavar="OUT", help="write the verdict table, failures, sysctl.d files and provenance "
-        "as JSON")
+        "as JSON (with --plan: the commands and the estimate)")
     parser.set_defaults(func=run)
 
 
+def flag_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags as :func:`tunelab.validate`'s parameters (one error line for a missing --target or --candidate)."""
+    for needed in ("target", "candidate"):
+        if not getattr(args, needed):
+            raise TunelabError(f"--{needed} is required without a change file; give CHANGE.yaml (docs/operators.md) "
+                               f"or --{needed}")
+    given = {key: getattr(args, key) if getattr(args, key) is not None else default
+             for key, default in FLAG_DEFAULTS.items()}
+    return dict(target=args.target, candidate=parse_config(args.candidate), baseline=parse_baseline(args.baseline),
+                metrics=args.metric, target_options=parse_options(args.target_option), surface=args.surface,
+                load=args.load, load_settings=parse_options(args.load_setting, "--load-setting"),
+                sesoi_pct=args.sesoi, profiles=args.profile, blocks=given["blocks"], warmup_s=given["warmup"],
+                measure_s=given["measure"], allow_host_global=args.allow_host_global)
+
+
 def run(args: argparse.Namespace) -> int:
-    result = tunelab.validate(args.target, parse_config(args.candidate), baseline=parse_baseline(args.baseline),
-                              metrics=args.metric, target_options=parse_options(args.target_option),
-                              surface=args.surface, load=args.load,
-                              load_settings=parse_options(args.load_setting, "--load-setting"),
-                              sesoi_pct=args.sesoi, profiles=args.profile,
-                              blocks=args.blocks, warmup_s=args.warmup, measure_s=args.measure, store=args.store,
-                              allow_host_global=args.allow_host_global, write_sysctl=args.write_sysctl)
+    if args.offline and not args.plan:
+        raise TunelabError("--offline goes with --plan (a validation needs its target); add --plan or drop --offline")
+    if args.change is not None:
+        clash = [flag for key, flag in CHANGE_FILE_SETS.items() if getattr(args, key) not in (None, [], False)]
+        if clash:
+            raise TunelabError(f"{clash[0]} cannot be combined with a change file: {args.change} says what to "
+                               f"validate; change it there (or leave out CHANGE.yaml to use the flags)")
+    if args.plan:
+        flags = {} if args.change is not None else flag_arguments(args)
+        preview = tunelab.preview_validate(args.change, offline=args.offline,
+                                           allow_design_commands=args.allow_design_commands, store=args.store,
+                                           **flags)
+        print(preview.text())
+        render.write_outputs((args.json, "--json", lambda: render.dumps(preview.to_json())))
+        if preview.refusal:               # shown in full, but validate would not start: the same error
+            raise TunelabError(preview.refusal)
+        return 0
+    if args.change is not None:
+        result = tunelab.validate_change(args.change, allow_design_commands=args.allow_design_commands,
+                                         store=args.store, write_sysctl=args.write_sysctl)
+    else:
+        result = tunelab.validate(**flag_arguments(args), store=args.store, write_sysctl=args.write_sysctl)
     print(render.validate_text(result))
     render.write_outputs((args.json, "--json", lambda: render.dumps(result.to_json())))
     return result.exit_status

@@ -27,12 +27,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from tqdm import tqdm
 
 from tunelab.cluster.session import RESOURCE, TestbedCluster
 from tunelab.cluster.worker import RunContext, TrialReply, TrialRequest, interrupt_testbed, run_on_testbed
 from tunelab.errors import ClusterError, TargetError
 from tunelab.model import TrialStatus
+from tunelab.progress import trial_progress
 from tunelab.runner import RunSummary, TrialOutcome
 from tunelab.store import Store
 
@@ -120,9 +120,8 @@ class Dispatcher:
         queue = deque(_jobs(requests, groups))
         outcomes: dict[str, TrialOutcome] = {}
         in_flight: dict[Any, _Job] = {}
-        bar = tqdm(total=bar_total if bar_total is not None else len(queue), initial=bar_initial, unit="trial",
-                   file=sys.stderr, dynamic_ncols=True, desc=context.study,
-                   disable=not (self.progress and sys.stderr.isatty()))
+        bar = trial_progress(bar_total if bar_total is not None else len(queue), initial=bar_initial,
+                             desc=context.study, enabled=self.progress)
         done = as_completed(with_results=True, raise_errors=False)    # each result comes with its future
         try:
             self._fill(queue, in_flight, done)
@@ -132,6 +131,7 @@ class Dispatcher:
                 for outcome in self._handle(result, job, queue, summary, context):
                     outcomes[outcome.run_key] = outcome
                     bar.update(1)
+                bar.set_postfix(busy_repeats=summary.repeated)
                 if not self.healthy():
                     raise TargetError("every testbed is quarantined (see the messages above); nothing more can "
                                       "run. Fix the testbeds and run the study again: finished trials are kept")

@@ -19,6 +19,7 @@ latency_p50_ms         ms      minimize  dnsperf*, wrk   median latency (*dnsper
 latency_p99_ms         ms      minimize  dnsperf*, wrk   99th percentile latency (*idem)
 conn_latency_mean_ms   ms      minimize  dnsperf         mean TCP connection set-up latency (TCP mode)
 reconnections          count   minimize  dnsperf         TCP connections re-opened (TCP mode)
+server_cpu_per_query   us      minimize  dnsperf**       server processes' CPU per answered query (**counters)
 lost                   count   minimize  dnsperf, iperf3 queries/datagrams never answered/received
 lost_pct               %       minimize  dnsperf, iperf3 lost as a percentage of those sent
 errors                 count   minimize  wrk             socket errors + non-2xx/3xx responses
@@ -37,6 +38,10 @@ lat_p50_us             us      minimize  fio             median clat after warm-
 lat_p99_us             us      minimize  fio             99th percentile clat after warm-up
 lat_p999_us            us      minimize  fio             99.9th percentile clat after warm-up
 =====================  ======  ========  ==============  ==================================================
+
+``server_cpu_per_query`` comes from the trial's kernel counters (:mod:`tunelab.counters`): the CPU
+time of the server's processes over the measured window, divided by the answered queries; only
+targets that know the server's processes report it (the lab; local and ssh with ``server_cgroup``).
 
 Every load's ``series`` has a ``t_s`` column (end of each one-second interval, seconds since the
 start) plus per-second metric columns; wrk prints no per-second figures, so its series is empty.

@@ -94,6 +94,10 @@ class Load(abc.ABC):
     #: already net of retransmissions: the retransmits are a cost, not a selection of what was measured).
     #: They keep their :class:`MetricInfo` direction and SESOI; a design may override both.
     conditional_on: Mapping[str, tuple[str, ...]] = {}
+    #: ``(metric, rate metric)``: report the server processes' CPU time per answered request as ``metric``
+    #: (microseconds), from the trial's counters and the load's rate of answers (dnsperf:
+    #: ``("server_cpu_per_query", "qps")``); None: not reported
+    server_cpu_metric: tuple[str, str] | None = None
 
     def settings(self, profile: str | None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Merge a named profile with overrides: LoadError for an unknown profile, :class:`SettingError`
@@ -118,6 +122,11 @@ class Load(abc.ABC):
     def prepare(self, target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Write helper files on the host the load runs on; return settings to add (default none)."""
         return {}
+
+    def counted_device(self, settings: Mapping[str, Any]) -> str | None:
+        """The block device this load drives, as the target names it (its counters are recorded), from
+        the settings :meth:`prepare` completed; None (the default) when it drives none."""
+        return None
 
     def cleanup(self, target: Target) -> None:  # noqa: B027 - optional hook
         """Remove what :meth:`prepare` left on the target (private temporary files); no-op by default."""

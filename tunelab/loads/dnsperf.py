@@ -209,7 +209,8 @@ class DnsperfLoad(Load):
     }
     metrics = pick("qps", "qps_summary", "requested_qps", "achieved_qps", "latency_mean_ms", "latency_stddev_ms",
                    "latency_max_ms", "latency_p50_ms", "latency_p99_ms", "conn_latency_mean_ms", "reconnections",
-                   "lost", "lost_pct")
+                   "lost", "lost_pct", "server_cpu_per_query")
+    server_cpu_metric = ("server_cpu_per_query", "qps")
     #: dnsperf times only the queries that were answered: a level that answers far fewer (qps) or loses
     #: more (lost_pct) leaves latency measured on the few survivors
     conditional_on = {name: ("qps", "lost_pct") for name in ("latency_mean_ms", "latency_stddev_ms", "latency_max_ms",

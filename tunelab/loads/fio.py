@@ -191,6 +191,11 @@ class FioLoad(Load):
                             f"only files under {SCRATCH_DIR}/ are allowed")
         return path
 
+    def counted_device(self, settings: Mapping[str, Any]) -> str | None:
+        """The target's loop device when fio drives ``@disk`` (resolved by :meth:`prepare`); None for a file."""
+        device = settings.get("device_from_target")
+        return os.path.basename(device) if isinstance(device, str) and _LOOP_RE.fullmatch(device) else None
+
     def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
         s = self._settings(settings)
         if s["filename"].startswith("@") or s["ioengine"] == "auto":

@@ -25,6 +25,9 @@ METRICS: Mapping[str, MetricInfo] = {
     "latency_max_ms": MetricInfo("ms", _MIN, "largest request/query latency", on_survivors=True),
     "latency_p50_ms": MetricInfo("ms", _MIN, "median request/query latency", on_survivors=True),
     "latency_p99_ms": MetricInfo("ms", _MIN, "99th percentile of request/query latency", on_survivors=True),
+    # the server's own cost, far less noisy than closed-loop throughput on a shared machine (tunelab.counters)
+    "server_cpu_per_query": MetricInfo("us", _MIN, "CPU microseconds the server's processes spent per answered query "
+                                       "over the measured window (their /proc CPU time over qps)"),
     "conn_latency_mean_ms": MetricInfo("ms", _MIN, "mean TCP connection set-up latency (dnsperf -m tcp)",
                                        on_survivors=True),
     # losses and errors

@@ -26,7 +26,7 @@ Verdict per metric, in the metric's "better" direction:
 Overall verdict: ``regress`` if any metric regresses, else ``untestable`` if any is, else
 ``inconclusive`` if any is, else ``improve`` if any improves, else ``equivalent``.
 
-:func:`validate` checks everything it can before the first trial (:func:`plan_validation`: durations,
+:func:`tunelab.optimize.validation.validate` checks everything it can before the first trial (:func:`plan_validation`: durations,
 blocks, SESOI, metrics, load profiles and settings, host-global knobs, a candidate that differs from
 the baseline) so a bad request is one error line with nothing applied and no store written; after the
 trials it counts the failed ones and keeps the first reason (:class:`TrialFailures`).
@@ -42,10 +42,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from tunelab.designs.change import BlockRule
 from tunelab.errors import TunelabError
+from tunelab.formatting import fmt_ci, fmt_pct, level_label
 from tunelab.loads import Load
-from tunelab.model import Metric, ParseError, TrialStatus, level_text
-from tunelab.optimize.evaluators import Evaluator, RunnerEvaluator
+from tunelab.model import Metric, ParseError, TrialStatus
+from tunelab.optimize.evaluators import Evaluator
 from tunelab.runner import BoundKnob, bind_knob_ids, check_host_global
 from tunelab.store import Store
 from tunelab.targets import Target
@@ -127,12 +129,14 @@ def blocks_needed(mean_log: float, sd_log: float, bound_log: float, alpha: float
 
 
 def analyse_blocks(measurements: pd.DataFrame, goal: Metric, alpha: float = 0.05,
-                   bootstrap: bool = True) -> dict[str, Any]:
+                   bootstrap: bool = True, needed: bool = True) -> dict[str, Any]:
     """Gain, CI, TOST and verdict of one metric from ABBA measurements.
 
     ``measurements`` has columns ``block``, ``arm`` (A/B) and the metric; see the module docstring.
     Returns a dict with ``metric, direction, sesoi_pct, blocks, baseline_mean, candidate_mean,
-    pct_change, ci_low, ci_high, tost_p, verdict, blocks_needed`` (+ ``boot_ci_low/high``).
+    pct_change, ci_low, ci_high, tost_p, verdict, blocks_needed`` (+ ``boot_ci_low/high``); ``alpha`` is the
+    two-sided level of the interval and the level of the TOST (a sequential look's nominal level);
+    ``needed=False`` leaves ``blocks_needed`` out (None) at an interim look.
     """
     from scipy import stats as ss
 
@@ -174,11 +178,10 @@ def analyse_blocks(measurements: pd.DataFrame, goal: Metric, alpha: float = 0.05
         verdict = "equivalent"
     else:
         verdict = "inconclusive"
-    needed = None
-    if verdict == "inconclusive":
-        needed = blocks_needed(mean, sd, min(-lower_bound, upper_bound), alpha)
+    more = blocks_needed(mean, sd, min(-lower_bound, upper_bound), alpha) if verdict == "inconclusive" and needed \
+        else None
     out = {**base, "pct_change": 100 * math.expm1(mean), "ci_low": 100 * math.expm1(low),
-           "ci_high": 100 * math.expm1(high), "tost_p": tost_p, "verdict": verdict, "blocks_needed": needed}
+           "ci_high": 100 * math.expm1(high), "tost_p": tost_p, "verdict": verdict, "blocks_needed": more}
     if bootstrap:
         out.update(_bootstrap_ci(data, goal.name))
     return out
@@ -212,45 +215,61 @@ def overall_verdict(verdicts: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class TrialFailures:
-    """How many of a comparison's trials failed, out of how many, and the first failure's reason."""
+    """How many of a comparison's trials failed (and were flagged: usable but suspicious), out of how many, and
+    the first one's reason."""
 
     trials: int
     failed: int
     first_reason: str | None = None
+    flagged: int = 0
+    first_flag: str | None = None
 
     @property
     def all_failed(self) -> bool:
         return self.trials > 0 and self.failed == self.trials
 
     def line(self) -> str | None:
-        """One line for the terminal (``None`` when no trial failed).
+        """One line for the terminal (``None`` when no trial failed or was flagged).
 
         >>> TrialFailures(8, 8, "dnsperf exited with status 1: bad option").line()
         'all 8 trials failed; first failure: dnsperf exited with status 1: bad option'
         >>> TrialFailures(8, 3, "timeout").line(), TrialFailures(8, 0).line()
         ('3 of 8 trials failed; first failure: timeout', None)
+        >>> TrialFailures(8, 0, None, 5, "achieved 0 qps, below 50% of the requested 500 qps").line()
+        '5 of 8 trials flagged; first: achieved 0 qps, below 50% of the requested 500 qps'
         """
-        if not self.failed:
-            return None
-        how = f"all {self.trials} trials failed" if self.all_failed else f"{self.failed} of {self.trials} trials failed"
-        return f"{how}; first failure: {self.first_reason or 'no reason was recorded'}"
+        parts = []
+        if self.failed:
+            how = f"all {self.trials} trials failed" if self.all_failed else \
+                f"{self.failed} of {self.trials} trials failed"
+            parts.append(f"{how}; first failure: {self.first_reason or 'no reason was recorded'}")
+        if self.flagged:
+            parts.append(f"{self.flagged} of {self.trials} trials flagged; first: "
+                         f"{self.first_flag or 'no reason was recorded'}")
+        return "; ".join(parts) or None
 
     def to_json(self) -> dict[str, Any]:
-        return {"trials": self.trials, "failed": self.failed, "first_reason": self.first_reason}
+        return {"trials": self.trials, "failed": self.failed, "first_reason": self.first_reason,
+                "flagged": self.flagged, "first_flag": self.first_flag}
+
+
+def first_reason(rows: pd.DataFrame) -> str | None:
+    """The first row's ``reason`` on one line (None when there is none)."""
+    if not len(rows):
+        return None
+    first = rows.iloc[0]["reason"]
+    return " ".join(str(first).split()) if first is not None and not pd.isna(first) else None
 
 
 def trial_failures(store: Store, run_keys: Sequence[str], phase: str | None = None) -> TrialFailures:
-    """The failed trials among ``run_keys`` (of ``phase``, default all) in ``store`` (a key's last record
-    counts) and the first one's reason."""
+    """The failed and flagged trials among ``run_keys`` (of ``phase``, default all) in ``store`` (a key's last
+    record counts) and the first reason of each."""
     wanted = list(dict.fromkeys(run_keys))
     trials = store.trials(phase)
     last = trials[trials["run_key"].isin(wanted)].drop_duplicates("run_key", keep="last")
     failed = last[last["status"] == TrialStatus.FAILED.value]
-    reason = None
-    if len(failed):
-        first = failed.iloc[0]["reason"]
-        reason = " ".join(str(first).split()) if first is not None and not pd.isna(first) else None
-    return TrialFailures(len(wanted), len(failed), reason)
+    flagged = last[last["status"] == TrialStatus.FLAGGED.value]
+    return TrialFailures(len(wanted), len(failed), first_reason(failed), len(flagged), first_reason(flagged))
 
 
 @dataclass
@@ -270,6 +289,8 @@ class ConfirmResult:
     baseline: dict[str, Any]
     candidate: dict[str, Any]
     failures: TrialFailures | None = None
+    #: one line on how the blocks were run (a sequential validation's looks and why it stopped), or None
+    note: str | None = None
 
     def gain(self, metric: str | None = None) -> dict[str, float]:
         """``{"pct_change", "ci_low", "ci_high"}`` of ``metric`` (default: the first) in the first profile."""
@@ -277,11 +298,26 @@ class ConfirmResult:
         # (objective rows come first, so the default is the first objective)
         return {k: float(row[k]) for k in ("pct_change", "ci_low", "ci_high")}
 
+    def gain_text(self) -> str:
+        """The first row's change with its CI: ``'qps +12.4 % [95 % CI +7.1 % to +18.0 %] (overload)'``."""
+        if self.table.empty:
+            return "nothing was judged"
+        row = self.table.iloc[0]
+        change = (f"untestable ({row.get('reason') or 'no usable blocks'})" if row["verdict"] == "untestable" else
+                  f"{fmt_pct(row['pct_change'])} {fmt_ci(row['ci_low'], row['ci_high'], row['pct_change'])}")
+        return f"{row['metric']} {change} ({row['profile']})"
+
+    def __repr__(self) -> str:
+        """Two lines: the verdict with the first metric's change, and where the rest is."""
+        return (f"ConfirmResult: {self.verdict.upper()}; {self.gain_text()}\n"
+                "  .summary() for every metric, .table, .measurements (one row per measurement)")
+
     def summary(self) -> str:
         """The verdict, the failed trials (if any) and one line per (profile, metric); never ``nan``."""
         lines = [f"verdict: {self.verdict.upper()}"]
         failed = self.failures.line() if self.failures is not None else None
         lines += [failed] if failed else []
+        lines += [self.note] if self.note else []
         return "\n".join(lines + [row_text(row) for row in self.table.itertuples()])
 
 
@@ -292,7 +328,9 @@ def row_text(row: Any) -> str:
         return f"  [{row.profile}] {row.metric}: untestable ({getattr(row, 'reason', None) or 'no usable blocks'}){side}"
     needed = row.blocks_needed
     extra = f"; about {int(needed)} blocks in total would decide" if needed is not None and not pd.isna(needed) else ""
-    return (f"  [{row.profile}] {row.metric}: {row.pct_change:+.2f} % (95 % CI {row.ci_low:+.2f} .. "
+    alpha = getattr(row, "alpha_nominal", None)
+    level = 95.0 if alpha is None or pd.isna(alpha) else 100 * (1 - float(alpha))
+    return (f"  [{row.profile}] {row.metric}: {row.pct_change:+.2f} % ({level:.4g} % CI {row.ci_low:+.2f} .. "
             f"{row.ci_high:+.2f}), SESOI ±{row.sesoi_pct:g} %, TOST p={row.tost_p:.3g} -> {row.verdict}{extra}{side}")
 
 
@@ -319,7 +357,24 @@ def confirm(evaluator: Evaluator, baseline: Mapping[str, Any], candidate: Mappin
     goals = goals_of(metrics)
     if not goals:
         raise ValidationError("name at least one metric to confirm, e.g. qps:max:5")
-    order = list(abba_order(int(blocks)))
+    measurements = measure_blocks(evaluator, baseline, candidate, goals, range(int(blocks)), key_prefix, profile,
+                                  checked_blocks=int(blocks))
+    sides = [g for g in goals_of(side_metrics) if g.name in measurements.columns
+             and g.name not in {goal.name for goal in goals}]
+    table = pd.DataFrame([{"profile": profile, "role": role, **analyse_blocks(measurements, g, alpha)}
+                          for role, group in (("objective", goals), ("side effect", sides)) for g in group])
+    table["blocks_needed"] = table["blocks_needed"].astype("Int64")
+    verdict = overall_verdict(list(table.loc[table["role"] == "objective", "verdict"]))
+    return ConfirmResult(verdict, table, measurements, dict(baseline), dict(candidate))
+
+
+def measure_blocks(evaluator: Evaluator, baseline: Mapping[str, Any], candidate: Mapping[str, Any],
+                   goals: Sequence[Metric], blocks: range, key_prefix: str = "", profile: str = "default", *,
+                   checked_blocks: int | None = None) -> pd.DataFrame:
+    """Measure the ABBA blocks numbered ``blocks`` (e.g. ``range(4, 8)``: a sequential validation's second
+    round): one row per measurement (``profile, block, position, arm, key`` and the metrics; a trial that
+    reported nothing has NaN). Keys as in :func:`confirm`, so a block is the same trial in every round."""
+    order = [(b, p, arm) for b, p, arm in abba_order(checked_blocks or max(MIN_BLOCKS, blocks.stop)) if b in blocks]
     requests = [(dict(baseline if arm == "A" else candidate), block * 2 + (position in (2, 3)),
                  f"{key_prefix}b{block}:{position}{arm}") for block, position, arm in order]
     many = getattr(evaluator, "evaluate_many", None)
@@ -331,14 +386,8 @@ def confirm(evaluator: Evaluator, baseline: Mapping[str, Any], candidate: Mappin
     rows = [{"profile": profile, "block": block, "position": position, "arm": arm, "key": key, **unmeasured,
              **{k: float(v) for k, v in values.items()}}
             for (block, position, arm), (_, _, key), values in zip(order, requests, results)]
-    measurements = pd.DataFrame(rows)
-    sides = [g for g in goals_of(side_metrics) if g.name in measurements.columns
-             and g.name not in {goal.name for goal in goals}]
-    table = pd.DataFrame([{"profile": profile, "role": role, **analyse_blocks(measurements, g, alpha)}
-                          for role, group in (("objective", goals), ("side effect", sides)) for g in group])
-    table["blocks_needed"] = table["blocks_needed"].astype("Int64")
-    verdict = overall_verdict(list(table.loc[table["role"] == "objective", "verdict"]))
-    return ConfirmResult(verdict, table, measurements, dict(baseline), dict(candidate))
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=["profile", "block", "position", "arm", "key",
+                                                                 *unmeasured])
 
 
 # ---- validate: checked before the first trial, then run -----------------------------------------------
@@ -381,9 +430,13 @@ def checked_goals(metrics: Sequence[Metric | Mapping[str, Any] | str], sesoi_pct
     return goals
 
 
-def profile_settings(load: Load, profiles: Sequence[str], overrides: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def profile_settings(load: Load, profiles: Sequence[str] | Mapping[str, Mapping[str, Any]],
+                     overrides: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Each profile's load settings with ``overrides``, checked by the load's own rules as ``tunelab run``
-    checks a design's ``load.settings`` (an unknown setting or a bad value is one :class:`LoadError`)."""
+    checks a design's ``load.settings`` (an unknown setting or a bad value is one :class:`LoadError`).
+
+    ``profiles`` names the load's own profiles, or maps a name to settings of its own (a change file's
+    ``load.profiles``), which start from the load's defaults."""
     if not profiles:
         raise ValidationError(f"name at least one load profile; {load.name} has {', '.join(load.profiles)}")
     if getattr(load, "wants_key", False) and "key" in overrides:
@@ -393,9 +446,24 @@ def profile_settings(load: Load, profiles: Sequence[str], overrides: Mapping[str
         load.validate_settings({key: value})
     out = {}
     for profile in profiles:
-        out[profile] = load.settings(profile, overrides)
+        own = profiles[profile] if isinstance(profiles, Mapping) else None
+        out[profile] = load.settings(None, {**own, **overrides}) if own is not None else \
+            load.settings(profile, overrides)
         load.validate_settings(out[profile])
     return out
+
+
+def block_rule(blocks: int | BlockRule) -> BlockRule:
+    """``blocks`` as a :class:`BlockRule` (an int is a fixed count); :class:`ValidationError` unless every
+    look has at least :data:`MIN_BLOCKS` blocks and ``min <= max``."""
+    rule = blocks if isinstance(blocks, BlockRule) else None
+    if rule is None:
+        abba_order(blocks)
+        return BlockRule.fixed(int(blocks))
+    abba_order(rule.min)
+    if rule.max < rule.min or rule.step < 1:
+        raise ValidationError(f"blocks: max ({rule.max}) must be >= min ({rule.min}) and step ({rule.step}) >= 1")
+    return rule
 
 
 @dataclass(frozen=True)
@@ -410,7 +478,7 @@ class ValidationPlan:
     candidate: dict[str, Any]
     goals: list[Metric]
     profiles: dict[str, dict[str, Any]]
-    blocks: int
+    blocks: BlockRule
     warmup_s: float
     measure_s: float
     baseline_source: str
@@ -441,15 +509,16 @@ def compared_configs(target: Target, baseline: Mapping[str, Any] | str, candidat
     wanted = {**base, **{kid: canonical[kid](value) for kid, value in candidate.items()}}
     if base == wanted:
         source = "the target's current values" if isinstance(baseline, str) else "the baseline given"
-        shown = ", ".join(f"{kid}={level_text(value)}" for kid, value in wanted.items())
+        shown = ", ".join(f"{kid}={level_label(value)}" for kid, value in wanted.items())
         raise ValidationError(f"the candidate equals the baseline ({source}: {shown}); there is nothing to "
                               "validate: change at least one knob's value")
     return specs, base, wanted
 
 
 def plan_validation(target: Target, load: Load, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],
-                    metrics: Sequence[Metric | Mapping[str, Any] | str], *, blocks: int = 6,
-                    sesoi_pct: float | None = None, profiles: Sequence[str] = ("overload",),
+                    metrics: Sequence[Metric | Mapping[str, Any] | str], *, blocks: int | BlockRule = 6,
+                    sesoi_pct: float | None = None,
+                    profiles: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("overload",),
                     load_settings: Mapping[str, Any] | None = None, warmup_s: float = 2.0, measure_s: float = 8.0,
                     allow_host_global: bool = False, knob_lookup: Any = None) -> ValidationPlan:
     """Check a validation before its first trial; nothing is applied (``"current"`` is only read).
@@ -460,61 +529,10 @@ def plan_validation(target: Target, load: Load, baseline: Mapping[str, Any] | st
     ``allow_host_global``, and a candidate equal to the baseline.
     """
     warmup_s, measure_s = check_durations(warmup_s, measure_s)
-    abba_order(blocks)
+    rule = block_rule(blocks)
     goals = checked_goals(metrics, sesoi_pct, load)
-    settings = profile_settings(load, list(profiles), dict(load_settings or {}))
+    settings = profile_settings(load, profiles, dict(load_settings or {}))
     specs, base, wanted = compared_configs(target, baseline, candidate, knob_lookup)
     check_host_global(specs, allow_host_global)
-    return ValidationPlan(specs, base, wanted, goals, settings, int(blocks), warmup_s, measure_s,
+    return ValidationPlan(specs, base, wanted, goals, settings, rule, warmup_s, measure_s,
                           "current" if isinstance(baseline, str) else "given")
-
-
-def run_validation(plan: ValidationPlan, target: Target, load: Load, store: Store, *, allow_host_global: bool = False,
-                   alpha: float = 0.05, phase: str = "validate") -> ConfirmResult:
-    """Measure a checked :class:`ValidationPlan` (trials recorded in ``store``) and judge it, counting failed trials."""
-    digest = config_digest(plan.baseline, plan.candidate)
-    parts = []
-    for profile, settings in plan.profiles.items():
-        evaluator = RunnerEvaluator(target, load, plan.specs, store, phase=phase, warmup_s=plan.warmup_s,
-                                    measure_s=plan.measure_s, load_settings=settings,
-                                    allow_host_global=allow_host_global, provenance={"validate_profile": profile})
-        parts.append(confirm(evaluator, plan.baseline, plan.candidate, plan.goals, blocks=plan.blocks, alpha=alpha,
-                             key_prefix=f"{profile}:{digest}:", profile=profile))
-    table = pd.concat([p.table for p in parts], ignore_index=True)
-    measurements = pd.concat([p.measurements for p in parts], ignore_index=True)
-    failures = trial_failures(store, [f"{phase}:{key}" for key in measurements["key"]], phase)
-    return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(plan.baseline),
-                         dict(plan.candidate), failures)
-
-
-def validate(target: Target, load: Load, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],
-             metrics: Sequence[Metric | Mapping[str, Any] | str], store: Store, *, blocks: int = 6,
-             sesoi_pct: float | None = None, profiles: Sequence[str] = ("overload",), warmup_s: float = 2.0,
-             measure_s: float = 8.0, allow_host_global: bool = False, alpha: float = 0.05,
-             knob_lookup: Any = None, phase: str = "validate",
-             load_settings: Mapping[str, Any] | None = None) -> ConfirmResult:
-    """Is ``candidate`` better than ``baseline`` on ``target`` under ``load``? (real trials, recorded)
-
-    Parameters
-    ----------
-    target : an up Target
-    load : a Load instance (its ``settings(profile, load_settings)`` gives each profile's settings)
-    baseline : knob id -> value, or ``"current"``: the values the target holds now for the
-        candidate's knobs (read before anything is applied)
-    candidate : knob id -> value (knob ids per Contract 1: ``name``, ``name[device]``, ``@client``)
-    metrics : goals, e.g. ``["qps:max:5", "latency_mean_ms:min:10"]``
-    store : the :class:`tunelab.store.Store` trials are recorded in (phase ``validate``);
-        finished run keys are reused, so an interrupted validation resumes
-    blocks : ABBA blocks per profile; sesoi_pct overrides every metric's SESOI
-    profiles : load profiles to validate under (e.g. ``("low", "overload")``); each gets its own blocks
-    load_settings : overrides of every profile's load settings (checked by the load's rules)
-
-    Returns
-    -------
-    ConfirmResult with one table row per (profile, metric), the overall verdict and the failed trials.
-    Everything :func:`plan_validation` refuses is refused before the first trial.
-    """
-    plan = plan_validation(target, load, baseline, candidate, metrics, blocks=blocks, sesoi_pct=sesoi_pct,
-                           profiles=profiles, load_settings=load_settings, warmup_s=warmup_s, measure_s=measure_s,
-                           allow_host_global=allow_host_global, knob_lookup=knob_lookup)
-    return run_validation(plan, target, load, store, allow_host_global=allow_host_global, alpha=alpha, phase=phase)

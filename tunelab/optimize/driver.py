@@ -15,6 +15,15 @@ Two stages share the budget (measurements, not configurations):
 
 The winner is the best pooled mean among the last survivors (without a race: among all measured
 configurations, as the search libraries report it).
+
+**Warm start** (``warm``): measurements made before the search (the screen's trials, see
+:func:`tunelab.optimize.workflow.warm_points`) are told to the engine before its first ask, as one logged
+batch (origin ``screen``); they are never measured again and do not count against the budget.
+
+**Continuing** a finished search: run it again with a larger budget (and nothing else changed, see
+:func:`tunelab.store.continued_budgets`). The engine is restored from the stored history (told every
+point), searches on, and a fresh race spends the race's share of the extra measurements; the first
+search and each continuation form one *segment* of the log, so a crash in any of them resumes exactly.
 """
 from __future__ import annotations
 
@@ -25,6 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from tunelab.formatting import fmt_config
 from tunelab.model import Metric, level_value
 from tunelab.optimize.engines import (ENGINES, Candidate, EngineSettings, Refiner, RefineError, get_preset,
                                       make_engine, objectives_of, typed_config)
@@ -68,6 +78,13 @@ class RefineResult:
     preset: str | None
     seed: int
     baseline: dict[str, Any] | None = None
+    #: measurements made before the search (warm start: the screen's), told to the engine, not budgeted
+    warm: int = 0
+
+    def __repr__(self) -> str:
+        """Two lines: the winner and the search; where the tables are."""
+        return (f"RefineResult: winner {fmt_config(self.winner)} after {self.evaluations} measurements "
+                f"({self.engine}, seed {self.seed})\n  .estimates (every configuration), .batches, .race, .history")
 
 
 def non_dominated(points: np.ndarray) -> np.ndarray:
@@ -109,12 +126,21 @@ def check_request(space: SearchSpace, objectives: Sequence[Metric | str], engine
     share = float(race_share if race_share is not None else getattr(factory, "race_share", 0.0))
     if not 0.0 <= share < 1.0:
         raise RefineError(f"race_share must be in [0, 1), got {share}")
-    race_budget = int(math.floor(share * budget)) if budget >= 8 else 0
+    race_budget = race_budget_of(share, budget)
     settings = {"engine": engine, "preset": preset, "seed": int(seed), "budget": budget,
                 "objectives": [f"{o.name}:{'max' if o.direction == 'maximize' else 'min'}" for o in objs],
                 "knobs": space.ids, "baseline": dict(baseline) if baseline else None, "race_share": share,
                 "options": dict(options)}
     return Request(objs, engine, preset, budget, race_budget, int(seed), settings)
+
+
+def race_budget_of(share: float, budget: int) -> int:
+    """The race's measurements out of ``budget`` (none below 8: too few to race).
+
+    >>> race_budget_of(0.3, 60), race_budget_of(0.3, 7)
+    (18, 0)
+    """
+    return int(math.floor(share * budget)) if budget >= 8 else 0
 
 
 def check_engine(engine: str, preset: str | None, budget: int | None) -> int:
@@ -161,6 +187,10 @@ class _Search:
         self.race_rows: list[dict[str, Any]] = []
         self.race_labels: dict[tuple, int] = {}     # racer -> its number in the race table (first round's order)
         self.batch = 0
+        #: which budget the batches belong to: 0 the first search, 1.. each continuation with a larger budget
+        self.segment = 0
+        #: measurements told before the search (warm start), outside the budget
+        self.warm = 0
 
     # ---- measuring and logging -----------------------------------------------------------------
 
@@ -181,24 +211,32 @@ class _Search:
                    else [self.evaluator.evaluate(config, replicate, key=key) for config, replicate, key in requests])
         out = []
         for (config, key, stage, origin), (_, replicate, _), metrics in zip(items, requests, results):
-            values = {o.name: float(metrics.get(o.name, math.nan)) for o in self.objectives}
-            values.update({m: float(v) for m, v in metrics.items() if m not in values and v is not None})
-            self.tally.add(config, values)
-            self.history.append({"key": key, "batch": self.batch, "stage": stage, "origin": origin,
-                                 "replicate": replicate, **dict(config), **values})
+            values = self.add(config, metrics, key, stage, origin, replicate)
             if self.on_measure is not None:
                 self.on_measure(self.tally.total(), key)
             out.append(values)
         return out
 
+    def add(self, config: Mapping[str, Any], metrics: Mapping[str, Any], key: str, stage: str, origin: str,
+            replicate: int) -> dict[str, float]:
+        """Tally one measurement of ``config`` and add its history row; returns its values."""
+        values = {o.name: float(metrics.get(o.name, math.nan)) for o in self.objectives}
+        values.update({m: float(v) for m, v in metrics.items() if m not in values and v is not None})
+        self.tally.add(config, values)
+        self.history.append({"key": key, "batch": self.batch, "stage": stage, "origin": origin,
+                             "replicate": replicate, **dict(config), **values})
+        return values
+
     def record(self, stage: str, entries: Sequence[dict[str, Any]], engine: Refiner | None,
-               race_round: int | None = None) -> None:
-        """Log the batch just measured and add its row to the batch table."""
+               race_round: int | None = None, warm: bool = False) -> None:
+        """Log the batch just measured (``warm``: the measurements told before the search) and add its
+        row to the batch table."""
         incumbent = self.tally.best()
         record = {"stage": stage, "engine": self.request.engine, "evaluations": self.tally.total(),
                   "race_round": race_round, "candidates": list(entries),
                   "incumbent": self.tally.entry(incumbent) if incumbent is not None else None,
-                  "engine_state": engine.state() if engine is not None else {}}
+                  "engine_state": engine.state() if engine is not None else {},
+                  **({"segment": self.segment} if self.segment else {}), **({"warm": True} if warm else {})}
         self.log.add(self.batch, record)
         self.batch_rows.append(self.batch_row(stage, entries, incumbent))
         self.batch += 1
@@ -267,6 +305,31 @@ def _entry(search: _Search, candidate: Candidate, new: Sequence[dict[str, float]
             "new": list(new), "keys": list(keys)}
 
 
+#: one measurement made before the search (warm start): configuration, metrics, the key it is stored under
+WarmPoint = tuple[Mapping[str, Any], Mapping[str, Any], str]
+
+
+def warm_stage(search: _Search, engine: Refiner, warm: Sequence[WarmPoint]) -> None:
+    """Tally the measurements made before the search (origin ``screen``), tell the engine each configuration
+    before its first ask, and log them as one batch: never measured again, not counted in the budget."""
+    groups: dict[tuple, tuple[Candidate, list[dict[str, float]], list[str]]] = {}
+    for config, metrics, key in warm:
+        typed = typed_config(search.space, config)
+        candidate, new, keys = groups.setdefault(config_key(typed), (Candidate(typed, "screen"), [], []))
+        new.append(search.add(typed, metrics, key, "search", "screen", search.tally.n(typed)))
+        keys.append(key)
+    for candidate, _new, _keys in groups.values():
+        engine.tell(candidate, search.tally.measurements(candidate.config))
+    if groups:
+        search.record("search", [_entry(search, c, n, k) for c, n, k in groups.values()], engine, warm=True)
+
+
+def warm_count(records: Sequence[Mapping[str, Any]]) -> int:
+    """The measurements a stored search was warm-started with (its ``warm`` batch)."""
+    return sum(len(entry.get("new") or []) for record in records if record.get("warm")
+               for entry in record.get("candidates") or [])
+
+
 def search_stage(search: _Search, engine: Refiner, budget: int, stale: int = 0) -> None:
     """Ask, measure new configurations once each, log, tell; until ``budget`` measurements are spent,
     the engine has nothing to ask, or :data:`STALE_BATCHES` batches in a row bring nothing new
@@ -296,14 +359,15 @@ def search_stage(search: _Search, engine: Refiner, budget: int, stale: int = 0) 
 
 
 def race_stage(search: _Search, engine: Refiner | None, budget: int,
-               resume: tuple[list[dict[str, Any]], int] | None = None) -> list[dict[str, Any]]:
+               resume: tuple[list[dict[str, Any]], int] | None = None, first_round: int = 0) -> list[dict[str, Any]]:
     """Successive halving of the leaders with the measurements left up to ``budget``; returns the survivors.
 
-    ``resume`` is ``(survivors, next round)`` of a race stored before a crash."""
+    ``resume`` is ``(survivors, next round)`` of a race stored before a crash; a fresh race numbers its
+    rounds from ``first_round`` (a continued search's race follows the earlier one's)."""
     objs = search.objectives
     if len(objs) > 1:
-        return pareto_race(search, budget, resume[1] if resume else 0)
-    racers, race_round = resume if resume else (leaders(search, engine), 0)
+        return pareto_race(search, budget, resume[1] if resume else first_round)
+    racers, race_round = resume if resume else (leaders(search, engine), first_round)
     racers = racers[:max(0, budget - search.tally.total())] if not resume else racers   # each racer runs at least once
     if not racers:
         return []
@@ -408,6 +472,7 @@ def refine(
     log: SearchLog | None = None,
     on_measure: Callable[[int, str], None] | None = None,
     key_prefix: str = "",
+    warm: Sequence[WarmPoint] = (),
 ) -> RefineResult:
     """Search ``space`` for the configuration that best meets ``objectives`` within ``budget`` measurements.
 
@@ -425,6 +490,8 @@ def refine(
     log : where each batch is logged (:class:`~tunelab.optimize.history.StoreSearchLog` resumes from it)
     on_measure : called after each measurement with (measurements so far, key); tests use it to crash
     key_prefix : put before every evaluator key (several searches in one store: ``"tpe/"``)
+    warm : measurements made before the search (``(config, metrics, key)``, e.g. the screen's), told to the
+        engine before its first ask and never measured again; they do not count against ``budget``
 
     Examples
     --------
@@ -437,29 +504,56 @@ def refine(
     """
     options = dict(options or {})
     request = check_request(space, objectives, engine, preset, budget, seed, race_share, baseline, options)
+    if warm:
+        request.settings["warm_start"] = True
     if baseline is not None:
         baseline = typed_config(space, baseline)
     initial = tuple(typed_config(space, c) for c in initial)
     log = log if log is not None else MemorySearchLog()
     search = _Search(space, evaluator, request, log, baseline, on_measure, key_prefix)
     records = log.start(request.settings)
-    search_budget = request.budget - request.race_budget
-    refiner = make_engine(engine, EngineSettings(space, tuple(request.objectives), request.seed, search_budget,
-                                                 baseline, initial, options), preset)
+    continued = list(getattr(log, "continued_from", None) or [])
+    first_budget = continued[0] if continued else request.budget          # the engine is built as it first was
+    share = float(request.settings["race_share"])
+    refiner = make_engine(engine, EngineSettings(space, tuple(request.objectives), request.seed,
+                                                 first_budget - race_budget_of(share, first_budget), baseline,
+                                                 initial, options), preset)
     state, stage = search.replay_log(records)
     if state is not None:
         refiner.restore(state, search.told())
-    if stage != "race":
-        search_stage(search, refiner, search_budget, stale_batches(records))
-        survivors = race_stage(search, refiner, request.budget)
-    else:
-        survivors = race_stage(search, refiner, request.budget, race_survivors(search, records))
+    if not records:
+        warm_stage(search, refiner, warm)
+    search.warm = warm_count(records) if records else search.tally.total()
+    survivors = run_segment(search, refiner, records, continued, stage)
     if not search.tally.configs:
         raise RefineError("no configuration was measured; raise the budget")
     survivors = survivors or list(search.tally.configs.values())
     winner = pick_winner(search, survivors)
     log.finish(search.tally.entry(winner))
     return result_of(search, winner)
+
+
+def run_segment(search: _Search, refiner: Refiner, records: Sequence[Mapping[str, Any]], continued: Sequence[int],
+                stage: str | None) -> list[dict[str, Any]]:
+    """Search, then race, within the current budget (module docstring: warm start, continuing): from the
+    start, from where a crash stopped (``stage``: the last stored batch's), or for a larger budget after a
+    finished search. Returns the race's survivors."""
+    request = search.request
+    search.segment = len(continued)
+    start = continued[-1] if continued else 0                       # measured before this segment
+    budget = search.warm + request.budget                            # the warm start is not budgeted
+    race_budget = race_budget_of(float(request.settings["race_share"]), request.budget - start)
+    same_segment = bool(records) and int(records[-1].get("segment", 0)) == search.segment
+    if same_segment and stage == "race":
+        return race_stage(search, refiner, budget, race_survivors(search, records))
+    search_stage(search, refiner, budget - race_budget, stale_batches(records) if same_segment else 0)
+    return race_stage(search, refiner, budget, first_round=next_race_round(records))
+
+
+def next_race_round(records: Sequence[Mapping[str, Any]]) -> int:
+    """The number of a new race's first round: after every stored one."""
+    rounds = [int(r.get("race_round") or 0) for r in records if r.get("stage") == "race"]
+    return max(rounds) + 1 if rounds else 0
 
 
 def stale_batches(records: Sequence[Mapping[str, Any]]) -> int:
@@ -508,4 +602,4 @@ def result_of(search: _Search, winner: Mapping[str, Any]) -> RefineResult:
     return RefineResult(winner=dict(winner), objectives=list(search.objectives), estimates=estimates,
                         history=pd.DataFrame(search.history), batches=pd.DataFrame(search.batch_rows), race=race,
                         pareto=pareto, evaluations=search.tally.total(), engine=request.engine, preset=request.preset,
-                        seed=request.seed, baseline=search.baseline)
+                        seed=request.seed, baseline=search.baseline, warm=search.warm)

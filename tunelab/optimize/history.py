@@ -27,7 +27,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from tunelab.model import Metric, level_value
-from tunelab.store import Store
+from tunelab.store import Store, continued_budgets
 
 
 def config_key(config: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -119,7 +119,11 @@ class Tally:
 
 
 class SearchLog(Protocol):
-    """Where the driver logs a search: ``start`` returns the batches stored so far (resume)."""
+    """Where the driver logs a search: ``start`` returns the batches stored so far (resume), and
+    ``continued_from`` then lists the smaller budgets a continued search ran with before (a finished
+    search run again with a larger budget continues; any other changed setting is refused)."""
+
+    continued_from: list[int]
 
     def start(self, settings: Mapping[str, Any]) -> list[dict[str, Any]]:
         ...
@@ -138,8 +142,12 @@ class MemorySearchLog:
     settings: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
     winner: dict[str, Any] | None = None
+    continued_from: list[int] = field(default_factory=list)
 
     def start(self, settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+        if self.settings:
+            self.continued_from = continued_budgets({**self.settings, "continued_from": self.continued_from},
+                                                    dict(settings), "this search log holds a search")
         self.settings = dict(settings)
         return list(self.records)
 
@@ -161,9 +169,10 @@ class StoreSearchLog:
 
     def __init__(self, store: Store, search_id: str = "refine") -> None:
         self.store, self.search_id = store, search_id
+        self.continued_from: list[int] = []
 
     def start(self, settings: Mapping[str, Any]) -> list[dict[str, Any]]:
-        self.store.begin_search(self.search_id, settings)
+        self.continued_from = self.store.begin_search(self.search_id, settings)
         return list(self.store.search_batches(self.search_id)["record"])
 
     def add(self, batch: int, record: Mapping[str, Any]) -> None:

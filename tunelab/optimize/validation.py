@@ -1,39 +1,63 @@
-"""The ``validate`` verb's sequence (:func:`tunelab.validate` calls :func:`run_validate`).
+"""The ``validate`` verb's sequence (:func:`tunelab.validate` and :func:`tunelab.validate_change` call
+:func:`run_request`; ``tunelab validate CHANGE.yaml --plan`` calls :func:`check_request` and
+:func:`plan_on_target` too, so "plan accepts" means "validate starts").
 
-1. Check the request before anything is built: the target spec, the durations, the blocks and the
-   SESOI; a registered load's profiles, settings and metrics (:mod:`tunelab.optimize.confirm`).
-2. Bring the target up and plan the validation (:func:`tunelab.optimize.confirm.plan_validation`):
-   ``current`` is read, a candidate equal to the baseline is refused. Nothing is applied and no
-   store is written until here.
-3. Open the store, measure the ABBA blocks and judge them; count the failed trials.
+1. :func:`check_request`, before anything is built: the target spec, the durations, the blocks, the SESOI;
+   the load's profiles, settings (a query file line by line) and metrics; the knobs, a given baseline
+   equal to the candidate, host-global knobs; a knob that needs its service restarted and the command
+   that restarts it (a change file's ``server.restart`` runs only with ``--allow-design-commands``).
+2. Bring the target up and :func:`plan_on_target` (:func:`tunelab.optimize.confirm.plan_validation`):
+   ``current`` is read, a candidate equal to it is refused. Nothing is applied and no store is written
+   until here.
+3. Open the store, measure the ABBA blocks (in rounds for ``blocks: {min, max, until: decided}``,
+   :mod:`tunelab.optimize.sequential_blocks`) and judge them; count the failed trials.
 4. On ``improve`` or ``equivalent``, write the sysctl.d file and its rollback
-   (:mod:`tunelab.optimize.deploy`), else say why not.
+   (:mod:`tunelab.optimize.deploy`), else say why not; the provenance goes to ``--json`` either way.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
-from tunelab.errors import DesignError
-from tunelab.loads import get_load
+from tunelab.designs.change import BlockRule, ChangeFile, load_change
+from tunelab.display import Displayed
+from tunelab.errors import DesignError, SafetyError, TargetError, TunelabError
+from tunelab.loads import Load, get_load
 from tunelab.model import Metric, json_value, level_to_json
-from tunelab.optimize.confirm import (EXIT_STATUS, ConfirmResult, abba_order, check_durations, checked_goals,
-                                      plan_validation, profile_settings, row_text, run_validation)
+from tunelab.optimize.confirm import (EXIT_STATUS, ConfirmResult, ValidationPlan, block_rule, check_durations,
+                                      checked_goals, compared_configs, config_digest, plan_validation,
+                                      profile_settings, row_text, trial_failures)
 from tunelab.optimize.deploy import SysctlFiles, not_deployable, provenance, write_sysctl_files
+from tunelab.optimize.evaluators import RunnerEvaluator
+from tunelab.optimize.sequential_blocks import confirm_in_rounds
+from tunelab.runner import bind_knob_ids, check_host_global, cleanup_load
 from tunelab.store import Store, default_store_path
-from tunelab.targets import build_target, check_target_spec
+from tunelab.targets import Target, build_target, check_target_spec
+from tunelab.targets.dns_servers import DNS_SERVERS
+from tunelab.targets.hostinfo import parse_version
+from tunelab.targets.local import ServiceCommandsMixin
 
 PathLike = str | os.PathLike[str]
+#: the flag that lets a change file's restart command run
+ALLOW_FLAG = "--allow-design-commands"
+
+
+class CommandsNotAllowed(SafetyError):
+    """A change needs its restart command, and ``--allow-design-commands`` was not given."""
 
 
 @dataclass
-class ValidateRun:
+class ValidateRun(Displayed):
     """What :func:`tunelab.validate` found: the confirmation (``verdict``, ``table``, ``baseline``,
-    ``candidate``, ``failures``), and the sysctl.d files written (``sysctl``) or why none were (``sysctl_note``)."""
+    ``candidate``, ``failures``), the sysctl.d files written (``sysctl``) or why none were (``sysctl_note``),
+    and where and how it was measured (``provenance``).
+    In a notebook it shows the verdict, each metric's change with its CI and the blocks needed
+    (:mod:`tunelab.report.reprs`); ``plot()`` draws the paired ratio of each ABBA block."""
 
     target_type: str
     store_path: Path
@@ -42,6 +66,8 @@ class ValidateRun:
     #: the sysctl.d files written on a deployable verdict, else None and ``sysctl_note`` says why
     sysctl: SysctlFiles | None = None
     sysctl_note: str | None = None
+    #: server, kernel, DNS software and version, query file sha256, load host, date, verdict table
+    provenance: dict[str, Any] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -59,25 +85,100 @@ class ValidateRun:
     def summary(self) -> str:
         return self.confirmation.summary()
 
+    def __repr__(self) -> str:
+        """Three lines: the verdict with the first metric's change and CI, the sysctl.d file, where the rest is."""
+        synthetic = " (SYNTHETIC)" if self.synthetic else ""
+        files = f"sysctl.d file {self.sysctl.paths['conf']}" if self.sysctl is not None else str(self.sysctl_note)
+        return (f"ValidateRun: {self.verdict.upper()} on {self.target_type}{synthetic}; "
+                f"{self.confirmation.gain_text()}\n  {files}\n"
+                "  .summary() for every metric, .confirmation.table for the table, .plot() for the ratio per block")
+
     def to_json(self) -> dict[str, Any]:
-        """The verdict, both configurations, the table, the failed trials and the sysctl.d files
+        """The verdict, both configurations, the table, the failed trials, the sysctl.d files and the provenance
         (``tunelab validate --json``)."""
         c = self.confirmation
         files = self.sysctl.to_json() if self.sysctl is not None else {"written": False, "reason": self.sysctl_note}
         return {"verdict": c.verdict, "baseline": level_to_json(c.baseline), "candidate": level_to_json(c.candidate),
                 "table": [json_value(row) for row in c.table.to_dict(orient="records")],
-                "failures": c.failures.to_json() if c.failures is not None else None, "sysctl": files}
+                "failures": c.failures.to_json() if c.failures is not None else None, "sysctl": files,
+                "blocks_note": c.note, "provenance": json_value(self.provenance)}
 
 
-def checked_request(spec: Mapping[str, Any], candidate: Any, baseline: Any, *, blocks: int, warmup_s: float,
-                    measure_s: float) -> None:
-    """The checks that need neither a target nor a load (one error line, nothing built)."""
-    check_target_spec(spec, allow_commands=True)
-    if not isinstance(candidate, Mapping) or not (isinstance(baseline, Mapping) or baseline == "current"):
-        raise DesignError("validate takes the candidate (and baseline) as a mapping knob id -> value, e.g. "
-                          "{'net.core.somaxconn': 1024}; for KNOB=VALUE text use tunelab.cli.parsing.parse_config")
-    check_durations(warmup_s, measure_s)
-    abba_order(blocks)
+@dataclass(frozen=True)
+class ValidateRequest:
+    """One validation as asked, from the CLI's flags (:func:`run_validate`) or a change file
+    (:func:`request_of_change`); ``allow_commands`` is the user's ``--allow-design-commands`` for a change
+    file (the flags' own ``service_commands`` are the user's: allowed)."""
+
+    spec: Mapping[str, Any]
+    candidate: Mapping[str, Any]
+    baseline: Mapping[str, Any] | str = "current"
+    metrics: tuple[Any, ...] = ()
+    sesoi_pct: float | None = None
+    load: str | None = None
+    profiles: tuple[str, ...] | Mapping[str, Mapping[str, Any]] = ()
+    load_settings: Mapping[str, Any] = field(default_factory=dict)
+    blocks: BlockRule | int = 6
+    warmup_s: float = 2.0
+    measure_s: float = 8.0
+    allow_host_global: bool = False
+    allow_commands: bool = True
+    study: str = ""
+    store: Path | None = None
+    write_sysctl: PathLike | bool | None = None
+    software: str | None = None
+    #: the change file it came from (errors are prefixed with it), or None for flags
+    source: str | None = None
+
+    @property
+    def target_type(self) -> str:
+        return str(self.spec.get("type"))
+
+    @property
+    def store_path(self) -> Path:
+        return Path(self.store) if self.store is not None else default_store_path(self.study)
+
+
+@dataclass(frozen=True)
+class CheckedRequest:
+    """A request that passed :func:`check_request`: the spec to build (the restart command only when a knob
+    needs it), the load (None on the simulator until it is up), each profile's settings or names, the goals
+    and whether each trial restarts the load's service."""
+
+    request: ValidateRequest
+    spec: Mapping[str, Any]
+    load: Load | None
+    profiles: tuple[str, ...] | Mapping[str, Mapping[str, Any]]
+    goals: list[Any]
+    restarts: bool
+    rule: BlockRule
+
+
+def request_of_change(change: ChangeFile, *, allow_commands: bool = False, store: PathLike | None = None,
+                      write_sysctl: PathLike | bool | None = None) -> ValidateRequest:
+    """The :class:`ValidateRequest` of a parsed change file (``allow_commands``: ``--allow-design-commands``)."""
+    service = get_load(change.load.generator).service if change.load else None
+    return ValidateRequest(
+        spec=change.target_spec(service), candidate=dict(change.candidate),
+        baseline=change.baseline if isinstance(change.baseline, str) else dict(change.baseline),
+        metrics=tuple(change.metrics), load=change.load.generator if change.load else None,
+        profiles={name: dict(s) for name, s in change.load.profiles.items()} if change.load else (),
+        blocks=change.blocks, warmup_s=change.warmup_s, measure_s=change.measure_s,
+        allow_host_global=change.allow_host_global, allow_commands=allow_commands, study=change.study,
+        store=Path(store) if store is not None else None, write_sysctl=write_sysctl, software=change.software,
+        source=change.source)
+
+
+@contextlib.contextmanager
+def named(source: str | None) -> Iterator[None]:
+    """Prefix a TunelabError's one line with the change file it concerns (unless it already names it)."""
+    try:
+        yield
+    except TunelabError as exc:
+        text = str(exc)
+        if source and not text.startswith(source):
+            exc.args = (f"{source}: {text}", *exc.args[1:])
+        raise
 
 
 def default_goals(load: Any) -> list[str]:
@@ -85,44 +186,218 @@ def default_goals(load: Any) -> list[str]:
     return [str(Metric(name, info.direction)).rpartition(":")[0] for name, info in list(load.metrics.items())[:1]]
 
 
+def restart_spec(request: ValidateRequest, load: Load | None) -> tuple[dict[str, Any], bool]:
+    """The spec to build and whether each trial restarts the load's service: a knob that needs a restart
+    (``requires_restart``, e.g. somaxconn) with no way to restart is refused, and so is a change file's restart
+    command without ``--allow-design-commands``; a restart command no knob needs is left out (never runs)."""
+    spec = {"type": request.spec.get("type"), "options": dict(request.spec.get("options") or {})}
+    knobs = bind_knob_ids({**(request.baseline if isinstance(request.baseline, Mapping) else {}),
+                           **request.candidate})
+    service = getattr(load, "service", None)
+    needs = bool(service) and any(getattr(k.knob, "requires_restart", False) for k in knobs)
+    commands = dict(spec["options"].get("service_commands") or {})
+    if not needs:
+        spec["options"].pop("service_commands", None)
+        return spec, False
+    which = ", ".join(k.id for k in knobs if getattr(k.knob, "requires_restart", False))
+    cls = check_target_spec(spec, allow_commands=True)
+    if issubclass(cls, ServiceCommandsMixin) and service not in commands:
+        where = "server.restart" if request.source else f"--target-option service_commands={{{service}: [...]}}"
+        raise TargetError(f"{which} takes effect only after the {service} service restarts, and the "
+                          f"{request.target_type} target has no command for that; give one in {where}, e.g. "
+                          "systemctl restart nsd")
+    if commands and not request.allow_commands:
+        raise CommandsNotAllowed(f"{which} needs the {service} service restarted with server.restart "
+                                 f"(`{' '.join(commands[service])}`), which runs on the server; review it with "
+                                 f"`tunelab validate {request.source} --plan` and pass {ALLOW_FLAG} to run it")
+    return spec, True
+
+
+def check_request(request: ValidateRequest) -> CheckedRequest:
+    """Every check that needs no target (see the module docstring); one error line, nothing built."""
+    with named(request.source):
+        check_target_spec(request.spec, allow_commands=True)
+        if not isinstance(request.candidate, Mapping) or not (isinstance(request.baseline, Mapping)
+                                                               or request.baseline == "current"):
+            raise DesignError("validate takes the candidate (and baseline) as a mapping knob id -> value, e.g. "
+                              "{'net.core.somaxconn': 1024}; for KNOB=VALUE text use tunelab.cli.parsing.parse_config")
+        check_durations(request.warmup_s, request.measure_s)
+        rule = block_rule(request.blocks)
+        load: Load | None = None
+        profiles = request.profiles or ("overload",)
+        if request.target_type != "simulator":
+            if not request.load:
+                raise DesignError("--load is required on a real target (dnsperf, iperf3, fio, wrk)")
+            load = get_load(request.load)()
+            profile_settings(load, profiles, dict(request.load_settings))
+            checked_goals(list(request.metrics) or default_goals(load), request.sesoi_pct, load)
+        if isinstance(request.baseline, Mapping) and request.baseline:
+            specs, _, _ = compared_configs(None, request.baseline, request.candidate)   # type: ignore[arg-type]
+        else:
+            specs = bind_knob_ids(request.candidate) if request.candidate else []
+        check_host_global(specs, request.allow_host_global)
+        spec, restarts = restart_spec(request, load)
+    return CheckedRequest(request, spec, load, profiles, list(request.metrics), restarts, rule)
+
+
+def plan_on_target(checked: CheckedRequest, live: Target) -> tuple[Load, ValidationPlan, float, float]:
+    """The checks on the up target (``current`` read, nothing applied): the load, the plan and the durations
+    (the simulator measures with its own load, in no time)."""
+    request, load = checked.request, checked.load
+    warmup_s, measure_s = request.warmup_s, request.measure_s
+    if load is None:
+        load, warmup_s, measure_s = live.load(), 0.0, 1.0     # type: ignore[attr-defined]
+    base: Any = dict(request.baseline) if isinstance(request.baseline, Mapping) and request.baseline else "current"
+    with named(request.source):
+        plan = plan_validation(live, load, base, dict(request.candidate), checked.goals or default_goals(load),
+                               blocks=checked.rule, sesoi_pct=request.sesoi_pct, profiles=checked.profiles,
+                               load_settings=dict(request.load_settings), warmup_s=warmup_s, measure_s=measure_s,
+                               allow_host_global=request.allow_host_global)
+    return load, plan, warmup_s, measure_s
+
+
+def software_version(target: Target, software: str | None) -> dict[str, str] | None:
+    """``{"software", "version"}`` of the DNS server named in a change file, asked on the server (read-only:
+    e.g. ``nsd -v``); the version is left out for software tunelab does not know how to ask."""
+    if not software:
+        return None
+    argv = version_argv(software)
+    if argv is None:
+        return {"software": software}
+    try:                          # after the measurements: a failure here must not lose the verdict
+        result = target.run("server", list(argv), timeout_s=15)
+    except TunelabError:
+        return {"software": software}
+    version = parse_version(result.stdout + "\n" + result.stderr)
+    return {"software": software, **({"version": version} if version else {})}
+
+
+def version_argv(software: str) -> tuple[str, ...] | None:
+    """The command that prints ``software``'s version (a lab DNS server's name or daemon), or None.
+
+    >>> version_argv("bind9"), version_argv("named"), version_argv("powerdns")
+    (('named', '-v'), ('named', '-v'), None)
+    """
+    for name in DNS_SERVERS:
+        server = DNS_SERVERS.get(name)
+        if software in (server.name, server.tool):
+            return tuple(server.version_argv)
+    return None
+
+
+def run_request(request: ValidateRequest) -> ValidateRun:
+    """Check, build, plan, measure, judge and (on a deployable verdict) write the sysctl.d files."""
+    checked = check_request(request)
+    path = request.store_path
+    design_text = json.dumps({"validate": request.target_type, "options": checked.spec.get("options")},
+                             sort_keys=True, default=str)
+    with build_target(checked.spec, allow_commands=True) as live:
+        load, plan, _, _ = plan_on_target(checked, live)
+        with Store.open(path, study=request.study, design_hash=hashlib.sha256(design_text.encode()).hexdigest(),
+                        design_text=design_text, target_spec=dict(checked.spec)) as opened:
+            try:
+                result = run_validation(plan, live, load, opened, allow_host_global=request.allow_host_global)
+            finally:
+                cleanup_load(load, live)
+        description = {**live.describe()}
+        software = software_version(live, request.software)
+        if software:
+            description["dns_server"] = software
+    facts = provenance(checked.spec, description, load, plan.profiles.values(), result.verdict,
+                       [row_text(row) for row in result.table.itertuples()])
+    note = not_deployable(result.verdict)
+    if note is None and request.write_sysctl is False:
+        note = f"no sysctl.d file written: the verdict is {result.verdict.upper()}, but write_sysctl=False"
+    if note is not None:
+        return ValidateRun(request.target_type, path, result, None, note, facts)
+    chosen = request.write_sysctl
+    directory = path.with_name(f"{path.stem}-sysctl") if chosen in (None, True) else Path(chosen)  # type: ignore[arg-type]
+    files = write_sysctl_files(directory, request.study, result.baseline, result.candidate, facts)
+    return ValidateRun(request.target_type, path, result, files, None, facts)
+
+
+def run_validation(plan: ValidationPlan, target: Target, load: Load, store: Store, *, allow_host_global: bool = False,
+                   alpha: float = 0.05, phase: str = "validate") -> ConfirmResult:
+    """Measure a checked :class:`ValidationPlan` (trials recorded in ``store``; blocks in rounds by its rule)
+    and judge it, counting failed trials."""
+    digest = config_digest(plan.baseline, plan.candidate)
+    evaluators = {profile: RunnerEvaluator(target, load, plan.specs, store, phase=phase, warmup_s=plan.warmup_s,
+                                           measure_s=plan.measure_s, load_settings=settings,
+                                           allow_host_global=allow_host_global,
+                                           provenance={"validate_profile": profile,
+                                                       "validate_blocks": asdict(plan.blocks)})
+                  for profile, settings in plan.profiles.items()}
+    result = confirm_in_rounds(evaluators, plan.baseline, plan.candidate, plan.goals, plan.blocks, alpha=alpha,
+                               key_prefix=lambda profile: f"{profile}:{digest}:")
+    keys = [f"{phase}:{key}" for key in result.measurements["key"]]
+    return replace(result, failures=trial_failures(store, keys, phase))
+
+
 def run_validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",
                  metrics: Sequence[str] = (), target_options: Mapping[str, Any] | None = None,
                  surface: str | None = None, load: str | None = None, load_settings: Mapping[str, Any] | None = None,
-                 sesoi_pct: float | None = None, profiles: Sequence[str] = (), blocks: int = 6, warmup_s: float = 2.0,
-                 measure_s: float = 8.0, allow_host_global: bool = False, store: PathLike | None = None,
-                 write_sysctl: PathLike | bool | None = None) -> ValidateRun:
-    """:func:`tunelab.validate`'s sequence (see the module docstring; the parameters are the same)."""
+                 sesoi_pct: float | None = None, profiles: Sequence[str] = (), blocks: int | BlockRule = 6,
+                 warmup_s: float = 2.0, measure_s: float = 8.0, allow_host_global: bool = False,
+                 store: PathLike | None = None, write_sysctl: PathLike | bool | None = None) -> ValidateRun:
+    """:func:`tunelab.validate`'s sequence from its parameters (see the module docstring)."""
+    return run_request(flags_request(target, candidate, baseline=baseline, metrics=metrics,
+                                     target_options=target_options, surface=surface, load=load,
+                                     load_settings=load_settings, sesoi_pct=sesoi_pct, profiles=profiles,
+                                     blocks=blocks, warmup_s=warmup_s, measure_s=measure_s,
+                                     allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl))
+
+
+def flags_request(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",
+                  metrics: Sequence[str] = (), target_options: Mapping[str, Any] | None = None,
+                  surface: str | None = None, **rest: Any) -> ValidateRequest:
+    """The :class:`ValidateRequest` of :func:`tunelab.validate`'s parameters (the CLI's flags)."""
     options = {**(target_options or {}), **({"surface": surface} if surface else {})}
-    spec = {"type": target, "options": options}
-    checked_request(spec, candidate, baseline, blocks=blocks, warmup_s=warmup_s, measure_s=measure_s)
-    overrides, chosen = dict(load_settings or {}), list(profiles) or ["overload"]
-    generator: Any = None
-    if target != "simulator":
-        if not load:
-            raise DesignError("--load is required on a real target (dnsperf, iperf3, fio, wrk)")
-        generator = get_load(load)()
-        profile_settings(generator, chosen, overrides)          # before the target is built
-        checked_goals(list(metrics) or default_goals(generator), sesoi_pct, generator)
-    base: Any = dict(baseline) if isinstance(baseline, Mapping) and baseline else "current"
-    path = Path(store) if store is not None else default_store_path(f"validate-{target}")
-    study = f"validate-{target}"
-    design_text = json.dumps({"validate": target, "options": options}, sort_keys=True, default=str)
-    with build_target(spec, allow_commands=True) as live:
-        if generator is None:                 # the simulator measures with its own load, in no time
-            generator, warmup_s, measure_s = live.load(), 0.0, 1.0
-        plan = plan_validation(live, generator, base, dict(candidate), list(metrics) or default_goals(generator),
-                               blocks=blocks, sesoi_pct=sesoi_pct, profiles=chosen, load_settings=overrides,
-                               warmup_s=warmup_s, measure_s=measure_s, allow_host_global=allow_host_global)
-        with Store.open(path, study=study, design_hash=hashlib.sha256(design_text.encode()).hexdigest(),
-                        design_text=design_text, target_spec=dict(spec)) as opened:
-            result = run_validation(plan, live, generator, opened, allow_host_global=allow_host_global)
-        note = not_deployable(result.verdict)
-        if note is None and write_sysctl is False:
-            note = f"no sysctl.d file written: the verdict is {result.verdict.upper()}, but write_sysctl=False"
-        if note is not None:
-            return ValidateRun(target, path, result, None, note)
-        facts = provenance(spec, live.describe(), generator, plan.profiles.values(), result.verdict,
-                           [row_text(row) for row in result.table.itertuples()])
-    directory = path.with_name(f"{path.stem}-sysctl") if write_sysctl in (None, True) else Path(write_sysctl)
-    files = write_sysctl_files(directory, study, result.baseline, result.candidate, facts)
-    return ValidateRun(target, path, result, files, None)
+    base = dict(baseline) if isinstance(baseline, Mapping) else baseline
+    settings = dict(rest.pop("load_settings", None) or {})
+    store = rest.pop("store", None)
+    return ValidateRequest(spec={"type": target, "options": options}, candidate=candidate, baseline=base,
+                           metrics=tuple(metrics), profiles=tuple(rest.pop("profiles", ()) or ()),
+                           load_settings=settings, study=f"validate-{target}",
+                           store=Path(store) if store is not None else None, **rest)
+
+
+def validate_change(path: PathLike | ChangeFile, *, allow_design_commands: bool = False,
+                    store: PathLike | None = None, write_sysctl: PathLike | bool | None = None) -> ValidateRun:
+    """Validate the change a change file describes (:mod:`tunelab.designs.change`)."""
+    change = path if isinstance(path, ChangeFile) else load_change(path)
+    return run_request(request_of_change(change, allow_commands=allow_design_commands, store=store,
+                                         write_sysctl=write_sysctl))
+
+
+def validate(target: Target, load: Load, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],
+             metrics: Sequence[Metric | Mapping[str, Any] | str], store: Store, *, blocks: int | BlockRule = 6,
+             sesoi_pct: float | None = None, profiles: Sequence[str] = ("overload",), warmup_s: float = 2.0,
+             measure_s: float = 8.0, allow_host_global: bool = False, alpha: float = 0.05,
+             knob_lookup: Any = None, phase: str = "validate",
+             load_settings: Mapping[str, Any] | None = None) -> ConfirmResult:
+    """Is ``candidate`` better than ``baseline`` on ``target`` under ``load``? (real trials, recorded)
+
+    Parameters
+    ----------
+    target : an up Target
+    load : a Load instance (its ``settings(profile, load_settings)`` gives each profile's settings)
+    baseline : knob id -> value, or ``"current"``: the values the target holds now for the
+        candidate's knobs (read before anything is applied)
+    candidate : knob id -> value (knob ids per Contract 1: ``name``, ``name[device]``, ``@client``)
+    metrics : goals, e.g. ``["qps:max:5", "latency_mean_ms:min:10"]``
+    store : the :class:`tunelab.store.Store` trials are recorded in (phase ``validate``);
+        finished run keys are reused, so an interrupted validation resumes
+    blocks : ABBA blocks per profile, or a :class:`~tunelab.designs.change.BlockRule` (rounds until decided);
+        sesoi_pct overrides every metric's SESOI
+    profiles : load profiles to validate under (e.g. ``("low", "overload")``); each gets its own blocks
+    load_settings : overrides of every profile's load settings (checked by the load's rules)
+
+    Returns
+    -------
+    ConfirmResult with one table row per (profile, metric), the overall verdict and the failed trials.
+    Everything :func:`plan_validation` refuses is refused before the first trial.
+    """
+    plan = plan_validation(target, load, baseline, candidate, metrics, blocks=blocks, sesoi_pct=sesoi_pct,
+                           profiles=profiles, load_settings=load_settings, warmup_s=warmup_s, measure_s=measure_s,
+                           allow_host_global=allow_host_global, knob_lookup=knob_lookup)
+    return run_validation(plan, target, load, store, allow_host_global=allow_host_global, alpha=alpha, phase=phase)

@@ -11,18 +11,20 @@ A refinement on a SYNTHETIC surface without a design file is built by :func:`tun
 """
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from tunelab.designs import Design, load_design
 from tunelab.errors import DesignError
 from tunelab.model import USABLE_STATUSES, Metric, Verdict, level_value
 from tunelab.optimize.confirm import ConfirmResult, config_digest, confirm
 from tunelab.optimize.evaluators import ClusterEvaluator, RunnerEvaluator, same_config
-from tunelab.optimize.driver import RefineResult, refine
-from tunelab.optimize.engines import objectives_of
-from tunelab.optimize.history import StoreSearchLog
+from tunelab.optimize.driver import RefineResult, WarmPoint, refine
+from tunelab.optimize.engines import objectives_of, typed_config
+from tunelab.optimize.history import StoreSearchLog, config_key
 from tunelab.optimize.space import SearchSpace, dimension_from_design_knob
 from tunelab.runner import BoundKnob, bind_knobs, load_of, target_spec_of
 from tunelab.store import Store, default_store_path
@@ -53,6 +55,8 @@ class RefineSetup:
     levels: dict[str, list[Any]] = field(default_factory=dict)
     #: the design's other metrics: reported by the confirmation as side effects, not judged
     side_goals: list[Metric] = field(default_factory=list)
+    #: the design's knobs left out of the search, at their baseline (a warm start's points must have them so)
+    fixed: dict[str, Any] = field(default_factory=dict)
 
 
 def screened_knobs(store_path: str | Path, design: Design, metric: Metric,
@@ -162,7 +166,77 @@ def setup_from_design(design_path: str | Path, *, knobs: str | None = None, targ
         load=load, load_settings=settings, warmup_s=design.warmup_s, measure_s=design.measure_s, goals=goals,
         design_hash=design.design_hash, design_text=Path(design_path).read_text(),
         allow_host_global=allow_host_global or spec["allow_host_global"], initial=initial,
-        levels={kid: list(by_id[kid].levels) for kid in chosen}, side_goals=side_goals)
+        levels={kid: list(by_id[kid].levels) for kid in chosen}, side_goals=side_goals,
+        fixed={kid: design.baseline[kid] for kid in design.knob_ids if kid not in chosen})
+
+
+#: the phases whose trials a warm start counts: the screen's and its A/A calibration's (the baseline)
+WARM_PHASES = ("screen", "calibrate")
+
+
+def warm_points(setup: RefineSetup, store: Store) -> list[WarmPoint]:
+    """The measurements in ``store`` a refinement of ``setup`` may count as made (warm start): usable
+    screen and A/A trials of a configuration in the search space, every other knob at its baseline,
+    measured by the same load with the same settings and durations, with each goal's metric."""
+    out: list[WarmPoint] = []
+    for row in store.trials().itertuples(index=False):
+        if row.phase not in WARM_PHASES or row.status not in USABLE_STATUSES:
+            continue
+        metrics = row.metrics or {}
+        config = _in_space(setup, row.config or {})
+        if config is not None and _same_measurement(setup, row.provenance or {}) and all(
+                isinstance(metrics.get(g.name), (int, float)) and math.isfinite(metrics[g.name]) for g in setup.goals):
+            out.append((config, dict(metrics), str(row.run_key)))
+    return out
+
+
+def _in_space(setup: RefineSetup, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``config``'s searched knobs (typed) when they are values of the search space and every other knob is at
+    its baseline (``setup.fixed``); else None."""
+    if any(kid not in config for kid in setup.space.ids) or any(
+            kid not in setup.space.ids and (kid not in setup.fixed or level_value(v) != level_value(setup.fixed[kid]))
+            for kid, v in config.items()):
+        return None
+    try:
+        typed = typed_config(setup.space, {kid: config[kid] for kid in setup.space.ids})
+        on_grid = setup.space.decode(setup.space.encode(typed))
+    except DesignError:
+        return None
+    return typed if config_key(on_grid) == config_key(typed) else None
+
+
+def _same_measurement(setup: RefineSetup, provenance: Mapping[str, Any]) -> bool:
+    """Whether a trial was measured as the refinement measures: load, its settings (profile), durations."""
+    def plain(value: Any) -> Any:
+        return json.loads(json.dumps(value, default=str))
+
+    settings = provenance.get("load_settings") or {}
+    return (provenance.get("load") == getattr(setup.load, "name", None)
+            and all(k == "key" or plain(settings.get(k)) == plain(v) for k, v in setup.load_settings.items())
+            and provenance.get("warmup_s") == float(setup.warmup_s or 0)
+            and provenance.get("measure_s") == float(setup.measure_s))
+
+
+def check_warm_start(source: bool | str | Path | None) -> None:
+    """DesignError unless ``source`` is no warm start, True (the refinement's own store) or an existing file."""
+    if source and source is not True and not Path(source).is_file():
+        raise DesignError(f"--warm-start {source}: no such store; give the screen's store (data/<study>.sqlite) "
+                          "or --warm-start alone for the refinement's own")
+
+
+def warm_points_from(setup: RefineSetup, store: Store, source: bool | str | Path | None) -> list[WarmPoint]:
+    """The warm start's points (:func:`warm_points`) from ``source``: True, the refinement's own store (where
+    the screen recorded by default); a path, that screen store (read only); None or False, none."""
+    if not source:
+        return []
+    if source is True or Path(source).resolve() == Path(store.path).resolve():
+        return warm_points(setup, store)
+    check_warm_start(source)
+    screen = Store(Path(source), readonly=True)
+    try:
+        return warm_points(setup, screen)
+    finally:
+        screen.close()
 
 
 @dataclass
@@ -190,14 +264,16 @@ def search_name(engine: str, preset: str | None, seed: int) -> str:
 def run_refinement(setup: RefineSetup, target: Target | None, store: Store, objectives: Sequence[Metric | str], *,
                    budget: int | None, engine: str = "tunelab", preset: str | None = None, seed: int = 0,
                    options: dict[str, Any] | None = None, confirm_blocks: int = 6,
-                   dispatcher: Any = None) -> RefineOutcome:
+                   dispatcher: Any = None, warm_start: bool | str | Path | None = None) -> RefineOutcome:
     """Search with real (or simulated) trials recorded in ``store`` (phase ``refine``, every batch logged as
     search :func:`search_name`), then confirm the winner against the baseline in ABBA blocks (phase ``confirm``).
     Re-running resumes both: the search from its last stored batch, measurements from their trials.
 
     With a ``dispatcher`` (:class:`tunelab.cluster.Dispatcher`, many testbeds) each asked batch and race
     round is measured in parallel and the confirmation's blocks are spread over the testbeds, each block
-    on one testbed; ``target`` is then unused."""
+    on one testbed; ``target`` is then unused. ``warm_start`` (:func:`warm_points_from`) counts the screen's
+    measurements as made: told to the engine before it asks, never measured again, outside the budget.
+    Rerunning a finished search with a larger ``budget`` continues it (:func:`tunelab.optimize.driver.refine`)."""
     provenance = {"refine": {"engine": engine, "preset": preset, "seed": seed, "budget": budget}}
 
     def evaluator_for(phase: str) -> RunnerEvaluator | ClusterEvaluator:
@@ -212,7 +288,8 @@ def run_refinement(setup: RefineSetup, target: Target | None, store: Store, obje
     search_id = search_name(engine, preset, seed)
     result = refine(setup.space, evaluator, objectives, engine=engine, budget=budget, preset=preset, seed=seed,
                     baseline=setup.baseline, initial=setup.initial, options=options,
-                    log=StoreSearchLog(store, search_id), key_prefix=f"{search_id}/")
+                    log=StoreSearchLog(store, search_id), key_prefix=f"{search_id}/",
+                    warm=warm_points_from(setup, store, warm_start))
     confirmation, note = None, None
     # what the search did not measure now came from the store (the stored batches, or the trials of a batch cut short)
     measured, reused = evaluator.measured, result.evaluations - evaluator.measured

@@ -10,9 +10,12 @@ Figure out), :mod:`~tunelab.report.wording` (plain-words summary, methods sectio
 :mod:`~tunelab.report.rendering` (HTML from the Jinja2 templates in ``templates/``, autoescaped),
 :mod:`~tunelab.report.methods` (the names the notebooks call as ``methods.*``),
 :mod:`~tunelab.report.refinement` (refine/confirm/validate trials read back),
-:mod:`~tunelab.report.build` (papermill, nbconvert, index page). Numbers are formatted by
+:mod:`~tunelab.report.build` (papermill, nbconvert, index page), :mod:`~tunelab.report.reprs` (how the API's
+results show in a notebook: their HTML summaries and ``plot()``, registered on import),
+:mod:`~tunelab.report.kernel` (the kernel manager: shutdown without SIGINT). Numbers are formatted by
 :mod:`tunelab.formatting`.
 """
+from tunelab.report import reprs  # noqa: F401  (registers the results' notebook views in tunelab.display.VIEWS)
 from tunelab.report.build import (COMMON_PARAMETERS, NOTEBOOKS, build_report, check_parameters, declared_parameters,
                                   execute_notebook, notebook_path, render_html)
 from tunelab.report.loading import (ReportError, Study, StudyInputs, UnknownParameterError, load_study, screen_study,

@@ -17,16 +17,19 @@ PosixPath('reports/default/index.html')
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import json
 import os
 import sys
 import tempfile
+import types
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
+from tunelab.designs.schema import CORRECTIONS
 from tunelab.errors import TunelabError
 from tunelab.model import AnalysisKind
 from tunelab.report.loading import ReportError, Study, StudyInputs, UnknownParameterError, load_study, screen_study
@@ -61,9 +64,11 @@ def notebook_dir() -> Path:
 
 
 def notebook_path(name: str, directory: str | os.PathLike[str] | None = None) -> Path:
-    """The path of notebook ``name`` (``'01_screen'`` or ``'01'``); ReportError if there is none."""
+    """The path of notebook ``name`` (``'01_screen'`` or ``'01'``, or another shipped notebook by its full name,
+    ``'00_tour'``); ReportError if there is none."""
     directory = Path(directory) if directory is not None else notebook_dir()
-    path = directory / f"{_match(name)}.ipynb"
+    exact = directory / f"{Path(name).stem}.ipynb"
+    path = exact if exact.is_file() else directory / f"{_match(name)}.ipynb"
     if not path.is_file():
         raise ReportError(f"notebook {path} is missing; run from a tunelab checkout or pass its notebooks/ directory")
     return path
@@ -81,9 +86,58 @@ def check_parameters(notebook: str | os.PathLike[str], parameters: Mapping[str, 
     declared = declared_parameters(notebook)
     unknown = [name for name in parameters if name not in declared]
     if unknown:
+        close = difflib.get_close_matches(unknown[0], list(declared), n=1)
         raise UnknownParameterError(
-            f"{Path(notebook).name} has no parameter {', '.join(repr(u) for u in unknown)}; "
-            f"its parameters are: {', '.join(declared) or '(none)'}")
+            f"{Path(notebook).name} has no parameter {', '.join(repr(u) for u in unknown)}"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; its parameters are: {', '.join(declared) or '(none)'}")
+
+
+def check_notebook_parameters(namespace: Mapping[str, Any], notebook: str) -> None:
+    """The first cell after a notebook's parameters: its variables (``globals()``) against the parameters
+    ``notebook`` declares (papermill only warns of an unknown name) and the common ones' values.
+
+    Raises
+    ------
+    UnknownParameterError
+        A variable the notebook does not declare (a mistyped ``-p NAME``).
+    ReportError
+        An invalid value of a common parameter (alpha, correction, sesoi_pct, n_boot, include_flagged).
+    """
+    path = notebook_path(notebook)
+    hidden = _ipython_names()
+    given = {name: value for name, value in namespace.items() if not name.startswith("_") and name not in hidden
+             and not isinstance(value, types.ModuleType) and not callable(value)}
+    check_parameters(path, given)
+    problem = next((f"{name}={given[name]!r}: {rule}" for name, (valid, rule) in _VALUE_RULES.items()
+                    if name in given and not valid(given[name])), None)
+    if problem:
+        raise ReportError(f"{path.name}: invalid parameter {problem}")
+
+
+#: common parameter -> (is the value valid, the rule in words)
+_VALUE_RULES: dict[str, tuple[Any, str]] = {
+    "alpha": (lambda v: v is None or (_is_number(v) and 0 < v < 1), "a significance level between 0 and 1"),
+    "correction": (lambda v: v is None or v in CORRECTIONS, f"one of {', '.join(CORRECTIONS)}"),
+    "sesoi_pct": (lambda v: v is None or (_is_number(v) and 0 < v < float("inf")), "a positive percentage"),
+    "n_boot": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number of resamples, 1 "
+               "or more"),
+    "include_flagged": (lambda v: isinstance(v, bool), "True or False"),
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _ipython_names() -> set[str]:
+    """The names IPython puts in a kernel's namespace itself (``In``, ``Out``, ``get_ipython``, ...)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return set()
+    shell = get_ipython()
+    return set(shell.user_ns_hidden) if shell is not None else set()
 
 
 @contextmanager
@@ -134,11 +188,13 @@ def _execute(notebook: Path, output: Path, parameters: Mapping[str, Any], cwd: s
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
+    from tunelab.report.kernel import QuietShutdownKernelManager
+
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
         papermill.execute_notebook(str(notebook), str(output), parameters=dict(parameters), kernel_name=kernel,
                                    cwd=str(cwd) if cwd else None, progress_bar=False, log_output=False,
-                                   execution_timeout=int(timeout_s))
+                                   execution_timeout=int(timeout_s), kernel_manager_class=QuietShutdownKernelManager)
     except PapermillExecutionError as exc:
         raise ReportError(f"{notebook.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}; "
                           f"the executed notebook with the traceback is {output}") from None
@@ -206,6 +262,8 @@ class NotebookRun:
 
 def applicable(study: Study, name: str) -> str | None:
     """Why notebook ``name`` does not apply to ``study`` (``None`` when it does)."""
+    if name in ("01_screen", "02_posthoc") and not study.has_phase("screen"):
+        return "no screen trials in this store; run `tunelab run DESIGN` to screen the knobs"
     if name == "03_refine" and not study.has_phase("refine"):
         return ("no refine trials in this store; run `tunelab refine DESIGN --knobs screened` to search the knobs "
                 "that matter")
@@ -268,7 +326,8 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
     Raises
     ------
     ReportError
-        No screen trials, an unknown parameter or notebook, or a notebook that failed.
+        No usable trials, screen trials without a design, an unknown parameter or notebook, or a notebook
+        that failed.
     """
     selected = _select(notebooks)
     paths = {name: notebook_path(name, notebooks_dir) for name in selected}
@@ -276,8 +335,9 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
     extra = dict(parameters or {})
     _check_extra(declared, extra)
     study = load_study(store_path, data_dir, include_flagged=include_flagged)
-    inputs, result = screen_study(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct,
-                                  n_boot=n_boot)
+    _check_reportable(study)
+    screened = (screen_study(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct,
+                             n_boot=n_boot) if study.has_phase("screen") else None)
     out = (Path(out_dir) if out_dir is not None else default_report_dir(study.path)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     common = {"study": str(study.path.resolve()), "data_dir": str(Path(data_dir).resolve()), "metric": metric,
@@ -295,11 +355,20 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
             continue
         html = render_html(executed[name], out / f"{name}.html", show_code=show_code, title=f"{study.name}: {name}")
         runs.append(NotebookRun(name, NOTEBOOKS[name], html=html, ipynb=executed[name]))
-    (out / "screen.json").write_text(json.dumps(result.to_json(), indent=1, allow_nan=False, ensure_ascii=False) + "\n",
-                                     encoding="utf-8")
+    if screened is not None:
+        (out / "screen.json").write_text(json.dumps(screened[1].to_json(), indent=1, allow_nan=False,
+                                                    ensure_ascii=False) + "\n", encoding="utf-8")
     index = out / "index.html"
-    index.write_text(index_html(study, inputs, result, runs, n_boot=n_boot), encoding="utf-8")
+    index.write_text(index_html(study, *(screened or (None, None)), runs, n_boot=n_boot), encoding="utf-8")
     return index
+
+
+def _check_reportable(study: Study) -> None:
+    """ReportError unless some notebook applies to the study (usable screen, refine, confirm or validate trials)."""
+    if all(applicable(study, name) for name in NOTEBOOKS):
+        raise ReportError(f"the store {study.path} has no usable screen, refine, confirm or validate trials (it holds "
+                          f"{study.holdings() or 'no trials at all'}); run `tunelab run DESIGN` (or `tunelab refine`, "
+                          "`tunelab validate`) for this study first")
 
 
 def default_report_dir(store: Path, reports: str | os.PathLike[str] = "reports") -> Path:
@@ -386,25 +455,52 @@ def _key_figures_html(result: ScreenResult, inputs: StudyInputs, band: float | N
                      f"{name} of every run per knob level (box: quartiles); orange: the baseline level.")])
 
 
-def index_html(study: Study, inputs: StudyInputs, result: ScreenResult, runs: Sequence[NotebookRun],
+def mechanisms_html(result: ScreenResult) -> str:
+    """The mechanism section: the words, the knob level × counter heatmap of Hedges' g (counters
+    significant somewhere, at most 30) and a short table per knob; one line for a store without counters."""
+    from tunelab.report import figures
+    from tunelab.report.rendering import mechanisms_section_html
+    from tunelab.report.tables import mechanism_frames
+    from tunelab.report.wording import mechanisms_markdown
+
+    table = result.mechanisms
+    figure = None
+    if len(table) and table["significant"].astype(bool).any():
+        from markupsafe import Markup
+
+        figure = Markup(_figure_html(figures.mechanism_heatmap(table), "heatmap of Hedges' g of each kernel counter "
+                                     "at each knob level that matters",
+                                     "Hedges' g of each counter's change against the baseline per knob level that "
+                                     "matters; * significant after Benjamini–Hochberg over all counters and levels; "
+                                     "only counters significant somewhere (at most 30)."))
+    return str(mechanisms_section_html(mechanisms_markdown(result), figure, mechanism_frames(result)))
+
+
+def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | None, runs: Sequence[NotebookRun],
                n_boot: int | None = None) -> str:
     """The report's index page (``report_index.html.j2``): summary, verdict table, key figures, notebooks,
-    methods (self-contained)."""
+    methods (self-contained). Without a screen (``inputs``, ``result`` None: a store of refine or validate
+    trials only) it says what the store holds and links the notebooks."""
     from markupsafe import Markup
 
     from tunelab.report.rendering import markdown_to_html, render, verdicts_html
     from tunelab.report.wording import methods_markdown, summary_markdown
 
+    description = study.design.description.strip() if study.design is not None and study.design.description else ""
+    page = {"title": f"tunelab report: {study.name}", "study_name": study.name, "store": str(study.path),
+            "written": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "description": description,
+            "runs": list(runs)}
+    if inputs is None or result is None:
+        return str(render("report_index.html.j2", **page, screened=False, holdings=study.holdings()))
     focus = inputs.metric
     band = focus.get("sesoi_pct") if focus.get("sesoi_abs") is None else None
     interval = "95 % bootstrap CI" if result.design == AnalysisKind.OAT else "95 % CI from the model (Dunnett-adjusted)"
     figures_html = "\n".join([_key_figures_html(result, inputs, band, interval),
                               _model_figure_html(result, focus["name"], inputs.baseline)])
-    description = study.design.description.strip() if study.design is not None and study.design.description else ""
     return str(render(
-        "report_index.html.j2", title=f"tunelab report: {study.name}", study_name=study.name, store=str(study.path),
-        written=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), description=description,
+        "report_index.html.j2", **page, screened=True,
         summary_html=Markup(markdown_to_html(summary_markdown(result, inputs))),
         verdicts_html=Markup(verdicts_html(result.verdicts, inputs.metrics)), factorial=result.design != AnalysisKind.OAT,
-        interval=interval, focus=focus["name"], figures_html=Markup(figures_html), runs=list(runs),
+        interval=interval, focus=focus["name"], figures_html=Markup(figures_html),
+        mechanisms_html=Markup(mechanisms_html(result)),
         methods_html=Markup(markdown_to_html(methods_markdown(study, inputs, result, n_boot=n_boot)))))

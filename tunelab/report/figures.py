@@ -864,6 +864,46 @@ def abba_figure(measurements: pd.DataFrame, metric: str) -> Figure:
     return fig
 
 
+def block_ratios(measurements: pd.DataFrame, table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The paired ratio of each ABBA block as a % change (``100 (mean B / mean A - 1)``, the ratio the
+    confirmation averages on the log scale), then each profile's gain with its 95 % CI from ``table``:
+    columns ``label, pct_change, ci_low, ci_high`` (a block's interval is its own value).
+
+    >>> m = pd.DataFrame({"profile": "p", "block": [0, 0, 0, 0], "arm": list("ABBA"), "qps": [100.0, 110, 112, 100]})
+    >>> t = pd.DataFrame({"profile": ["p"], "metric": ["qps"], "pct_change": [11.0], "ci_low": [9.0],
+    ...                   "ci_high": [13.0]})
+    >>> block_ratios(m, t, "qps").round(6)[["label", "pct_change"]].to_dict("list")
+    {'label': ['block 1', 'gain over 1 blocks (95 % CI)'], 'pct_change': [11.0, 11.0]}
+    """
+    _require(measurements, ["profile", "block", "arm", metric])
+    rows = []
+    profiles = list(dict.fromkeys(measurements["profile"]))
+    for profile in profiles:
+        prefix = f"{profile}: " if len(profiles) > 1 else ""
+        means = measurements[measurements["profile"] == profile].groupby(["block", "arm"])[metric].mean().unstack("arm")
+        for block, row in means.iterrows():
+            pct = 100.0 * (row.get("B", np.nan) / row.get("A", np.nan) - 1.0)
+            rows.append({"label": f"{prefix}block {int(block) + 1}", "pct_change": pct, "ci_low": pct, "ci_high": pct})
+        judged = table[(table["profile"] == profile) & (table["metric"] == metric)]
+        for gain in judged.itertuples():
+            rows.append({"label": f"{prefix}gain over {len(means)} blocks (95 % CI)", "pct_change": gain.pct_change,
+                         "ci_low": gain.ci_low, "ci_high": gain.ci_high})
+    return pd.DataFrame(rows, columns=["label", "pct_change", "ci_low", "ci_high"])
+
+
+def block_ratios_figure(measurements: pd.DataFrame, table: pd.DataFrame, metric: str) -> Figure:
+    """A forest plot of :func:`block_ratios`: each ABBA block's % change of ``metric`` (candidate B against
+    baseline A within the block, so a drift of the machine cancels) and the gain with its 95 % CI, the
+    ±SESOI band from ``table``."""
+    rows = block_ratios(measurements, table, metric)
+    if rows.empty:
+        measured = [c for c in measurements.columns if c not in ("profile", "block", "position", "arm", "key")]
+        raise DataError(f"no ABBA blocks measured {metric!r}; metrics present: {', '.join(measured)}")
+    sesoi = table.loc[table["metric"] == metric, "sesoi_pct"] if "sesoi_pct" in table else pd.Series(dtype=float)
+    return forest_figure(rows, "label", sesoi_pct=float(sesoi.iloc[0]) if sesoi.nunique() == 1 else None,
+                         xlabel=f"% change of {metric}, candidate vs baseline", title="Paired ratio of each ABBA block")
+
+
 def morris_figure(morris: pd.DataFrame, metric: str, sesoi: float | None = None) -> Figure:
     """Morris screening plane: each knob's mu* (mean absolute elementary effect, with its bootstrap
     interval) against sigma (spread: non-linearity or interactions); ``sesoi`` draws the smallest
@@ -887,6 +927,60 @@ def morris_figure(morris: pd.DataFrame, metric: str, sesoi: float | None = None)
     ax.set_xlabel("mu* (mean |elementary effect|)")
     ax.set_ylabel("sigma (spread of elementary effects)")
     ax.set_title(f"Morris screening of {metric}")
+    return fig
+
+
+#: the mechanism heatmap's colour scale stops at this |Hedges' g| (larger effects share the end colour)
+G_CLIP = 5.0
+
+
+def mechanism_matrix(mechanisms: pd.DataFrame, max_counters: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The knob level × counter matrices of Hedges' g and of significance behind :func:`mechanism_heatmap`:
+    only counters significant at some level, at most ``max_counters`` of them (the smallest q first).
+
+    >>> t = pd.DataFrame({"knob": ["s", "s", "t"], "level": [16, 16, 1], "counter": ["counter.A.x", "counter.B.y",
+    ...                   "counter.A.x"], "hedges_g": [8.0, 0.2, -3.0], "q": [1e-6, 0.7, 0.01],
+    ...                   "significant": [True, False, True]})
+    >>> g, significant = mechanism_matrix(t)
+    >>> g.to_dict()
+    {'A.x': {'s=16': 8.0, 't=1': -3.0}}
+    """
+    _require(mechanisms, ["knob", "level", "counter", "hedges_g", "q", "significant"])
+    hits = mechanisms[mechanisms["significant"].astype(bool)]
+    if hits.empty:
+        raise DataError("no counter changed significantly at any knob level: there is no mechanism heatmap to draw")
+    keep = hits.groupby("counter", sort=False)["q"].min().sort_values(kind="stable").index[:max_counters]
+    rows = mechanisms[mechanisms["counter"].isin(keep)]
+    label = [f"{k}={level_label(lv)}" for k, lv in zip(rows["knob"], rows["level"])]
+    names = [c[len("counter."):] if str(c).startswith("counter.") else str(c) for c in rows["counter"]]
+    long = pd.DataFrame({"row": label, "column": names, "g": rows["hedges_g"].astype(float),
+                         "significant": rows["significant"].astype(bool)})
+    order_rows = list(dict.fromkeys(label))
+    order_columns = [n for n in dict.fromkeys(names)]
+    g = long.pivot(index="row", columns="column", values="g").reindex(index=order_rows, columns=order_columns)
+    significant = long.pivot(index="row", columns="column", values="significant").reindex(
+        index=order_rows, columns=order_columns).fillna(False).astype(bool)
+    return g, significant
+
+
+def mechanism_heatmap(mechanisms: pd.DataFrame, max_counters: int = 30) -> Figure:
+    """Heatmap of knob level × counter: Hedges' g of each counter's change against the baseline (colour
+    clipped at ±:data:`G_CLIP`; the number is the value), ``*`` where the change is significant under the
+    table's FDR control; only counters significant at some level, at most ``max_counters``
+    (:func:`mechanism_matrix`). Blank: a counter not tested at that level.
+    """
+    g, significant = mechanism_matrix(mechanisms, max_counters)
+    text = np.where(g.isna(), "", g.map(lambda v: f"{v:.1f}" if np.isfinite(v) else "").to_numpy(object)
+                    + np.where(significant.to_numpy(), "*", ""))
+    fig, ax = _single(max(6.0, 3.0 + 0.5 * g.shape[1]), max(3.2, 2.4 + 0.4 * g.shape[0]))
+    sns.heatmap(g.clip(-G_CLIP, G_CLIP), ax=ax, cmap="RdBu_r", center=0.0, vmin=-G_CLIP, vmax=G_CLIP,
+                annot=text, fmt="", annot_kws={"fontsize": 7}, linewidths=0.5, linecolor="0.85",
+                cbar_kws={"label": f"Hedges' g (clipped at ±{G_CLIP:g})"})
+    ax.set_xlabel("kernel counter")
+    ax.set_ylabel("knob level (vs its baseline)")
+    ax.tick_params(axis="x", rotation=90)
+    ax.tick_params(axis="y", rotation=0)
+    ax.set_title("Counters against the baseline (* significant)", fontsize=10)
     return fig
 
 

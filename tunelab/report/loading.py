@@ -104,6 +104,10 @@ class Study:
         counts = self.trials.groupby(["phase", "status"]).size().rename("trials").reset_index()
         return counts.sort_values(["phase", "status"]).reset_index(drop=True)
 
+    def holdings(self) -> str:
+        """What the store holds, e.g. ``'8 refine/ok, 16 confirm/ok'`` (empty when no trials at all)."""
+        return ", ".join(f"{row.trials} {row.phase}/{row.status}" for row in self.phase_counts().itertuples())
+
     def has_phase(self, *phases: str) -> bool:
         """True when any of ``phases`` has at least one usable trial."""
         return any(not self.tidy.get(p, pd.DataFrame()).empty for p in phases)
@@ -133,6 +137,12 @@ class StudyInputs:
         return self.data[self.data["status"].isin(USABLE_STATUSES)]
 
 
+def examples_dir() -> Path:
+    """The example stores shipped with tunelab (``data/examples/`` of the checkout): where the notebooks
+    look by default, so they run as shipped, before the lab has recorded anything."""
+    return Path(__file__).resolve().parents[2] / "data" / "examples"
+
+
 def resolve_store(study: str | os.PathLike[str], data_dir: str | os.PathLike[str] = "data") -> Path:
     """The store of ``study``: an existing path (or any ``*.sqlite`` path), else ``data_dir/<study>.sqlite``.
 
@@ -146,7 +156,8 @@ def resolve_store(study: str | os.PathLike[str], data_dir: str | os.PathLike[str
         found = sorted(p.stem for p in Path(data_dir).glob("*.sqlite")) if Path(data_dir).is_dir() else []
         hint = f"; studies in {data_dir}: {', '.join(found)}" if found else ""
         raise ReportError(f"no trial store for study {str(study)!r} at {path}{hint}. Give a study name in "
-                          "--data-dir or a path to a .sqlite store (run `tunelab run DESIGN` to make one)")
+                          "--data-dir (a notebook's data_dir) or a path to a .sqlite store (run `tunelab run DESIGN` "
+                          "to make one)")
     return path
 
 
@@ -198,8 +209,7 @@ def _search_state(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None]
 def require_screen(study: Study) -> None:
     """Raise :class:`ReportError` unless the study has usable screen trials and a design."""
     if study.tidy["screen"].empty:
-        counts = study.phase_counts()
-        held = ", ".join(f"{r.trials} {r.phase}/{r.status}" for r in counts.itertuples()) or "no trials at all"
+        held = study.holdings() or "no trials at all"
         raise ReportError(f"the store {study.path} has no usable screen trials (it holds {held}); a report starts "
                           "from a screen: run `tunelab run DESIGN` for this study first")
     if study.design is None:

@@ -29,9 +29,9 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.errors import LoadError, TunelabError
-from tunelab.formatting import fmt_pct
+from tunelab.formatting import fmt_pct, level_label
 from tunelab.loads import get_load
-from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_text, level_value
+from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_value
 from tunelab.optimize.confirm import analyse_blocks, goals_of
 from tunelab.optimize.driver import non_dominated
 from tunelab.optimize.evaluators import trial_metrics
@@ -451,7 +451,7 @@ def config_label(config: Mapping[str, Any], knobs: Sequence[str] | None = None) 
     'a = 1, b = 1 2'
     """
     keys = list(knobs) if knobs is not None else list(config)
-    return ", ".join(f"{k} = {level_text(config[k])}" for k in keys if k in config)
+    return ", ".join(f"{k} = {level_label(config[k])}" for k in keys if k in config)
 
 
 def _interval(mean: float, se: float, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -590,11 +590,14 @@ def search_knobs(study: Study) -> list[str]:
 
 
 def _surface(study: Study) -> Surface | None:
-    """The simulator surface of a simulator-only study (JSON design text), else ``None``."""
+    """The simulator surface of a simulator-only study (JSON design text: a refinement's ``surface``, or a
+    ``tunelab validate`` run's ``options.surface``), else ``None``."""
     try:
         spec = json.loads(study.design_text) if study.design_text.lstrip().startswith("{") else {}
     except json.JSONDecodeError:
         return None
+    if isinstance(spec, dict) and "surface" not in spec and isinstance(spec.get("options"), dict):
+        spec = spec["options"]
     if not isinstance(spec, dict) or "surface" not in spec:
         return None
     try:

@@ -28,6 +28,11 @@ from tunelab.report.tables import cell_texts, verdict_frame
 #: the verdict -> the CSS class of its row in the verdict table
 VERDICT_CSS = {"matters": "matters", "no effect (equivalent)": "equivalent", "untestable": "untestable",
                "not comparable": "untestable"}
+#: the row class -> the verdict cell's inline style in a notebook output (the colours of tables.css)
+VERDICT_STYLE = {"verdict-matters": "color:#8b1a00;font-weight:bold", "verdict-equivalent": "color:#1a6b1a",
+                 "verdict-inconclusive": "color:#7a6000", "verdict-untestable": "color:#555;font-style:italic",
+                 "verdict-improve": "color:#1a6b1a;font-weight:bold",
+                 "verdict-regress": "color:#8b1a00;font-weight:bold"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -57,12 +62,16 @@ TABLE_CSS = template_source("tables.css")
 
 
 def table_html(columns: Iterable[Any], rows: Iterable[Sequence[str]], table_class: str = "tunelab-table",
-               row_classes: Iterable[str | None] | None = None) -> Markup:
-    """A table of text cells (``table.html.j2``), each row with an optional CSS class."""
+               row_classes: Iterable[str | None] | None = None,
+               cell_styles: Iterable[Sequence[str | None] | None] | None = None) -> Markup:
+    """A table of text cells (``table.html.j2``), each row with an optional CSS class and optional inline
+    styles per cell (a notebook output carries its colours itself: it has no stylesheet)."""
     rows = list(rows)
     classes = list(row_classes) if row_classes is not None else [None] * len(rows)
+    styles = list(cell_styles) if cell_styles is not None else [None] * len(rows)
     return render("table.html.j2", table_class=table_class, columns=[str(c) for c in columns],
-                  rows=[{"cells": cells, "css": css} for cells, css in zip(rows, classes)])
+                  rows=[{"cells": cells, "css": css, "styles": style}
+                        for cells, css, style in zip(rows, classes, styles)])
 
 
 def html_table(frame: pd.DataFrame, digits: int = 4) -> str:
@@ -76,12 +85,34 @@ def html_table(frame: pd.DataFrame, digits: int = 4) -> str:
     return str(table_html(frame.columns, cell_texts(frame, digits)))
 
 
-def verdicts_html(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] | None = None) -> str:
+def verdict_class(verdict: Any) -> str:
+    """The CSS class of a verdict's row: ``'matters (guard ...)'`` -> ``'verdict-matters'``.
+
+    >>> verdict_class("matters"), verdict_class("no effect (equivalent)"), verdict_class("improve")
+    ('verdict-matters', 'verdict-equivalent', 'verdict-improve')
+    """
+    text = str(verdict).split(" (guard")[0]      # an ABBA verdict (improve, regress, ...) is its own class
+    return f"verdict-{VERDICT_CSS.get(text) or (text if f'verdict-{text}' in VERDICT_STYLE else 'inconclusive')}"
+
+
+def verdicts_html(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] | None = None,
+                  styled: bool = False) -> str:
     """The verdict table as an HTML ``<table class="tunelab-verdicts">``, one row per knob × metric
-    (see :func:`tunelab.report.tables.verdict_frame`), each row classed by its verdict."""
+    (see :func:`tunelab.report.tables.verdict_frame`), each row classed by its verdict; ``styled``
+    also colours each verdict cell inline (:data:`VERDICT_STYLE`), for a notebook output."""
     frame = verdict_frame(verdicts, metrics)
-    classes = [f"verdict-{VERDICT_CSS.get(str(v).split(' (guard')[0], 'inconclusive')}" for v in frame["verdict"]]
-    return str(table_html(frame.columns, cell_texts(frame), "tunelab-verdicts", classes))
+    classes = [verdict_class(v) for v in frame["verdict"]]
+    return str(table_html(frame.columns, cell_texts(frame), "tunelab-verdicts", classes,
+                          verdict_styles(classes, list(frame.columns), "verdict") if styled else None))
+
+
+def verdict_styles(classes: Sequence[str], columns: Sequence[Any], column: str) -> list[list[str | None]]:
+    """Per row, the inline style of each cell: the verdict's colour (:data:`VERDICT_STYLE`) in ``column``.
+
+    >>> verdict_styles(["verdict-matters"], ["knob", "verdict"], "verdict")
+    [[None, 'color:#8b1a00;font-weight:bold']]
+    """
+    return [[VERDICT_STYLE.get(css) if name == column else None for name in columns] for css in classes]
 
 
 def image_html(png: bytes, alt: str) -> Markup:
@@ -121,3 +152,10 @@ def to_img_tag(fig: Any, alt: str, dpi: int = 100) -> str:
     from tunelab.report.figures import to_png   # deferred: matplotlib only when a figure is drawn
 
     return str(image_html(to_png(fig, dpi), alt))
+
+
+def mechanisms_section_html(intro_markdown: str, figure: Markup | None, tables: Mapping[str, pd.DataFrame]) -> Markup:
+    """The report's mechanism section (``mechanisms.html.j2``): the words, the heatmap (a ``<figure>``
+    or None) and one short table per knob (:func:`tunelab.report.tables.mechanism_frames`)."""
+    return render("mechanisms.html.j2", intro_html=Markup(markdown_to_html(intro_markdown)), figure=figure,
+                  tables=[{"knob": knob, "html": Markup(html_table(frame))} for knob, frame in tables.items()])

@@ -20,6 +20,7 @@ from tunelab.report.figures import knob_rows
 from tunelab.report.loading import Study, StudyInputs
 from tunelab.report.wording import MODEL_TEST_SHORT, MODEL_TEST_TEXT, present, short_test_name
 from tunelab.stats import ScreenResult, compact_letters, to_matrix
+from tunelab.stats.mechanisms import change_text, counter_name, top_mechanisms
 
 
 def cell_texts(frame: pd.DataFrame, digits: int = 4) -> list[list[str]]:
@@ -199,3 +200,24 @@ def posthoc_detail(result: ScreenResult, inputs: StudyInputs, knob: str, metric:
     table = long.drop(columns=["knob", "metric", "method", "recommended"]).assign(
         group1=long["group1"].map(level_label), group2=long["group2"].map(level_label)).reset_index(drop=True)
     return {"table": table, "matrix": to_matrix(long, "p_adj"), "letters": letters, "rows": rows, "means": means}
+
+
+def mechanism_frames(result: ScreenResult, top: int | None = 5) -> dict[str, pd.DataFrame]:
+    """Knob -> its short mechanism table for the report: per level that matters the ``top`` counters that
+    moved (by q; ``None``: every significant one), with the change per second and its 95 % interval,
+    Hedges' g with its interval, and q. Empty without counters or mechanisms."""
+    table = getattr(result, "mechanisms", None)
+    if table is None or table.empty:
+        return {}
+    shown = top_mechanisms(table, top)
+    frames = {}
+    for knob, rows in shown.groupby("knob", sort=False):
+        frames[str(knob)] = pd.DataFrame({
+            "level": [f"{level_label(lv)} (vs {level_label(b)})" for lv, b in zip(rows["level"], rows["baseline"])],
+            "counter": [counter_name(c) for c in rows["counter"]],
+            "change per second [95 % CI]": [change_text(d, lo, hi) for d, lo, hi in
+                                            zip(rows["difference"], rows["ci_low"], rows["ci_high"])],
+            "Hedges' g [95 % CI]": [fmt_abs_interval(g, lo, hi) for g, lo, hi in
+                                    zip(rows["hedges_g"], rows["g_ci_low"], rows["g_ci_high"])],
+            "q (BH)": [fmt_p_exact(q) for q in rows["q"]]})
+    return frames

@@ -22,6 +22,7 @@ from tunelab.report.loading import (Study, StudyInputs, foreign_load, machine, p
 from tunelab.runner import FOREIGN_LOAD_WARN
 from tunelab.stats import ScreenResult
 from tunelab.stats.blocking import spread_phrase
+from tunelab.stats.mechanisms import change_text, counter_name, top_mechanisms
 from tunelab.stats.linear_model import MIN_RESIDUAL_DF, NORMALITY_ALPHA as MODEL_NORMALITY_ALPHA
 from tunelab.stats.linear_model import VARIANCE_ALPHA as MODEL_VARIANCE_ALPHA
 
@@ -251,7 +252,92 @@ def summary_markdown(result: ScreenResult, inputs: StudyInputs) -> str:
         head += (f" {len(guarded)} verdict(s) are **not comparable**: a guard metric (answered queries, losses, "
                  "errors or retransmissions) degraded beyond its smallest effect of interest, so the metric there "
                  "was measured on what was left.")
-    return head + "\n\n" + "\n".join(f"- {line}" for line in summary_sentences(result, inputs))
+    summary = head + "\n\n" + "\n".join(f"- {line}" for line in summary_sentences(result, inputs))
+    mechanisms = mechanism_sentences(result, inputs)
+    if mechanisms:
+        counted = result.settings["mechanisms"]
+        summary += (f"\n\n**Mechanisms** (kernel counters that changed with each level that matters, "
+                    f"Benjamini–Hochberg false discovery rate {fmt_number(100 * counted['fdr'], 0)} % over "
+                    f"{counted['tests']} tests of {counted['moving']} counters that moved):\n\n"
+                    + "\n".join(f"- {line}" for line in mechanisms))
+    return summary
+
+
+#: well-known kernel counters in plain words: (when it rises, when it falls); the others keep their names
+COUNTER_WORDS = {
+    "TcpExt.ListenOverflows": ("the listen queue overflowed", "the listen queue overflowed less"),
+    "TcpExt.ListenDrops": ("the listen queue overflowed", "the listen queue overflowed less"),
+    "TcpExt.TCPAbortOnOverflow": ("connections were reset on a full listen queue",
+                                  "fewer connections were reset on a full listen queue"),
+    "Tcp.RetransSegs": ("more TCP segments were retransmitted", "fewer TCP segments were retransmitted"),
+    "TcpExt.TCPBacklogDrop": ("the socket backlog dropped packets", "the socket backlog dropped fewer packets"),
+    "Udp.RcvbufErrors": ("UDP receive buffer overflowed", "UDP receive buffer overflowed less"),
+    "Udp6.RcvbufErrors": ("UDP receive buffer overflowed", "UDP receive buffer overflowed less"),
+    "Udp.InErrors": ("UDP datagrams were dropped on receive", "fewer UDP datagrams were dropped on receive"),
+    "proc.cpu_s": ("the server used more CPU time", "the server used less CPU time"),
+}
+
+
+def counter_words(column: str, difference: float) -> str | None:
+    """The plain words of a counter's change (:data:`COUNTER_WORDS`, ``' on the client'`` for a client
+    counter), or None for a counter without words.
+
+    >>> counter_words("counter.TcpExt.ListenDrops", 3.0), counter_words("counter.client.Tcp.RetransSegs", -1.0)
+    ('the listen queue overflowed', 'fewer TCP segments were retransmitted on the client')
+    """
+    name = counter_name(column)
+    client = name.startswith("client.")
+    words = COUNTER_WORDS.get(name.removeprefix("client."))
+    if words is None:
+        return None
+    return (words[0] if difference > 0 else words[1]) + (" on the client" if client else "")
+
+
+def _metric_changes(result: ScreenResult, inputs: StudyInputs, knob: str, level: Any) -> str:
+    """``'qps -99.5 %, latency_mean_ms +31.0 %'``: the metrics for which ``knob = level`` matters (the row's
+    decisive ``level``, or another of its significant ``levels``)."""
+    specs = {m["name"]: m for m in inputs.metrics}
+    rows = result.verdicts[(result.verdicts["knob"] == knob) & (result.verdicts["verdict"] == "matters")]
+    parts = []
+    for row in rows.to_dict(orient="records"):
+        entries = [row] if row["level"] == level else \
+            [e for e in row.get("levels") or [] if isinstance(e, dict) and e.get("level") == level]
+        for entry in entries[:1]:
+            absolute = specs.get(row["metric"], {}).get("sesoi_abs") is not None
+            change = fmt_abs(entry["effect_abs"]) if absolute else fmt_pct(entry["effect_pct"])
+            parts.append(f"{row['metric']} {change}")
+    return ", ".join(parts)
+
+
+def mechanism_sentences(result: ScreenResult, inputs: StudyInputs, top: int = 3) -> list[str]:
+    """One sentence per knob level that matters in a study with counters: the metrics it changes and the
+    ``top`` counters that moved with it (by q), grouped under their plain words.
+
+    Example: ``net.core.somaxconn`` = 16: qps -99.5 %; the listen queue overflowed: TcpExt.ListenOverflows
+    +1.06e+04/s [+9.42e+03, +1.19e+04].
+    """
+    table = getattr(result, "mechanisms", None)
+    if table is None or table.empty:
+        return []
+    shown = top_mechanisms(table, top)
+    lines = []
+    for (knob, key), rows in table.groupby(["knob", table["level"].map(repr)], sort=False):
+        level = rows["level"].iloc[0]
+        picked = shown[(shown["knob"] == knob) & (shown["level"].map(repr) == key)]
+        head = f"`{knob}` = {level_label(level)}: {_metric_changes(result, inputs, knob, level)}"
+        if picked.empty:
+            lines.append(f"{head}; no kernel counter changed beyond the false discovery rate.")
+            continue
+        groups: dict[str, list[str]] = {}
+        for row in picked.itertuples(index=False):
+            words = counter_words(row.counter, row.difference) or ""
+            groups.setdefault(words, []).append(f"{counter_name(row.counter)} "
+                                                f"{change_text(row.difference, row.ci_low, row.ci_high)}")
+        said = "; ".join(f"{words}: {', '.join(changes)}" if words else ", ".join(changes)
+                         for words, changes in groups.items())
+        more = int(rows["significant"].astype(bool).sum()) - len(picked)
+        lines.append(f"{head}; {said}" + (f" (and {more} more counters)" if more > 0 else "") + ".")
+    return lines
 
 
 def _metric_notes(result: ScreenResult, metric: str) -> list[str]:
@@ -662,3 +748,31 @@ def _texts(value: Any) -> list[str]:
 def _names(text: str, name: str) -> bool:
     """True when ``text`` names ``name`` as a whole word (``qps`` is not named by ``achieved_qps``)."""
     return re.search(rf"(?<![\w.]){re.escape(name)}(?![\w\[])", text) is not None
+
+
+#: the line a report shows for a store recorded without kernel counters
+NO_COUNTERS_TEXT = ("This store has no kernel counters, so the report cannot say which kernel events carry an effect: "
+                    "record the study with a newer tunelab (it records the listen-queue, retransmission, buffer and "
+                    "CPU counters of every trial).")
+
+
+def mechanisms_markdown(result: ScreenResult) -> str:
+    """The words of the mechanism section: how the counters were screened and what was found, or
+    :data:`NO_COUNTERS_TEXT` for a study without counters."""
+    counted = result.settings.get("mechanisms")
+    if counted is None:
+        return NO_COUNTERS_TEXT
+    table = result.mechanisms
+    head = (f"The trials recorded {counted['counters']} kernel counters (events per second of the measured window); "
+            f"{counted['moving']} moved in the study (the others kept one value in every run and are left out).")
+    if table.empty:
+        return head + (" No knob level matters, so there is no mechanism to look for." if counted["moving"]
+                       else " No counter moved, so no counter explains a verdict.")
+    found = int(table["significant"].astype(bool).sum())
+    levels = len(dict.fromkeys(zip(table["knob"], table["level"].map(repr))))
+    return (head + f" Each of them was compared with the baseline at each of the {levels} knob level(s) that matter "
+            f"(two-sample t-test with the pooled variance, {counted['tests']} tests; one-at-a-time designs against the runs with every knob at "
+            "its baseline, others against every run at the knob's baseline), and the p-values of all tests were "
+            f"adjusted together by {CORRECTION_TEXT['fdr_bh']} at {fmt_number(100 * counted['fdr'], 0)} %: "
+            f"{found} change(s) are significant. Counters never decide a verdict; they show which kernel events "
+            "moved with it.")

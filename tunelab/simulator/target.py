@@ -18,6 +18,7 @@ Examples
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any, Mapping, Sequence
 
@@ -30,6 +31,13 @@ from tunelab.targets.base import TARGETS, CommandResult, Target
 from tunelab.simulator.load import SIMULATE_COMMAND, SimulatorLoad
 from tunelab.simulator.surface import stable_seed
 from tunelab.simulator.surfaces import get_surface
+
+
+def _share(name: str, value: Any) -> float:
+    """``value`` as a share between 0 and 1; TargetError naming the option otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise TargetError(f"simulator {name} must be a number between 0 and 1, got {value!r}")
+    return float(value)
 
 
 @TARGETS.register("simulator")
@@ -45,6 +53,11 @@ class SimulatorTarget(Target):
         over many testbeds use it to stand in for a real load's duration
     fail_after : after this many measurements every further one fails (exit 1), as a testbed that
         breaks mid-study does (default None: never); rehearses quarantine on many testbeds
+    busy_p : probability that other processes are busy during a measurement (default 0: never); a busy
+        one reports ``busy_share`` of the machine as foreign CPU (:meth:`foreign_cpu_s`), so the runner's
+        busy rule (``noise.repeat_busy_pct``) sets it aside and measures again. Drawn from ``seed`` and
+        the measurement's number, so the same measurements are busy on every run
+    busy_share : the share of the machine (0..1) other processes use during a busy measurement (default 0.6)
     """
 
     name = "simulator"
@@ -56,7 +69,7 @@ class SimulatorTarget(Target):
     }
 
     def __init__(self, surface: str = "simple", cv: float = 0.03, seed: int = 0, delay_s: float = 0.0,
-                 fail_after: int | None = None) -> None:
+                 fail_after: int | None = None, busy_p: float = 0.0, busy_share: float = 0.6) -> None:
         if isinstance(delay_s, bool) or not 0 <= float(delay_s) <= 3600:
             raise TargetError(f"simulator delay_s must be between 0 and 3600 seconds, got {delay_s!r}")
         self.surface = get_surface(surface, cv)
@@ -65,7 +78,9 @@ class SimulatorTarget(Target):
         if fail_after is not None and (isinstance(fail_after, bool) or not isinstance(fail_after, int) or fail_after < 0):
             raise TargetError(f"simulator fail_after must be a number of measurements >= 0, got {fail_after!r}")
         self.fail_after = fail_after
+        self.busy_p, self.busy_share = _share("busy_p", busy_p), _share("busy_share", busy_share)
         self.measurements = 0
+        self._foreign_cpu_s = 0.0
         self._files: dict[tuple[str, str], str] = {}
         self.up()
 
@@ -139,9 +154,23 @@ class SimulatorTarget(Target):
         rng = np.random.default_rng(stable_seed(self.seed, self.surface.name, profile, ident))
         self.measurements += 1
         metrics = self.surface.draw(self.current_config(), rng, profile)
+        self._foreign_cpu_s = self._busy_cpu_s(float(argv[argv.index("--duration") + 1]) if "--duration" in argv else 0.0)
         if self.delay_s:
             time.sleep(self.delay_s)
         return CommandResult(argv, 0, json.dumps(metrics), "", 0.0)
+
+    def _busy_cpu_s(self, duration_s: float) -> float:
+        """Foreign CPU seconds during the measurement just made: ``busy_share`` of the machine with
+        probability ``busy_p`` (drawn from the seed and the measurement's number), else none."""
+        if not self.busy_p:
+            return 0.0
+        draw = np.random.default_rng(stable_seed(self.seed, "busy", self.measurements)).random()
+        return self.busy_share * (os.cpu_count() or 1) * duration_s if draw < self.busy_p else 0.0
+
+    def foreign_cpu_s(self) -> float:
+        """CPU seconds other processes used since the previous call: a busy measurement's (option ``busy_p``)."""
+        used, self._foreign_cpu_s = self._foreign_cpu_s, 0.0
+        return used
 
     def link_set(self, host: str, argv: tuple[str, ...]) -> CommandResult:
         """``ip link set dev D mtu|txqueuelen V`` on a simulated link: writes its in-memory sysfs file
@@ -157,5 +186,5 @@ class SimulatorTarget(Target):
 
     def describe(self) -> dict[str, Any]:
         return {"target": self.name, "surface": self.surface.name, "cv": self.surface.cv, "seed": self.seed,
-                "delay_s": self.delay_s,
+                "delay_s": self.delay_s, **({"busy_p": self.busy_p, "busy_share": self.busy_share} if self.busy_p else {}),
                 "note": "SYNTHETIC: no real kernel was measured"}

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.errors import DataError
+from tunelab.stats.numerics import Centred, origin
 
 
 def _as_list(between: str | Sequence[str]) -> list[str]:
@@ -196,7 +197,8 @@ def grouped(data: pd.DataFrame, dv: str, between: str) -> tuple[list[Any], list[
 @dataclass(frozen=True, eq=False)
 class Groups:
     """One grouping of a checked frame: sorted ``levels``, the ``codes`` and ``y`` of every row (in
-    row order) and the ``samples`` (``y`` of each level). Lets several tests share one pass."""
+    row order) and the ``samples`` (``y`` of each level). Lets several tests share one pass, and one
+    shift of the values by :func:`~tunelab.stats.numerics.origin` (``centred_y``, ``centred``)."""
 
     levels: list[Any]
     codes: np.ndarray
@@ -207,6 +209,16 @@ class Groups:
     def frame(self) -> pd.DataFrame:
         """Two columns ``[g, y]`` (integer codes, values), the shape library calls get."""
         return pd.DataFrame({"g": self.codes, "y": self.y})
+
+    @functools.cached_property
+    def centred_y(self) -> np.ndarray:
+        """``y`` minus one of its observations (:func:`~tunelab.stats.numerics.origin`), in row order."""
+        return self.y - origin(self.y)
+
+    @functools.cached_property
+    def centred(self) -> Centred:
+        """The ``samples`` shifted as :attr:`centred_y` (what :func:`~tunelab.stats.numerics.centred` gives)."""
+        return Centred(self.centred_y[self.codes == i] for i in range(len(self.levels)))
 
     @classmethod
     def of(cls, data: pd.DataFrame, dv: str, between: str) -> "Groups":

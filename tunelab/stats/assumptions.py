@@ -48,13 +48,13 @@ def normality(data: pd.DataFrame, dv: str, between: str, standardize: bool = Fal
 
 def normality_row(groups: Groups, dv: str, standardize: bool = False) -> dict[str, Any]:
     """:func:`normality`'s row on already grouped values (residuals kept in row order)."""
-    values = groups.y - origin(groups.y)            # exact residuals with a large constant offset
-    means = np.array([np.mean(y) for y in centred(groups.samples)])
+    values = groups.centred_y                       # exact residuals with a large constant offset
+    means = np.array([np.mean(y) for y in groups.centred])
     residuals = values - means[groups.codes]
     if standardize:
         with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)   # a one-value group has no SD: residual 0
-            spread = np.array([np.std(y, ddof=1) for y in centred(groups.samples)])[groups.codes]
+            spread = np.array([np.std(y, ddof=1) for y in groups.centred])[groups.codes]
             residuals = np.where(spread > 0, residuals / spread, 0.0)
     n = len(residuals)
     if n < 3:

@@ -40,8 +40,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from tunelab.errors import DataError
-from tunelab.formatting import fmt_abs, fmt_pct, is_number
-from tunelab.model import AnalysisKind, Verdict, level_text
+from tunelab.formatting import fmt_abs, fmt_pct, is_number, level_label
+from tunelab.model import AnalysisKind, Verdict
 from tunelab.stats._validate import level_matches, sorted_levels
 from tunelab.stats.screen_common import rows_per_knob
 
@@ -174,18 +174,23 @@ def _effect_row(x: np.ndarray, base: np.ndarray, spec: Mapping[str, Any], confid
             "tripped": tripped, "text": change_text(spec, pct, diff)}
 
 
-def change_text(spec: Mapping[str, Any], effect_pct: float, effect_abs: float) -> str:
-    """A guard's change in a few characters: ``qps -99.8 %``, ``lost_pct +0.71 pt``, ``retransmits +523``.
+def change_text(spec: Mapping[str, Any], effect_pct: float, effect_abs: float, digits: int = 3) -> str:
+    """A guard's change in a few characters: ``qps -99.8 %``, ``lost_pct +0.71 pt``, ``retransmits +4,330``.
+
+    A % change as :func:`tunelab.formatting.fmt_pct` writes it (never ``-0.0 %``); a guard with an
+    absolute SESOI (or no % change) in its units with ``digits`` significant digits.
 
     >>> change_text({"name": "lost_pct", "sesoi_abs": 0.1, "unit": "%"}, float("nan"), 0.71)
     'lost_pct +0.71 pt'
+    >>> change_text({"name": "retransmits", "sesoi_abs": 100}, float("nan"), 4330.4, digits=4)
+    'retransmits +4,330'
     """
     name = spec["name"]
-    if spec.get("sesoi_abs") is None and math.isfinite(effect_pct):
-        return f"{name} {effect_pct:+.1f} %"
+    if spec.get("sesoi_abs") is None and is_number(effect_pct):
+        return f"{name} {fmt_pct(effect_pct)}"
     unit = spec.get("unit") or ""
     suffix = " pt" if unit == "%" else "" if unit in ("", "count") else f" {unit}"
-    return f"{name} {effect_abs:+.3g}{suffix}"
+    return f"{name} {float(effect_abs) + 0.0:+,.{digits}g}{suffix}"     # + 0.0 turns -0.0 into 0.0
 
 
 def guard_notes(data: pd.DataFrame, guards: Sequence[Mapping[str, Any]], kind: AnalysisKind) -> list[str]:
@@ -281,7 +286,7 @@ def guard_sentence(metric: str, knob: str, level: Any, tripped: pd.DataFrame,
         if consequence and consequence not in consequences:
             consequences.append(consequence)
     why = " and ".join(consequences) or f"{metric} there is not measured on the same work as at the baseline"
-    return f"{metric} cannot be compared at {knob}={level_text(level)}: {' and '.join(clauses)}, so {why}"
+    return f"{metric} cannot be compared at {knob}={level_label(level)}: {' and '.join(clauses)}, so {why}"
 
 
 def apply_guards(verdicts: pd.DataFrame, table: pd.DataFrame, dependents: Mapping[str, Sequence[str]],
@@ -319,18 +324,18 @@ def apply_guards(verdicts: pd.DataFrame, table: pd.DataFrame, dependents: Mappin
         overrule = (reported in tripped_levels or len(tripped_levels) == len(levels)
                     or row["verdict"] == Verdict.EQUIVALENT.value)
         if not overrule:
-            where = ", ".join(f"{row['knob']}={level_text(level)}" for level in tripped_levels)
-            texts = "; ".join(f"{level_text(level)}: " + ", ".join(hit.loc[level_matches(hit["level"], level), "text"])
+            where = ", ".join(f"{row['knob']}={level_label(level)}" for level in tripped_levels)
+            texts = "; ".join(f"{level_label(level)}: " + ", ".join(hit.loc[level_matches(hit["level"], level), "text"])
                               for level in tripped_levels)
             note = (f"{row['metric']} is not comparable at {where} (guard tripped: {texts}); the verdict is about "
-                    f"{row['knob']}={level_text(reported)}")
+                    f"{row['knob']}={level_label(reported)}")
             out.at[index, "reason"] = f"{row['reason']}; {note}" if row["reason"] else note
             notes.append(f"{row['knob']} × {note}")
             continue
         level = reported if reported in tripped_levels else _worst_level(hit)
         here = hit[level_matches(hit["level"], level)]
         text = "guard: " + ", ".join(here["text"])
-        out.at[index, "guard"] = text if level == reported else f"{text} at {level_text(level)}"
+        out.at[index, "guard"] = text if level == reported else f"{text} at {level_label(level)}"
         out.at[index, "verdict"] = Verdict.NOT_COMPARABLE.value
         out.at[index, "direction"] = "none"
         sentence = guard_sentence(row["metric"], row["knob"], level, here, by_name)
@@ -367,22 +372,9 @@ def trade_off_texts(verdicts: pd.DataFrame, table: pd.DataFrame, trade_offs: Map
         if not len(here):
             out.append(None)
             continue
-        costs = ", ".join(trade_off_change(by_name.get(g, {"name": g}), p, a)
+        costs = ", ".join(change_text(by_name.get(g, {"name": g}), p, a, digits=4)
                           for g, p, a in zip(here["guard"], here["effect_pct"], here["effect_abs"]))
         own = (f"{row['metric']} {fmt_pct(row['effect_pct'])}" if is_number(row["effect_pct"]) else
                f"{row['metric']} {fmt_abs(row['effect_abs'])}")
         out.append(f"{own}, at {costs}")
     return out
-
-
-def trade_off_change(spec: Mapping[str, Any], effect_pct: float, effect_abs: float) -> str:
-    """``retransmits +4,330``, ``lost_pct +0.71 pt``, ``cpu_host_pct +12.0 %``.
-
-    >>> trade_off_change({"name": "retransmits", "sesoi_abs": 100}, float("nan"), 4330.4)
-    'retransmits +4,330'
-    """
-    if spec.get("sesoi_abs") is None and is_number(effect_pct):
-        return f"{spec['name']} {fmt_pct(effect_pct)}"
-    unit = spec.get("unit") or ""
-    suffix = " pt" if unit == "%" else "" if unit in ("", "count") else f" {unit}"
-    return f"{spec['name']} {effect_abs:+,.4g}{suffix}"

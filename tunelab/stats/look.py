@@ -4,7 +4,8 @@
 :mod:`tunelab.stats.sequential` replays by calling it once per look): it prepares the runs
 (:func:`tunelab.stats.screen_data.prepare_runs`), runs the route of their
 :class:`~tunelab.model.AnalysisKind` (:data:`ROUTES`), adjusts the tested parts' p-values over the
-whole knob × metric family, turns each part into its verdict row by the rule of its kind
+whole knob × metric family (padded by the rows that earlier looks of a sequential screen decided:
+``settled``), turns each part into its verdict row by the rule of its kind
 (:data:`VERDICT_RULES`), applies the guards and gathers the tables into a :class:`ScreenResult`.
 """
 from __future__ import annotations
@@ -47,11 +48,17 @@ VERDICT_RULES: dict[str, VerdictRule] = {
 def screen_look(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str],
                 baseline: dict[str, Any], alpha: float = 0.05, correction: str = "holm", n_boot: int = 1000,
                 seed: int = 0, design: Mapping[str, Any] | None = None,
-                guards: Mapping[str, Any] | None = None) -> ScreenResult:
-    """One look of :func:`tunelab.stats.screen` (same arguments and answer, without sequential looks)."""
+                guards: Mapping[str, Any] | None = None,
+                settled: Mapping[tuple[str, str], bool] | None = None) -> ScreenResult:
+    """One look of :func:`tunelab.stats.screen` (same arguments and answer, without sequential looks).
+
+    ``settled`` (sequential looks only): the ``(knob, metric)`` rows decided at earlier looks, each
+    mapped to whether it stays in this look's family with p = 1 (True) or has left it (False); see
+    :func:`family_p_adj`. The verdict rows are then judged once, by the normal rule, on the padded family.
+    """
     runs = prepare_runs(data, metrics, knobs, baseline, alpha, correction, n_boot, seed, design, guards)
     found = ROUTES[runs.kind](runs)
-    p_adj = adjust([t.part["p"] for t in found.tested], method=correction)
+    p_adj = family_p_adj(found.tested, correction, settled or {})
     rows = verdict_rows(found.tested, p_adj, alpha)
     verdicts = pd.DataFrame(rows + found.untestable, columns=VERDICT_COLUMNS)
     # levels keep their type: pandas would turn [128, 16, None] (an interaction row) into floats
@@ -72,6 +79,27 @@ def screen_look(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], 
         tables["testbeds"] = runs.spread
     return ScreenResult(design=runs.kind, settings=_settings(runs, notes), verdicts=verdicts, guards=guard_rows,
                         **tables)
+
+
+def family_p_adj(tested: list[TestedPart], correction: str,
+                 settled: Mapping[tuple[str, str], bool]) -> list[float]:
+    """The tested parts' p-values adjusted over the knob × metric family.
+
+    A part whose ``(knob, metric)`` is in ``settled`` was decided at an earlier look: it is not
+    tested again (its p_adj is NaN) and the family holds instead a p of 1 for every settled row that
+    stays (True), none for a row that left (False). Padding with p = 1 never adds a rejection.
+
+    >>> part = lambda knob, p: TestedPart(part={"p": p}, label=knob, metric={"name": "y"})
+    >>> family_p_adj([part("a", 0.01), part("b", 0.5)], "holm", {})
+    [0.02, 0.5]
+    >>> family_p_adj([part("a", 0.01), part("b", 0.5)], "holm", {("b", "y"): True, ("c", "y"): True})
+    [0.03, nan]
+    """
+    open_part = [(t.label, t.metric["name"]) not in settled for t in tested]
+    p = [t.part["p"] for t, is_open in zip(tested, open_part) if is_open]
+    padding = [1.0] * sum(bool(stays) for stays in settled.values())
+    adjusted = iter(adjust([*p, *padding], method=correction)[:len(p)].tolist())
+    return [next(adjusted) if is_open else math.nan for is_open in open_part]
 
 
 def verdict_rows(tested: list[TestedPart], p_adj: Sequence[float], alpha: float) -> list[dict[str, Any]]:

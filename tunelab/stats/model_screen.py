@@ -21,11 +21,12 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.errors import DataError
+from tunelab.formatting import fmt_abs_interval, fmt_pct_interval
 from tunelab.model import Verdict
 from tunelab.stats.linear_model import ModelFit, fit_model
 from tunelab.stats.numerics import first_best
 from tunelab.stats.screen_common import direction_of
-from tunelab.stats.verdict_level import baseline_pairs, choose_level, level_entries, posthoc_note
+from tunelab.stats.verdict_level import choose_level, level_comparisons, level_entries, posthoc_note
 
 #: permutations of the Freedman–Lane test: its smallest p is 1 / (N + 1), which must survive a Holm
 #: adjustment over a family of a hundred knob × metric tests
@@ -183,11 +184,11 @@ def _size(estimate: float, scale: str, base_mean: float, absolute: bool) -> floa
     return estimate if _in_units(scale, base_mean, absolute) else to_metric_scale(estimate, scale, base_mean)
 
 
-def _fmt_effect(estimate: float, low: float, high: float, scale: str, base_mean: float, absolute: bool) -> str:
+def _effect_text(estimate: float, low: float, high: float, scale: str, base_mean: float, absolute: bool) -> str:
+    """A simple effect with its interval, in the metric's units or (1 decimal) in %."""
     if _in_units(scale, base_mean, absolute):
-        return f"{estimate:+.3g} [{low:+.3g}, {high:+.3g}]"
-    pct = [to_metric_scale(v, scale, base_mean) for v in (estimate, low, high)]
-    return f"{pct[0]:+.1f} % [{pct[1]:+.1f} %, {pct[2]:+.1f} %]"
+        return fmt_abs_interval(estimate, low, high)
+    return fmt_pct_interval(*(to_metric_scale(v, scale, base_mean) for v in (estimate, low, high)), decimals=1)
 
 
 def simple_effects(part: Mapping[str, Any], knob: str, other: str) -> list[dict[str, Any]]:
@@ -209,7 +210,7 @@ def _describe_simple(knob: str, effects: list[dict[str, Any]], metric: Mapping[s
     absolute = metric.get("sesoi_abs") is not None
     pieces = []
     for e in effects:
-        text = _fmt_effect(e["estimate"], e["low"], e["high"], scale, base_mean, absolute)
+        text = _effect_text(e["estimate"], e["low"], e["high"], scale, base_mean, absolute)
         pieces.append(f"at {e['at']}: {knob}={e['level']!s} {text}" + ("" if e["clear"] else " (no clear effect)"))
     return f"{metric['name']} " + "; ".join(pieces)
 
@@ -286,17 +287,10 @@ def model_comparisons(part: dict[str, Any], effects: pd.DataFrame) -> pd.DataFra
     """Each non-baseline level's Dunnett contrast with the baseline (:mod:`tunelab.stats.verdict_level`):
     its % change and interval (back-transformed from the log scale), its difference and interval
     in the metric's units (linear scale only), its adjusted p and its TOST p."""
-    linear = part["scale"] == "linear"
-    levels = effects["level"].tolist()
-    base = effects["baseline"].tolist()[0] if len(effects) else None
-    nan = [math.nan] * len(effects)
-    return pd.DataFrame({"level": pd.Series(levels, dtype=object), "effect_pct": effects["pct_change"].astype(float),
-                         "ci_low": effects["ci_low"].astype(float), "ci_high": effects["ci_high"].astype(float),
-                         "effect_abs": effects["estimate"].astype(float) if linear else nan,
-                         "abs_ci_low": effects["est_low"].astype(float) if linear else nan,
-                         "abs_ci_high": effects["est_high"].astype(float) if linear else nan,
-                         "p_adj": baseline_pairs(part["posthoc"], base, levels),
-                         "tost_p": part["equivalence"]["p"].astype(float).tolist()})
+    if part["scale"] != "linear":
+        return level_comparisons(effects, part["posthoc"], part["equivalence"]["p"], [math.nan] * len(effects))
+    return level_comparisons(effects, part["posthoc"], part["equivalence"]["p"], effects["estimate"].astype(float),
+                             effects["est_low"].astype(float), effects["est_high"].astype(float))
 
 
 def _interaction_verdict(part: dict[str, Any], label: str, metric: Mapping[str, Any], significant: bool, sesoi: float,

@@ -66,16 +66,25 @@ def log_shifted(values: np.ndarray) -> tuple[np.ndarray, float]:
     return np.log1p((y - c) / c), math.log(c)
 
 
-def centred(samples: Sequence[np.ndarray]) -> list[np.ndarray]:
+class Centred(list):
+    """Groups' values already shifted by one shared origin: :func:`centred` returns them as they are, so
+    the shift is computed once per grouping (:attr:`tunelab.stats._validate.Groups.centred`) however
+    many statistics read it."""
+
+
+def centred(samples: Sequence[np.ndarray]) -> Centred:
     """The groups' values minus one observation, :func:`origin` of them all: differences of means,
     variances and sums of squares do not depend on it, and a large constant offset costs no digits.
+    Values that are :class:`Centred` already come back unchanged (shifting them again would subtract 0).
 
     >>> [y.tolist() for y in centred([np.array([1e12 + 0.5]), np.array([1e12 + 0.25, 1e12])])]
     [[0.25], [0.0, -0.25]]
     """
+    if isinstance(samples, Centred):
+        return samples
     arrays = [np.asarray(y, dtype=float) for y in samples]
     c = origin(np.concatenate(arrays)) if arrays else 0.0
-    return [y - c for y in arrays]
+    return Centred(y - c for y in arrays)
 
 
 def sums_of_squares(samples: Sequence[np.ndarray]) -> tuple[float, float]:

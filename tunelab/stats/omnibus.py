@@ -106,7 +106,7 @@ def welch_values(groups: Groups) -> dict[str, float]:
     error) when a group has no variation, where Welch's weights ``n / s^2`` are undefined."""
     if any(np.ptp(y) == 0 for y in groups.samples):
         return {"F": np.nan, "df1": float(len(groups.samples) - 1), "df2": np.nan, "p": np.nan}
-    frame = groups.frame.assign(y=shifted(groups.frame["y"].to_numpy())[0])   # exact with large offsets
+    frame = groups.frame.assign(y=groups.centred_y)   # exact with large offsets
     table, _ = quietly(pg.welch_anova, data=frame, dv="y", between="g")
     return {"F": float(table["F"].iloc[0]), "df1": float(table["ddof1"].iloc[0]),
             "df2": float(table["ddof2"].iloc[0]), "p": float(table["p_unc"].iloc[0])}

@@ -25,7 +25,7 @@ from tunelab.stats.equivalence import tost_row
 from tunelab.stats.omnibus import anova_values, kruskal_values, welch_values
 from tunelab.stats.posthoc import dunn_table, games_howell_table, lsmeans_table, tukey_table
 from tunelab.stats.screen_common import ASSUMPTION_COLUMNS, EQUIVALENCE_COLUMNS, OMNIBUS_COLUMNS, direction_of
-from tunelab.stats.verdict_level import baseline_pairs, choose_level, level_entries, posthoc_note
+from tunelab.stats.verdict_level import choose_level, level_comparisons, level_entries, posthoc_note
 
 #: Shapiro–Wilk p below this means "clearly non-normal" -> Kruskal–Wallis + Dunn
 NORMALITY_ALPHA = 0.01
@@ -89,28 +89,24 @@ def analyse_levels(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: A
     """
     name = metric["name"]
     groups = Groups.of(check_input(sub, name, knob), name, knob)
-    levels, samples = groups.levels, groups.samples
+    levels, samples, shifted = groups.levels, groups.samples, groups.centred   # shifted once for every test
     norm = [normality_row(groups, name), normality_row(groups, name, standardize=True)]
-    homo = homoscedasticity_rows(samples)
+    homo = homoscedasticity_rows(shifted)
     shapiro_p = float(norm[1]["p"])
     bf_p = float(next(row["p"] for row in homo if row["test"] == "brown_forsythe"))
-    route, reason = recommend(shapiro_p, bf_p, samples_sd_ratio(samples))
+    route, reason = recommend(shapiro_p, bf_p, samples_sd_ratio(shifted))
 
     assumptions = pd.DataFrame([{**row, "df1": np.nan, "df2": np.nan} for row in norm]
                                + [{**row, "n": len(sub)} for row in homo], columns=ASSUMPTION_COLUMNS[2:])
 
-    aov, wel, kw = anova_values(samples), welch_values(groups), kruskal_values(samples)
+    aov, wel, kw = anova_values(shifted), welch_values(groups), kruskal_values(samples)
     omnibus = _omnibus_rows(knob, route, reason, (aov["F"], aov["df_b"], aov["df_w"], aov["p"], aov["eta2"], "eta2"),
                             (wel["F"], wel["df1"], wel["df2"], wel["p"]), kw)
 
     dunn_adjust = correction if correction != "none" else "holm"
-    tables = [tukey_table(levels, samples, alpha), games_howell_table(levels, samples, alpha),
+    tables = [tukey_table(levels, shifted, alpha), games_howell_table(levels, shifted, alpha),
               dunn_table(groups, dunn_adjust)]
-    posthoc = pd.concat(tables, ignore_index=True)
-    sizes = [len(table) for table in tables]
-    posthoc.insert(0, "method", np.repeat(np.array(["tukey_hsd", "games_howell", "dunn"], dtype=object), sizes))
-    posthoc["recommended"] = np.repeat([route == "anova+tukey", route == "welch+games_howell",
-                                        route == "kruskal+dunn"], sizes)
+    posthoc = posthoc_frame(tables, route)
 
     effects = pct_change_table(levels, samples, knob, name, base, n_boot, seed, 0.95, cache=boot_cache)
     base_values = level_sample(levels, samples, knob, base, "baseline")
@@ -175,11 +171,7 @@ def analyse_levels_blocked(sub: pd.DataFrame, knob: str, metric: dict[str, Any],
               lsmeans_table(levels, fit.lsmeans, fit.cov_hc3, fit.df_resid, alpha),
               stratified_dunn_table(levels, groups.y, groups.codes, blocks,
                                      correction if correction != "none" else "holm")]
-    posthoc = pd.concat(tables, ignore_index=True)
-    sizes = [len(table) for table in tables]
-    posthoc.insert(0, "method", np.repeat(np.array(["tukey_hsd", "games_howell", "dunn"], dtype=object), sizes))
-    posthoc["recommended"] = np.repeat([route == "anova+tukey", route == "welch+games_howell",
-                                        route == "kruskal+dunn"], sizes)
+    posthoc = posthoc_frame(tables, route)
     effects = lsmeans_effects(fit, levels, base, n_boot, seed)
     equivalence = lsmeans_equivalence(fit, levels, base, metric["sesoi_pct"], alpha)[EQUIVALENCE_COLUMNS[2:]]
     p = {"anova+tukey": aov["p"], "welch+games_howell": hc3["p"], "kruskal+dunn": kw["p"]}[route]
@@ -203,6 +195,17 @@ def _omnibus_rows(knob: str, route: str, reason: str, anova: tuple[Any, ...], we
                              "epsilon2", "kruskal+dunn")], columns=OMNIBUS_COLUMNS[2:])
 
 
+def posthoc_frame(tables: list[pd.DataFrame], route: str) -> pd.DataFrame:
+    """The Tukey HSD, Games–Howell and Dunn tables (in that order) as one long table with each row's
+    ``method`` and whether it is the ``route``'s ``recommended`` test."""
+    posthoc = pd.concat(tables, ignore_index=True)
+    sizes = [len(table) for table in tables]
+    posthoc.insert(0, "method", np.repeat(np.array(["tukey_hsd", "games_howell", "dunn"], dtype=object), sizes))
+    posthoc["recommended"] = np.repeat([route == "anova+tukey", route == "welch+games_howell",
+                                        route == "kruskal+dunn"], sizes)
+    return posthoc
+
+
 #: the post-hoc test of each route, as the verdict's note names it
 POSTHOC_NAMES = {"anova+tukey": "Tukey HSD", "welch+games_howell": "Games–Howell", "kruskal+dunn": "Dunn's test"}
 
@@ -211,16 +214,10 @@ def oneway_comparisons(part: dict[str, Any]) -> pd.DataFrame:
     """Each non-baseline level's comparison with the baseline (:mod:`tunelab.stats.verdict_level`):
     its % change and bootstrap interval, its difference in the metric's units, the recommended
     post-hoc test's adjusted p for the pair and its TOST p."""
-    effects, equivalence = part["effects"], part["equivalence"]
+    effects = part["effects"]
     posthoc = part["posthoc"][part["posthoc"]["recommended"].astype(bool)]
-    levels = effects["level"].tolist()
-    base = effects["baseline"].tolist()[0] if len(effects) else None
-    tost = equivalence["p"].astype(float).tolist()
-    return pd.DataFrame({"level": pd.Series(levels, dtype=object), "effect_pct": effects["pct_change"].astype(float),
-                         "ci_low": effects["ci_low"].astype(float), "ci_high": effects["ci_high"].astype(float),
-                         "effect_abs": (effects["mean"] - effects["baseline_mean"]).astype(float),
-                         "abs_ci_low": math.nan, "abs_ci_high": math.nan,
-                         "p_adj": baseline_pairs(posthoc, base, levels), "tost_p": tost})
+    return level_comparisons(effects, posthoc, part["equivalence"]["p"],
+                             (effects["mean"] - effects["baseline_mean"]).astype(float))
 
 
 def oneway_verdict(part: dict[str, Any], metric: dict[str, Any], p_adj: float, alpha: float) -> dict[str, Any]:

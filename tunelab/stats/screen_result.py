@@ -12,20 +12,30 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab.model import AnalysisKind, json_value
+from tunelab.display import Displayed
+from tunelab.formatting import fmt_pct, level_label
+from tunelab.model import AnalysisKind, Verdict, json_value
 from tunelab.stats.blocking import TESTBED_COLUMNS
 from tunelab.stats.guards import GUARD_COLUMNS
+from tunelab.stats.mechanisms import MECHANISM_COLUMNS
 from tunelab.stats.model_screen import (MODEL_CONTRAST_COLUMNS, MODEL_EFFECT_COLUMNS, MODEL_EMMEANS_COLUMNS,
                                         MODEL_RESIDUAL_COLUMNS, MODEL_TERM_COLUMNS)
 from tunelab.stats.range_screen import MORRIS_COLUMNS, RESPONSE_COLUMNS
 from tunelab.stats.screen_common import ROUND_COLUMNS
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+
+
+#: knobs named in the text repr's ``matters`` line before it says how many more there are
+REPR_MATTERS = 4
 
 
 @dataclass(frozen=True)
-class ScreenResult:
+class ScreenResult(Displayed):
     """Everything :func:`tunelab.stats.screen` computed; each table is a tidy DataFrame.
+
+    In a notebook it shows as the verdict table (``_repr_html_``, :mod:`tunelab.report.reprs`) and
+    ``plot()`` draws the forest plot of the effects; its text repr is a few lines.
 
     Attributes
     ----------
@@ -73,6 +83,11 @@ class ScreenResult:
         The between-testbed spread per metric × testbed of a study run on several testbeds
         (:func:`tunelab.stats.blocking.between_testbed_spread`, columns
         :data:`tunelab.stats.blocking.TESTBED_COLUMNS`); empty with one testbed or none.
+    mechanisms : DataFrame
+        The kernel counters that change with each knob level that matters, under Benjamini–Hochberg
+        FDR control across all counters and levels (:func:`tunelab.stats.mechanisms.mechanism_table`,
+        columns :data:`tunelab.stats.mechanisms.MECHANISM_COLUMNS`); empty when the runs have no
+        ``counter.*`` columns. Counters never change a verdict.
     """
 
     design: AnalysisKind
@@ -93,10 +108,29 @@ class ScreenResult:
     guards: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GUARD_COLUMNS))
     rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLUMNS))
     testbeds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TESTBED_COLUMNS))
+    mechanisms: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MECHANISM_COLUMNS))
     tables: tuple[str, ...] = field(default=("verdicts", "assumptions", "omnibus", "posthoc", "effects",
                                              "equivalence", "model_terms", "contrasts", "emmeans", "residuals",
-                                             "standardized_effects", "response", "morris", "guards", "testbeds"),
+                                             "standardized_effects", "response", "morris", "guards", "testbeds",
+                                             "mechanisms"),
                                     repr=False)
+
+    def __repr__(self) -> str:
+        """A few lines: the design, the counts of each verdict, the knobs that matter, where the tables are."""
+        verdicts = self.verdicts
+        counts = verdicts["verdict"].astype(str).value_counts() if len(verdicts) else pd.Series(dtype=int)
+        knobs, metrics = verdicts["knob"].nunique(), verdicts["metric"].nunique()
+        settings = self.settings
+        head = (f"ScreenResult: {AnalysisKind(self.design).value} screen, {knobs} knob(s) x {metrics} metric(s), "
+                f"alpha {settings.get('alpha', 'n/a')} ({settings.get('correction', 'n/a')}): "
+                + (", ".join(f"{n} {verdict}" for verdict, n in counts.items()) or "no verdicts"))
+        matters = verdicts[verdicts["verdict"].astype(str) == Verdict.MATTERS.value]
+        named = [f"{row.knob}{_at(row.level)} ({row.metric} {fmt_pct(row.effect_pct)})"
+                 for row in matters.head(REPR_MATTERS).itertuples()]
+        more = f" ... and {len(matters) - REPR_MATTERS} more" if len(matters) > REPR_MATTERS else ""
+        lines = [head] + ([f"  matters: {'; '.join(named)}{more}"] if named else [])
+        return "\n".join(lines + ["  full tables: .verdicts (one row per knob x metric), .effects, .posthoc, "
+                                   ".equivalence, ...; .plot() draws the forest plot"])
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict following ``tunelab/stats/screen.schema.json`` (see docs/screen-json-schema.md).
@@ -109,6 +143,17 @@ class ScreenResult:
             frame: pd.DataFrame = getattr(self, name)
             out[name] = [json_value(row) for row in frame.to_dict(orient="records")]
         return out
+
+
+def _at(level: Any) -> str:
+    """``'=1024'`` for a verdict's level, ``''`` when it has none (an interaction row).
+
+    >>> _at(1024), _at((4096, 87380, 6291456)), _at(None), _at(float("nan"))
+    ('=1024', '=4096 87380 6291456', '', '')
+    """
+    if level is None or (isinstance(level, float) and level != level):
+        return ""
+    return f"={level_label(level)}"
 
 
 def schema() -> dict[str, Any]:

@@ -55,15 +55,23 @@ least-squares means; the model route adds the testbed as its block (combined wit
 own ``block`` into ``'block|testbed'`` labels when both vary). The ``testbeds`` table holds the
 between-testbed spread and ``settings['testbeds']`` lists them. With one testbed, or none, the
 screen is exactly the screen without the column.
+
+Mechanisms: when ``data`` has kernel counter columns (``counter.<Group>.<Name>``, per second), the
+dispatcher adds, after the verdicts, the counters that change with each knob level that matters
+(:func:`tunelab.stats.mechanisms.mechanism_table`: pooled t-tests, Benjamini–Hochberg over all
+counters and levels) as ``mechanisms`` and ``settings['mechanisms']``. Counters are never metrics:
+the verdicts are the same with or without them.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from tunelab.model import Metric
 from tunelab.stats.look import screen_look
+from tunelab.stats.mechanisms import counter_columns, mechanism_settings, mechanism_table
 from tunelab.stats.screen_data import check_alpha
 from tunelab.stats.screen_result import ScreenResult
 from tunelab.stats.sequential import sequential_screen
@@ -111,12 +119,27 @@ def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs
     ScreenResult
         ``verdicts`` has one row per knob × metric (and per interaction × metric of the model
         route); the module docstring says what each column holds and how the designs, load
-        profiles and testbeds are read (docs/screen-json-schema.md defines every column).
+        profiles and testbeds are read (docs/screen-json-schema.md defines every column);
+        ``mechanisms`` holds the counters that moved with each level that matters (empty without
+        counter columns).
     """
     check_alpha(alpha)
     sequential = dict(design or {}).get("sequential")
     if sequential and isinstance(data, pd.DataFrame) and "round" in data.columns:
-        return sequential_screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=n_boot,
-                                 seed=seed, guards=guards, **sequential,
-                                 design={k: v for k, v in dict(design or {}).items() if k != "sequential"})
-    return screen_look(data, metrics, knobs, baseline, alpha, correction, n_boot, seed, design, guards)
+        result = sequential_screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=n_boot,
+                                   seed=seed, guards=guards, **sequential,
+                                   design={k: v for k, v in dict(design or {}).items() if k != "sequential"})
+    else:
+        result = screen_look(data, metrics, knobs, baseline, alpha, correction, n_boot, seed, design, guards)
+    return with_mechanisms(result, data)
+
+
+def with_mechanisms(result: ScreenResult, data: pd.DataFrame) -> ScreenResult:
+    """``result`` with its ``mechanisms`` table and ``settings['mechanisms']`` when ``data`` has counter
+    columns (:mod:`tunelab.stats.mechanisms`); unchanged otherwise."""
+    if not counter_columns(data):
+        return result
+    table = mechanism_table(data, result.verdicts, result.settings["knobs"], result.settings["baseline"],
+                            result.design)
+    return replace(result, mechanisms=table,
+                   settings={**result.settings, "mechanisms": mechanism_settings(data, table)})

@@ -10,8 +10,10 @@ information fraction ``t_r`` (replicates so far / ``max``), so the looks togethe
 ``alpha`` (the union bound; see docs/stats-notes.md, "Sequential replicates"). Within a look the
 knob × metric rows form one Holm family; a row rejected (``matters``) at an earlier look leaves the
 families of later looks (alpha recycling, the group-sequential Holm procedure of Ye, Li, Jiang &
-Wang 2013), while rows frozen with any other verdict stay in them with p = 1. The first false
-``matters`` at look ``r`` needs, as in Holm's own proof, some true null with ``p <= alpha_r / m0``
+Wang 2013), while rows frozen with any other verdict stay in them with p = 1; the look itself adjusts
+this padded family (:func:`tunelab.stats.look.screen_look`'s ``settled``), so each row's verdict is
+stated once, by the screen's own rule, and a frozen row is the row of the look that decided it. The
+first false ``matters`` at look ``r`` needs, as in Holm's own proof, some true null with ``p <= alpha_r / m0``
 (every true null is still in the family then), which has probability at most ``alpha_r``; summing
 over the looks gives a family-wise error at most ``alpha``.
 
@@ -58,11 +60,9 @@ from tunelab.model import DONE_STATUSES, USABLE_STATUSES, AnalysisKind, Metric, 
 from tunelab.registry import Registry
 from tunelab.stats._validate import level_matches, sorted_levels
 from tunelab.stats.look import screen_look
-from tunelab.stats.multiplicity import adjust
 from tunelab.stats.screen_common import ROUND_COLUMNS, VERDICT_COLUMNS, rows_per_knob
 from tunelab.stats.screen_data import check_alpha, design_kind
 from tunelab.stats.screen_result import ScreenResult
-from tunelab.stats.verdict_level import choose_level
 
 #: an alpha-spending function: ``(information fraction in [0, 1], alpha) -> alpha spent so far``
 SpendingFunction = Callable[[float, float], float]
@@ -279,7 +279,7 @@ def _replay(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], alph
             screen_args: dict[str, Any], previous: ScreenResult | None) -> ScreenResult:
     """The looks of data with rounds (after those of ``previous``), assembled into one result."""
     round_column, max_replicates = options["round_column"], options["max_replicates"]
-    spending, recycle, correction = options["spending"], options["recycle"], screen_args["correction"]
+    spending, recycle = options["spending"], options["recycle"]
     round_of = _round_numbers(data[round_column], round_column)
     numbers = sorted(set(round_of.tolist()))
     if len(numbers) > 1 and design_kind(data, knobs, baseline) != AnalysisKind.OAT:
@@ -305,11 +305,12 @@ def _replay(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any], alph
                         "guards than the study ran with) is a different rule from the one the study ran")
         if nominal > 0:
             rows = upto[_only_knobs(upto, knobs, pending, baseline)]
+            settled = _settled(looks, recycle)
             result = screen_look(rows, knobs=pending, baseline={k: baseline[k] for k in pending}, alpha=nominal,
-                                 **screen_args)
+                                 settled=settled, **screen_args)
             first = first or result
             last = result
-            looks.update(_frozen(result, looks, number, nominal, correction, recycle))
+            looks.update({key: (result, number, nominal) for key in _keys(result.verdicts) if key not in settled})
         spent = max(spent, now)
         rounds.append(_round_row(number, len(upto), replicates, fraction, spent, nominal,
                                  _current_verdicts(looks)))
@@ -371,63 +372,17 @@ def _row(result: ScreenResult, knob: str, metric: str) -> pd.Series:
     return verdicts[(verdicts["knob"] == knob) & (verdicts["metric"] == metric)].iloc[0]
 
 
-def _frozen(result: ScreenResult, looks: dict, number: int, nominal: float, correction: str,
-            recycle: bool = True) -> dict:
-    """The look's entries of the open knob × metric pairs (to add to ``looks``); rows frozen at earlier
-    looks count with p = 1 in the family.
+def _settled(looks: dict, recycle: bool) -> dict[tuple[str, str], bool]:
+    """The rows decided at earlier looks, each mapped to whether it stays in the next look's family with
+    p = 1 (:func:`tunelab.stats.look.family_p_adj`).
 
     With ``recycle`` a row frozen as ``matters`` (a rejected no-effect null) leaves the family
-    instead (group-sequential Holm); rows frozen with any other verdict stay in it with p = 1.
-    Raising p-values never adds rejections (Holm, Bonferroni and BH are monotone), so a row can only
-    lose ``significant`` here: a ``matters`` row that loses it becomes ``no effect (equivalent)`` if
-    TOST passed, else ``inconclusive``.
+    (group-sequential Holm); rows frozen with any other verdict stay in it with p = 1, except rows
+    that had no test (p NaN), which were never in a family.
     """
-    verdicts = result.verdicts
-    frozen = {key: _row(found, *key) for key, (found, _, _) in looks.items()}
-    frozen = {key: row for key, row in frozen.items() if row["verdict"] != Verdict.INCONCLUSIVE.value}
-    open_rows = np.array([key not in frozen for key in _keys(verdicts)])
-    in_family = sum(1 for row in frozen.values() if not math.isnan(float(row["p"]))
-                    and not (recycle and row["verdict"] == Verdict.MATTERS.value))
-    if in_family and open_rows.any():
-        verdicts = verdicts.copy()
-        p = verdicts.loc[open_rows, "p"].to_numpy(dtype=float)
-        q = adjust(np.concatenate([p, np.ones(in_family)]), method=correction)[:len(p)]
-        # a row stays significant only if it was (its level's own comparison) and its family p still is
-        significant = np.where(np.isnan(q), False, q < nominal) & verdicts.loc[open_rows, "significant"].to_numpy(bool)
-        index = verdicts.index[open_rows]
-        verdicts.loc[index, "p_adj"] = q
-        verdicts.loc[index, "significant"] = significant
-        lost = index[~significant]
-        verdicts.loc[lost, "direction"] = "none"
-        for i in lost:
-            for column, value in _undecided_level(result, verdicts.at[i, "knob"], verdicts.at[i, "metric"]).items():
-                verdicts.at[i, column] = value
-        demoted = lost[(verdicts.loc[lost, "verdict"] == Verdict.MATTERS.value).to_numpy()]
-        verdicts.loc[demoted, "relevant"] = False
-        verdicts.loc[demoted, "verdict"] = np.where(verdicts.loc[demoted, "equivalent"].astype(bool),
-                                                    Verdict.EQUIVALENT.value, Verdict.INCONCLUSIVE.value)
-        result = replace(result, verdicts=verdicts)
-    return {key: (result, number, nominal) for key, is_open in zip(_keys(verdicts), open_rows) if is_open}
-
-
-def _undecided_level(result: ScreenResult, knob: str, metric: str) -> dict[str, Any]:
-    """A row's level and effect once it has no significant level (it lost significance in the padded
-    family): the level with the largest TOST p (:func:`tunelab.stats.verdict_level.choose_level`),
-    from the look's effects and equivalence tables; only ``levels`` emptied for rows without them."""
-    def rows(table: pd.DataFrame) -> pd.DataFrame:
-        return table[(table["knob"] == knob) & (table["metric"] == metric)].reset_index(drop=True)
-
-    effects, equivalence = rows(result.effects), rows(result.equivalence)
-    if not len(effects) or len(effects) != len(equivalence):
-        return {"levels": []}
-    comparisons = pd.DataFrame({"effect_pct": effects["pct_change"].astype(float), "p_adj": math.nan,
-                                "tost_p": equivalence["p"].astype(float)})
-    index, _ = choose_level(comparisons, False, 1.0, "maximize", math.inf)
-    row = effects.iloc[index]
-    return {"levels": [], "level": effects["level"].tolist()[index], "effect_pct": float(row["pct_change"]),
-            "effect_ci_low": float(row["ci_low"]), "effect_ci_high": float(row["ci_high"]),
-            "effect_abs": float(row["mean"] - row["baseline_mean"]), "effect_abs_ci_low": math.nan,
-            "effect_abs_ci_high": math.nan}
+    rows = {key: _row(found, *key) for key, (found, _, _) in looks.items()}
+    return {key: not math.isnan(float(row["p"])) and not (recycle and row["verdict"] == Verdict.MATTERS.value)
+            for key, row in rows.items() if row["verdict"] != Verdict.INCONCLUSIVE.value}
 
 
 def _current_verdicts(looks: dict) -> pd.Series:
@@ -470,18 +425,22 @@ def _resume(previous: ScreenResult | None, data: pd.DataFrame, round_of: pd.Seri
     return looks, rounds, previous, previous, float(rounds[-1]["alpha_spent"])
 
 
-def _gather_guards(looks: dict, knob_source: dict[str, ScreenResult], last: ScreenResult) -> pd.DataFrame:
-    """The guards table of a sequential screen: a guard that is a screened metric comes from the look that
-    decided its own row (so it shows that row's change and interval), any other from the knob's last look."""
-    def source(knob: str, guard: str) -> ScreenResult | None:
+def _gather_by_knob(name: str, looks: dict, knob_source: dict[str, ScreenResult], last: ScreenResult) -> pd.DataFrame:
+    """A per-knob table (no ``metric`` column) of a sequential screen: each knob's rows from the knob's last
+    look; in the guards table a guard that is a screened metric comes from the look that decided its own row
+    (so it shows that row's change and interval)."""
+    def source(knob: str, guard: str | None) -> ScreenResult | None:
         return looks[(knob, guard)][0] if (knob, guard) in looks else knob_source.get(knob)
 
     sources = {id(result): result for result in (*knob_source.values(), *(r for r, _, _ in looks.values()))}
-    parts = [table[[source(k, g) is result for k, g in zip(table["knob"], table["guard"])]]
-             for result in sources.values() if len(table := result.guards)]
+    parts = []
+    for result in sources.values():
+        if len(table := getattr(result, name)):
+            guards = table["guard"] if name == "guards" else [None] * len(table)
+            parts.append(table[[source(k, g) is result for k, g in zip(table["knob"], guards)]])
     parts = [part for part in parts if len(part)]
     if not parts:
-        return last.guards.iloc[0:0]
+        return getattr(last, name).iloc[0:0]
     out = pd.concat(parts, ignore_index=True)
     rank = {knob: i for i, knob in enumerate(dict.fromkeys(knob for knob, _ in looks))}
     return out.iloc[np.argsort([rank[knob] for knob in out["knob"]], kind="stable")].reset_index(drop=True)
@@ -501,23 +460,10 @@ def _assemble(first: ScreenResult, looks: dict, rounds: list[dict[str, Any]], op
     for (knob, _), (result, number, _) in sorted(looks.items(), key=lambda item: item[1][1]):
         knob_source[knob] = result
 
-    def gather_by_knob(name: str) -> pd.DataFrame:
-        sources = {id(result): result for result in knob_source.values()}.values()
-        parts = [table[[knob_source.get(knob) is result for knob in table["knob"]]]
-                 for result in sources if len(table := getattr(result, name))]
-        parts = [part for part in parts if len(part)]
-        if not parts:
-            return getattr(last, name).iloc[0:0]
-        out = pd.concat(parts, ignore_index=True)
-        rank = {knob: i for i, knob in enumerate(dict.fromkeys(knob for knob, _ in looks))}
-        return out.iloc[np.argsort([rank[knob] for knob in out["knob"]], kind="stable")].reset_index(drop=True)
-
     def gather(name: str) -> pd.DataFrame:
         frame = getattr(last, name)
-        if name == "guards":
-            return _gather_guards(looks, knob_source, last)
         if "knob" in frame.columns and "metric" not in frame.columns:
-            return gather_by_knob(name)
+            return _gather_by_knob(name, looks, knob_source, last)
         if not {"knob", "metric"} <= set(frame.columns):
             return frame
         parts = []

@@ -24,8 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab.formatting import fmt_ci, fmt_p_exact, fmt_pct
-from tunelab.model import level_text
+from tunelab.formatting import fmt_ci, fmt_p_exact, fmt_pct, level_label
 from tunelab.stats.numerics import first_best
 
 #: the keys of each entry of a verdict row's ``levels``
@@ -40,6 +39,23 @@ def baseline_pairs(posthoc: pd.DataFrame, baseline: Any, levels: list[Any]) -> l
                  if (g1 == baseline and g2 == level) or (g1 == level and g2 == baseline)]
         out.append(float(match[0]) if match else math.nan)
     return out
+
+
+def level_comparisons(effects: pd.DataFrame, posthoc: pd.DataFrame, tost_p: pd.Series, effect_abs: Any,
+                      abs_ci_low: Any = math.nan, abs_ci_high: Any = math.nan) -> pd.DataFrame:
+    """Each non-baseline level's comparison with the baseline, in the shape :func:`choose_level` takes.
+
+    ``effects`` has one row per level (``level``, ``baseline``, ``pct_change``, ``ci_low``,
+    ``ci_high``), ``posthoc`` the pairs whose ``p_adj`` compares each level with the baseline
+    (:func:`baseline_pairs`), ``tost_p`` each level's TOST p; the difference in the metric's units
+    and its interval (``effect_abs``, ``abs_ci_low``, ``abs_ci_high``) are the route's own.
+    """
+    levels = effects["level"].tolist()
+    base = effects["baseline"].tolist()[0] if len(effects) else None
+    return pd.DataFrame({"level": pd.Series(levels, dtype=object), "effect_pct": effects["pct_change"].astype(float),
+                         "ci_low": effects["ci_low"].astype(float), "ci_high": effects["ci_high"].astype(float),
+                         "effect_abs": effect_abs, "abs_ci_low": abs_ci_low, "abs_ci_high": abs_ci_high,
+                         "p_adj": baseline_pairs(posthoc, base, levels), "tost_p": tost_p.astype(float).tolist()})
 
 
 def choose_level(comparisons: pd.DataFrame, family_significant: bool, alpha: float, direction: str, sesoi: float,
@@ -106,15 +122,15 @@ def posthoc_note(comparisons: pd.DataFrame, family_significant: bool, family_p_a
     excludes = ""
     if clear:
         level, effect, low, high, _ = clear[0]
-        excludes = (f", though {level_text(level)}'s unadjusted 95 % interval, {fmt_pct(effect)} "
+        excludes = (f", though {level_label(level)}'s unadjusted 95 % interval, {fmt_pct(effect)} "
                     f"{fmt_ci(low, high)}, excludes 0: the verdict follows {method}")
     if family_significant and not (p_adj < alpha).any():
         closest = int(p_adj.fillna(1.0).to_numpy().argmin())
         return (f"the omnibus test is significant (p_adj {fmt_p_exact(family_p_adj)}) but {method} finds no level "
-                f"different from the baseline (closest: {level_text(comparisons['level'].tolist()[closest])}, p_adj "
+                f"different from the baseline (closest: {level_label(comparisons['level'].tolist()[closest])}, p_adj "
                 f"{fmt_p_exact(p_adj.iloc[closest])}; it adjusts for every comparison it makes){excludes}")
     if clear and family_significant:
         level, _, _, _, p = clear[0]
-        return (f"{method} does not separate {level_text(level)} from the baseline (p_adj {fmt_p_exact(p)}; it adjusts "
-                f"for every comparison it makes){excludes}")
+        return (f"{method} does not separate {level_label(level)} from the baseline (p_adj {fmt_p_exact(p)}; "
+                f"it adjusts for every comparison it makes){excludes}")
     return None

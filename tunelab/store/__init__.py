@@ -55,7 +55,7 @@ from tunelab.store.journal_entries import HostIdentity, JournalEntry, JournalRec
 from tunelab.store.locking import LOCK_TIMEOUT_ENV, LOCK_TIMEOUT_S, lock_holders, lock_timeout, locked_message
 from tunelab.store.schema import REQUIRED_COLUMNS, SCHEMA_VERSION
 from tunelab.store.searches import (MAX_SEARCH_BATCHES, SEARCH_BATCH_COLUMNS, SEARCH_COLUMNS, SEARCH_STATE_VERSION,
-                                    SearchRecords)
+                                    SearchRecords, continued_budgets)
 from tunelab.store.tidy_frame import TIDY_COLUMNS, TidyExport
 from tunelab.store.trials import TrialRecords
 from tunelab.store.values import (DEVICE_MAX, DEVICE_PATTERN, KNOB_NAME_MAX, KNOB_NAME_PATTERN, LEVEL_TEXT_MAX,
@@ -67,7 +67,7 @@ __all__ = [
     "LOCK_TIMEOUT_S", "MAX_SEARCH_BATCHES", "METRIC_NAME_MAX", "METRIC_NAME_PATTERN", "REQUIRED_COLUMNS",
     "SCHEMA_VERSION", "SEARCH_BATCH_COLUMNS", "SEARCH_COLUMNS", "SEARCH_STATE_VERSION", "SQLITE_MAGIC",
     "TIDY_COLUMNS", "HostIdentity", "JournalEntry", "Store", "StoreConnection", "StudyInfo", "check_knob_id",
-    "check_metric_name", "check_store_file", "check_study_name", "default_store_path", "git_sha", "lock_holders",
+    "check_metric_name", "check_store_file", "check_study_name", "continued_budgets", "default_store_path", "git_sha", "lock_holders",
     "lock_timeout", "locked_message", "store_path_for", "utc_now",
 ]
 

@@ -5,7 +5,7 @@
 the study row, and gives them :meth:`~StoreConnection._transaction` and
 :meth:`~StoreConnection._sql_errors`. Opening for writing checks everything before the first
 write: the file (:func:`~tunelab.store.files.check_store_file`), the schema, the study row; then
-it creates what is missing, migrates, and marks trials a dead process left ``running`` as
+it creates what is missing, migrates (:func:`~tunelab.store.schema.migrate`), and marks trials a dead process left ``running`` as
 ``interrupted``.
 """
 from __future__ import annotations
@@ -21,8 +21,7 @@ from tunelab.errors import StoreError, quoted
 from tunelab.store.files import check_store_file
 from tunelab.store.locking import (lock_timeout, refuse_full_disk, release_writer_lock, sql_errors, take_writer_lock,
                                    transaction)
-from tunelab.store.schema import (add_identity_columns, check_integrity, check_schema, has_identity_columns,
-                                  holds_nothing, initialise)
+from tunelab.store.schema import check_integrity, check_schema, holds_nothing, initialise, migrate, needs_migration
 from tunelab.store.values import as_mapping, check_study_name, dumps, git_sha, loads, utc_now
 from tunelab.version import __version__
 
@@ -81,9 +80,9 @@ class StoreConnection:
         if not self._fresh:
             check_integrity(self._db, self.path)
         initialise(self._db, self.path)
-        if not has_identity_columns(self._db):
+        if needs_migration(self._db):
             with self._transaction() as db:
-                add_identity_columns(db)
+                migrate(db)
         self._mark_interrupted()
         self.study = self._read_study()
 

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Callable
 
+from tunelab.counters import check_counter_name
 from tunelab.errors import StoreError, quoted
 from tunelab.model import FINAL_STATUSES, PHASES, TrialStatus
 from tunelab.store.values import (as_mapping, check_knob_id, check_level, check_metric_name, check_number,
@@ -63,9 +64,25 @@ def check_series(series: dict[str, Any], where: str) -> dict[str, Any]:
     return series
 
 
+def check_counters(counters: dict[str, Any], where: str) -> dict[str, Any]:
+    """A trial's counters (:meth:`tunelab.counters.CounterRecord.to_json`): a window of positive seconds,
+    counter name -> non-negative difference, and problem lines; unchanged."""
+    window = check_number(counters.get("window_s"), f"{where} window_s")
+    if window is None or window <= 0:
+        raise StoreError(f"{where} holds window_s = {quoted(window)}; expected the measured window's seconds (> 0)")
+    for name, delta in as_mapping(counters.get("deltas"), f"{where} deltas").items():
+        check_counter_name(name, f"{where}: counter name")
+        if check_number(delta, f"{where} {name}") is None or delta < 0:
+            raise StoreError(f"{where} {name} holds {quoted(delta)}; expected a counter's increase (>= 0)")
+    problems = counters.get("problems", [])
+    if not isinstance(problems, list) or not all(isinstance(line, str) for line in problems):
+        raise StoreError(f"{where} problems holds {quoted(problems)}; expected a list of texts")
+    return counters
+
+
 #: what each JSON column of ``trials`` must hold once decoded
 COLUMN_CHECKS = {"config": check_levels, "knobs_read": check_levels, "plan": check_plan, "metrics": check_metrics,
-                 "series": check_series}
+                 "series": check_series, "counters": check_counters}
 
 
 def decode_column(path: Path, trial_id: Any, column: str, text: Any) -> Any:

@@ -1,7 +1,9 @@
 """The store's tables, its schema version, WAL mode and migrations.
 
 A writable open checks the file (:func:`check_schema`) BEFORE anything is written, then creates
-what is missing (:func:`initialise`) and migrates older stores (:func:`add_identity_columns`).
+what is missing (:func:`initialise`) and migrates older stores (:func:`migrate`: the journal's host
+identity, the trials' counters). A read-only open changes nothing, so readers take a missing
+optional column as empty (:func:`table_columns`).
 ``PRAGMA user_version`` is :data:`SCHEMA_VERSION`; a store from a newer tunelab is refused.
 """
 from __future__ import annotations
@@ -12,8 +14,9 @@ from pathlib import Path
 from tunelab.errors import StoreDamagedError, StoreError
 
 #: ``PRAGMA user_version`` of stores this tunelab writes; 0 is an older store, accepted when its tables match.
-#: 2 added the stored search state (``searches``, ``search_batches``), optional for reading
-SCHEMA_VERSION = 2
+#: 2 added the stored search state (``searches``, ``search_batches``), optional for reading;
+#: 3 added each trial's kernel counters (``trials.counters``, :mod:`tunelab.counters`), optional for reading
+SCHEMA_VERSION = 3
 #: tables every tunelab store has, with the columns tunelab reads from them
 REQUIRED_COLUMNS = {
     "study": ("name", "design_hash", "design_text", "created", "tunelab_version", "git_sha", "target_spec"),
@@ -22,8 +25,10 @@ REQUIRED_COLUMNS = {
     "journal": ("entry_id", "trial_id", "host", "knob_id", "device", "old_text", "new_text", "state", "ts"),
     "runs": ("run_id", "started_at", "pid", "target"),
 }
-#: columns journal entries gained after the first stores (the host identity), added by :func:`add_identity_columns`
+#: columns journal entries gained after the first stores (the host identity), added by :func:`migrate`
 IDENTITY_COLUMNS = ("machine_id", "boot_id")
+#: columns trials gained after the first stores, added by :func:`migrate`: the measured window's counters (JSON)
+TRIAL_COLUMNS_ADDED = ("counters",)
 
 #: the whole schema; every statement is idempotent
 SCHEMA_SQL = """
@@ -51,7 +56,8 @@ CREATE TABLE IF NOT EXISTS trials (
     foreign_cpu_s REAL,
     provenance TEXT,
     started_at TEXT NOT NULL,
-    ended_at TEXT
+    ended_at TEXT,
+    counters TEXT
 );
 CREATE INDEX IF NOT EXISTS trials_by_key ON trials (phase, run_key, status);
 CREATE TABLE IF NOT EXISTS journal (
@@ -156,18 +162,29 @@ def initialise(db: sqlite3.Connection, path: Path) -> None:
     db.executescript("BEGIN IMMEDIATE;\n" + SCHEMA_SQL + f"\nPRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;")
 
 
+#: table -> the columns :func:`migrate` adds to older stores (as TEXT, NULL in the rows already there)
+ADDED_COLUMNS = {"journal": IDENTITY_COLUMNS, "trials": TRIAL_COLUMNS_ADDED}
+
+
 def has_identity_columns(db: sqlite3.Connection) -> bool:
     """True when journal entries carry the host identity (:data:`IDENTITY_COLUMNS`)."""
     return set(IDENTITY_COLUMNS) <= table_columns(db, "journal")
 
 
-def add_identity_columns(db: sqlite3.Connection) -> None:
-    """Migration: stores written before journal entries carried a host identity gain the two columns
-    (NULL), in one transaction the caller opened."""
-    have = table_columns(db, "journal")
-    for column in IDENTITY_COLUMNS:
-        if column not in have:
-            db.execute(f"ALTER TABLE journal ADD COLUMN {column} TEXT")
+def needs_migration(db: sqlite3.Connection) -> bool:
+    """True when a table lacks a column of :data:`ADDED_COLUMNS` (a store older than this tunelab)."""
+    return any(not set(columns) <= table_columns(db, table) for table, columns in ADDED_COLUMNS.items())
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Migration: older stores gain the columns of :data:`ADDED_COLUMNS` (NULL: journal entries written
+    before they carried a host identity, trials recorded before counters), in one transaction the caller
+    opened."""
+    for table, columns in ADDED_COLUMNS.items():
+        have = table_columns(db, table)
+        for column in columns:
+            if column not in have:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
 
 
 def holds_nothing(db: sqlite3.Connection) -> bool:

@@ -26,17 +26,46 @@ SEARCH_BATCH_COLUMNS = ["search_id", "batch", "stage", "evaluations", "record"]
 MAX_SEARCH_BATCHES = 100_000
 
 
+def continued_budgets(stored: Mapping[str, Any], wanted: Mapping[str, Any], where: str) -> list[int]:
+    """The budgets a stored search ran with before (``stored["continued_from"]``), plus its own when
+    ``wanted`` raises the budget (and changes nothing else): a finished search continues with more.
+
+    >>> continued_budgets({"budget": 20, "seed": 0}, {"budget": 30, "seed": 0}, "store")
+    [20]
+    >>> continued_budgets({"budget": 20, "seed": 0}, {"budget": 20, "seed": 1}, "store")
+    Traceback (most recent call last):
+    ...
+    tunelab.errors.StoreError: store with other settings (seed: 0 stored, 1 now); only the budget may change, and only upward, to continue a search: rerun with the original settings to resume it (or a larger --budget to continue it), or pass a new --store
+    """
+    before = list(stored.get("continued_from") or [])
+    stored = {k: v for k, v in stored.items() if k != "continued_from"}
+    wanted = {k: v for k, v in wanted.items() if k != "continued_from"}
+    changed = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+    raised = changed == ["budget"] and isinstance(stored.get("budget"), int) and isinstance(wanted.get("budget"), int) \
+        and wanted["budget"] > stored["budget"]
+    if not changed or raised:
+        return before + [stored["budget"]] if raised else before
+    differences = ", ".join(f"{k}: {stored.get(k)!r} stored, {wanted.get(k)!r} now" for k in changed)
+    raise StoreError(f"{where} with other settings ({differences}); only the budget may change, and only upward, to "
+                     "continue a search: rerun with the original settings to resume it (or a larger --budget to "
+                     "continue it), or pass a new --store")
+
+
 class SearchRecords(StoreConnection):
     """The ``searches`` and ``search_batches`` tables of a store."""
 
-    def begin_search(self, search_id: str, settings: Mapping[str, Any]) -> None:
+    def begin_search(self, search_id: str, settings: Mapping[str, Any]) -> list[int]:
         """Record that search ``search_id`` starts with ``settings``, or check that a stored one has the same.
+
+        Only a larger ``budget`` may differ: the stored search is then continued (status ``running``
+        again) and ``settings["continued_from"]`` lists the budgets it ran with before
+        (:func:`continued_budgets`). Returns that list (empty for a search never continued).
 
         Raises
         ------
         StoreError
-            When the store holds a search of that id with other settings (resuming it with other
-            settings would mix two searches).
+            When the store holds a search of that id with any other setting changed (resuming it would
+            mix two searches), naming each.
         """
         settings = json_safe(dict(settings))
         with self._transaction() as db:
@@ -45,13 +74,15 @@ class SearchRecords(StoreConnection):
                 db.execute("INSERT INTO searches (search_id, settings, state_version, status, created)"
                            " VALUES (?, ?, ?, 'running', ?)",
                            (search_id, dumps(settings), SEARCH_STATE_VERSION, utc_now()))
-                return
-        stored = as_mapping(loads(row[0], f"{self.path}: search {search_id} settings"), f"{self.path}: search settings")
-        wanted = json.loads(dumps(settings))          # as JSON reads it back: tuples become lists
-        if stored != wanted:
-            changed = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
-            raise StoreError(f"{self.path} holds search {search_id!r} with other settings ({', '.join(changed)} "
-                             "differ); rerun with the original settings to resume it, or pass a new --store")
+                return []
+            stored = as_mapping(loads(row[0], f"{self.path}: search {search_id} settings"),
+                                f"{self.path}: search settings")
+            wanted = json.loads(dumps(settings))          # as JSON reads it back: tuples become lists
+            budgets = continued_budgets(stored, wanted, f"{self.path} holds search {search_id!r}")
+            if budgets != list(stored.get("continued_from") or []):
+                db.execute("UPDATE searches SET settings = ?, status = 'running', winner = NULL WHERE search_id = ?",
+                           (dumps({**wanted, "continued_from": budgets}), search_id))
+            return budgets
 
     def add_search_batch(self, search_id: str, batch: int, record: Mapping[str, Any]) -> None:
         """Store one batch of search ``search_id`` (its ``stage`` and ``evaluations`` are read from

@@ -1,4 +1,5 @@
-"""The tidy frame (Contract 6): one row per usable trial, knob levels as read back, one column per metric.
+"""The tidy frame (Contract 6): one row per usable trial, knob levels as read back, one column per metric,
+then one per kernel counter that moved (``counter.<Group>.<Name>``, per second; :mod:`tunelab.counters`).
 
 This is the store's one export; :mod:`tunelab.study_data` turns it (or a CSV) into a screen's inputs.
 """
@@ -11,17 +12,20 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from tunelab.counters import counter_column, drop_still_counters
 from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS, PLAN_COLUMNS
 from tunelab.errors import StoreError
 from tunelab.model import PHASES, TrialStatus, level_from_json
 from tunelab.store.connection import StoreConnection
 from tunelab.store.rows import check_labels, check_row, decode_column
+from tunelab.store.schema import table_columns
 
 #: bookkeeping columns of :meth:`TidyExport.tidy`, in order (Contract 6)
 TIDY_COLUMNS = ["study", "trial_id", *PLAN_COLUMNS, "status", "reason", "started_at", "duration_s", "foreign_cpu_s"]
-#: the columns of ``trials`` a tidy row is made from, in :func:`tidy_row`'s order
+#: the columns of ``trials`` a tidy row is made from, in :func:`tidy_row`'s order (``counters``: NULL in a store
+#: older than schema 3 opened read-only)
 TIDY_SOURCE_COLUMNS = ("trial_id", "config", "plan", "status", "reason", "knobs_read", "metrics", "foreign_cpu_s",
-                       "started_at", "ended_at")
+                       "started_at", "ended_at", "counters")
 #: integer columns of the tidy frame (stored as JSON numbers, cast when no row lacks them)
 INTEGER_COLUMNS = ("trial_id", "run_id", "config_id", "block", "replicate", "run_order", "round")
 
@@ -34,6 +38,8 @@ class TidyRow:
     knob_ids: list[str]
     knobs: dict[str, Any]
     metrics: dict[str, float]
+    #: counter column -> rate per second of the measured window
+    counters: dict[str, float]
 
 
 def tidy_row(path: Path, study: str, phase: str, row: Sequence[Any]) -> TidyRow:
@@ -41,12 +47,13 @@ def tidy_row(path: Path, study: str, phase: str, row: Sequence[Any]) -> TidyRow:
 
     Knob columns are the planned ones then those read back; a planned knob not read back is ``None``.
     """
-    trial_id, config, plan, status, reason, knobs_read, metrics, foreign, started, ended = row
+    trial_id, config, plan, status, reason, knobs_read, metrics, foreign, started, ended, counters = row
     check_row(path, trial_id, phase, status, reason, foreign, started, ended)
     config = decode_column(path, trial_id, "config", config) or {}
     plan = decode_column(path, trial_id, "plan", plan) or {}
     knobs_read = decode_column(path, trial_id, "knobs_read", knobs_read) or {}
     metrics = decode_column(path, trial_id, "metrics", metrics) or {}
+    counters = decode_column(path, trial_id, "counters", counters) or {}
     start = pd.Timestamp(started)
     bookkeeping = {"study": study, "trial_id": trial_id, **{col: plan.get(col) for col in PLAN_COLUMNS},
                    **{col: plan[col] for col in OPTIONAL_PLAN_COLUMNS if col in plan},
@@ -55,7 +62,9 @@ def tidy_row(path: Path, study: str, phase: str, row: Sequence[Any]) -> TidyRow:
                    "foreign_cpu_s": foreign}
     return TidyRow(bookkeeping, list(dict.fromkeys([*config, *knobs_read])),
                    {k: level_from_json(v) for k, v in knobs_read.items()},
-                   {k: (math.nan if v is None else float(v)) for k, v in metrics.items()})
+                   {k: (math.nan if v is None else float(v)) for k, v in metrics.items()},
+                   {counter_column(name): float(delta) / counters["window_s"]
+                    for name, delta in (counters.get("deltas") or {}).items()})
 
 
 def tidy_table(path: Path, rows: Sequence[TidyRow]) -> pd.DataFrame:
@@ -63,6 +72,7 @@ def tidy_table(path: Path, rows: Sequence[TidyRow]) -> pd.DataFrame:
     some row has), knob columns, metric columns; typed (integers, bools, floats, UTC times)."""
     knob_cols = list(dict.fromkeys(k for row in rows for k in row.knob_ids))
     metric_cols = list(dict.fromkeys(m for row in rows for m in row.metrics))
+    counter_cols = sorted({c for row in rows for c in row.counters})
     clash = set(knob_cols) & (set(metric_cols) | set(TIDY_COLUMNS))
     if clash:
         raise StoreError(f"{path}: knob ids {sorted(clash)[:5]} clash with metric or bookkeeping column names; "
@@ -71,15 +81,16 @@ def tidy_table(path: Path, rows: Sequence[TidyRow]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(
         [{**{c: r.bookkeeping.get(c) for c in bookkeeping},
           **{k: r.knobs.get(k) for k in knob_cols},
-          **{m: r.metrics.get(m, math.nan) for m in metric_cols}} for r in rows],
-        columns=bookkeeping + knob_cols + metric_cols,
+          **{m: r.metrics.get(m, math.nan) for m in metric_cols},
+          **{c: r.counters.get(c, math.nan) for c in counter_cols}} for r in rows],
+        columns=bookkeeping + knob_cols + metric_cols + counter_cols,
     )
     for col in INTEGER_COLUMNS:
         if col in frame.columns and frame[col].notna().all():
             frame[col] = frame[col].astype("int64")
     if frame["is_baseline"].notna().all():
         frame["is_baseline"] = frame["is_baseline"].astype(bool)
-    for col in ("duration_s", "foreign_cpu_s", *metric_cols):
+    for col in ("duration_s", "foreign_cpu_s", *metric_cols, *counter_cols):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
     frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
     return frame
@@ -93,7 +104,9 @@ class TidyExport(StoreConnection):
 
         Columns: ``study, trial_id, run_id, config_id, block, replicate, run_order, is_baseline,
         varied_knob, status, reason, started_at, duration_s, foreign_cpu_s``, then one column per
-        knob id holding the value **as read back** (triplets as tuples), then one per metric.
+        knob id holding the value **as read back** (triplets as tuples), then one per metric, then
+        one per kernel counter that moved in some row (``counter.<Group>.<Name>``, per second;
+        :func:`tunelab.counters.drop_still_counters`; NaN where a trial recorded no counters).
         Only ``ok`` trials are included, plus ``flagged`` ones when ``include_flagged`` and
         ``failed`` ones (metrics NaN, ``reason`` says why) when ``include_failed``; statistics use
         failed rows only to explain why a level could not be tested.
@@ -115,10 +128,12 @@ class TidyExport(StoreConnection):
                     + ((TrialStatus.FAILED,) if include_failed else ()))
         with self._sql_errors():
             check_labels(self._db, self.path)
+            have = table_columns(self._db, "trials")
+            columns = ", ".join(c if c in have else f"NULL AS {c}" for c in TIDY_SOURCE_COLUMNS)
             rows = self._db.execute(
-                f"SELECT {', '.join(TIDY_SOURCE_COLUMNS)} FROM trials WHERE phase = ?"
+                f"SELECT {columns} FROM trials WHERE phase = ?"
                 f" AND status IN ({','.join('?' * len(statuses))}) ORDER BY trial_id",
                 (phase, *statuses),
             ).fetchall()
         study = self.study.name if self.study else self.path.stem
-        return tidy_table(self.path, [tidy_row(self.path, study, phase, row) for row in rows])
+        return drop_still_counters(tidy_table(self.path, [tidy_row(self.path, study, phase, row) for row in rows]))

@@ -14,11 +14,11 @@ import pandas as pd
 from tunelab.errors import StoreError, quoted
 from tunelab.model import DONE_STATUSES, FINAL_STATUSES, PHASES, TrialStatus
 from tunelab.store.connection import StoreConnection
-from tunelab.store.rows import check_plan, check_row, decode_column
+from tunelab.store.rows import check_counters, check_plan, check_row, decode_column
 from tunelab.store.values import as_mapping, dumps, loads, utc_now
 
-#: the JSON columns of a trial row
-JSON_COLUMNS = ("config", "plan", "knobs_read", "metrics", "series", "timings", "provenance")
+#: the JSON columns of a trial row (``counters`` since schema 3: absent from an older store opened read-only)
+JSON_COLUMNS = ("config", "plan", "knobs_read", "metrics", "series", "timings", "provenance", "counters")
 
 
 class TrialRecords(StoreConnection):
@@ -26,7 +26,7 @@ class TrialRecords(StoreConnection):
 
     #: the columns of a trial record (:meth:`trial_records`, :meth:`add_trial_record`), JSON ones as text
     RECORD_COLUMNS = ("run_key", "phase", "config", "plan", "status", "reason", "knobs_read", "metrics", "series",
-                      "timings", "foreign_cpu_s", "provenance", "started_at", "ended_at")
+                      "timings", "foreign_cpu_s", "provenance", "started_at", "ended_at", "counters")
 
     def begin_trial(self, run_key: str, phase: str, config: Mapping[str, Any],
                     plan: Mapping[str, Any] | None = None) -> int:
@@ -55,18 +55,24 @@ class TrialRecords(StoreConnection):
         timings: Mapping[str, float] | None = None,
         foreign_cpu_s: float | None = None,
         provenance: Mapping[str, Any] | None = None,
+        *,
+        counters: Mapping[str, Any] | None = None,
     ) -> None:
-        """Record a trial's outcome in one transaction (all of it or nothing)."""
+        """Record a trial's outcome in one transaction (all of it or nothing); ``counters`` are the measured
+        window's kernel counters (:meth:`tunelab.counters.CounterRecord.to_json`), checked as they are read."""
         if status not in FINAL_STATUSES:
             raise StoreError(f"trial {trial_id}: status {status!r} is not one of {', '.join(FINAL_STATUSES)}")
         if status != TrialStatus.OK and not reason:
             raise StoreError(f"trial {trial_id}: a {status!r} trial needs a reason saying why")
+        if counters is not None:
+            check_counters(dict(counters), f"trial {trial_id} counters")
         with self._transaction() as db:
             cur = db.execute(
                 "UPDATE trials SET status = ?, reason = ?, knobs_read = ?, metrics = ?, series = ?, timings = ?,"
-                " foreign_cpu_s = ?, provenance = ?, ended_at = ? WHERE trial_id = ? AND status = 'running'",
+                " foreign_cpu_s = ?, provenance = ?, ended_at = ?, counters = ?"
+                " WHERE trial_id = ? AND status = 'running'",
                 (status, reason, dumps(knobs_read), dumps(metrics), dumps(series), dumps(timings),
-                 foreign_cpu_s, dumps(provenance), utc_now(), trial_id),
+                 foreign_cpu_s, dumps(provenance), utc_now(), dumps(counters), trial_id),
             )
             if cur.rowcount != 1:
                 raise StoreError(f"trial {trial_id} is not running in {self.path}; it was finished already or never begun")
@@ -177,7 +183,8 @@ class TrialRecords(StoreConnection):
             check_row(self.path, row.trial_id, row.phase, row.status, row.reason, row.foreign_cpu_s, row.started_at,
                       row.ended_at)
         for col in JSON_COLUMNS:
-            frame[col] = [decode_column(self.path, tid, col, v) for tid, v in zip(frame["trial_id"], frame[col])]
+            values = frame[col] if col in frame.columns else [None] * len(frame)
+            frame[col] = [decode_column(self.path, tid, col, v) for tid, v in zip(frame["trial_id"], values)]
         return frame
 
     def series(self, trial_id: int) -> pd.DataFrame:

@@ -29,6 +29,7 @@ from tunelab.errors import TargetError
 from tunelab.registry import Registry
 
 if TYPE_CHECKING:
+    from tunelab.counters import CounterRequest, CounterSource
     from tunelab.loads.base import Load
 
 
@@ -66,6 +67,9 @@ class Target(abc.ABC):
     command_options: tuple[str, ...] = ()
     #: constructor options only Python callers may pass (callables, sockets); never from a design
     python_only_options: tuple[str, ...] = ()
+    #: options a rebuild for ``tunelab restore`` replaces (:func:`tunelab.journal.restore_target`): restore
+    #: only writes knobs back, so what a run needed to measure (services, files it read) is left out
+    restore_options: Mapping[str, Any] = {}
     #: what this target cannot do by design, item -> reason (items of the contract: ``"write"``,
     #: ``"run"``, ``"client_files"``, ``"up_twice"``, ...); empty: it does everything
     cannot: Mapping[str, str] = {}
@@ -150,6 +154,11 @@ class Target(abc.ABC):
     def foreign_cpu_s(self) -> float:
         """CPU seconds used by processes that are not ours since the previous call (0 if unknown)."""
         return 0.0
+
+    def counter_sources(self, request: "CounterRequest") -> "Sequence[CounterSource]":
+        """Where this target's kernel counters are read for a trial whose load touches ``request``'s
+        service and device (:mod:`tunelab.counters`); none by default (dry run, simulator)."""
+        return ()
 
 
 #: the registered targets; ``TARGETS.get(name)`` raises TargetError listing the known ones

@@ -48,10 +48,12 @@ import time
 import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import psutil
 
+from tunelab.counters import NET_FILES, CounterRequest, CounterSource, FileCounters, ProcessCounters, block_file
+from tunelab.counters import read_local_files
 from tunelab.errors import TargetError, ToolMissingError
 from tunelab.paths import DISK_DIR, RUN_DIR, is_inside, private_dir
 from tunelab.registry import Registry
@@ -59,7 +61,7 @@ from tunelab.signals import teardown_on_sigterm
 from tunelab.targets import dns_servers, netns
 from tunelab.targets import services as svc
 from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
-from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local
+from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local, parse_version
 from tunelab.targets.local import read_file, write_file
 from tunelab.targets.process import check_argv, process_alive, run_argv
 
@@ -523,6 +525,8 @@ class LabTarget(Target):
 
     name = "lab"
     hosts = ("server", "client")
+    #: a lab rebuilt for restore starts no service and never reads the operator's zone file (it may be gone)
+    restore_options: Mapping[str, Any] = {"services": [], "zone": None, "zone_file": None}
     cannot = {"up_twice": "a lab claims its name once: up() on a live lab raises TargetError (use reset())"}
 
     def __init__(self, name: str | None = None, bottleneck_mbit: float | None = None,
@@ -883,7 +887,11 @@ class LabTarget(Target):
             self.start_service(name)
 
     def describe(self) -> dict[str, Any]:
+        """This machine's description, the lab's, and ``dns_server``: the software the ``dns`` service runs
+        and its version (what a sysctl.d file's provenance names)."""
         info = describe_local()
+        version = dns_servers.server_version(self.dns_server.name)
+        info["dns_server"] = {"software": self.dns_server.name, "version": parse_version(version) or version}
         info.update({"target": "lab", "lab": {
             "name": self.lab_name, "namespaces": dict(self.namespaces), "addresses": dict(self.addresses),
             "link": LINK, "disk": self.state.disk_device if self.state else None, **self._options(),
@@ -895,6 +903,30 @@ class LabTarget(Target):
         if self._meter is None:
             return 0.0
         return self._meter()
+
+    def counter_sources(self, request: CounterRequest) -> list[CounterSource]:
+        """The server's and the client's namespace counters (through the thread living in each: a file open,
+        no process), the processes of the load's service, and the load's block device."""
+        self._require_up()
+        sources: list[CounterSource] = [FileCounters(host, NET_FILES, functools.partial(self._read_in_namespace, host))
+                                        for host in ("server", "client")]
+        if request.service is not None:
+            sources.append(ProcessCounters("server", functools.partial(self._service_pids, request.service)))
+        if request.device is not None:
+            sources.append(FileCounters("server", (block_file(request.device),), read_local_files))
+        return sources
+
+    def _read_in_namespace(self, host: str, paths: Sequence[str]) -> dict[str, str]:
+        """``/proc/net`` files of ``host``'s namespace, read through its worker thread's ``/proc/PID/task/TID``
+        from the calling thread: no hand-over to the worker (it costs milliseconds on a busy machine)."""
+        self._require_up()
+        tid = self._workers[host].native_id
+        return read_local_files(paths, functools.partial(netns.task_path, tid=tid))
+
+    def _service_pids(self, name: str) -> list[int]:
+        """The pid of the lab service ``name`` while it runs (its workers are its descendants)."""
+        proc = self._procs.get(name)
+        return [proc.pid] if proc is not None and proc.poll() is None else []
 
 
 def check_dns_options(dns_server: str, zone: str | None, zone_file: str | None) -> None:

@@ -12,8 +12,10 @@ import errno
 import os
 from typing import Any, Mapping, Sequence
 
+from tunelab.counters import (NET_FILES, CounterFile, CounterRequest, CounterSource, FileCounters, block_file,
+                              cgroup_files, read_local_files)
 from tunelab.errors import TargetError
-from tunelab.targets.base import TARGETS, CommandResult, Target
+from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
 from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local
 from tunelab.targets.process import check_argv, run_argv
 
@@ -54,6 +56,21 @@ class ServiceCommandsMixin:
         if not result.ok:
             raise TargetError(f"service {name!r}: `{' '.join(result.argv)}` failed (exit {result.returncode}"
                               f"{', timed out' if result.timed_out else ''}): {result.stderr.strip()}")
+
+
+def check_server_cgroup(cgroup: Any) -> None:
+    """TargetOptionError unless ``cgroup`` is None or a cgroup folder under /sys/fs/cgroup."""
+    if cgroup is not None:
+        try:
+            cgroup_files(cgroup)
+        except TargetError as exc:
+            raise TargetOptionError(str(exc), "server_cgroup") from None
+
+
+def server_files(request: CounterRequest, cgroup: str | None) -> tuple[CounterFile, ...]:
+    """The counter files of a server host: its network counters, the load's block device, the service's cgroup."""
+    return (NET_FILES + ((block_file(request.device),) if request.device is not None else ())
+            + (cgroup_files(cgroup) if cgroup is not None else ()))
 
 
 def read_file(path: str) -> str:
@@ -97,6 +114,9 @@ class LocalTarget(ServiceCommandsMixin, Target):
         Service name -> argv that (re)starts it on this machine.
     server_cpu, client_cpu : int, optional
         Default CPU to pin commands of each host to (``None``: no pinning).
+    server_cgroup : str, optional
+        The cgroup v2 folder the server's service runs in (e.g. ``/sys/fs/cgroup/system.slice/nsd.service``):
+        its CPU time and major faults are recorded with every trial as ``proc.*`` counters (docs/counters.md).
     """
 
     name = "local"
@@ -104,7 +124,10 @@ class LocalTarget(ServiceCommandsMixin, Target):
     command_options = ("service_commands",)
 
     def __init__(self, service_commands: Mapping[str, Sequence[str]] | None = None,
-                 server_cpu: int | None = None, client_cpu: int | None = None) -> None:
+                 server_cpu: int | None = None, client_cpu: int | None = None,
+                 server_cgroup: str | None = None) -> None:
+        self.validate_options({"server_cgroup": server_cgroup})
+        self.server_cgroup = server_cgroup
         self._configure_services(service_commands)
         self.cpus = {"server": server_cpu, "client": client_cpu}
         self._meter = ForeignCpuMeter()
@@ -139,3 +162,13 @@ class LocalTarget(ServiceCommandsMixin, Target):
 
     def foreign_cpu_s(self) -> float:
         return self._meter()
+
+    @classmethod
+    def validate_options(cls, options: dict[str, Any]) -> None:
+        """``server_cgroup`` is a cgroup folder under /sys/fs/cgroup (:func:`tunelab.counters.cgroup_files`)."""
+        check_server_cgroup(options.get("server_cgroup"))
+
+    def counter_sources(self, request: CounterRequest) -> list[CounterSource]:
+        """This machine's network counters, the load's block device and the ``server_cgroup``'s CPU time, at
+        the server (one host: no ``client.`` copy)."""
+        return [FileCounters("server", server_files(request, self.server_cgroup), read_local_files)]

@@ -24,6 +24,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence, TypeVar
@@ -185,8 +186,10 @@ class NetnsWorker:
         self.namespace = namespace
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"netns-{namespace}",
                                         initializer=_enter, initargs=(namespace,))
-        # run one no-op so a failing setns surfaces here, not at the first real call
-        self.call(lambda: None)
+        # one call now, so a failing setns surfaces here, not at the first real call
+        #: the kernel's id of the thread inside the namespace: ``/proc/PID/task/TID/net`` is its namespace's
+        #: (:func:`task_path`), readable from any thread of this process without a hand-over
+        self.native_id: int = self.call(threading.get_native_id)
 
     def call(self, fn: Callable[..., T], *args: object, timeout_s: float = 30.0) -> T:
         """Run ``fn(*args)`` in the namespace thread and return its result (exceptions propagate)."""
@@ -211,6 +214,18 @@ def thread_path(path: str) -> str:
         return "/proc/thread-self/net" + path[len("/proc/net"):]
     if path.startswith("/proc/self/net"):
         return "/proc/thread-self/net" + path[len("/proc/self/net"):]
+    return path
+
+
+def task_path(path: str, tid: int) -> str:
+    """Rewrite ``/proc/net/...`` to ``/proc/PID/task/TID/net/...``: the namespace of this process's thread
+    ``tid`` (a :class:`NetnsWorker`'s ``native_id``), read from the calling thread.
+
+    >>> task_path("/proc/net/snmp", 12).endswith("/task/12/net/snmp")
+    True
+    """
+    if path == "/proc/net" or path.startswith("/proc/net/"):
+        return f"/proc/{os.getpid()}/task/{tid}/net" + path[len("/proc/net"):]
     return path
 
 

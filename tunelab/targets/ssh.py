@@ -14,6 +14,7 @@ Examples
 """
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import socket
@@ -24,9 +25,10 @@ import paramiko
 from fabric import Connection
 from invoke.exceptions import CommandTimedOut
 
+from tunelab.counters import NET_FILES, CounterRequest, CounterSource, FileCounters, tail_reader
 from tunelab.errors import TargetError
 from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
-from tunelab.targets.local import LocalTarget, ServiceCommandsMixin, taskset_argv
+from tunelab.targets.local import LocalTarget, ServiceCommandsMixin, check_server_cgroup, server_files, taskset_argv
 from tunelab.targets.process import check_argv
 
 #: extra seconds the remote ``timeout`` allows before SIGKILL, and the local wait beyond that
@@ -70,6 +72,8 @@ class SshTarget(ServiceCommandsMixin, Target):
         Passed to ``paramiko.SSHClient.connect`` (e.g. ``key_filename``, ``password``).
     known_hosts : str, optional
         known_hosts file to trust (default: the user's ``~/.ssh/known_hosts``).
+    client_known_hosts : str, optional
+        known_hosts file for the client host only (default: ``known_hosts``), e.g. a load host's own.
     service_commands : mapping, optional
         Service name -> argv that (re)starts it on the server, e.g. ``["systemctl", "restart", "nsd"]``.
     connect_socket : callable, optional
@@ -77,6 +81,9 @@ class SshTarget(ServiceCommandsMixin, Target):
         namespace); default: paramiko connects by itself.
     connect_timeout_s : float
         Seconds to wait for the TCP connection and the SSH handshake.
+    server_cgroup : str, optional
+        The cgroup v2 folder of the server's service (e.g. ``/sys/fs/cgroup/system.slice/nsd.service``):
+        its CPU time and major faults are recorded with every trial as ``proc.*`` counters (docs/counters.md).
     """
 
     name = "ssh"
@@ -87,16 +94,23 @@ class SshTarget(ServiceCommandsMixin, Target):
     def __init__(self, server: str, client: str | None = None, connect_kwargs: Mapping[str, Any] | None = None,
                  known_hosts: str | None = None, service_commands: Mapping[str, Sequence[str]] | None = None,
                  connect_socket: Callable[[str, int], socket.socket] | None = None,
-                 connect_timeout_s: float = 10.0) -> None:
-        self.validate_options({"server": server, "client": client, "connect_kwargs": connect_kwargs})
+                 connect_timeout_s: float = 10.0, server_cgroup: str | None = None,
+                 client_known_hosts: str | None = None) -> None:
+        self.validate_options({"server": server, "client": client, "connect_kwargs": connect_kwargs,
+                               "server_cgroup": server_cgroup})
+        self.server_cgroup = server_cgroup
         self.specs = {"server": parse_spec(server)}
         if client is not None:
             self.specs["client"] = parse_spec(client)
         self.connect_kwargs = dict(connect_kwargs or {})
         self.known_hosts = os.path.expanduser(known_hosts) if known_hosts else None
-        if self.known_hosts and not os.path.isfile(self.known_hosts):
-            raise TargetError(f"known_hosts file {self.known_hosts!r} does not exist; create it with "
-                              f"`ssh-keyscan -p PORT HOST >> {self.known_hosts}` after checking the fingerprint")
+        client_known = os.path.expanduser(client_known_hosts) if client_known_hosts else None
+        for path in (self.known_hosts, client_known):
+            if path and not os.path.isfile(path):
+                raise TargetError(f"known_hosts file {path!r} does not exist; create it with "
+                                  f"`ssh-keyscan -p PORT HOST >> {path}` after checking the fingerprint")
+        #: the known_hosts file each host's key is checked against (None: the user's own)
+        self.known_hosts_of = {"server": self.known_hosts, "client": client_known or self.known_hosts}
         self._configure_services(service_commands)
         self.connect_socket = connect_socket
         self.connect_timeout_s = connect_timeout_s
@@ -105,7 +119,9 @@ class SshTarget(ServiceCommandsMixin, Target):
 
     @classmethod
     def validate_options(cls, options: dict[str, Any]) -> None:
-        """Host specs parse and ``connect_kwargs`` holds only :data:`CONNECT_KWARGS` (no ProxyCommand, no socket)."""
+        """Host specs parse, ``connect_kwargs`` holds only :data:`CONNECT_KWARGS` (no ProxyCommand, no socket)
+        and ``server_cgroup`` is a cgroup folder."""
+        check_server_cgroup(options.get("server_cgroup"))
         for host in ("server", "client"):
             if options.get(host) is not None:
                 try:
@@ -143,13 +159,14 @@ class SshTarget(ServiceCommandsMixin, Target):
                           connect_timeout=int(self.connect_timeout_s))
         conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
-            if self.known_hosts:
-                conn.client.load_host_keys(self.known_hosts)
+            if self.known_hosts_of[host]:
+                conn.client.load_host_keys(self.known_hosts_of[host])
             else:
                 conn.client.load_system_host_keys()
         except (OSError, paramiko.SSHException) as exc:
-            raise TargetError(f"could not read known_hosts {self.known_hosts or '~/.ssh/known_hosts'}: {exc}") from None
-        known = self.known_hosts or "~/.ssh/known_hosts"
+            raise TargetError(f"could not read known_hosts {self.known_hosts_of[host] or '~/.ssh/known_hosts'}: "
+                              f"{exc}") from None
+        known = self.known_hosts_of[host] or "~/.ssh/known_hosts"
         try:
             conn.open()
         except paramiko.BadHostKeyException as exc:
@@ -262,3 +279,23 @@ class SshTarget(ServiceCommandsMixin, Target):
             info["hosts"][host] = {"address": self._spec_text(host), "kernel": lines[0], "nproc": lines[1],
                                    "cpu_model": lines[2].split(":", 1)[-1].strip()}
         return info
+
+    def counter_sources(self, request: CounterRequest) -> list[CounterSource]:
+        """The server's network counters, the load's block device and the ``server_cgroup``'s CPU time, read
+        with one remote ``tail`` per snapshot; the client's network counters, remote the same way or this
+        machine's."""
+        sources: list[CounterSource] = []
+        for host in self.hosts:
+            files = server_files(request, self.server_cgroup) if host == "server" else NET_FILES
+            if self._is_local(host):
+                assert self._local is not None
+                sources += [FileCounters(host, source.files, source.read_files)
+                            for source in self._local.counter_sources(CounterRequest())]
+                continue
+            sources.append(FileCounters(host, files, tail_reader(functools.partial(self._run_quietly, host),
+                                                                 f"ssh {host} ({self._spec_text(host)})")))
+        return sources
+
+    def _run_quietly(self, host: str, argv: list[str]) -> tuple[int, str, str]:
+        result = self.run(host, argv, timeout_s=10)
+        return result.returncode, result.stdout, result.stderr

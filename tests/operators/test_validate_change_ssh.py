@@ -1,0 +1,137 @@
+"""``tunelab validate CHANGE.yaml`` end to end, as docs/operators.md tells an operator to run it: production
+(sshd + Unbound serving the operator's zone, restarted by its own command) and a load host (sshd, dnsperf with
+the operator's query file) in network namespaces, tunelab on a third (:mod:`operator_hosts`), everything over
+ssh. Then a validation killed with SIGKILL mid-run, and ``tunelab restore``: production's knobs are as before.
+
+Short on purpose: one profile, 2 blocks (8 trials), 0.5 s warm-up, 2 s measured (dnsperf prints a line
+per second; the one that ends at 2 s is the first wholly after the warm-up; with less, a loaded machine
+leaves trials without one). About 65 s and 20 s here, with the machine shared (load average 10). The
+verdict itself is never asserted (noise can flip it), only that the run measured and judged (no
+``untestable``, a finite CI) and that the sysctl.d file exists exactly when the verdict allows it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+from dns_helpers import require_tools
+
+from tunelab.store import Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from operator_hosts import ORIGINAL_SOMAXCONN, SOFTWARE, OperatorHosts, operator_hosts, wait_for  # noqa: E402
+
+pytestmark = pytest.mark.lab
+
+CANDIDATE = "net.core.somaxconn = 4096\n"
+DEPLOYABLE = ("improve", "equivalent")
+
+
+@pytest.fixture
+def hosts(tmp_path: Path) -> Iterator[OperatorHosts]:
+    require_tools("sshd", "ssh-keygen", "dnsperf", "unbound", "ss", hint="apt-get install openssh-server dnsperf unbound")
+    with operator_hosts(tmp_path) as running:
+        yield running
+
+
+def write_change(hosts: OperatorHosts, name: str, baseline: object = "current") -> Path:
+    """CHANGE.yaml in the shape docs/operators.md shows (its query file and candidate beside it)."""
+    (hosts.workdir / "candidate.conf").write_text(CANDIDATE)
+    change = {
+        "name": name,
+        "server": {"ssh": hosts.server, "key": str(hosts.key), "known_hosts": str(hosts.known_hosts),
+                   "restart": hosts.restart, "software": SOFTWARE},
+        "load_host": {"ssh": hosts.load_host, "key": str(hosts.key)},
+        "load": {"generator": "dnsperf", "query_file": hosts.query_file.name, "server_address": hosts.server_address,
+                 "transport": "udp", "profiles": {"normal": {"rate": 500, "clients": 2}}},
+        "baseline": baseline,
+        "candidate": "candidate.conf",
+        "metrics": ["qps:max:5"],
+        "blocks": 2,
+        "warmup_s": 0.5,
+        "measure_s": 2,
+    }
+    path = hosts.workdir / "CHANGE.yaml"
+    path.write_text(yaml.safe_dump(change, sort_keys=False))
+    return path
+
+
+def restarts(hosts: OperatorHosts) -> int:
+    """How often the DNS server was (re)started by its restart command."""
+    log = Path(hosts.restart).parent / "restarts"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_plan_then_validate_through_ssh_restart_included(hosts: OperatorHosts):
+    change = write_change(hosts, "e2e")
+    before = restarts(hosts)
+
+    plan = hosts.run_tunelab("validate", str(change), "--plan", "--allow-design-commands")
+    assert plan.returncode == 0, plan.stderr
+    server, load_host = (spec.split("@", 1)[1] for spec in (hosts.server, hosts.load_host))
+    assert f"server ({server} over ssh, as root): per trial, after the knobs: {hosts.restart}" in plan.stdout
+    assert f"load host ({load_host} over ssh, as root): per trial: [profile normal] dnsperf" in plan.stdout
+    assert hosts.somaxconn() == ORIGINAL_SOMAXCONN and restarts(hosts) == before    # the plan ran nothing
+    assert not (hosts.workdir / "data").exists()
+
+    run = hosts.run_tunelab("validate", str(change), "--allow-design-commands", "--json", "verdict.json")
+    assert run.returncode in (0, 3, 4), (run.returncode, run.stdout, run.stderr[-2000:])
+    assert not re.search(r"\bnan\b", run.stdout, re.I), run.stdout
+    result = json.loads((hosts.workdir / "verdict.json").read_text())
+    assert result["verdict"] in ("improve", "regress", "equivalent", "inconclusive"), result["verdict"]
+    assert result["failures"]["trials"] == 8 and result["failures"]["failed"] == 0, result["failures"]
+    rows = result["table"]
+    assert rows and all(row["verdict"] != "untestable" for row in rows)
+    assert all(math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"]) for row in rows), rows
+    # somaxconn needs a restart: the server's own restart command ran for the trials (and only with the flag)
+    assert restarts(hosts) - before >= 4
+    # production is as before: every trial's knob put back, the journal closed
+    assert hosts.somaxconn() == ORIGINAL_SOMAXCONN
+    with Store(hosts.workdir / "data" / "validate-e2e.sqlite", readonly=True) as store:
+        assert store.unrestored() == []
+    sysctl = result["sysctl"]
+    assert sysctl["written"] == (result["verdict"] in DEPLOYABLE), sysctl
+    if sysctl["written"]:
+        conf, rollback = ((hosts.workdir / sysctl["files"][role]["path"]).read_text() for role in ("conf", "rollback"))
+        assert "net.core.somaxconn = 4096" in conf and f"net.core.somaxconn = {ORIGINAL_SOMAXCONN}" in rollback
+        assert f"# load host: {hosts.load_host}" in conf and f"# dns software: {SOFTWARE} " in conf, conf
+    else:
+        assert not list((hosts.workdir / "data").glob("**/*.conf"))
+
+
+def test_validation_killed_mid_run_then_restore_puts_production_back(hosts: OperatorHosts):
+    # a baseline that is not production's value: the first trial (A) changes it already, and restore must
+    # go back to the value before the validation, not to the baseline
+    change = write_change(hosts, "killed", baseline={"net.core.somaxconn": 2048})
+    store = hosts.workdir / "data" / "validate-killed.sqlite"
+    proc = subprocess.Popen(hosts.tunelab("validate", str(change), "--allow-design-commands"), cwd=hosts.workdir,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # a trial's value is live on production (its journal entry is written before the value)
+        wait_for(lambda: proc.poll() is None and hosts.somaxconn() != ORIGINAL_SOMAXCONN, 90, "a trial applied")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL
+    assert hosts.somaxconn() in ("2048", "4096")            # the kill left production changed
+    with Store(store, readonly=True) as journal:
+        assert [e.knob_name for e in journal.unrestored()] == ["net.core.somaxconn"]
+
+    restore = hosts.run_tunelab("restore", str(store), timeout_s=60)
+    assert restore.returncode == 0, (restore.stdout, restore.stderr)
+    assert "restored: net.core.somaxconn" in restore.stdout
+    assert hosts.somaxconn() == ORIGINAL_SOMAXCONN
+    with Store(store, readonly=True) as journal:
+        assert journal.unrestored() == []
