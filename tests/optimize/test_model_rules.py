@@ -128,3 +128,22 @@ def test_refine_races_at_most_its_share_and_never_below_the_minimum_budget() -> 
         assert raced <= round(RACE_SHARE * budget)
         if budget < RACE_MIN_BUDGET:
             assert raced == 0
+
+
+def test_a_continued_search_races_on_its_extra_measurements(tmp_path) -> None:
+    """The engine is rebuilt with the first budget, so it cannot end a continuation's search itself: the driver
+    reserves its continued_race_share of the extra measurements."""
+    from tunelab.optimize.evaluators import StoreEvaluator
+    from tunelab.optimize.history import StoreSearchLog
+    from tunelab.store import Store
+
+    surface = get_surface("hard512")
+    with Store.open(tmp_path / "s.sqlite", study="s", design_hash="h", design_text="t") as store:
+        def run(budget: int):
+            return refine(surface.search_space(), StoreEvaluator(SimulatorEvaluator(surface, seed=4), store),
+                          ["qps:max"], budget=budget, seed=4, baseline=surface.baseline, log=StoreSearchLog(store))
+        run(30)
+        more = run(50)
+    extra = more.history.iloc[30:]
+    assert len(extra) == 20
+    assert int((extra["stage"] == "race").sum()) == round(RACE_SHARE * 20)

@@ -43,7 +43,8 @@ the model's noise share (the noise against the spread of the measured configurat
 :data:`FULL_RACE_NOISE`. The driver then races the leaders with what is left. The driver reserves
 nothing for it (the engine's ``race_share`` is 0); an explicit ``race_share`` reserves that share on top.
 Measurements told before the first ask (a warm start) are not counted, and a search continued past
-its budget searches on.
+its budget searches on, the driver reserving :data:`RACE_SHARE` of the extra measurements for a race
+(``continued_race_share``).
 
 Options: ``batch`` (default 2), ``initial`` (size of the first design).
 """
@@ -478,6 +479,9 @@ class TunelabSearch(ModelSearch):
 
     name = "tunelab"
     races = True
+    #: the race's share of a continued search's extra measurements (the engine, built with the first budget,
+    #: does not see them; the driver reserves this share for it)
+    continued_race_share = RACE_SHARE
 
 
 ENGINES.add("model", ModelSearch)
