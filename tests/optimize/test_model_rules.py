@@ -75,10 +75,10 @@ def test_a_level_only_a_collapsed_configuration_had_is_excluded() -> None:
 # ---- the race's share -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("budget, noise, expected", [
-    (RACE_MIN_BUDGET - 1, 0.6, 0),               # too small to race
-    (30, 0.02, 0),                               # the noise is small against the spread: no race
-    (30, 0.1, 3), (30, 0.3, 9), (30, 0.6, 9),    # the share grows with the noise up to RACE_SHARE
-    (100, 0.6, 30), (60, 0.1, 6),
+    (RACE_MIN_BUDGET - 1, 1.0, 0),               # too small to race
+    (30, 0.02, 0),                               # the noise is small against the SESOI: no race
+    (30, 0.1, 2), (30, 0.5, 9), (30, 1.0, 9),    # the share grows with the noise up to RACE_SHARE
+    (100, 1.0, 30), (60, 0.1, 4),
 ])
 def test_race_budget_by_budget_and_noise(budget: int, noise: float, expected: int) -> None:
     assert race_budget(budget, noise) == expected
@@ -86,8 +86,10 @@ def test_race_budget_by_budget_and_noise(budget: int, noise: float, expected: in
 
 
 class _Model:
-    def __init__(self, noise: float) -> None:
-        self.noise = noise
+    """A fitted model's noise share and scale (log units): noise SD = sqrt(noise) * scale."""
+
+    def __init__(self, noise: float, scale: float = 0.1) -> None:
+        self.noise, self.scale = noise, scale
 
 
 def test_the_tunelab_engine_stops_its_search_to_leave_the_race_its_share() -> None:
@@ -98,12 +100,23 @@ def test_the_tunelab_engine_stops_its_search_to_leave_the_race_its_share() -> No
     for config in every_config()[:21]:
         refiner.tell(Candidate(config), [{"qps": 100.0}])
     assert refiner.spent() == 21
-    assert refiner.search_done(_Model(0.3))           # 30 - 9 <= 21: the race gets the last 9
-    assert not refiner.search_done(_Model(0.02))      # low noise: search to the end
+    # noise SD 0.1 * sqrt(0.3) = 5.5 % against the default SESOI of 5 %: a full race, 30 - 9 <= 21
+    assert refiner.search_done(_Model(0.3))
+    assert not refiner.search_done(_Model(0.02, 0.01))   # noise SD 0.14 %: search to the end
     assert not engine("model", budget=30).search_done(_Model(0.3))   # the model engine never races
     for config in every_config()[21:31]:
         refiner.tell(Candidate(config), [{"qps": 100.0}])
     assert not refiner.search_done(_Model(0.6))       # the budget is spent: a continued search searches on
+
+
+def test_the_noise_ratio_is_the_models_noise_sd_against_the_sesoi() -> None:
+    from tunelab.optimize.engines import Candidate
+
+    refiner = engine("tunelab", budget=30)
+    refiner.tell(Candidate(every_config()[0]), [{"qps": 100.0}])
+    assert refiner.noise_ratio(_Model(0.25, 0.1)) == pytest.approx(0.05 / np.log(1.05))
+    refiner.tell(Candidate(every_config()[1]), [{"qps": -1.0}])     # not on a log scale: a full race
+    assert refiner.noise_ratio(_Model(0.25, 0.1)) == float("inf")
 
 
 def test_measurements_told_before_the_first_ask_are_not_the_searchs() -> None:
