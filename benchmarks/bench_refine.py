@@ -52,9 +52,10 @@ Usage::
 
 Runs are spread over ``--jobs`` worker processes (default 2), one thread each. SMAC3 costs 40-330 s per run
 on a loaded 2-core machine (its facade's start-up and random forest), tens of times the others. Cost per seed
-measured before issue 30 (budgets 30-200, three surfaces; a 2-core machine shared with other work): Optuna GP 560-1050 s, tunelab 58 s,
-TPE 26 s, GA 7 s, random 4 s, the two-objective part 17 s. So 100 seeds on 2 processes take about 8-15 h
-with GP and about 1.5 h without it; ``--method-seeds gp=N`` runs GP on fewer seeds, shown as ``n=N``.
+measured before issue 30 (budgets 30-200, three surfaces; a 2-core machine shared with other work): Optuna GP
+560-1050 s, tunelab 58 s, TPE 26 s, GA 7 s, random 4 s, the two-objective part 17 s. So 100 seeds on 2
+processes take about 8-15 h with GP and about 1.5 h without it; ``--method-seeds gp=N`` runs GP on fewer
+seeds, shown as ``n=N``.
 """
 from __future__ import annotations
 

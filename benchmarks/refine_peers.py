@@ -88,7 +88,8 @@ class SmacSearch:
 
         objective = self.settings.objectives[0]
         mean = finite_mean([m.get(objective.name, math.nan) for m in measurements])
-        cost = objective.sign * math.log(mean) if mean > 0 else (FAILED_COST if math.isnan(mean) else objective.sign * mean)
+        cost = (FAILED_COST if math.isnan(mean) else
+                objective.sign * math.log(mean) if mean > 0 else objective.sign * mean)
         key = config_key(candidate.config)
         info = self.pending.pop(key, None)
         if info is None:

@@ -43,8 +43,9 @@ the model's noise SD against the first objective's smallest effect of interest (
 log scale: can one measurement tell apart configurations that differ by what matters?) up to
 :data:`FULL_RACE_NOISE`. Scaling by the noise against the spread of the measured configurations (the
 model's noise share) was tried first: on hard512 and smooth the spread is wide, so it raced little and
-the hit rate at 60 fell from 85 % to 55 % (hard512, 20 seeds). The driver then races the leaders with what is left. The driver reserves
-nothing for it (the engine's ``race_share`` is 0); an explicit ``race_share`` reserves that share on top.
+the hit rate at 60 fell from 85 % to 55 % (hard512, 20 seeds). The driver then races the leaders with
+what is left. The driver reserves nothing for it (the engine's ``race_share`` is 0); an explicit
+``race_share`` reserves that share on top.
 Measurements told before the first ask (a warm start) are not counted, and a search continued past
 its budget searches on, the driver reserving :data:`RACE_SHARE` of the extra measurements for a race
 (``continued_race_share``).
@@ -359,7 +360,8 @@ class ModelSearch:
         known = taken | self.asked
         pool = pool[[tuple(int(g) for g in row) not in known for row in pool]]
         pool = pool[rng.permutation(len(pool))]
-        chosen = np.array(sorted(taken), dtype=int).reshape(-1, pool.shape[1]) if taken else np.empty((0, pool.shape[1]))
+        width = pool.shape[1]
+        chosen = np.array(sorted(taken), dtype=int).reshape(-1, width) if taken else np.empty((0, width))
         return [Candidate(self.space.decode(pool[i]), "design") for i in maximin_rows(pool, chosen, size)]
 
     def balanced_design(self, rng: np.random.Generator, size: int, taken: set[tuple]) -> list[Candidate]:
