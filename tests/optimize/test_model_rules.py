@@ -109,6 +109,22 @@ def test_the_tunelab_engine_stops_its_search_to_leave_the_race_its_share() -> No
     assert not refiner.search_done(_Model(0.6))       # the budget is spent: a continued search searches on
 
 
+def test_the_race_shrinks_past_ten_knobs() -> None:
+    """27 knobs: the race gets at most 10/27 of its share (11 of 100 measurements, not 30)."""
+    from tunelab.optimize.engines import Candidate
+
+    wide = make_engine("tunelab", EngineSettings(space_from_spec(
+        {f"k{i}": {"kind": "choice", "values": ["a", "b"]} for i in range(27)}), QPS, seed=1, budget=100))
+    wide.asks = 1
+    configs = [{f"k{j}": "ab"[(i >> j) & 1] if j < 7 else "a" for j in range(27)} for i in range(89)]
+    for config in configs[:80]:
+        wide.tell(Candidate(config), [{"qps": 100.0}])
+    assert not wide.search_done(_Model(0.3))           # 80 < 100 - 11 (a full share would stop at 70)
+    for config in configs[80:]:
+        wide.tell(Candidate(config), [{"qps": 100.0}])
+    assert wide.search_done(_Model(0.3))               # 89 = 100 - 11
+
+
 def test_the_noise_ratio_is_the_models_noise_sd_against_the_sesoi() -> None:
     from tunelab.optimize.engines import Candidate
 
