@@ -542,7 +542,10 @@ def run_segment(search: _Search, refiner: Refiner, records: Sequence[Mapping[str
     search.segment = len(continued)
     start = continued[-1] if continued else 0                       # measured before this segment
     budget = search.warm + request.budget                            # the warm start is not budgeted
-    race_budget = race_budget_of(float(request.settings["race_share"]), request.budget - start)
+    share = float(request.settings["race_share"])
+    if search.segment and not share:    # an engine that races by its own rule cannot see a continuation's budget
+        share = float(getattr(refiner, "continued_race_share", 0.0))
+    race_budget = race_budget_of(share, request.budget - start)
     same_segment = bool(records) and int(records[-1].get("segment", 0)) == search.segment
     if same_segment and stage == "race":
         return race_stage(search, refiner, budget, race_survivors(search, records))
