@@ -15,7 +15,8 @@ from tests.hostile.conftest import assert_one_error
 from tunelab.cli import EXIT_INTERNAL, main
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "data" / "examples" / "default.sqlite"
+#: the default study as recorded on 2026-11-24 (before kernel counters): these tests pin its values and size
+EXAMPLE = ROOT / "tests" / "data" / "default-2026-11-24.sqlite"
 
 pytestmark = pytest.mark.usefixtures("no_orphan_lab_cleanup")
 

@@ -30,7 +30,8 @@ from tunelab.errors import StoreError
 from tunelab.store import SCHEMA_VERSION, Store, check_knob_id, check_study_name
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "data" / "examples" / "default.sqlite"
+#: the default study as recorded on 2026-11-24 (before kernel counters): these tests pin its values and size
+EXAMPLE = ROOT / "tests" / "data" / "default-2026-11-24.sqlite"
 VERBS = ("screen", "export", "report", "restore")
 
 pytestmark = pytest.mark.usefixtures("no_orphan_lab_cleanup")

@@ -1,7 +1,7 @@
 """The mechanism section of the report: words, heatmap and per-knob tables when the runs carry kernel
 counters (``counter.*`` columns), one line when the store has none.
 
-The default example store was recorded before counters existed; the counter test adds synthetic counter
+The default study's recording of 2026-11-24 (tests/data) was made before counters existed; the counter test adds synthetic counter
 columns to its runs (the listen queue overflowing at the somaxconn levels that matter, 40 null counters)
 and screens them as the dispatcher does (:func:`tunelab.stats.screening.with_mechanisms`).
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bs4 import BeautifulSoup
+from report_helpers import copy_store
 
 from tunelab.formatting import level_label
 from tunelab.report import figures
@@ -23,11 +24,13 @@ from tunelab.report.wording import NO_COUNTERS_TEXT, mechanism_sentences, summar
 from tunelab.stats.screening import with_mechanisms
 
 SOMAXCONN = "net.core.somaxconn"
+#: the default study as recorded before kernel counters existed
+WITHOUT_COUNTERS = Path(__file__).resolve().parents[1] / "data" / "default-2026-11-24.sqlite"
 
 
 @pytest.fixture(scope="module")
-def screened(default_store: Path):
-    study = load_study(default_store)
+def screened(tmp_path_factory: pytest.TempPathFactory):
+    study = load_study(copy_store(WITHOUT_COUNTERS, tmp_path_factory.mktemp("stores")))
     inputs, result = screen_study(study, n_boot=200)
     return study, inputs, result
 

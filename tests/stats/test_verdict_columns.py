@@ -15,7 +15,8 @@ from tunelab.cli.render import screen_text, verdict_table
 from tunelab.stats import screen
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT = ROOT / "data" / "examples" / "default.sqlite"
+#: the default study as recorded on 2026-11-24 (before kernel counters): these tests pin its values and size
+DEFAULT = ROOT / "tests" / "data" / "default-2026-11-24.sqlite"
 OVERFLOW = ROOT / "data" / "examples" / "abort-on-overflow.sqlite"
 SOMAXCONN, MTU = "net.core.somaxconn", "link.mtu[@link]"
 BASELINE = {SOMAXCONN: 4096, MTU: 1500, "net.ipv4.tcp_fin_timeout": 60, "net.ipv4.tcp_syncookies": 1}
