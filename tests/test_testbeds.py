@@ -318,7 +318,7 @@ def test_local_and_simulator_testbeds_need_nothing_more() -> None:
 def test_check_refuses_bad_options_of_a_testbed_built_in_python() -> None:
     assert _problems([Testbed("here", "local", {"colour": "blue"})]) == [
         "testbed here: options: target local: unknown option 'colour'; allowed options: service_commands, "
-        "server_cpu, client_cpu; fix or remove that option"]
+        "server_cpu, client_cpu, server_cgroup; fix or remove that option"]
 
 
 # ---- merged options ------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Counters in the store (schema 3): recorded with a trial, per second in the tidy frame, old stores still open."""
 from __future__ import annotations
 
+import contextlib
+
 import shutil
 import sqlite3
 import time
@@ -73,10 +75,21 @@ def test_counters_edited_in_the_file_are_refused_on_read(tmp_path):
         store.tidy()
 
 
-@pytest.fixture(params=sorted(p.name for p in EXAMPLES.glob("*.sqlite")))
+def _recorded_before_counters() -> list[Path]:
+    """The shipped stores recorded before schema 3 (and the default study's 2026-11-24 recording in tests/data)."""
+    candidates = [*EXAMPLES.glob("*.sqlite"), *(Path(__file__).resolve().parents[1] / "data").glob("*.sqlite")]
+    old = []
+    for path in sorted(candidates):
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                old.append(path)
+    return old
+
+
+@pytest.fixture(params=_recorded_before_counters(), ids=lambda path: path.name)
 def old_store(request, tmp_path) -> Path:
-    path = tmp_path / request.param
-    shutil.copy(EXAMPLES / request.param, path)
+    path = tmp_path / request.param.name
+    shutil.copy(request.param, path)
     return path
 
 
