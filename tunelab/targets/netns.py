@@ -138,9 +138,15 @@ def kill_pids(pids: Iterable[int], grace_s: float = 0.5) -> None:
             time.sleep(0.005)
 
 
-def kill_namespace_processes(name: str, grace_s: float = 0.5) -> None:
-    """Terminate every process living in namespace ``name``."""
-    kill_pids(namespace_pids(name), grace_s=grace_s)
+def kill_namespace_processes(name: str, grace_s: float = 0.5, rounds: int = 5) -> None:
+    """Terminate every process living in namespace ``name``, listing them again after each kill: a process
+    forked while the others died (an sshd accepting one more connection, say) is caught by the next round
+    instead of outliving the namespace."""
+    for _ in range(rounds):
+        pids = [p for p in namespace_pids(name) if p != os.getpid() and _alive(p)]
+        if not pids:
+            return
+        kill_pids(pids, grace_s=grace_s)
 
 
 def delete_namespace(name: str) -> None:
