@@ -63,8 +63,12 @@ def paired_runs(data: pd.DataFrame, metric: str) -> pd.DataFrame:
     usable = data[(data[metric] > 0) & np.isfinite(data[metric])]
     partners = usable.loc[usable[ARM] == "A", [PAIR, metric]].rename(columns={metric: "baseline_value"})
     pairs = usable[usable[ARM] == "B"].merge(partners.drop_duplicates(PAIR, keep="last"), on=PAIR)
-    return pairs.assign(orientation=np.where(pairs[SIDE].astype(int) == 1, 1.0, -1.0),
-                        d=np.log(pairs[metric].to_numpy(float) / pairs["baseline_value"].to_numpy(float)))
+    paired = pd.DataFrame({"orientation": np.where(pairs[SIDE].astype(int) == 1, 1.0, -1.0),
+                           "d": np.log(pairs[metric].to_numpy(float) / pairs["baseline_value"].to_numpy(float))},
+                          index=pairs.index)
+    # concat, not assign: a store's hundreds of counter columns leave the frame in many blocks, and
+    # inserting into it warns "DataFrame is highly fragmented" once per level and metric
+    return pd.concat([pairs, paired], axis=1)
 
 
 def level_tables(pairs: pd.DataFrame, level: Any, base: Any, metric: dict[str, Any],
