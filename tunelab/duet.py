@@ -75,7 +75,7 @@ def check_measurement(measurement: str) -> str:
 #: layout name -> ``available CPUs -> (options of side 0, options of side 1)`` for a lab target
 CPU_LAYOUTS: Registry[Callable[[Sequence[int]], tuple[dict[str, int], dict[str, int]]]] = Registry("duet CPU layout",
                                                                                                 error=DuetError)
-#: the layout a lab duet uses unless told otherwise (provisional: docs/duet.md)
+#: the layout a lab duet uses unless told otherwise (chosen from benchmarks/bench_noise.py: docs/duet.md)
 DEFAULT_CPU_LAYOUT = "shared"
 
 
