@@ -102,3 +102,15 @@ def test_result_notes_finds_the_screen_notes_of_one_knob_and_metric(screened: tu
     carrying = SimpleNamespace(verdicts=verdicts, settings={**result.settings, "notes": notes})
     assert methods.result_notes(carrying, knob, metric) == [why, notes[0], "a third, as a mapping"]
     assert methods.result_notes(carrying, knob, other_metric) == [notes[1]]
+
+
+def test_every_posthoc_method_the_report_can_choose_has_its_name_and_estimate_wording():
+    """The duet's ``duet_paired_t`` once reached the post-hoc notebook without a name (KeyError in its cell 6):
+    every method :func:`significant_pairs` can pick must be named, and its ``estimate`` column explained."""
+    from tunelab.report.tables import POSTHOC_METHOD_OF_TEST
+    from tunelab.report.wording import POSTHOC_TEXT, posthoc_estimate_text
+
+    assert set(POSTHOC_METHOD_OF_TEST.values()) <= set(POSTHOC_TEXT)
+    assert "% change" in posthoc_estimate_text("duet_paired_t")
+    assert "mean ranks" in posthoc_estimate_text("dunn")
+    assert "mean(group2) − mean(group1)" in posthoc_estimate_text("tukey_hsd")

@@ -23,6 +23,7 @@ from tunelab.report.tables import (RANGE_TESTS, assumptions_table, between_testb
 from tunelab.report.wording import (CORRECTION_TEXT, DESIGN_TEXT, MODEL_TEST_SHORT, MODEL_TEST_TEXT, POSTHOC_TEXT,
                                     ROUTE_SHORT, VERDICT_ORDER, between_testbeds_markdown, condition_text,
                                     configs_text, mechanism_sentences, mechanisms_markdown, methods_markdown,
+                                    posthoc_estimate_text,
                                     model_lines, model_markdown, noise_markdown,
                                     result_notes, rounds_markdown, runs_text, sesoi_text, summary_markdown,
                                     summary_sentences)
@@ -33,7 +34,7 @@ __all__ = [
     "between_testbeds_markdown", "cell_texts", "chosen_tests", "condition_text", "configs_text", "fmt_abs", "fmt_ci",
     "fmt_p", "fmt_p_exact", "fmt_p_value", "fmt_pct", "fmt_pct_interval", "foreign_load", "html_table",
     "is_synthetic", "letters_by_level", "machine", "markdown_html", "markdown_to_html", "mechanism_frames",
-    "mechanism_sentences", "mechanisms_markdown", "methods_markdown",
+    "mechanism_sentences", "mechanisms_markdown", "methods_markdown", "posthoc_estimate_text",
     "model_lines", "model_markdown", "model_terms_frame", "noise_markdown", "phase_table", "pinning_text",
     "planned_runs", "posthoc_detail", "repeated_trials", "result_notes", "rounds_frame", "rounds_markdown", "runs_text",
     "sesoi_text", "significant_pairs", "software_versions", "summary_markdown", "summary_sentences",

@@ -169,6 +169,10 @@ def letters_by_level(posthoc: pd.DataFrame, knob: str, metric: str, method: str,
 #: the screen's tests of a knob read over its numeric range (no levels, so no post-hoc pairs)
 RANGE_TESTS = ("range_regression", "morris")
 
+#: the post-hoc method the report shows for each omnibus test (keys: the verdict table's ``test``)
+POSTHOC_METHOD_OF_TEST = {"anova+tukey": "tukey_hsd", "welch+games_howell": "games_howell", "kruskal+dunn": "dunn",
+                          "duet+paired_t": "duet_paired_t", **{test: "model_dunnett" for test in MODEL_TEST_TEXT}}
+
 
 def significant_pairs(verdicts: pd.DataFrame) -> list[tuple[str, str, str]]:
     """(knob, metric, post-hoc method) of every knob × metric whose adjusted omnibus p is below alpha.
@@ -177,8 +181,7 @@ def significant_pairs(verdicts: pd.DataFrame) -> list[tuple[str, str, str]]:
     contrasts against the baseline (``model_dunnett``); interaction rows (``'a:b'``) have no levels of
     their own and are left out, and so are knobs read over a numeric range (Latin hypercube, Morris:
     tests in :data:`RANGE_TESTS`), which have no groups to compare pairwise."""
-    methods = {"anova+tukey": "tukey_hsd", "welch+games_howell": "games_howell", "kruskal+dunn": "dunn",
-               "duet+paired_t": "duet_paired_t", **{test: "model_dunnett" for test in MODEL_TEST_TEXT}}
+    methods = POSTHOC_METHOD_OF_TEST
     chosen = verdicts[verdicts["significant"].astype(bool) & ~verdicts["test"].isin(RANGE_TESTS)]
     return [(r.knob, r.metric, methods.get(r.test, "tukey_hsd")) for r in chosen.itertuples(index=False)
             if not (":" in str(r.knob) and not present(r.level))]

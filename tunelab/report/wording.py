@@ -43,7 +43,19 @@ MODEL_TEST_SHORT = {"ols_type2": "model F test", "ols_type3": "model F test (typ
 
 
 POSTHOC_TEXT = {"tukey_hsd": "Tukey HSD", "games_howell": "Games–Howell", "dunn": "Dunn",
-                "model_dunnett": "Dunnett (the model's contrasts against the baseline)"}
+                "model_dunnett": "Dunnett (the model's contrasts against the baseline)",
+                "duet_paired_t": "duet: paired t on each level's log ratios against its concurrent baseline"}
+
+#: what a post-hoc table's ``estimate`` column means, per method (default: a difference of means)
+POSTHOC_ESTIMATE_TEXT = {"dunn": "`estimate` is the difference of mean ranks, group2 − group1; ",
+                         "duet_paired_t": "`estimate` is the % change of group2 against its concurrent group1 runs "
+                                          "(crossover fit) with its 95 % interval; "}
+DEFAULT_ESTIMATE_TEXT = "`estimate` is mean(group2) − mean(group1) with its simultaneous 95 % interval; "
+
+
+def posthoc_estimate_text(method: str) -> str:
+    """What the ``estimate`` column of ``method``'s post-hoc table means (a sentence for the notebook)."""
+    return POSTHOC_ESTIMATE_TEXT.get(method, DEFAULT_ESTIMATE_TEXT)
 
 
 CORRECTION_TEXT = {"holm": "Holm's step-down method (family-wise error rate)",
