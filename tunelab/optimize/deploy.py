@@ -128,10 +128,12 @@ def file_sha256(path: str | os.PathLike[str]) -> str | None:
     return digest.hexdigest()
 
 
-def query_files(settings: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Each distinct ``query_file`` setting with its sha256 (read on this machine; ``None`` if unreadable)."""
+def query_files(settings: Iterable[Mapping[str, Any]], sent: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Each distinct ``query_file`` setting with its sha256: the digest of what the trials sent (``sent``: path ->
+    sha256, the load's ``sent_queries``), else of the file as it is on this machine (``None`` if unreadable)."""
     paths = dict.fromkeys(str(s["query_file"]) for s in settings if s.get("query_file"))
-    return [{"path": path, "sha256": file_sha256(path)} for path in paths]
+    known = dict(sent or {})
+    return [{"path": path, "sha256": known[path] if path in known else file_sha256(path)} for path in paths]
 
 
 def provenance(spec: Mapping[str, Any], description: Mapping[str, Any], load: Any,
@@ -140,14 +142,15 @@ def provenance(spec: Mapping[str, Any], description: Mapping[str, Any], load: An
     """Where and how the verdict was measured: the header of both files and ``--json``'s ``provenance``.
 
     Keys: ``server`` (the target spec without secrets), ``kernel``, ``dns_software`` and ``query_files``
-    (left out when unknown or unused), ``load_host``, ``date`` (UTC), ``tunelab``, ``note`` (the target's,
-    e.g. SYNTHETIC), ``verdict`` (overall) and ``verdict_table`` (one line per profile and metric).
+    (left out when unknown or unused; each file's sha256 as the load sent it, :func:`query_files`),
+    ``load_host``, ``date`` (UTC), ``tunelab``, ``note`` (the target's, e.g. SYNTHETIC), ``verdict`` (overall)
+    and ``verdict_table`` (one line per profile and metric).
     """
     out: dict[str, Any] = {"server": public_spec(dict(spec)), "kernel": kernel_of(description)}
     software = dns_software(description, load)
     if software:
         out["dns_software"] = software
-    files = query_files(settings)
+    files = query_files(settings, getattr(load, "sent_queries", None))   # hashed once, when the trials sent it
     if files:
         out["query_files"] = files
     out.update({"load_host": load_host(spec, description), "load": getattr(load, "name", None),
