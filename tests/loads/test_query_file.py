@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from dns_helpers import operator_files
@@ -164,6 +165,30 @@ def test_prepare_copies_the_operators_file_into_the_private_directory_once(load,
     assert len(target.written) == 2 and target.written[-1][2].endswith("new.example.org. A\n")
     load.cleanup(target)
     assert target.ran[-1] == ("client", ["rm", "-rf", "--", "/tmp/tunelab-dnsperf.QwErTy1234"])
+
+
+def test_the_query_file_is_hashed_once_and_the_provenance_takes_the_digest_the_trials_sent(load, query_file,
+                                                                                          monkeypatch):
+    """The settings check, three trials' prepare and the sysctl.d provenance share one reading and one SHA-256 of
+    the operator's file (a counter on dnsperf's hashing; the provenance may not hash the file again)."""
+    from tunelab.optimize import deploy
+
+    hashed = []
+
+    def sha256(data=b""):
+        hashed.append(data)
+        return hashlib.sha256(data)
+
+    monkeypatch.setattr(dnsperf_module, "hashlib", SimpleNamespace(sha256=sha256))
+    monkeypatch.setattr(deploy, "file_sha256", lambda path: pytest.fail(f"{path} was hashed again"))
+    settings = load.settings("low", {"query_file": str(query_file)})
+    load.validate_settings(settings)
+    target = Recorder()
+    extras = [load.prepare(target, settings) for _ in range(3)]
+    digest = hashlib.sha256(QUERIES.encode()).hexdigest()       # the reference: hashlib on the file's bytes
+    assert hashed == [QUERIES.encode()] and {e["query_file_sha256"] for e in extras} == {digest}
+    facts = deploy.provenance({"type": "ssh", "options": {}}, {}, load, [settings], "improve", [])
+    assert facts["query_files"] == [{"path": str(query_file), "sha256": digest}]
 
 
 def test_prepare_checks_the_file_again_before_it_copies_it(load, query_file):

@@ -146,3 +146,15 @@ def test_screened_plus_inconclusive_adds_the_knobs_the_screen_could_not_decide(t
     assert knobs == ["net.ipv4.tcp_congestion_control", "net.ipv4.tcp_notsent_lowat@client"] and best == {}
     knobs, _ = chosen_knobs("screened+inconclusive+net.ipv4.tcp_congestion_control", design, rtt, store)
     assert len(knobs) == 2                                   # a named knob already chosen is not repeated
+
+
+def test_a_header_value_cannot_break_out_of_its_comment_line() -> None:
+    """The study name, verdict and metric go through the one header-line function the sysctl.d files of validate
+    use too (tunelab.optimize.export.comment_text): a line break in them stays inside the comment."""
+    text = sysctl_conf({"net.core.somaxconn": 1024}, gain={"pct_change": 1.0, "ci_low": 0.5, "ci_high": 1.5},
+                       metric="qps\nnet.ipv4.tcp_sack = 0", study="demo\nnet.ipv4.tcp_sack = 0", verdict="improve\r",
+                       generated_at="2026-11-26T00:00:00Z")
+    lines = text.splitlines()
+    assert [line for line in lines if not line.startswith("#")] == ["net.core.somaxconn = 1024"]
+    assert "# study: demo net.ipv4.tcp_sack = 0; verdict: improve" in lines
+    assert "confirmed gain qps net.ipv4.tcp_sack = 0 +1.0%" in lines[0]

@@ -14,7 +14,8 @@ from tunelab.designs.config_files import read_config_file
 from tunelab.errors import TunelabError
 from tunelab.knobs import get_knob
 from tunelab.model import KnobId
-from tunelab.optimize.deploy import DEPLOYABLE, comment, provenance, sysctl_texts, write_atomic
+from tunelab.optimize.deploy import DEPLOYABLE, provenance, sysctl_texts, write_atomic
+from tunelab.optimize.export import comment_text
 from tunelab.simulator import get_surface
 from tunelab.version import __version__
 
@@ -158,7 +159,7 @@ def test_a_provenance_value_cannot_break_out_of_its_comment() -> None:
                        [], "equivalent", ["x"])
     text = sysctl_texts("validate-local", {"net.ipv4.tcp_sack": False}, {"net.ipv4.tcp_sack": True}, facts)["conf"]
     assert parse_sysctl_d(text) == {"net.ipv4.tcp_sack": "1"}
-    assert comment("a\x1b[2J\tb") == "a [2J b"
+    assert comment_text("a\x1b[2J\tb") == "a [2J b"
 
 
 @pytest.mark.parametrize("name", ["../escape.conf", "sub/x.conf", "..", ""])

@@ -6,6 +6,7 @@ import os
 import re
 import socket
 import struct
+import subprocess
 import threading
 from pathlib import Path
 
@@ -138,6 +139,30 @@ def test_a_zone_without_soa_is_rejected_by_the_checker(name, tmp_path):
     path.write_text(re.sub(r"^@ IN SOA .*\n", "", ZONE, flags=re.M))
     with pytest.raises(TargetError, match="SOA"):
         dns_servers.check_zone(get_dns_server(name), dns_servers.load_zone(ORIGIN, str(path)))
+
+
+def test_a_run_checks_its_zone_once_and_a_changed_zone_again(tmp_path, monkeypatch):
+    """Plan time (check_target_spec), the build (the spec checked again) and up() each ask for the check: the
+    checker runs once for one content, and again when the file changes (a counter on the checker's runs)."""
+    _require_checker("nsd")
+    zone_file = operator_files(tmp_path, zone=ZONE + f"; {tmp_path.name}\n")[0]    # a content no other test checked
+    runs = []
+    real_run = subprocess.run
+
+    def counted(argv, **kwargs):
+        runs.append(argv[0])
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(dns_servers.subprocess, "run", counted)
+    spec = lab_spec(dns_server="nsd", zone=ORIGIN, zone_file=str(zone_file))
+    check_target_spec(spec)                                  # validate's checks before anything is built
+    check_target_spec(spec)                                  # build_target checks the spec again
+    lab = LabTarget(**spec["options"])
+    dns_servers.check_zone(lab.dns_server, lab.zone)         # what up() asks before it creates anything
+    assert runs == ["nsd-checkzone"]
+    zone_file.write_text(ZONE + f"; {tmp_path.name}, edited\n")
+    check_target_spec(spec)
+    assert runs == ["nsd-checkzone", "nsd-checkzone"]
 
 
 def test_up_refuses_a_rejected_zone_before_it_creates_anything(tmp_path, monkeypatch):

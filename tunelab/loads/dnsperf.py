@@ -41,6 +41,7 @@ import hashlib
 import ipaddress
 import os
 import re
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
@@ -122,11 +123,26 @@ def query_file_text(records: int) -> str:
     return "".join(f"{name} A\n" for name in dnszone.record_names(records))
 
 
+@dataclass(frozen=True)
+class QueryFile:
+    """The operator's query file as checked: its text and the SHA-256 of that text (UTF-8), computed once."""
+
+    text: str
+    sha256: str
+
+
 def read_query_file(path: str) -> str:
-    """The text of the operator's query file ``path`` once it passed every check; SettingError otherwise.
+    """The text of the operator's query file ``path`` once it passed every check (:func:`checked_query_file`)."""
+    return checked_query_file(path).text
+
+
+def checked_query_file(path: str) -> QueryFile:
+    """The operator's query file ``path`` once it passed every check, with its SHA-256; SettingError otherwise.
 
     A regular file of at most :data:`MAX_QUERY_FILE_BYTES`, UTF-8, every line ``NAME TYPE`` (empty
-    lines and ``;`` comments skipped). A file unchanged since it was last checked is not read again.
+    lines and ``;`` comments skipped). A file unchanged since it was last checked is not read, checked or
+    hashed again: the settings check, every trial's :meth:`DnsperfLoad.prepare` and the provenance share
+    one reading.
     """
     try:
         info = os.stat(path)
@@ -137,7 +153,7 @@ def read_query_file(path: str) -> str:
 
 
 @functools.lru_cache(maxsize=2)
-def _checked_query_file(path: str, _stat_key: tuple[int, int, int] | None) -> str:
+def _checked_query_file(path: str, _stat_key: tuple[int, int, int] | None) -> QueryFile:
     def error(message: str) -> SettingError:
         return SettingError(f"dnsperf: setting query_file: {message}", "query_file")
 
@@ -151,7 +167,7 @@ def _checked_query_file(path: str, _stat_key: tuple[int, int, int] | None) -> st
         line, problem = scan.problem
         where = f"{path}, line {line}" if line else path
         raise error(f"{where}: {problem}; each line is 'NAME TYPE', e.g. 'www.example.org. A'")
-    return text
+    return QueryFile(text, hashlib.sha256(text.encode()).hexdigest())
 
 
 def parse_rcodes(text: str) -> dict[str, int]:
@@ -225,6 +241,9 @@ class DnsperfLoad(Load):
     def __init__(self) -> None:
         self._private: tuple[Target, str] | None = None  # (target, private directory on its client host)
         self._written: dict[str, str] = {}               # path on the load host -> sha256 of what was written there
+        #: the operator's query file (``query_file`` as given) -> the SHA-256 of the text :meth:`prepare` last sent
+        #: (what the trials measured: :func:`tunelab.optimize.deploy.provenance` takes it, never hashing again)
+        self.sent_queries: dict[str, str] = {}
 
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         c.check_settings(self.name, settings, SETTINGS, internal=(REMOTE_QUERY_FILE, QUERY_FILE_SHA256))
@@ -259,8 +278,8 @@ class DnsperfLoad(Load):
 
     def prepare(self, target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Put the query file in a private directory on the load host: the operator's ``query_file``
-        (checked again, :func:`read_query_file`; its SHA-256 is returned too, for the trial's record) or
-        ``records`` zone names of type A.
+        (:func:`checked_query_file`: read, checked and hashed again only when it changed; its SHA-256 is returned
+        too, for the trial's record, and kept in :attr:`sent_queries`) or ``records`` zone names of type A.
 
         The directory comes from ``mktemp -d`` on the load host (mode 0700, unpredictable name),
         so a symlink planted in /tmp is never followed; a file already there with the same content is
@@ -268,11 +287,13 @@ class DnsperfLoad(Load):
         """
         s = self._settings(settings)
         if s["query_file"] is not None:
-            name, text = "queries", read_query_file(s["query_file"])
+            queries = checked_query_file(s["query_file"])
+            name, text, digest = "queries", queries.text, queries.sha256
+            self.sent_queries[s["query_file"]] = digest
         else:
             name, text = f"queries-{int(s['records'])}", query_file_text(s["records"])
+            digest = hashlib.sha256(text.encode()).hexdigest()
         path = f"{self._private_dir(target)}/{name}"
-        digest = hashlib.sha256(text.encode()).hexdigest()
         if self._written.get(path) != digest:
             target.write_text(self.runs_on, path, text)
             self._written[path] = digest

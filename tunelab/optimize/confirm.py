@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -501,6 +501,20 @@ class ValidationPlan:
     warmup_s: float
     measure_s: float
     baseline_source: str
+
+
+def validation_provenance(plan: ValidationPlan, profile: str, alpha: float, **extra: Any) -> dict[str, Any]:
+    """What each trial of a validation records about how it is judged, so a reader of the store judges it as
+    ``validate`` did (:mod:`tunelab.report.refinement`): the profile, the block rule (``validate_blocks``), the
+    goals with their SESOI as asked (``validate_goals``, :meth:`tunelab.model.Metric.to_json`) and the level
+    (``validate_alpha``); ``extra`` adds keys (a duet's ``measurement``).
+
+    >>> plan = ValidationPlan([], {}, {}, [Metric("qps", "maximize", 3)], {}, BlockRule(4, 16, 4), 2.0, 8.0, "given")
+    >>> validation_provenance(plan, "low", 0.05)["validate_goals"]
+    [{'name': 'qps', 'direction': 'maximize', 'sesoi_pct': 3.0}]
+    """
+    return {"validate_profile": profile, "validate_blocks": asdict(plan.blocks),
+            "validate_goals": [goal.to_json() for goal in plan.goals], "validate_alpha": float(alpha), **extra}
 
 
 def compared_configs(target: Target, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from tunelab.errors import TunelabError
-from tunelab.optimize.export import sysctl_lines
+from tunelab.optimize.export import comment_text, sysctl_lines
 from tunelab.store import check_study_name
 from tunelab.version import __version__
 
@@ -43,8 +43,6 @@ FILE_MODE = 0o644
 SECRET_WORDS = ("password", "passphrase", "secret", "token")
 #: DNS servers whose version a target description may carry (``tools``, as ``tunelab.targets.hostinfo`` reads)
 DNS_SOFTWARE = ("nsd", "named", "knotd", "unbound", "pdns_server", "pdns_recursor")
-#: the longest header value kept (longer ones are cut, ending in an ellipsis)
-MAX_COMMENT = 300
 
 
 def not_deployable(verdict: str) -> str | None:
@@ -128,10 +126,12 @@ def file_sha256(path: str | os.PathLike[str]) -> str | None:
     return digest.hexdigest()
 
 
-def query_files(settings: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Each distinct ``query_file`` setting with its sha256 (read on this machine; ``None`` if unreadable)."""
+def query_files(settings: Iterable[Mapping[str, Any]], sent: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Each distinct ``query_file`` setting with its sha256: the digest of what the trials sent (``sent``: path ->
+    sha256, the load's ``sent_queries``), else of the file as it is on this machine (``None`` if unreadable)."""
     paths = dict.fromkeys(str(s["query_file"]) for s in settings if s.get("query_file"))
-    return [{"path": path, "sha256": file_sha256(path)} for path in paths]
+    known = dict(sent or {})
+    return [{"path": path, "sha256": known[path] if path in known else file_sha256(path)} for path in paths]
 
 
 def provenance(spec: Mapping[str, Any], description: Mapping[str, Any], load: Any,
@@ -140,14 +140,15 @@ def provenance(spec: Mapping[str, Any], description: Mapping[str, Any], load: An
     """Where and how the verdict was measured: the header of both files and ``--json``'s ``provenance``.
 
     Keys: ``server`` (the target spec without secrets), ``kernel``, ``dns_software`` and ``query_files``
-    (left out when unknown or unused), ``load_host``, ``date`` (UTC), ``tunelab``, ``note`` (the target's,
-    e.g. SYNTHETIC), ``verdict`` (overall) and ``verdict_table`` (one line per profile and metric).
+    (left out when unknown or unused; each file's sha256 as the load sent it, :func:`query_files`),
+    ``load_host``, ``date`` (UTC), ``tunelab``, ``note`` (the target's, e.g. SYNTHETIC), ``verdict`` (overall)
+    and ``verdict_table`` (one line per profile and metric).
     """
     out: dict[str, Any] = {"server": public_spec(dict(spec)), "kernel": kernel_of(description)}
     software = dns_software(description, load)
     if software:
         out["dns_software"] = software
-    files = query_files(settings)
+    files = query_files(settings, getattr(load, "sent_queries", None))   # hashed once, when the trials sent it
     if files:
         out["query_files"] = files
     out.update({"load_host": load_host(spec, description), "load": getattr(load, "name", None),
@@ -159,32 +160,22 @@ def provenance(spec: Mapping[str, Any], description: Mapping[str, Any], load: An
     return out
 
 
-def comment(text: Any) -> str:
-    """``text`` made safe for one ``#`` line: control characters become spaces, at most :data:`MAX_COMMENT`.
-
-    >>> comment("a\\nb\\x1b[2J")
-    'a b [2J'
-    """
-    line = " ".join("".join(ch if ch.isprintable() else " " for ch in str(text)).split())
-    return line if len(line) <= MAX_COMMENT else line[: MAX_COMMENT - 1] + "\u2026"
-
-
 def header(title: list[str], facts: Mapping[str, Any]) -> list[str]:
     """The comment header: ``title`` lines, then one ``# key: value`` line per provenance fact."""
-    lines = [f"# {comment(line)}" for line in title]
+    lines = [f"# {comment_text(line)}" for line in title]
     if facts.get("note"):
-        lines.append(f"# note: {comment(facts['note'])}")
-    lines.append(f"# server: {comment(json.dumps(facts['server'], sort_keys=True, default=str))}")
-    lines.append(f"# kernel: {comment(facts.get('kernel') or 'unknown (the target reports none)')}")
+        lines.append(f"# note: {comment_text(facts['note'])}")
+    lines.append(f"# server: {comment_text(json.dumps(facts['server'], sort_keys=True, default=str))}")
+    lines.append(f"# kernel: {comment_text(facts.get('kernel') or 'unknown (the target reports none)')}")
     if facts.get("dns_software"):
-        lines.append(f"# dns software: {comment(facts['dns_software'])}")
+        lines.append(f"# dns software: {comment_text(facts['dns_software'])}")
     for entry in facts.get("query_files", []):
         digest = entry["sha256"] or "not readable on this machine"
-        lines.append(f"# query file: {comment(entry['path'])} sha256 {digest}")
+        lines.append(f"# query file: {comment_text(entry['path'])} sha256 {digest}")
     for key, label in (("load_host", "load host"), ("date", "date"), ("tunelab", "tunelab")):
-        lines.append(f"# {label}: {comment(facts[key])}")
-    return lines + [f"# verdict: {comment(str(facts['verdict']).upper())}"] + [
-        f"#   {comment(line)}" for line in facts["verdict_table"]]
+        lines.append(f"# {label}: {comment_text(facts[key])}")
+    return lines + [f"# verdict: {comment_text(str(facts['verdict']).upper())}"] + [
+        f"#   {comment_text(line)}" for line in facts["verdict_table"]]
 
 
 def file_names(study: str) -> tuple[str, str]:

@@ -25,7 +25,7 @@ from tunelab.duet import PairSetup, SideTrial, pair_trials, run_pair
 from tunelab.loads import Load
 from tunelab.model import USABLE_STATUSES, Metric
 from tunelab.optimize.confirm import (ConfirmResult, ValidationError, config_digest, goals_of, judge_log_change,
-                                      overall_verdict, profiles_result)
+                                      overall_verdict, profiles_result, validation_provenance)
 from tunelab.optimize.evaluators import ResumableEvaluator
 from tunelab.runner import BoundKnob, describe_target, keyed_settings
 from tunelab.store import Store
@@ -197,7 +197,7 @@ def run_duet_validation(plan: Any, targets: Sequence[Target], loads: Sequence[Lo
         evaluator = RunnerDuetEvaluator(targets, loads, plan.specs, store, phase=phase, warmup_s=plan.warmup_s,
                                         measure_s=plan.measure_s, load_settings=settings,
                                         allow_host_global=allow_host_global,
-                                        provenance={"validate_profile": profile, "measurement": "duet"})
+                                        provenance=validation_provenance(plan, profile, alpha, measurement="duet"))
         parts.append(confirm_duet(evaluator, plan.baseline, plan.candidate, plan.goals, pairs=pairs, alpha=alpha,
                                   key_prefix=f"duet:{profile}:{digest}:", profile=profile))
     return profiles_result(parts, plan, store, phase)

@@ -64,6 +64,34 @@ def judge(frame: pd.DataFrame, goals: Sequence[Metric], rows: dict[tuple[str, st
                                       "alpha_nominal": nominal}
 
 
+def replay_looks(frame: pd.DataFrame, goals: Sequence[Metric], rule: BlockRule, alpha: float = 0.05,
+                 profile: str = "default", bootstrap: bool = True) -> list[dict[str, Any]]:
+    """The rows :func:`confirm_in_rounds` judged for one profile, judged again from its stored measurements
+    (``block, arm`` and the metrics; a report reads a validation back this way): the same looks of ``rule`` at
+    the same nominal levels, each on the blocks measured by then, a metric frozen at its deciding look, stopping
+    where the validation stopped (an interrupted validation's last look is made on the blocks it measured).
+
+    >>> from tunelab.simulator import SimulatorEvaluator, get_surface
+    >>> s = get_surface("simple")
+    >>> result = confirm_in_rounds({"overload": SimulatorEvaluator(s, seed=3)}, s.baseline, s.optimum(),
+    ...                            ["qps:max:5"], BlockRule(4, 16, 4))
+    >>> [(row["verdict"], row["look"]) for row in replay_looks(result.measurements, [Metric("qps")],
+    ...                                                         BlockRule(4, 16, 4), profile="overload")]
+    [('improve', 1)]
+    """
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    schedule = block_looks(rule, alpha)
+    measured = int(frame["block"].max()) + 1 if len(frame) else 0
+    for number, (count, nominal) in enumerate(schedule, 1):
+        if all(frozen(rows.get((profile, g.name))) for g in goals):
+            break
+        judge(frame[frame["block"] < count], goals, rows, profile, number, nominal, number == len(schedule),
+              bootstrap)
+        if count >= measured:
+            break
+    return [rows[(profile, g.name)] for g in goals if (profile, g.name) in rows]
+
+
 def stop_note(rule: BlockRule, looks: list[dict[str, Any]], rows: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
     """One line: the looks made and why the blocks stopped."""
     counts = ", ".join(str(look["blocks"]) for look in looks)
@@ -115,4 +143,4 @@ def confirm_in_rounds(evaluators: Mapping[str, Evaluator], baseline: Mapping[str
                          dict(candidate), note=note)
 
 
-__all__ = ["DECIDED", "block_looks", "confirm_in_rounds", "frozen"]
+__all__ = ["DECIDED", "block_looks", "confirm_in_rounds", "frozen", "replay_looks"]

@@ -21,7 +21,7 @@ import contextlib
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -34,7 +34,7 @@ from tunelab.loads import Load, get_load
 from tunelab.model import Metric, json_value, level_to_json
 from tunelab.optimize.confirm import (EXIT_STATUS, ConfirmResult, ValidationPlan, block_rule, check_durations,
                                       checked_goals, compared_configs, config_digest, plan_validation,
-                                      profile_settings, row_text, trial_failures)
+                                      profile_settings, row_text, trial_failures, validation_provenance)
 from tunelab.optimize.deploy import SysctlFiles, not_deployable, provenance, write_sysctl_files
 from tunelab.optimize.duet_confirm import check_pairs, run_duet_validation
 from tunelab.optimize.evaluators import RunnerEvaluator
@@ -394,8 +394,7 @@ def run_validation(plan: ValidationPlan, target: Target, load: Load, store: Stor
     evaluators = {profile: RunnerEvaluator(target, load, plan.specs, store, phase=phase, warmup_s=plan.warmup_s,
                                            measure_s=plan.measure_s, load_settings=settings,
                                            allow_host_global=allow_host_global,
-                                           provenance={"validate_profile": profile,
-                                                       "validate_blocks": asdict(plan.blocks)})
+                                           provenance=validation_provenance(plan, profile, alpha))
                   for profile, settings in plan.profiles.items()}
     result = confirm_in_rounds(evaluators, plan.baseline, plan.candidate, plan.goals, plan.blocks, alpha=alpha,
                                key_prefix=lambda profile: f"{profile}:{digest}:")

@@ -29,14 +29,16 @@ import numpy as np
 import pandas as pd
 from scipy import stats as ss
 
+from tunelab.designs.change import BlockRule
 from tunelab.errors import LoadError, TunelabError
 from tunelab.formatting import fmt_pct, level_label
 from tunelab.loads import get_load
 from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_value
-from tunelab.optimize.confirm import analyse_blocks, goals_of
+from tunelab.optimize.confirm import analyse_blocks, block_rule, goals_of
 from tunelab.optimize.driver import non_dominated
 from tunelab.optimize.duet_confirm import analyse_pairs
 from tunelab.optimize.evaluators import trial_metrics
+from tunelab.optimize.sequential_blocks import block_looks, replay_looks
 from tunelab.report.loading import ReportError, Study
 from tunelab.simulator import Surface, get_surface
 
@@ -716,6 +718,11 @@ class Comparison:
     candidate: dict[str, Any]
     measurements: pd.DataFrame
     measurement: str = "sequential"
+    #: how ``tunelab validate`` judged it, as its newest trial recorded (:func:`stored_judging`): the block rule,
+    #: the goals as asked (metrics and SESOI) and the level; None/empty for a confirmation or an older store
+    rule: BlockRule | None = None
+    goals: tuple[Metric, ...] = ()
+    alpha: float | None = None
 
     @property
     def label(self) -> str:
@@ -739,6 +746,7 @@ def _keyed_comparisons(study: Study, pattern: re.Pattern[str], fields: Sequence[
     trials = study.trials[study.trials["phase"].isin(("confirm", "validate"))]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     configs: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+    judging: dict[tuple[str, str, str], dict[str, Any]] = {}
     for row in trials.sort_values("trial_id").itertuples():
         match = pattern.match(row.run_key)
         if match is None or row.status not in _READ_BACK:
@@ -747,22 +755,69 @@ def _keyed_comparisons(study: Study, pattern: re.Pattern[str], fields: Sequence[
         configs.setdefault(key, {})[match["arm"]] = {k: level_value(v) for k, v in (row.config or {}).items()}
         groups.setdefault(key, []).append({"trial_id": row.trial_id, **{f: int(match[f]) for f in fields},
                                            "arm": match["arm"], "status": row.status, **trial_metrics(row)})
+        judging[key] = stored_judging(getattr(row, "provenance", None), f"{study.path.name}: trial {row.trial_id}")
     return [Comparison(phase=k[0], profile=k[1], digest=k[2], baseline=configs[k].get("A", {}),
-                       candidate=configs[k].get("B", {}), measurements=pd.DataFrame(rows), measurement=measurement)
+                       candidate=configs[k].get("B", {}), measurements=pd.DataFrame(rows), measurement=measurement,
+                       **judging[k])
             for k, rows in groups.items()]
 
 
+def stored_judging(provenance: Any, where: str) -> dict[str, Any]:
+    """``{"rule", "goals", "alpha"}`` of a validation trial's provenance (written by
+    :func:`tunelab.optimize.confirm.validation_provenance`): its :class:`BlockRule`, its goals (metrics and SESOI
+    as asked) and its level; None/empty for what the trial did not record (a confirmation, an older store). A
+    malformed record is a :class:`ReportError`."""
+    record = provenance if isinstance(provenance, Mapping) else {}
+    alpha = record.get("validate_alpha")
+    if alpha is not None and not 0 < _number(alpha, where, "provenance.validate_alpha") < 1:
+        raise _bad(where, "provenance.validate_alpha", "a level between 0 and 1", alpha)
+    goals = record.get("validate_goals")
+    blocks = record.get("validate_blocks")
+    return {"alpha": None if alpha is None else float(alpha),
+            "goals": () if goals is None else _stored_goals(goals, where),
+            "rule": None if blocks is None else _stored_rule(blocks, where, 0.05 if alpha is None else float(alpha))}
+
+
+def _stored_goals(value: Any, where: str) -> tuple[Metric, ...]:
+    """The goals a validation stored (``Metric.to_json`` records)."""
+    field = "provenance.validate_goals"
+    if not isinstance(value, list) or not value:
+        raise _bad(where, field, "a list of metrics", value)
+    records = [_mapping(goal, where, f"{field}[]") for goal in value]
+    try:
+        return tuple(Metric.coerce(goal) for goal in records)
+    except (TunelabError, KeyError, TypeError) as exc:
+        raise _bad(where, field, f"a list of metrics ({exc})", value) from None
+
+
+def _stored_rule(value: Any, where: str, alpha: float) -> BlockRule:
+    """The block rule a validation stored (``min, max, step, until, spending``), checked as validate checks it."""
+    field = "provenance.validate_blocks"
+    fields = _mapping(value, where, field)
+    counts = {k: _count(_get(fields, k, where, f"{field}."), where, f"{field}.{k}") for k in ("min", "max", "step")}
+    words = {k: _text(_get(fields, k, where, f"{field}."), where, f"{field}.{k}") for k in ("until", "spending")}
+    try:
+        rule = block_rule(BlockRule(**counts, **words))
+        block_looks(rule, alpha)
+    except TunelabError as exc:
+        raise _bad(where, field, f"a block rule ({exc})", value) from None
+    return rule
+
+
 def comparison_goals(study: Study, measured: Sequence[str], metric: str | None = None,
-                     sesoi_pct: float | None = None) -> list[Metric]:
+                     sesoi_pct: float | None = None, stored: Sequence[Metric] = ()) -> list[Metric]:
     """The metrics to judge a comparison on (:class:`~tunelab.model.Metric`).
 
-    The design's metrics (or the simulator surface's, SESOI 5 %) that were measured; without
-    either (``tunelab validate`` stores) the load's first metric, as ``tunelab validate`` defaults
-    to. ``metric`` (``NAME`` or ``NAME:max|min[:SESOI]``) puts that one first or adds it;
-    ``sesoi_pct`` overrides the SESOI of the first goal.
+    ``stored``: the goals a validation recorded (:attr:`Comparison.goals`: the metrics and SESOI
+    ``tunelab validate`` judged), those measured; else the design's metrics (or the simulator surface's,
+    SESOI 5 %) that were measured; without either (older ``tunelab validate`` stores) the load's first
+    metric, as ``tunelab validate`` defaults to. ``metric`` (``NAME`` or ``NAME:max|min[:SESOI]``) puts
+    that one first or adds it; ``sesoi_pct`` overrides the SESOI of the first goal.
     """
     directions = metric_directions(study)
-    if study.design is not None:
+    if stored:
+        goals = list(stored)
+    elif study.design is not None:
         goals = [Metric(m.name, m.direction, m.sesoi_pct) for m in study.design.metrics]
     else:
         goals = [Metric(name, direction) for name, direction in directions.items()]
@@ -783,11 +838,30 @@ def comparison_goals(study: Study, measured: Sequence[str], metric: str | None =
     return goals
 
 
-def judge(comparison: Comparison, goals: Sequence[Metric], alpha: float = 0.05) -> pd.DataFrame:
-    """Gain, 95 % CI, TOST and verdict of each goal: :func:`tunelab.optimize.confirm.analyse_blocks` for ABBA
-    blocks, :func:`tunelab.optimize.duet_confirm.analyse_pairs` for duet pairs (``blocks`` counts the pairs)."""
-    analyse = analyse_pairs if comparison.measurement == "duet" else analyse_blocks
-    rows = [{"comparison": comparison.label, "profile": comparison.profile,
-             **analyse(comparison.measurements, goal, alpha)}
-            for goal in goals if goal.name in comparison.measurements.columns]
-    return pd.DataFrame(rows)
+def comparison_alpha(comparison: Comparison, alpha: float | None = None, default: float = 0.05) -> float:
+    """The level to judge ``comparison`` at: ``alpha`` when given (a report's parameter), else the level the
+    validation stored (the one ``tunelab validate`` used), else ``default``."""
+    if alpha is not None:
+        return float(alpha)
+    return comparison.alpha if comparison.alpha is not None else float(default)
+
+
+def judge(comparison: Comparison, goals: Sequence[Metric], alpha: float | None = None) -> pd.DataFrame:
+    """Gain, CI, TOST and verdict of each goal at :func:`comparison_alpha` (default: the stored level, else 0.05).
+
+    A validation that stored its block rule is judged as ``tunelab validate`` judged it:
+    :func:`tunelab.optimize.sequential_blocks.replay_looks` makes the same looks at the same nominal levels
+    (``look``, ``alpha_nominal``: the interval is ``1 - alpha_nominal``), so with the stored goals the verdict
+    is the one validate printed. Duet pairs: :func:`tunelab.optimize.duet_confirm.analyse_pairs` (``blocks``
+    counts the pairs); other ABBA blocks (confirmations, older stores):
+    :func:`tunelab.optimize.confirm.analyse_blocks` (95 % interval at the default level)."""
+    level = comparison_alpha(comparison, alpha)
+    frame = comparison.measurements
+    measured = [goal for goal in goals if goal.name in frame.columns]
+    if comparison.measurement == "duet":
+        rows = [analyse_pairs(frame, goal, level) for goal in measured]
+    elif comparison.rule is not None:
+        rows = replay_looks(frame, measured, comparison.rule, level, comparison.profile)
+    else:
+        rows = [analyse_blocks(frame, goal, level) for goal in measured]
+    return pd.DataFrame([{"comparison": comparison.label, "profile": comparison.profile, **row} for row in rows])

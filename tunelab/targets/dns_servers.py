@@ -35,6 +35,7 @@ True
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import shutil
 import subprocess
@@ -61,6 +62,8 @@ _CHECKER_SUMMARY = re.compile(r"has \d+ errors|not loaded due to errors|^Error s
                               r"^\d+\s|failed to run semantic checks|failed to load zone")
 #: the ``[time] nsd-checkzone[pid]: `` (unbound: ``[pid:thread]``) line prefix
 _CHECKER_PREFIX = re.compile(r"^\[[^\]]*\] [\w-]+\[[\d:]+\]:? ")
+#: the zones a checker accepted in this process (:func:`zone_key`), so each content is checked once
+_ACCEPTED_ZONES: set[tuple[str, str, str]] = set()
 
 
 @dataclass(frozen=True)
@@ -305,9 +308,14 @@ def check_zone(server: DnsServer, zone: Zone) -> None:
     """Run ``server``'s zone checker on ``zone`` (a private copy); one TargetError line when it rejects it.
 
     No-op for the lab's own zone and for a server without a checker. ToolMissingError names the
-    package when the checker is not installed.
+    package when the checker is not installed. A run asks at plan time, when the target is built and at
+    ``up()``; the checker runs once per content (:func:`zone_key`): a zone it accepted is not checked again,
+    a changed one is.
     """
     if not zone.text or server.checker is None:
+        return
+    key = zone_key(server, zone)
+    if key in _ACCEPTED_ZONES:
         return
     tool = server.checker_tool
     assert tool is not None
@@ -328,6 +336,16 @@ def check_zone(server: DnsServer, zone: Zone) -> None:
         detail = checker_message(proc.stderr + "\n" + proc.stdout, str(path), zone.source)
         raise TargetError(f"target lab: option zone_file: {zone.source} is rejected by {tool} ({server.name}'s zone "
                           f"checker) as zone {zone.origin}: {detail}")
+    _ACCEPTED_ZONES.add(key)
+
+
+def zone_key(server: DnsServer, zone: Zone) -> tuple[str, str, str]:
+    """``(server, origin, sha256 of the zone text)``: what a zone check's answer depends on.
+
+    >>> zone_key(get_dns_server("nsd"), Zone("a.", "x"))[:2]
+    ('nsd', 'a.')
+    """
+    return server.name, zone.origin, hashlib.sha256(zone.text.encode()).hexdigest()
 
 
 def checker_message(output: str, copy: str, source: str) -> str:
