@@ -187,8 +187,9 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
     other processes used more than this % of the machine). With ``noise.calibration_runs`` the
     study's A/A calibration runs first (:mod:`tunelab.calibration`); its lines go to stderr.
     With ``testbeds`` (a testbeds file, :mod:`tunelab.testbeds`) the plan runs across them at once
-    on Dask (:mod:`tunelab.cluster`): a LocalCluster here, or the cluster at ``scheduler``.
-    The sequence is :mod:`tunelab.study_run`'s; see ``tunelab run --help`` for the safety rules.
+    on Dask (:mod:`tunelab.cluster`): a LocalCluster here, or the cluster at ``scheduler``; a
+    ``measurement: duet`` design runs on the file's two testbeds instead, one side each, without Dask
+    (:func:`tunelab.duet.sides_on_testbeds`). The sequence is :mod:`tunelab.study_run`'s; see ``tunelab run --help`` for the safety rules.
     """
     design = with_busy_rule(load_design(design_path), repeat_busy_pct)
     options = RunOptions(allow_host_global=allow_host_global, progress=progress, retry_failed=retry_failed,
@@ -382,13 +383,14 @@ def _refine_on_testbeds(beds: list[Any], warnings: list[str], scheduler: str | N
         return run_refinement(setup, None, store, objectives, dispatcher=dispatcher, **settings)
 
 
-def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",
+def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",
              metrics: Sequence[str] = (), target_options: Mapping[str, Any] | None = None, surface: str | None = None,
              load: str | None = None, load_settings: Mapping[str, Any] | None = None,
              sesoi_pct: float | None = None, profiles: Sequence[str] = (),
              blocks: int = 6, warmup_s: float = 2.0, measure_s: float = 8.0, allow_host_global: bool = False,
              store: PathLike | None = None, write_sysctl: PathLike | bool | None = None,
-             measurement: str = "sequential", pairs: int | None = None, cpu_layout: str | None = None) -> ValidateRun:
+             measurement: str = "sequential", pairs: int | None = None, cpu_layout: str | None = None,
+             testbeds: PathLike | None = None, allow_design_commands: bool = False) -> ValidateRun:
     """Is a candidate configuration better than the baseline on ``target``? (ABBA blocks or duet pairs, recorded)
 
     Parameters
@@ -410,6 +412,9 @@ def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str
     measurement : ``sequential`` (ABBA blocks on one target) or ``duet``: two targets of the same spec
         measure A and B at the same moment, then swap sides, ``pairs`` pairs per profile (default twice
         ``blocks``); two labs share the CPUs as ``cpu_layout`` says (``shared``, ``split``; docs/duet.md)
+    testbeds : with ``measurement="duet"`` and ``target=None``: a testbeds file of exactly two testbeds of one
+        kind (lab, simulator, ssh), side 0 on the first and side 1 on the second (:func:`tunelab.duet.sides_on_testbeds`);
+        ``allow_design_commands`` lets the file's command options (``service_commands``) run
 
     Returns
     -------
@@ -420,7 +425,8 @@ def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str
                         surface=surface, load=load, load_settings=load_settings, sesoi_pct=sesoi_pct,
                         profiles=profiles, blocks=blocks, warmup_s=warmup_s, measure_s=measure_s,
                         allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl,
-                        measurement=measurement, pairs=pairs, cpu_layout=cpu_layout)
+                        measurement=measurement, pairs=pairs, cpu_layout=cpu_layout, testbeds=testbeds,
+                        allow_design_commands=allow_design_commands)
 
 
 def validate_change(change: PathLike, *, allow_design_commands: bool = False, store: PathLike | None = None,
@@ -462,7 +468,8 @@ def preview_validate(change: PathLike | None = None, *, offline: bool = False, a
     if change is not None:
         request = request_of_change(load_change(change), allow_commands=allow_design_commands, store=store)
     else:
-        request = flags_request(flags.pop("target"), flags.pop("candidate"), store=store, **flags)
+        request = flags_request(flags.pop("target"), flags.pop("candidate"), store=store,
+                                allow_design_commands=allow_design_commands, **flags)
     return preview_request(request, offline=offline)
 
 

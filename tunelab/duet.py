@@ -16,6 +16,11 @@ share the study's store through :class:`SerializedStore` (one lock around every 
 Each trial records its pair in its plan bookkeeping and provenance (``duet_pair``, ``duet_side``,
 ``duet_arm``), no new store column. How the two sides share the CPUs is a :data:`CPU_LAYOUTS` entry
 (docs/duet.md says which is the default and why).
+
+The two sides may also be the two testbeds of a testbeds file (:func:`sides_on_testbeds`: exactly two, of
+one kind: two labs, two simulators or two ssh hosts): side 0 on the first, side 1 on the second, both up
+for the whole run; each trial then names its ``testbed`` too. After a crash each side's journal entries
+are put back on its own target (:class:`SideJournal`).
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
@@ -37,8 +42,10 @@ from tunelab.registry import Registry
 from tunelab.runner import (BoundKnob, KnobLookup, PlannedTrial, RunSetup, RunSummary, TrialOutcome, cleanup_load,
                             describe_target, preflight, prepare_run, recover_journal, run_provenance_of, run_trial)
 from tunelab.signals import deferred_interrupts
-from tunelab.store import Store
+from tunelab.store import JournalEntry, Store
 from tunelab.targets import Target
+from tunelab.targets.ssh import parse_spec
+from tunelab.testbeds import Testbed
 
 #: the two sides of a duet
 SIDES = (0, 1)
@@ -112,15 +119,116 @@ def _two(cpus: Sequence[int], layout: str) -> tuple[int, int]:
 def side_options(target_type: str, options: Mapping[str, Any], layout: str | None = None,
                  cpus: Sequence[int] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The target options of each side: a lab gets its CPUs from ``layout`` (default
-    :data:`DEFAULT_CPU_LAYOUT`) unless the options pin it already; other targets take ``options`` as given."""
+    :data:`DEFAULT_CPU_LAYOUT`) unless the options pin it already (or say ``pin_cpus: false``); other targets
+    take ``options`` as given.
+
+    >>> side_options("lab", {"pin_cpus": False})
+    ({'pin_cpus': False}, {'pin_cpus': False})
+    """
     base = dict(options)
-    if target_type != "lab" or {"server_cpu", "client_cpu"} & base.keys():
+    if target_type != "lab" or {"server_cpu", "client_cpu"} & base.keys() or base.get("pin_cpus") is False:
         if layout is not None and target_type == "lab":
-            raise DuetError("a duet CPU layout and server_cpu/client_cpu options contradict; drop one of them")
+            raise DuetError("a duet CPU layout and server_cpu/client_cpu (or pin_cpus: false) options contradict; "
+                            "drop one of them")
         return dict(base), dict(base)
     layout = layout or DEFAULT_CPU_LAYOUT
     zero, one = CPU_LAYOUTS.get(layout)(cpus if cpus is not None else sorted(os.sched_getaffinity(0)))
     return {**base, **zero}, {**base, **one}
+
+
+# ---- two testbeds as the two sides ---------------------------------------------------------------------
+
+#: testbed types a duet can hold one side on each of: two labs (on this machine), two simulators, two ssh hosts
+TESTBED_TYPES = ("lab", "simulator", "ssh")
+#: why a duet refuses two testbeds of another type (the hint of its error line)
+NOT_A_SIDE = {"local": "two local testbeds are this one machine, so both sides would write the same knobs",
+              "dry-run": "a dry run measures nothing; preview a duet with `tunelab run DESIGN --target dry-run`"}
+
+
+@dataclass(frozen=True)
+class TestbedSide:
+    """One side of a duet on testbeds: the testbed's name and the target spec its side is built from."""
+
+    __test__ = False   # not a pytest test class, whatever its name says
+
+    name: str
+    spec: dict[str, Any]
+
+
+def sides_on_testbeds(testbeds: Sequence[Testbed], design_target: Mapping[str, Any] | None = None,
+                  layout: str | None = None, cpus: Sequence[int] | None = None) -> tuple[TestbedSide, TestbedSide]:
+    """Side 0 on the first testbed, side 1 on the second: each testbed's spec with ``design_target``'s options as
+    defaults (:meth:`tunelab.testbeds.Testbed.merged`), two labs with their CPUs from ``layout``
+    (:func:`side_options`). Exactly two testbeds of one kind of :data:`TESTBED_TYPES`, two ssh testbeds on two
+    servers; anything else is one DuetError line saying what to change.
+
+    >>> zero, one = sides_on_testbeds([Testbed("sim1", "simulator"), Testbed("sim2", "simulator", {"cv": 0.05})])
+    >>> (zero.name, zero.spec), (one.name, one.spec)
+    (('sim1', {'type': 'simulator', 'options': {}}), ('sim2', {'type': 'simulator', 'options': {'cv': 0.05}}))
+    """
+    beds = [bed.merged(design_target or {}) for bed in testbeds]
+    names = ", ".join(f"{bed.name} ({bed.type})" for bed in beds)
+    if len(beds) != 2:
+        raise DuetError(f"measurement: duet runs on exactly 2 testbeds (side 0 on the first, side 1 on the second), "
+                        f"the testbeds file lists {len(beds)}: {names}; keep two testbeds of one kind in it")
+    first, second = beds
+    if first.type != second.type:
+        raise DuetError(f"a duet compares its two sides, so its 2 testbeds must be of one kind, got {names}; "
+                        f"make both {first.type} (or both {second.type})")
+    if first.type not in TESTBED_TYPES:
+        why = NOT_A_SIDE.get(first.type, "its two sides would not be two measured machines")
+        raise DuetError(f"a duet runs on two testbeds of type {', '.join(TESTBED_TYPES)}, not {first.type} ({names}): "
+                        f"{why}")
+    if first.type == "ssh":
+        check_two_servers(first, second)
+    zero = side_options(first.type, first.spec()["options"], layout, cpus)[0]
+    one = side_options(second.type, second.spec()["options"], layout, cpus)[1]
+    return (TestbedSide(first.name, {"type": first.type, "options": zero}),
+            TestbedSide(second.name, {"type": second.type, "options": one}))
+
+
+def check_two_servers(first: Testbed, second: Testbed) -> None:
+    """DuetError when two ssh testbeds name one server (host and port): each side changes its own server's knobs.
+
+    >>> a, b = Testbed("a", "ssh", {"server": "root@h1:22"}), Testbed("b", "ssh", {"server": "h1"})
+    >>> check_two_servers(a, b)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tunelab.duet.DuetError: testbeds a and b both name the server h1:22, so both sides would change ...
+    """
+    (_, host0, port0), (_, host1, port1) = (parse_spec(str(bed.options.get("server"))) for bed in (first, second))
+    if host0.lower() == host1.lower() and port0 == port1:
+        raise DuetError(f"testbeds {first.name} and {second.name} both name the server {host0}:{port0}, so both sides "
+                        f"would change one machine's knobs; point {second.name} at a second host")
+
+
+def on_testbeds(trials: Sequence[SideTrial], names: Sequence[str] | None) -> tuple[SideTrial, SideTrial]:
+    """The two sides' trials, each naming its side's testbed (plan column ``testbed``) when ``names`` are given."""
+    if not names:
+        return trials[0], trials[1]
+    zero, one = (replace(trial, plan_info={**trial.plan_info, "testbed": name}) for trial, name in zip(trials, names))
+    return zero, one
+
+
+class SideJournal:
+    """The study's store as one side's crash recovery sees it (:func:`tunelab.runner.recover_journal`): only the
+    unrestored journal entries of the trials that side ran (side 0 also takes those of trials that name no side),
+    so each side's changes go back on its own target; everything else is the store's."""
+
+    def __init__(self, store: Store, side: int) -> None:
+        self._store, self._side = store, side
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def unrestored(self) -> list[JournalEntry]:
+        entries = self._store.unrestored()
+        if not entries:
+            return entries
+        trials = self._store.trials()
+        sides = {int(trial_id): int(plan.get("duet_side") or 0)
+                 for trial_id, plan in zip(trials["trial_id"], trials["plan"]) if isinstance(plan, Mapping)}
+        return [entry for entry in entries if sides.get(entry.trial_id, 0) == self._side]
 
 
 # ---- one pair: two threads, one barrier ---------------------------------------------------------------
@@ -217,7 +325,7 @@ def _run_side(target: Target, trial: SideTrial, side: int, barrier: threading.Ba
         met.set()
 
     provenance = {**setup.provenance, "duet": {k.removeprefix("duet_"): v for k, v in trial.plan_info.items()
-                                               if k.startswith("duet_")}}
+                                               if k.startswith("duet_") or k == "testbed"}}
     try:
         with deferred_interrupts():
             target.reset()
@@ -280,21 +388,26 @@ def run_duet_design(design: Design, targets: Sequence[Target], loads: Sequence[L
                     allow_host_global: bool = False, progress: bool = True, phase: str = "screen",
                     plan: pd.DataFrame | None = None, load_settings: Mapping[str, Any] | None = None,
                     knob_lookup: KnobLookup | None = None, retry_failed: bool = False,
-                    may_start: Callable[[], bool] | None = None) -> RunSummary:
+                    may_start: Callable[[], bool] | None = None, testbeds: Sequence[str] | None = None) -> RunSummary:
     """:func:`tunelab.runner.run_design` as a duet: every planned run of ``design`` on one side of ``targets``
     beside its concurrent baseline on the other (:func:`design_pair`, :func:`run_pair`), each target with
-    its own load instance (``loads``). The same checks before the first write; finished pairs are skipped
-    (resume); ``may_start()`` (a study's time budget) is asked before every pair. The busy rule
-    (``noise.repeat_busy_pct``) does not apply, nor the busy-machine warning: interference is what the pair
-    cancels, and each side's foreign CPU time (still recorded) includes its partner's."""
+    its own load instance (``loads``); ``testbeds`` names the testbed of each side (recorded with every trial and
+    in the run's description). The same checks before the first write; each side's crash leftovers are put
+    back on its own target (:class:`SideJournal`); finished pairs are skipped (resume); ``may_start()`` (a
+    study's time budget) is asked before every pair. The busy rule (``noise.repeat_busy_pct``) does not apply,
+    nor the busy-machine warning: interference is what the pair cancels, and each side's foreign CPU time
+    (still recorded) includes its partner's."""
     started = time.perf_counter()
     setup = prepare_run(design, store, allow_host_global=allow_host_global, phase=phase, plan=plan, load=loads[0],
                         load_settings=load_settings, knob_lookup=knob_lookup, retry_failed=retry_failed)
-    recover_journal(store, targets[0], allow_host_global=setup.allow_host_global, knob_lookup=knob_lookup)
+    for side, target in enumerate(targets):
+        side_journal: Any = SideJournal(store, side)          # the store, with only this side's journal entries
+        recover_journal(side_journal, target, allow_host_global=setup.allow_host_global, knob_lookup=knob_lookup)
     todo = pairs_to_run(setup, store, retry_failed)
     summary = RunSummary(study=setup.study, store_path=store.path, planned=2 * len(setup.rows),
                          skipped=2 * (len(setup.rows) - len(todo)))
-    descriptions = [describe_target(target) for target in targets]
+    descriptions = [{**describe_target(target), **({"testbed": testbeds[side]} if testbeds else {})}
+                    for side, target in enumerate(targets)]
     for target, load, description in zip(targets, loads, descriptions):
         if todo:
             preflight(target, load, setup.specs)
@@ -311,7 +424,8 @@ def run_duet_design(design: Design, targets: Sequence[Target], loads: Sequence[L
         for row in todo:
             if may_start is not None and not may_start():
                 break
-            for outcome in run_pair(targets, design_pair(row, design.baseline, setup, wants_slot), pair_setup):
+            trials = on_testbeds(design_pair(row, design.baseline, setup, wants_slot), testbeds)
+            for outcome in run_pair(targets, trials, pair_setup):
                 summary.count(outcome)       # no busy share: each side's "foreign" CPU includes its partner's
             bar.update(2)
     finally:
@@ -322,6 +436,8 @@ def run_duet_design(design: Design, targets: Sequence[Target], loads: Sequence[L
     return summary
 
 
-__all__ = ["BASELINE_SUFFIX", "design_pair", "pairs_to_run", "run_duet_design", "BARRIER_TIMEOUT_S", "CPU_LAYOUTS", "DEFAULT_CPU_LAYOUT", "MEASUREMENTS", "SIDES", "DuetError",
+__all__ = ["BASELINE_SUFFIX", "NOT_A_SIDE", "SideJournal", "TESTBED_TYPES", "TestbedSide", "check_two_servers",
+           "design_pair", "on_testbeds", "pairs_to_run", "run_duet_design", "sides_on_testbeds",
+           "BARRIER_TIMEOUT_S", "CPU_LAYOUTS", "DEFAULT_CPU_LAYOUT", "MEASUREMENTS", "SIDES", "DuetError",
            "PairSetup", "SerializedStore", "SideTrial", "check_measurement", "crossover_sides", "pair_trials",
            "run_pair", "shared_layout", "side_options", "split_layout"]

@@ -1,7 +1,8 @@
 """One owner for a study run: a typed :class:`~tunelab.designs.Design` from housekeeping to the last lease.
 
 :func:`run_study_of` runs a study on the design's target (or another type) or across the testbeds
-of a testbeds file, in one sequence:
+of a testbeds file (a ``measurement: duet`` design: on its two testbeds at once, one side each, driven
+from this process as a duet on two targets, :func:`run_duet_on_testbeds`), in one sequence:
 
 1. the target (or every testbed) is checked before anything opens: options, commands, values;
 2. under SIGTERM-as-Ctrl-C and the store's run lease: orphaned labs are removed (named on
@@ -105,10 +106,11 @@ def dispatcher_on(beds: list[Any], scheduler: str | None, store: Store, warnings
 
 def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[str, Any], options: RunOptions, *,
                 target: Target | None = None, dispatcher: Any = None, partner: Any = None,
-                budget: StudyBudget | None = None) -> runner.PlanRunner:
+                budget: StudyBudget | None = None, sides: tuple[str, str] | None = None) -> runner.PlanRunner:
     """The one way a study's plans reach the runner: ``run_plan(phase, plan)`` runs ``plan`` (None: the
     design's own) on ``target`` (:func:`tunelab.runner.run_design`), as duet pairs on ``target`` and
-    ``partner`` (a ``(target, load)`` pair: :func:`tunelab.duet.run_duet_design`) or across the
+    ``partner`` (a ``(target, load)`` pair: :func:`tunelab.duet.run_duet_design`; ``sides``: the testbed of
+    each side, when they are two testbeds) or across the
     ``dispatcher``'s testbeds (:func:`tunelab.cluster.run_design_on_testbeds`), with the study's load and options.
     On a target (or a duet's two), ``budget`` (:class:`tunelab.rounds.StudyBudget`) is asked before every
     attempt (pair); across testbeds it is held between rounds only."""
@@ -119,7 +121,7 @@ def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[st
         return lambda phase, plan: run_duet_design(
             design, [target, partner[0]], [load, partner[1]], store, phase=phase, plan=plan,
             load_settings=load_settings, allow_host_global=options.allow_host_global, progress=options.progress,
-            retry_failed=options.retry_failed, may_start=may_start)
+            retry_failed=options.retry_failed, may_start=may_start, testbeds=sides)
     common = dict(allow_host_global=options.allow_host_global, retry_failed=options.retry_failed, load=load,
                   load_settings=load_settings)
     if dispatcher is not None:
@@ -177,18 +179,20 @@ def _run_store(path: Path, dry: bool) -> Iterator[Path]:
         yield Path(private) / path.name
 
 
-def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: Path,
-                  options: RunOptions) -> StudyRun:
-    """The study on one target (``spec``: :func:`target_spec_for`); a dry run previews it (module docstring)."""
+def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: Path, options: RunOptions,
+                  testbeds: Any = None) -> StudyRun:
+    """The study on one target (``spec``: :func:`target_spec_for`), or a duet's two; a dry run previews it
+    (module docstring). ``testbeds``: a duet's two :class:`tunelab.duet.TestbedSide` (side 0 is ``spec``)."""
     target_cls = check_target_spec(spec, allow_commands=options.allow_design_commands)  # before the store opens
     dry = bool(getattr(target_cls, "writes_nothing", False))
     if dry:                   # the preview is printed at the end, compactly, not action by action
         spec = {**spec, "options": {**spec["options"], "quiet": True}}
     load, load_settings = runner.load_for(design, target_cls, spec["options"])
+    sides = (testbeds[0].spec, testbeds[1].spec) if testbeds else duet_specs(design, spec)
+    names = (testbeds[0].name, testbeds[1].name) if testbeds else None
     with _run_store(path, dry) as where, \
             study_store(design.name, design.design_hash, design_text, spec, where,
                         check_crashed=not dry) as (opened, removed):
-        sides = duet_specs(design, spec)
         with build_target(sides[0], allow_commands=options.allow_design_commands) as live, \
                 duet_partner(design, sides[1], options) as partner:
             if dry:
@@ -197,7 +201,8 @@ def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: 
             else:
                 budget = budget_of(design, opened, options.clock)
                 study = _calibrate_and_run(design, opened, plan_runner(design, opened, load, load_settings, options,
-                                                                       target=live, partner=partner, budget=budget),
+                                                                       target=live, partner=partner, budget=budget,
+                                                                       sides=names),
                                            budget)
     study.labs_removed, study.recorded = removed, not dry
     return study
@@ -205,10 +210,15 @@ def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: 
 
 def duet_specs(design: Design, spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The target spec of each side: ``(spec, None)`` unless the design is a duet, whose two labs get their
-    CPUs from the default layout (:func:`tunelab.duet.side_options`)."""
+    CPUs from the default layout (:func:`tunelab.duet.side_options`); a duet on ssh needs two hosts: testbeds."""
     if design.measurement != "duet":
         return spec, None
-    from tunelab.duet import side_options
+    from tunelab.designs.schema import DUET_TESTBED_TARGETS
+    from tunelab.duet import DuetError, side_options
+
+    if spec["type"] in DUET_TESTBED_TARGETS:
+        raise DuetError(f"a duet on {spec['type']} needs two hosts, one per side: run it with --testbeds FILE naming "
+                        f"two {spec['type']} testbeds (the design's target options are their defaults)")
 
     zero, one = side_options(spec["type"], spec["options"])
     return {**spec, "options": zero}, {**spec, "options": one}
@@ -258,8 +268,7 @@ def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | Non
     """The study across the testbeds of a testbeds file (see :func:`tunelab.run`); everything is checked
     before Dask starts."""
     if design.measurement == "duet":
-        raise DesignError("measurement: duet runs two targets of the design's own spec on this machine; it does "
-                          "not run across testbeds yet: drop --testbeds or use measurement: sequential")
+        return run_duet_on_testbeds(design, design_text, testbeds, scheduler, path, options)
     beds, warnings = checked_testbeds(design, testbeds, options.allow_design_commands)
     design = _without_busy_rule_on_one_machine(design, warnings)
     load, load_settings = _one_load(design, beds)
@@ -277,6 +286,26 @@ def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | Non
                                            budget_of(design, opened, options.clock))
     study.labs_removed = removed
     return study
+
+
+def run_duet_on_testbeds(design: Design, design_text: str, testbeds: Path | str | None, scheduler: str | None,
+                         path: Path, options: RunOptions) -> StudyRun:
+    """A duet design on the two testbeds of a testbeds file (:func:`tunelab.duet.sides_on_testbeds`): side 0 on the
+    first, side 1 on the second, both driven from this process as a duet on two targets (no Dask). The file is
+    checked (and its hosts reached) before anything opens; the study's store keeps side 0's spec."""
+    from tunelab.duet import DuetError, sides_on_testbeds
+
+    if scheduler is not None:
+        raise DuetError("a duet drives its two testbeds from this process at the same moment, not through a Dask "
+                        "scheduler: drop --scheduler (keep --testbeds FILE with its two testbeds)")
+    beds = testbeds_mod.load_testbeds(testbeds, allow_commands=options.allow_design_commands)  # type: ignore[arg-type]
+    sides = sides_on_testbeds(beds, runner.target_spec_of(design))
+    for side in sides:                    # the design's options merged in: checked as a design's target is
+        check_target_spec(side.spec, allow_commands=options.allow_design_commands)
+    testbeds_mod.check_testbeds(beds)     # key files, known_hosts, every host reachable; nothing applied
+    print(f"duet on testbeds: side 0 on {sides[0].name}, side 1 on {sides[1].name} ({sides[0].spec['type']})",
+          file=sys.stderr)
+    return run_on_target(design, design_text, sides[0].spec, path, options, testbeds=sides)
 
 
 def _without_busy_rule_on_one_machine(design: Design, warnings: list[str]) -> Design:
@@ -320,4 +349,5 @@ def run_study_of(design: Design, design_text: str, *, target: str | None = None,
 
 
 __all__ = ["RunOptions", "checked_testbeds", "dispatcher_on", "duet_partner", "duet_specs", "plan_runner",
-           "run_on_target", "run_on_testbeds", "run_study_of", "study_store", "target_spec_for", "with_busy_rule"]
+           "run_duet_on_testbeds", "run_on_target", "run_on_testbeds", "run_study_of", "study_store",
+           "target_spec_for", "with_busy_rule"]

@@ -108,6 +108,27 @@ def test_store_provenance_against_hand_computed_values(tmp_path: Path) -> None:
     assert "4 trials" in text and "median 25 %" in text and "max 75 %" in text and "Linux 6.18.0-test (2 CPUs)" in text
 
 
+def test_lab_minutes_count_the_two_trials_of_a_duet_pair_once(tmp_path: Path) -> None:
+    path = tmp_path / "duet.sqlite"
+
+    def pair_side(key: str, side: int, start: str, end: str) -> dict:
+        return {**_record(key, "validate", "ok", start, end, 2.0, None),
+                "provenance": json.dumps({"duet": {"pair": key[-1], "side": side}})}
+
+    with Store.open(path, study="duet", design_hash="h", design_text="") as store:
+        # pair 0: 10:00:00-10:00:10 beside 10:00:01-10:00:11 (11 s of wall clock); pair 1: 10:00:20-10:00:30
+        # beside 10:00:20-10:00:29 (10 s); then one sequential trial of 5 s: 26 s in all, not 10+10+10+9+5 = 44
+        for key, side, start, end in (("p0", 0, "00:00", "00:10"), ("p0", 1, "00:01", "00:11"),
+                                      ("p1", 0, "00:20", "00:30"), ("p1", 1, "00:20", "00:29")):
+            store.add_trial_record(pair_side(f"validate:{key}:s{side}", side, f"2026-01-02T10:{start}+00:00",
+                                             f"2026-01-02T10:{end}+00:00"))
+        store.add_trial_record(_record("screen:0", "screen", "ok", "2026-01-02T10:01:00+00:00",
+                                       "2026-01-02T10:01:05+00:00", 2.0, 0.4))
+    prov = store_provenance(path)
+    assert prov["duet_trials"] == 4 and prov["trials"] == 5
+    assert prov["lab_minutes"] == pytest.approx(26 / 60, abs=0.005)
+
+
 # ---- write_gallery as a reader sees it ----------------------------------------------------------------
 
 

@@ -18,6 +18,8 @@ LocalCluster with one worker per testbed, or ``--scheduler`` for an existing clu
 records its testbed and the screen treats the testbed as a block; a lost worker's trial runs
 again elsewhere, a testbed whose trials keep failing is quarantined, and Ctrl-C restores every
 testbed. Afterwards `tunelab restore --testbeds FILE` puts back what a lost testbed left changed.
+A ``measurement: duet`` design runs on exactly two testbeds of one kind instead (side 0 on the
+first, side 1 on the second, both at once from this process, no Dask; docs/duet.md).
 """
 from __future__ import annotations
 

@@ -20,7 +20,9 @@ alpha spending); the output says at which looks.
 ``--measurement duet`` (a change file's ``measurement: duet``) measures A and B at the same moment on two
 targets of the same spec (a lab or the simulator), then swaps sides, ``--pairs`` pairs per profile (default
 twice --blocks); two labs share the CPUs as ``--cpu-layout`` says (docs/duet.md). Blocks in rounds are refused
-with a duet (it measures a fixed number of pairs).
+with a duet (it measures a fixed number of pairs). ``--testbeds FILE`` (instead of --target) puts the duet's
+sides on the file's two testbeds, of one kind (two labs, two simulators, two ssh hosts): side 0 on the first,
+side 1 on the second; anything else is one error line (docs/duet.md, docs/scale-out.md).
 
 With flags::
 
@@ -64,7 +66,8 @@ CHANGE_FILE_SETS = {"target": "--target", "target_option": "--target-option", "s
                     "load_setting": "--load-setting", "baseline": "--baseline", "candidate": "--candidate",
                     "metric": "--metric", "sesoi": "--sesoi", "profile": "--profile", "blocks": "--blocks",
                     "warmup": "--warmup", "measure": "--measure", "allow_host_global": "--allow-host-global",
-                    "measurement": "--measurement", "pairs": "--pairs", "cpu_layout": "--cpu-layout"}
+                    "measurement": "--measurement", "pairs": "--pairs", "cpu_layout": "--cpu-layout",
+                    "testbeds": "--testbeds"}
 #: the defaults of those flags without a change file
 FLAG_DEFAULTS = {"blocks": 6, "warmup": 2.0, "measure": 8.0}
 
@@ -97,6 +100,8 @@ def register(subparsers: Any) -> None:
         "or duet: two targets measure A and B at once, then swap sides (docs/duet.md)")
     add("--pairs", type=int, metavar="N", help="duet pairs per profile (default: twice --blocks)")
     add("--cpu-layout", choices=("shared", "split"), help="how two duet labs share the CPUs (default shared)")
+    add("--testbeds", type=Path, metavar="FILE", help="with --measurement duet, instead of --target: the duet's two "
+        "sides on this testbeds file's two testbeds of one kind (side 0 on the first; docs/duet.md)")
     add("--warmup", type=float, metavar="S", help="warm-up seconds per trial (default 2)")
     add("--measure", type=float, metavar="S", help="measured seconds per trial (default 8)")
     add("--allow-host-global", action="store_true", help="permit host-global knobs")
@@ -110,9 +115,10 @@ def register(subparsers: Any) -> None:
 
 
 def flag_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    """The flags as :func:`tunelab.validate`'s parameters (one error line for a missing --target or --candidate)."""
+    """The flags as :func:`tunelab.validate`'s parameters (one error line for a missing --target or --candidate;
+    --testbeds stands for --target)."""
     for needed in ("target", "candidate"):
-        if not getattr(args, needed):
+        if not getattr(args, needed) and not (needed == "target" and args.testbeds is not None):
             raise TunelabError(f"--{needed} is required without a change file; give CHANGE.yaml (docs/operators.md) "
                                f"or --{needed}")
     given = {key: getattr(args, key) if getattr(args, key) is not None else default
@@ -122,7 +128,8 @@ def flag_arguments(args: argparse.Namespace) -> dict[str, Any]:
                 load=args.load, load_settings=parse_options(args.load_setting, "--load-setting"),
                 sesoi_pct=args.sesoi, profiles=args.profile, blocks=given["blocks"], warmup_s=given["warmup"],
                 measure_s=given["measure"], allow_host_global=args.allow_host_global,
-                measurement=args.measurement or "sequential", pairs=args.pairs, cpu_layout=args.cpu_layout)
+                measurement=args.measurement or "sequential", pairs=args.pairs, cpu_layout=args.cpu_layout,
+                **({"testbeds": args.testbeds} if args.testbeds is not None else {}))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
         result = tunelab.validate_change(args.change, allow_design_commands=args.allow_design_commands,
                                          store=args.store, write_sysctl=args.write_sysctl)
     else:
-        result = tunelab.validate(**flag_arguments(args), store=args.store, write_sysctl=args.write_sysctl)
+        result = tunelab.validate(**flag_arguments(args), store=args.store, write_sysctl=args.write_sysctl,
+                                  allow_design_commands=args.allow_design_commands)
     print(render.validate_text(result))
     render.write_outputs((args.json, "--json", lambda: render.dumps(result.to_json())))
     return result.exit_status

@@ -81,6 +81,9 @@ TOP_KEYS = ("name", "description", "target", "load", "warmup_s", "measure_s", "m
 MEASUREMENTS = ("sequential", "duet")
 #: the target types a duet can run two of at once on one machine
 DUET_TARGETS = ("lab", "simulator", "dry-run")
+#: target types a duet design may name that run only as two testbeds of a testbeds file (``--testbeds``: two
+#: hosts, the design's target options their defaults)
+DUET_TESTBED_TARGETS = ("ssh",)
 #: the fewest replicates (pairs) per level a duet screen can judge
 DUET_MIN_REPLICATES = 3
 KNOB_KEYS = ("name", "host", "device", "levels", "low", "high", "step", "scale", "n", "baseline", "apply_order")
@@ -1167,9 +1170,9 @@ def _parse_measurement(ctx: _Context, raw: Any, section: Mapping[str, Any], targ
         raise ctx.error(("measurement",), f"a duet judges each level from its pairs (the effect, the side difference "
                         f"and a variance): it needs at least {DUET_MIN_REPLICATES} replicates per level (4 balance the "
                         f"sides), got {section['replicates']}")
-    if raw == "duet" and target.type not in DUET_TARGETS:
+    if raw == "duet" and target.type not in DUET_TARGETS + DUET_TESTBED_TARGETS:
         raise ctx.error(("measurement",), f"duet runs two targets of one spec at once on this machine: "
-                        f"{', '.join(DUET_TARGETS)}, not {target.type!r}")
+                        f"{', '.join(DUET_TARGETS)} (or two ssh testbeds with --testbeds), not {target.type!r}")
     return str(raw)
 
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import pandas as pd
 
-from tunelab.duet import PairSetup, SideTrial, pair_trials, run_pair
+from tunelab.duet import PairSetup, SideTrial, on_testbeds, pair_trials, run_pair
 from tunelab.loads import Load
 from tunelab.model import USABLE_STATUSES, Metric
 from tunelab.optimize.confirm import (ConfirmResult, ValidationError, config_digest, goals_of, judge_log_change,
@@ -141,14 +141,16 @@ def confirm_duet(evaluator: PairEvaluator, baseline: Mapping[str, Any], candidat
 class RunnerDuetEvaluator(ResumableEvaluator):
     """Measure duet pairs on two up targets with :func:`tunelab.duet.run_pair` (real trials, recorded as
     ``"<phase>:<key>"``); a pair both of whose keys are finished is read back, otherwise both sides are
-    measured again (a side is only worth its concurrent partner)."""
+    measured again (a side is only worth its concurrent partner). ``testbeds``: the testbed of each side,
+    recorded with each trial (plan column ``testbed``, provenance ``duet.testbed``) and in the run."""
 
     def __init__(self, targets: Sequence[Target], loads: Sequence[Load], knob_specs: Sequence[BoundKnob], store: Store, *,
                  phase: str = "validate", warmup_s: float = 2.0, measure_s: float = 8.0,
                  load_settings: Mapping[str, Any] | None = None, allow_host_global: bool = False,
-                 provenance: Mapping[str, Any] | None = None) -> None:
+                 provenance: Mapping[str, Any] | None = None, testbeds: Sequence[str] = ()) -> None:
         super().__init__(phase, store.trials(phase), store.path)
         self.targets, self.store, self.load = list(targets), store, loads[0]
+        self.testbeds = tuple(testbeds)
         self.metric_names = list(getattr(self.load, "metrics", {}) or {})
         self.load_settings = dict(load_settings or {})
         self.setup = PairSetup(loads=(loads[0], loads[1]), specs=list(knob_specs), store=store, warmup_s=float(warmup_s),
@@ -158,8 +160,8 @@ class RunnerDuetEvaluator(ResumableEvaluator):
 
     def evaluate_pair(self, pair: int, configs: Mapping[str, Mapping[str, Any]],
                       key_prefix: str) -> list[tuple[int, str, str, dict[str, float]]]:
-        trials = pair_trials(pair, configs, pair_key(key_prefix, pair), self.load_settings,
-                             wants_slot=getattr(self.load, "wants_key", False))
+        trials = on_testbeds(pair_trials(pair, configs, pair_key(key_prefix, pair), self.load_settings,
+                                         wants_slot=getattr(self.load, "wants_key", False)), self.testbeds)
         keys = [self.run_key(trial.run_key, trial.config, pair) for trial in trials]
         found = [self.cached(key, trial.config, self.metric_names) for key, trial in zip(keys, trials)]
         if any(values is None for values in found):
@@ -169,7 +171,9 @@ class RunnerDuetEvaluator(ResumableEvaluator):
 
     def _measure(self, trials: Sequence[SideTrial], keys: Sequence[str]) -> list[dict[str, float]]:
         if not self._run_recorded:       # lets `tunelab restore` find (and remove) a crashed run's labs
-            self.store.begin_run({"target": "duet", "sides": [describe_target(t) for t in self.targets]})
+            names = self.testbeds or (None, None)
+            self.store.begin_run({"target": "duet", "sides": [{**describe_target(t), **({"testbed": name} if name else {})}
+                                                              for t, name in zip(self.targets, names)]})
             self._run_recorded = True
         keyed = [replace(trial, run_key=key, settings=keyed_settings(self.load, trial.settings, key))
                  for trial, key in zip(trials, keys)]
@@ -187,17 +191,19 @@ class RunnerDuetEvaluator(ResumableEvaluator):
 
 
 def run_duet_validation(plan: Any, targets: Sequence[Target], loads: Sequence[Load], store: Store, *, pairs: int,
-                        allow_host_global: bool = False, alpha: float = 0.05, phase: str = "validate") -> ConfirmResult:
+                        allow_host_global: bool = False, alpha: float = 0.05, phase: str = "validate",
+                        testbeds: Sequence[str] = ()) -> ConfirmResult:
     """Measure a checked :class:`~tunelab.optimize.confirm.ValidationPlan` in ``pairs`` duet pairs per profile on
-    two up ``targets``, each with its own instance of the load (``loads``), trials recorded in ``store``; judge
-    it and count the failed trials."""
+    two up ``targets`` (the testbeds ``testbeds``, if named), each with its own instance of the load (``loads``),
+    trials recorded in ``store``; judge it and count the failed trials."""
     digest = config_digest(plan.baseline, plan.candidate)
     parts = []
     for profile, settings in plan.profiles.items():
         evaluator = RunnerDuetEvaluator(targets, loads, plan.specs, store, phase=phase, warmup_s=plan.warmup_s,
                                         measure_s=plan.measure_s, load_settings=settings,
                                         allow_host_global=allow_host_global,
-                                        provenance=validation_provenance(plan, profile, alpha, measurement="duet"))
+                                        provenance=validation_provenance(plan, profile, alpha, measurement="duet"),
+                                        testbeds=testbeds)
         parts.append(confirm_duet(evaluator, plan.baseline, plan.candidate, plan.goals, pairs=pairs, alpha=alpha,
                                   key_prefix=f"duet:{profile}:{digest}:", profile=profile))
     return profiles_result(parts, plan, store, phase)

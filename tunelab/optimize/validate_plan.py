@@ -156,8 +156,9 @@ def duet_time_lines(checked: CheckedRequest, profiles: int, per_trial: float, wa
     """A duet's two targets, its pairs' order and its estimated time (both sides of a pair measure at once)."""
     pairs = int(checked.request.measurement.pair_count(checked.rule))
     total = pairs * profiles * per_trial
-    sides = "; ".join(f"side {n}: {checked.spec.get('type')} {text_of(side.get('options') or {}) or '(as given)'}"
-                      for n, side in enumerate(checked.sides))
+    names = [f" (testbed {name})" for name in checked.side_names] or ["", ""]
+    sides = "; ".join(f"side {n}{names[n]}: {checked.spec.get('type')} "
+                      f"{text_of(side.get('options') or {}) or '(as given)'}" for n, side in enumerate(checked.sides))
     lines = [f"measurement: duet on two {checked.spec.get('type')} targets of the same spec ({sides})",
              f"pairs per profile: {pairs}; each pair measures A on one side and B on the other at the same moment, "
              "then the next swaps sides (0 1 1 0 ...), so a fixed difference between the sides cancels",

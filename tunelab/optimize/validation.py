@@ -11,7 +11,8 @@
    until here.
 3. Open the store, measure the ABBA blocks (in rounds for ``blocks: {min, max, until: decided}``,
    :mod:`tunelab.optimize.sequential_blocks`), or with ``measurement: duet`` the duet pairs on two targets at
-   once (:mod:`tunelab.optimize.duet_confirm`), and judge them; count the failed trials.
+   once (:mod:`tunelab.optimize.duet_confirm`; on the two testbeds of ``--testbeds FILE``:
+   :func:`duet_testbed_sides`, their files and hosts checked first), and judge them; count the failed trials.
 4. On ``improve`` or ``equivalent``, write the sysctl.d file and its rollback
    (:mod:`tunelab.optimize.deploy`), else say why not; the provenance goes to ``--json`` either way.
 """
@@ -26,9 +27,9 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from tunelab.designs.change import BlockRule, ChangeFile, load_change
-from tunelab.designs.schema import DUET_TARGETS
+from tunelab.designs.schema import DUET_TARGETS, DUET_TESTBED_TARGETS
 from tunelab.display import Displayed
-from tunelab.duet import DuetError, check_measurement, side_options
+from tunelab.duet import DuetError, check_measurement, side_options, sides_on_testbeds
 from tunelab.errors import DesignError, SafetyError, TargetError, TunelabError
 from tunelab.loads import Load, get_load
 from tunelab.model import Metric, json_value, level_to_json
@@ -45,6 +46,7 @@ from tunelab.targets import Target, build_target, check_target_spec
 from tunelab.targets.dns_servers import DNS_SERVERS
 from tunelab.targets.hostinfo import parse_version
 from tunelab.targets.local import ServiceCommandsMixin
+from tunelab.testbeds import Testbed, check_testbeds, load_testbeds
 
 PathLike = str | os.PathLike[str]
 #: the flag that lets a change file's restart command run
@@ -149,6 +151,8 @@ class ValidateRequest:
     #: the change file it came from (errors are prefixed with it), or None for flags
     source: str | None = None
     measurement: Measurement = Measurement()
+    #: a duet's two testbeds (``--testbeds FILE``: side 0 on the first, side 1 on the second), else empty
+    testbeds: tuple[Testbed, ...] = ()
 
     @property
     def target_type(self) -> str:
@@ -174,6 +178,8 @@ class CheckedRequest:
     rule: BlockRule
     #: a duet's two sides: the spec of each (side 0 is built as the target), else empty
     sides: tuple[Mapping[str, Any], ...] = ()
+    #: the testbed of each side of a duet on testbeds, else empty
+    side_names: tuple[str, ...] = ()
 
     @property
     def build_spec(self) -> Mapping[str, Any]:
@@ -264,29 +270,58 @@ def check_request(request: ValidateRequest) -> CheckedRequest:
             specs = bind_knob_ids(request.candidate) if request.candidate else []
         check_host_global(specs, request.allow_host_global)
         spec, restarts = restart_spec(request, load)
-        sides = duet_sides(request.measurement, spec, rule)
-    return CheckedRequest(request, spec, load, profiles, list(request.metrics), restarts, rule, sides)
+        sides, names = duet_sides(request.measurement, spec, rule, bool(request.testbeds)), ()
+        if request.testbeds:
+            sides, names = duet_testbed_sides(request, load)
+    return CheckedRequest(request, spec, load, profiles, list(request.metrics), restarts, rule, sides, names)
 
 
-def duet_sides(how: Measurement, spec: Mapping[str, Any], rule: BlockRule) -> tuple[Mapping[str, Any], ...]:
+def duet_sides(how: Measurement, spec: Mapping[str, Any], rule: BlockRule,
+               testbeds: bool = False) -> tuple[Mapping[str, Any], ...]:
     """The spec of each side of a duet (empty for ``sequential``), after its checks: a target type two of
-    which run on this machine at once, fixed blocks, enough pairs and a CPU layout that fits the options."""
+    which run on this machine at once (unless the sides are ``testbeds``: :func:`duet_testbed_sides`), fixed
+    blocks, enough pairs and a CPU layout that fits the options."""
     check_measurement(how.kind)
+    if how.kind != "duet" and testbeds:
+        raise DuetError("--testbeds goes with --measurement duet (its two testbeds measure A and B at once); a "
+                        "sequential validation runs on one target: give --target instead of --testbeds")
     if how.kind != "duet":
         if how.pairs is not None or how.cpu_layout is not None:
             raise DuetError("pairs and cpu_layout go with measurement duet; add --measurement duet "
                             "(measurement: duet) or drop them")
         return ()
     kind = str(spec.get("type"))
-    if kind not in DUET_TARGETS:
+    if kind not in DUET_TARGETS and not testbeds:
+        hint = f" (or, without a change file, --testbeds FILE naming two {kind} testbeds)" \
+            if kind in DUET_TESTBED_TARGETS else ""
         raise DuetError(f"a duet runs two targets of one spec at once on this machine: {', '.join(DUET_TARGETS)}, "
-                        f"not {kind!r}; use measurement sequential")
+                        f"not {kind!r}; use measurement sequential{hint}")
     if rule.sequential:
         raise DuetError(f"a duet measures a fixed number of pairs, not blocks in rounds ({{min: {rule.min}, max: "
                         f"{rule.max}}}); give pairs (or a fixed blocks count) or use measurement sequential")
     check_pairs(how.pair_count(rule))
     zero, one = side_options(kind, spec.get("options") or {}, how.cpu_layout)
     return {**spec, "options": zero}, {**spec, "options": one}
+
+
+def duet_testbed_sides(request: ValidateRequest,
+                       load: Load | None) -> tuple[tuple[Mapping[str, Any], ...], tuple[str, ...]]:
+    """A duet's two sides on the request's two testbeds (:func:`tunelab.duet.sides_on_testbeds`, the CPU layout for two
+    labs), each spec with its restart command as :func:`restart_spec` decides for it; and the testbeds' names."""
+    sides = sides_on_testbeds(request.testbeds, None, request.measurement.cpu_layout)
+    specs = tuple(restart_spec(replace(request, spec=side.spec), load)[0] for side in sides)
+    return specs, tuple(side.name for side in sides)
+
+
+def request_testbeds(path: PathLike, target: str | None, options: Mapping[str, Any],
+                     allow_commands: bool) -> tuple[tuple[Testbed, ...], dict[str, Any]]:
+    """The testbeds of ``--testbeds FILE`` (the file checked, nothing reached) and the first one's spec, the
+    request's; the file names each testbed's target, so ``--target`` and its options do not mix with it."""
+    if target is not None or options:
+        raise TargetError("--target, --target-option and --surface do not mix with --testbeds: the testbeds file "
+                          "names each testbed's target and options; drop them (or drop --testbeds)")
+    beds = tuple(load_testbeds(path, allow_commands=allow_commands))
+    return beds, beds[0].spec()
 
 
 def plan_on_target(checked: CheckedRequest, live: Target) -> tuple[Load, ValidationPlan, float, float]:
@@ -340,6 +375,8 @@ def run_request(request: ValidateRequest) -> ValidateRun:
     path = request.store_path
     design_text = json.dumps({"validate": request.target_type, "options": checked.spec.get("options")},
                              sort_keys=True, default=str)
+    if request.testbeds:
+        check_testbeds(request.testbeds)      # key files, known_hosts, each host reachable; nothing applied
     with build_target(checked.build_spec, allow_commands=True) as live:
         load, plan, _, _ = plan_on_target(checked, live)
         with Store.open(path, study=request.study, design_hash=hashlib.sha256(design_text.encode()).hexdigest(),
@@ -356,7 +393,8 @@ def run_request(request: ValidateRequest) -> ValidateRun:
                        [row_text(row) for row in result.table.itertuples()])
     if checked.sides:
         facts["measurement"] = {"kind": "duet", "pairs": request.measurement.pair_count(checked.rule),
-                                "sides": [dict(side.get("options") or {}) for side in checked.sides]}
+                                "sides": [dict(side.get("options") or {}) for side in checked.sides],
+                                **({"testbeds": list(checked.side_names)} if checked.side_names else {})}
     note = not_deployable(result.verdict)
     if note is None and request.write_sysctl is False:
         note = f"no sysctl.d file written: the verdict is {result.verdict.upper()}, but write_sysctl=False"
@@ -381,7 +419,7 @@ def measured(checked: CheckedRequest, plan: ValidationPlan, live: Target, load: 
         try:
             return run_duet_validation(plan, [live, partner], [load, partner_load], store,
                                        pairs=request.measurement.pair_count(checked.rule),
-                                       allow_host_global=request.allow_host_global)
+                                       allow_host_global=request.allow_host_global, testbeds=checked.side_names)
         finally:
             cleanup_load(partner_load, partner)
 
@@ -408,31 +446,38 @@ def run_validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping
                  sesoi_pct: float | None = None, profiles: Sequence[str] = (), blocks: int | BlockRule = 6,
                  warmup_s: float = 2.0, measure_s: float = 8.0, allow_host_global: bool = False,
                  store: PathLike | None = None, write_sysctl: PathLike | bool | None = None,
-                 measurement: str = "sequential", pairs: int | None = None,
-                 cpu_layout: str | None = None) -> ValidateRun:
+                 measurement: str = "sequential", pairs: int | None = None, cpu_layout: str | None = None,
+                 testbeds: PathLike | None = None, allow_design_commands: bool = False) -> ValidateRun:
     """:func:`tunelab.validate`'s sequence from its parameters (see the module docstring)."""
     return run_request(flags_request(target, candidate, baseline=baseline, metrics=metrics,
                                      target_options=target_options, surface=surface, load=load,
                                      load_settings=load_settings, sesoi_pct=sesoi_pct, profiles=profiles,
                                      blocks=blocks, warmup_s=warmup_s, measure_s=measure_s,
                                      allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl,
-                                     measurement=measurement, pairs=pairs, cpu_layout=cpu_layout))
+                                     measurement=measurement, pairs=pairs, cpu_layout=cpu_layout,
+                                     testbeds=testbeds, allow_design_commands=allow_design_commands))
 
 
-def flags_request(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",
+def flags_request(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",
                   metrics: Sequence[str] = (), target_options: Mapping[str, Any] | None = None,
                   surface: str | None = None, **rest: Any) -> ValidateRequest:
-    """The :class:`ValidateRequest` of :func:`tunelab.validate`'s parameters (the CLI's flags)."""
+    """The :class:`ValidateRequest` of :func:`tunelab.validate`'s parameters (the CLI's flags); with ``testbeds``
+    (a testbeds file: :func:`request_testbeds`) the first testbed's spec is the request's."""
     options = {**(target_options or {}), **({"surface": surface} if surface else {})}
+    beds_file, allow_commands = rest.pop("testbeds", None), bool(rest.pop("allow_design_commands", False))
+    beds: tuple[Testbed, ...] = ()
+    spec = {"type": target, "options": options}
+    if beds_file is not None:
+        beds, spec = request_testbeds(beds_file, target, options, allow_commands)
     base = dict(baseline) if isinstance(baseline, Mapping) else baseline
     settings = dict(rest.pop("load_settings", None) or {})
     store = rest.pop("store", None)
     how = Measurement(rest.pop("measurement", None) or "sequential", rest.pop("pairs", None),
                       rest.pop("cpu_layout", None))
-    return ValidateRequest(spec={"type": target, "options": options}, candidate=candidate, baseline=base,
+    return ValidateRequest(spec=spec, candidate=candidate, baseline=base,
                            metrics=tuple(metrics), profiles=tuple(rest.pop("profiles", ()) or ()),
-                           load_settings=settings, study=f"validate-{target}",
-                           store=Path(store) if store is not None else None, measurement=how, **rest)
+                           load_settings=settings, study=f"validate-{spec['type']}",
+                           store=Path(store) if store is not None else None, measurement=how, testbeds=beds, **rest)
 
 
 def validate_change(path: PathLike | ChangeFile, *, allow_design_commands: bool = False,

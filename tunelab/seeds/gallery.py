@@ -76,7 +76,8 @@ def store_provenance(path: str | os.PathLike[str]) -> dict[str, Any]:
     -------
     dict with ``store`` (file name), ``study``, ``trials`` (total), ``by_phase`` ({phase: {status: n}}),
     ``ok``, ``failed``, ``first``/``last`` (ISO times of the first start and last end), ``lab_minutes``
-    (sum of the trials' wall time), ``kernel``, ``nproc``, ``cpu_model`` (from the recorded target
+    (the trials' wall time: summed, except that the trials of duet pairs, which run at the same moment, count
+    the wall-clock time they cover once: :func:`covered_seconds`), ``kernel``, ``nproc``, ``cpu_model`` (from the recorded target
     description, or a duet's sides), ``busy_pct``/``busy_max_pct`` (median and largest % of the machine other
     processes used during a trial's load), ``busy_trials`` (trials with a known share) and ``duet_trials``
     (trials of duet pairs: each side's foreign CPU time includes its partner's, so they have no share).
@@ -92,25 +93,45 @@ def store_provenance(path: str | os.PathLike[str]) -> dict[str, Any]:
     nproc = machine.get("nproc") if isinstance(machine.get("nproc"), int) else None
     started = pd.to_datetime(trials["started_at"], utc=True, errors="coerce") if not trials.empty else pd.Series()
     ended = pd.to_datetime(trials["ended_at"], utc=True, errors="coerce") if not trials.empty else pd.Series()
-    wall_s = (ended - started).dt.total_seconds().dropna() if not trials.empty else pd.Series(dtype=float)
     by_phase: dict[str, dict[str, int]] = {}
     for (phase, status), n in (trials.groupby(["phase", "status"]).size().items() if not trials.empty else ()):
         by_phase.setdefault(str(phase), {})[str(status)] = int(n)
     duet = trials["provenance"].map(lambda p: isinstance(p, Mapping) and "duet" in p) if not trials.empty \
         else pd.Series(dtype=bool)
     share = busy_shares(trials[~duet.astype(bool)] if not trials.empty else trials, nproc)
+    wall_s = (ended - started).dt.total_seconds() if not trials.empty else pd.Series(dtype=float)
+    lab_s = float(wall_s[~duet.astype(bool)].sum()) + covered_seconds(started[duet.astype(bool)],
+                                                                       ended[duet.astype(bool)])
     statuses = trials["status"].value_counts() if not trials.empty else pd.Series(dtype=int)
     return {
         "store": path.name, "study": study, "trials": int(len(trials)), "by_phase": by_phase,
         "ok": int(statuses.get("ok", 0)), "failed": int(statuses.get("failed", 0)),
         "first": started.min().isoformat() if started.notna().any() else None,
         "last": ended.max().isoformat() if ended.notna().any() else None,
-        "lab_minutes": round(float(wall_s.sum()) / 60, 2),
+        "lab_minutes": round(lab_s / 60, 2),
         "kernel": machine.get("kernel"), "nproc": nproc, "cpu_model": machine.get("cpu_model"),
         "busy_pct": round(100 * float(share.median()), 1) if not share.empty else None,
         "busy_max_pct": round(100 * float(share.max()), 1) if not share.empty else None,
         "busy_trials": int(len(share)), "duet_trials": int(duet.sum()),
     }
+
+
+def covered_seconds(started: pd.Series, ended: pd.Series) -> float:
+    """Seconds of wall-clock time the intervals ``[started, ended]`` cover, overlaps counted once (the two
+    trials of a duet pair run at the same moment); intervals without both times are left out.
+
+    >>> t = pd.to_datetime(pd.Series(["2026-01-02T10:00:00Z", "2026-01-02T10:00:01Z", "2026-01-02T10:01:00Z"]))
+    >>> covered_seconds(t, t + pd.to_timedelta([10, 10, 5], unit="s"))
+    16.0
+    """
+    frame = pd.DataFrame({"start": started, "end": ended}).dropna().sort_values("start")
+    total, reach = 0.0, None
+    for start, end in zip(frame["start"], frame["end"]):
+        if reach is None or start > reach:
+            total, reach = total + (end - start).total_seconds(), end
+        elif end > reach:
+            total, reach = total + (end - reach).total_seconds(), end
+    return total
 
 
 def phases_of(path: str | os.PathLike[str]) -> set[str]:
@@ -335,5 +356,5 @@ def gallery_command(args: argparse.Namespace, echo: Callable[[str], None] = prin
     return build_gallery(args.stores, args.out, args.only, full_reports=not args.quick, echo=echo)
 
 
-__all__ = ["CLAIM_COLUMNS", "DEFAULT_OUT", "add_arguments", "build_gallery", "busy_shares", "gallery_command",
-           "provenance_text", "record_studies", "select_studies", "store_provenance", "write_gallery"]
+__all__ = ["CLAIM_COLUMNS", "DEFAULT_OUT", "add_arguments", "build_gallery", "busy_shares", "covered_seconds",
+           "gallery_command", "provenance_text", "record_studies", "select_studies", "store_provenance", "write_gallery"]
