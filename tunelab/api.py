@@ -409,7 +409,8 @@ def validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping[str
         :mod:`tunelab.optimize.deploy`
     measurement : ``sequential`` (ABBA blocks on one target) or ``duet``: two targets of the same spec
         measure A and B at the same moment, then swap sides, ``pairs`` pairs per profile (default twice
-        ``blocks``); two labs share the CPUs as ``cpu_layout`` says (``shared``, ``split``; docs/duet.md)
+        ``blocks``; ``blocks`` in rounds, a :class:`~tunelab.designs.change.BlockRule`, count pairs); two labs
+        share the CPUs as ``cpu_layout`` says (``shared``, ``split``; docs/duet.md)
 
     Returns
     -------

@@ -19,8 +19,9 @@ alpha spending); the output says at which looks.
 
 ``--measurement duet`` (a change file's ``measurement: duet``) measures A and B at the same moment on two
 targets of the same spec (a lab or the simulator), then swaps sides, ``--pairs`` pairs per profile (default
-twice --blocks); two labs share the CPUs as ``--cpu-layout`` says (docs/duet.md). Blocks in rounds are refused
-with a duet (it measures a fixed number of pairs).
+twice --blocks); two labs share the CPUs as ``--cpu-layout`` says (docs/duet.md). A change file's ``blocks: {min,
+max, step}`` with a duet counts pairs (even numbers; multiples of 4 keep each round's crossover whole): pairs in
+rounds, stopped when every metric is decided, as for blocks.
 
 With flags::
 
