@@ -411,7 +411,8 @@ def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapp
         :mod:`tunelab.optimize.deploy`
     measurement : ``sequential`` (ABBA blocks on one target) or ``duet``: two targets of the same spec
         measure A and B at the same moment, then swap sides, ``pairs`` pairs per profile (default twice
-        ``blocks``); two labs share the CPUs as ``cpu_layout`` says (``shared``, ``split``; docs/duet.md)
+        ``blocks``; ``blocks`` in rounds, a :class:`~tunelab.designs.change.BlockRule`, count pairs); two labs
+        share the CPUs as ``cpu_layout`` says (``shared``, ``split``; docs/duet.md)
     testbeds : with ``measurement="duet"`` and ``target=None``: a testbeds file of exactly two testbeds of one
         kind (lab, simulator, ssh), side 0 on the first and side 1 on the second (:func:`tunelab.duet.sides_on_testbeds`);
         ``allow_design_commands`` lets the file's command options (``service_commands``) run

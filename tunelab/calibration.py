@@ -15,6 +15,14 @@ The replicates compare one level's runs with the baseline's: for OAT a level has
 runs; for factorial and screening designs a main effect's level has ``replicates x
 runs_per_replicate / levels`` runs. Latin hypercube and Morris designs are analysed by a response
 model, not level against baseline, so only the CV is reported for them.
+
+Under ``measurement: duet`` every A/A run is measured beside a concurrent baseline on the other side
+(:func:`tunelab.duet.run_duet_design`): ``calibration_runs`` pairs, twice as many trials. A duet's analysis
+uses each pair's log ratio, so the table also gives each metric's paired figures
+(:func:`tunelab.stats.noise.paired_noise_table`): ``pairs``, ``paired_cv_pct`` (the residual SD of the paired
+log ratio after the crossover fit, in %: the A/A CV of the paired ratio) and ``side_diff_pct``; the advice
+(``needed``, the warnings) then counts pairs per level at that paired noise. Interference both sides share
+cancels from the paired CV, so on a busy machine it is the one to pick the sharpest metric by.
 """
 from __future__ import annotations
 
@@ -78,15 +86,21 @@ class Calibration:
     warnings: list[str] = field(default_factory=list)
     summary: "runner.RunSummary | None" = None
 
+    @property
+    def paired(self) -> bool:
+        """Whether the A/A trials were duet pairs (the table has the paired figures)."""
+        return "paired_cv_pct" in self.table.columns
+
     def cv_text(self) -> str:
-        """``qps CV 5.7 %, latency_mean_ms CV 8.1 %`` (``?`` when a CV could not be measured)."""
-        parts = [f"{row.metric} CV {row.cv_pct:.1f} %" if math.isfinite(row.cv_pct) else f"{row.metric} CV ?"
-                 for row in self.table.itertuples()]
-        return ", ".join(parts)
+        """``qps CV 5.7 %, latency_mean_ms CV 8.1 %`` (``?`` when a CV could not be measured); for duet pairs
+        ``qps CV 10.2 % per run, paired ratio CV 2.9 % (12 pairs)``."""
+        return ", ".join(noise_text(row) for row in self.table.itertuples())
 
     def lines(self) -> list[str]:
         """The calibration's lines: the noise CVs, then one warning per unresolvable SESOI."""
         head = f"calibration: {self.usable} of {self.runs} A/A trials usable"
+        if self.paired:
+            head += " (duet: each A/A run beside a concurrent one)"
         if self.summary is not None and self.summary.repeated:
             head += f" ({self.summary.repeated} busy attempt(s) measured again)"
         if self.usable < 2:
@@ -96,6 +110,21 @@ class Calibration:
     def to_json(self) -> dict[str, Any]:
         return {"runs": self.runs, "usable": self.usable, "replicates": self.replicates, "warnings": list(self.warnings),
                 "metrics": [json_value(row) for row in self.table.to_dict("records")]}
+
+
+def noise_text(row: Any) -> str:
+    """One metric's noise: ``qps CV 5.7 %`` (``?``: not measured), with a duet's paired ratio CV after it.
+
+    >>> noise_text(pd.Series({"metric": "qps", "cv_pct": 10.24, "paired_cv_pct": 2.91, "pairs": 12}))
+    'qps CV 10.2 % per run, paired ratio CV 2.9 % (12 pairs)'
+    """
+    def pct(value: float) -> str:
+        return f"{value:.1f} %" if math.isfinite(value) else "?"
+
+    text = f"{row.metric} CV {pct(row.cv_pct)}"
+    if not hasattr(row, "paired_cv_pct"):
+        return text
+    return f"{text} per run, paired ratio CV {pct(row.paired_cv_pct)} ({int(row.pairs)} pairs)"
 
 
 def within_testbed(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -116,14 +145,18 @@ def within_testbed(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 def assess_noise(frame: pd.DataFrame, design: Design, runs: int | None = None) -> Calibration:
     """The :class:`Calibration` of the A/A trials in ``frame`` (the store's tidy ``calibrate`` frame);
-    trials on several testbeds are judged within each testbed (:func:`within_testbed`)."""
-    from tunelab.stats.noise import noise_table
+    trials on several testbeds are judged within each testbed (:func:`within_testbed`), a duet's also by
+    their pairs (the module docstring)."""
+    from tunelab.stats.noise import noise_table, paired_noise_table
 
     metrics = [metric.to_json() for metric in design.metrics]
     metrics += [{"name": name, "sesoi_pct": None} for name in LOW_NOISE_METRICS
                 if name in frame.columns and name not in {m["name"] for m in metrics}]
-    usable = within_testbed(frame, [m["name"] for m in metrics])
-    table = noise_table(usable, metrics, alpha=design.analysis.alpha, power=POWER)
+    if getattr(design, "measurement", "sequential") == "duet":      # a duet runs on one machine, no testbeds
+        table = paired_noise_table(frame, metrics, alpha=design.analysis.alpha, power=POWER)
+    else:
+        usable = within_testbed(frame, [m["name"] for m in metrics])
+        table = noise_table(usable, metrics, alpha=design.analysis.alpha, power=POWER)
     replicates = design_replicates(design)
     per_level = runs_per_level(design, replicates)
     warnings = []
@@ -132,7 +165,7 @@ def assess_noise(frame: pd.DataFrame, design: Design, runs: int | None = None) -
             continue
         would = replicates_for_runs(design, row.needed)
         warnings.append(
-            f"warning: at the measured noise ({row.metric} CV {row.cv_pct:.1f} %), {replicates} replicates cannot "
+            f"warning: at the measured noise ({noise_text(row)}), {replicates} replicates cannot "
             f"resolve {row.metric}'s ±{row.sesoi_pct:g} % SESOI: {would} would (to detect a {row.sesoi_pct:g} % "
             f"change and to show a null one within it, each with {100 * POWER:.0f} % power at alpha "
             f"{design.analysis.alpha:g}); raise the replicates, the SESOI, or quiet the machine")
@@ -149,10 +182,11 @@ def run_calibration(design: Design, store: Store, run_plan: runner.PlanRunner) -
     if runs <= 0:
         return None
     summary = run_plan(CALIBRATE, calibration_plan(design, runs))
-    calibration = assess_noise(store.tidy(CALIBRATE), design, runs)
+    trials = 2 * runs if getattr(design, "measurement", "sequential") == "duet" else runs   # each beside another
+    calibration = assess_noise(store.tidy(CALIBRATE), design, trials)
     calibration.summary = summary
     return calibration
 
 
-__all__ = ["CALIBRATE", "Calibration", "assess_noise", "calibration_plan", "design_replicates", "run_calibration",
-           "runs_per_level", "within_testbed"]
+__all__ = ["CALIBRATE", "Calibration", "assess_noise", "calibration_plan", "design_replicates", "noise_text",
+           "run_calibration", "runs_per_level", "within_testbed"]

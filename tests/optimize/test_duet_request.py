@@ -1,5 +1,6 @@
 """A duet is one field of a validate request: from the flags or a change file, checked by ``check_request`` (so
-``--plan`` refuses what validate refuses), previewed as two targets and pairs, and run on two simulator targets."""
+``--plan`` refuses what validate refuses), previewed as two targets and pairs (in rounds: ``blocks: {min, max,
+step}`` counts pairs), and run on two simulator targets."""
 from __future__ import annotations
 
 import os
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from tunelab.designs.change import load_change
+from tunelab.designs.change import BlockRule, load_change
 from tunelab.errors import DesignError, TunelabError
 from tunelab.optimize.confirm import row_text
 from tunelab.optimize.validate_plan import preview_request
@@ -54,7 +55,9 @@ def test_a_change_file_s_bad_duet_keys_are_one_line_naming_the_key(tmp_path: Pat
 
 @pytest.mark.parametrize(("edits", "words"), [
     ({"pairs": 2}, "a duet needs at least 4 pairs"),
-    ({"pairs": None, "blocks": {"min": 4, "max": 12}}, "fixed number of pairs, not blocks in rounds"),
+    ({"pairs": 8, "blocks": {"min": 4, "max": 12}}, "counted in pairs.*not both"),
+    ({"pairs": None, "blocks": {"min": 4, "max": 12, "step": 3}}, "count pairs, in even numbers"),
+    ({"pairs": None, "blocks": {"min": 2, "max": 12, "step": 2}}, "at least 4 pairs"),
     ({"cpu_layout": "triple"}, "triple"),
 ])
 def test_validate_and_its_plan_refuse_the_same_duet(tmp_path: Path, edits: dict, words: str) -> None:
@@ -84,6 +87,33 @@ def test_the_plan_of_a_duet_names_both_sides_and_counts_pairs_not_blocks() -> No
     assert "A B B A" not in text
     # 6 pairs x 1 profile x (2 s + 8 s + 1 s overhead): both sides of a pair measure at once
     assert preview.estimate_s == (66.0, 66.0)
+
+
+def test_a_change_file_s_duet_in_rounds_counts_pairs_and_stops_at_a_look(tmp_path: Path) -> None:
+    rounds = {"min": 4, "max": 16, "step": 4}
+    path = change(tmp_path, pairs=None, blocks=rounds)
+    request = request_of_change(load_change(path), store=tmp_path / "r.sqlite")
+    checked = check_request(request)
+    assert checked.request.measurement.pair_rule(checked.rule) == BlockRule(4, 16, 4)     # the rounds count pairs
+    run = validate_change(path, store=tmp_path / "r.sqlite", write_sysctl=False)
+    measured, row = run.confirmation.measurements, run.confirmation.table.iloc[0]
+    pairs = measured["pair"].nunique()
+    assert pairs in (4, 8, 12, 16) and len(measured) == 2 * pairs and row["blocks"] == pairs
+    assert row["look"] == pairs // 4 and run.confirmation.note.startswith("pairs: looks at ")
+    assert run.provenance["measurement"]["pairs"] == {**rounds, "spending": "linear"}
+    with Store(tmp_path / "r.sqlite", readonly=True) as opened:
+        assert len(opened.trials("validate")) == 2 * pairs
+
+
+def test_the_plan_of_a_duet_in_rounds_shows_its_looks_and_the_range_of_its_time() -> None:
+    request = flags_request("simulator", CANDIDATE, blocks=BlockRule(4, 16, 4), measurement="duet", warmup_s=2,
+                            measure_s=8)
+    preview = preview_request(request, offline=True)
+    assert ("pairs per profile: 4 first, then 4 more per round while a metric is undecided, at most 16; looks at "
+            "4 (alpha 0.0125), 8 (alpha 0.0125), 12 (alpha 0.0125), 16 (alpha 0.0125) (linear alpha spending)"
+            in preview.text())
+    # 4 to 16 pairs x 1 profile x (2 s + 8 s + 1 s overhead)
+    assert preview.estimate_s == (44.0, 176.0)
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the split layout needs 2 CPUs")

@@ -1,12 +1,16 @@
 """The A/A calibration (design ``noise: {calibration_runs: N}``) on the SYNTHETIC simulator target,
 whose noise CV at the baseline configuration is known (18 % here): recorded in its own phase, resumable, and
-its CV and replicate warning follow the known noise."""
+its CV and replicate warning follow the known noise. Under a duet, with injected common-mode noise, the
+paired ratio's CV is the one the theory says (the common-mode noise cancels), well below the per-run CV."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+import statsmodels.api as sm
+from scipy import stats as ss
 
 from tunelab.calibration import CALIBRATE, assess_noise, run_calibration
 from tunelab.study_run import RunOptions, plan_runner
@@ -108,3 +112,52 @@ def test_the_server_cpu_per_query_cv_is_reported_beside_the_designs_metrics(tmp_
     assert not [w for w in calibration.warnings if "server_cpu_per_query" in w]
     assert "server_cpu_per_query" not in assess_noise(tidy.head(3), design, runs=3).table["metric"].tolist()
 
+
+
+# ---- under a duet: the paired ratio's CV ---------------------------------------------------------------------
+
+#: the surface's noise and the common-mode noise both sides of a pair share (SYNTHETIC, tunelab.simulator.noise)
+DUET_CV, COMMON_CV, PAIRS = 0.02, 0.20, 16
+
+
+def duet_calibrate(store_path: Path):
+    text = simulator_design("calib-duet", cv=DUET_CV, knobs=(SOMAXCONN_KNOB,), replicates="4",
+                            extra=f"measurement: duet\nnoise: {{calibration_runs: {PAIRS}}}\n")
+    design = load_design_text(text, source="calib-duet.yaml")
+    sides = [SimulatorTarget("simple", cv=DUET_CV, seed=11, common_cv=COMMON_CV) for _ in range(2)]
+    loads = [SimulatorLoad(get_surface("simple", DUET_CV)) for _ in range(2)]
+    with Store.open(store_path, study=design.name, design_hash=design.design_hash, design_text=text) as store:
+        run_plan = plan_runner(design, store, loads[0], loads[0].settings("overload"), RunOptions(progress=False),
+                               target=sides[0], partner=(sides[1], loads[1]))
+        return design, run_calibration(design, store, run_plan), store.tidy(CALIBRATE)
+
+
+def chi_band(sd: float, df: int) -> tuple[float, float]:
+    """The 99.9 % range of a sample SD on ``df`` degrees of freedom around the true ``sd``."""
+    return sd * math.sqrt(ss.chi2.ppf(0.0005, df) / df), sd * math.sqrt(ss.chi2.ppf(0.9995, df) / df)
+
+
+def test_a_duet_calibration_reports_the_paired_ratio_s_cv_smaller_than_the_per_run_cv_as_theory_says(tmp_path):
+    """Each trial: truth x (1 + cv z) x exp(common_cv w_pair). The per-run CV carries the common-mode factor,
+    sqrt((1 + cv^2) exp(common_cv^2) - 1); the pair's log ratio cancels it: SD sqrt(2) cv (to first order in cv)."""
+    design, calibration, tidy = duet_calibrate(tmp_path / "d.sqlite")
+    assert len(tidy) == 2 * PAIRS and sorted(tidy["duet_arm"].value_counts()) == [PAIRS, PAIRS]
+    at_baseline = {**SimulatorTarget("simple", cv=DUET_CV).current_config(), **design.baseline}
+    cv = get_surface("simple", DUET_CV).config_cv(at_baseline)
+    row = calibration.table.set_index("metric").loc["qps"]
+    # the paired figure is the residual SD of the crossover fit of log(B / A) (statsmodels' OLS as the reference)
+    wide = tidy.pivot_table(index="duet_pair", columns="duet_arm", values=["qps", "duet_side"])
+    d = np.log(wide[("qps", "B")] / wide[("qps", "A")]).to_numpy()
+    orientation = np.where(wide[("duet_side", "B")] == 1, 1.0, -1.0)
+    reference = sm.OLS(d, sm.add_constant(orientation)).fit()
+    assert row["pairs"] == PAIRS and row["paired_cv_pct"] == pytest.approx(100 * math.sqrt(reference.mse_resid))
+    low, high = chi_band(100 * math.sqrt(2) * cv, PAIRS - 2)
+    assert low <= row["paired_cv_pct"] <= high
+    low, high = chi_band(100 * math.sqrt((1 + cv ** 2) * math.exp(COMMON_CV ** 2) - 1), PAIRS - 1)
+    assert low <= row["cv_pct"] <= high
+    assert row["paired_cv_pct"] < row["cv_pct"] / 2            # theory: 4.2 % against 20.3 %
+    # the advice counts pairs per level at the paired noise
+    assert row["needed"] == replicates_for_sesoi(row["paired_cv_pct"] / math.sqrt(2), 5.0)
+    head = calibration.lines()[0]
+    assert head.startswith(f"calibration: {2 * PAIRS} of {2 * PAIRS} A/A trials usable (duet: ")
+    assert f"qps CV {row['cv_pct']:.1f} % per run, paired ratio CV {row['paired_cv_pct']:.1f} % ({PAIRS} pairs)" in head

@@ -19,8 +19,10 @@ alpha spending); the output says at which looks.
 
 ``--measurement duet`` (a change file's ``measurement: duet``) measures A and B at the same moment on two
 targets of the same spec (a lab or the simulator), then swaps sides, ``--pairs`` pairs per profile (default
-twice --blocks); two labs share the CPUs as ``--cpu-layout`` says (docs/duet.md). Blocks in rounds are refused
-with a duet (it measures a fixed number of pairs). ``--testbeds FILE`` (instead of --target) puts the duet's
+twice --blocks); two labs share the CPUs as ``--cpu-layout`` says (docs/duet.md). A change file's ``blocks: {min,
+max, step}`` with a duet counts pairs (even numbers; multiples of 4 keep each round's crossover whole): pairs in
+rounds, stopped when every metric is decided, as for blocks.
+``--testbeds FILE`` (instead of --target) puts the duet's
 sides on the file's two testbeds, of one kind (two labs, two simulators, two ssh hosts): side 0 on the first,
 side 1 on the second; anything else is one error line (docs/duet.md, docs/scale-out.md).
 

@@ -26,7 +26,8 @@ duration... is one :class:`~tunelab.errors.DesignError` line naming the file, th
     metrics: [qps:max:5, latency_mean_ms:min:5]   # or mappings {name, goal, sesoi}
     blocks: 6                         # or {min: 4, max: 16, step: 4, until: decided, spending: linear}
     measurement: sequential           # or duet: A and B at once on two targets (lab, simulator), then swapped
-    pairs: 12                         # duet only: pairs per profile (default twice blocks, at least 4)
+    pairs: 12                         # duet only: pairs per profile (default twice blocks, at least 4; blocks
+                                      # {min, max, step} with a duet count pairs, in rounds)
     cpu_layout: shared                # duet on a lab only: shared | split (docs/duet.md)
     warmup_s: 2
     measure_s: 8

@@ -569,13 +569,3 @@ def plan_validation(target: Target, load: Load, baseline: Mapping[str, Any] | st
     check_host_global(specs, allow_host_global)
     return ValidationPlan(specs, base, wanted, goals, settings, rule, warmup_s, measure_s,
                           "current" if isinstance(baseline, str) else "given")
-
-
-def profiles_result(parts: Sequence[ConfirmResult], plan: ValidationPlan, store: Store, phase: str) -> ConfirmResult:
-    """One result of a validation's profiles (``parts``, one per profile): their tables and measurements
-    together, the overall verdict and the failed trials among the measured run keys."""
-    table = pd.concat([p.table for p in parts], ignore_index=True)
-    measurements = pd.concat([p.measurements for p in parts], ignore_index=True)
-    failures = trial_failures(store, [f"{phase}:{key}" for key in measurements["key"]], phase)
-    return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(plan.baseline),
-                         dict(plan.candidate), failures)

@@ -15,12 +15,18 @@ probability at most ``sum(alpha_r) = alpha`` over all looks, whatever the depend
 A fixed count (``min == max``) is one look at the full ``alpha``: the fixed ABBA validation. A profile
 whose every trial failed so far stops at once (``untestable``: more blocks would fail the same way).
 
+:func:`judge_in_rounds` is the loop itself, given how a round is measured and how a look judges one metric:
+:func:`confirm_in_rounds` measures ABBA blocks and judges them with ``analyse_blocks``; a duet
+(:func:`tunelab.optimize.duet_confirm.confirm_duet`) measures pairs and judges them with its crossover fit,
+the rule's counts then being pairs.
+
 >>> from tunelab.designs.change import BlockRule
 >>> [(n, round(a, 4)) for n, a in block_looks(BlockRule(4, 16, 4), 0.05)]
 [(4, 0.0125), (8, 0.0125), (12, 0.0125), (16, 0.0125)]
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
@@ -51,15 +57,32 @@ def frozen(row: Mapping[str, Any] | None) -> bool:
     return row["verdict"] in DECIDED or (row["verdict"] == "untestable" and row["blocks"] == 0)
 
 
-def judge(frame: pd.DataFrame, goals: Sequence[Metric], rows: dict[tuple[str, str], dict[str, Any]], profile: str,
-          look: int, nominal: float, final: bool, bootstrap: bool) -> None:
-    """Judge the open metrics of ``profile`` at one look, in place; a frozen row gets its bootstrap cross-check."""
-    for goal in goals:
-        if frozen(rows.get((profile, goal.name))):
-            continue
+#: ``analyse(frame, goal, nominal, final)``: one metric's judged row at a look (``final``: the last look, which
+#: sizes ``blocks_needed``); :func:`abba_analysis` for ABBA blocks, a duet's pairs in
+#: :mod:`tunelab.optimize.duet_confirm`
+LookAnalysis = Callable[[pd.DataFrame, Metric, float, bool], dict[str, Any]]
+#: ``measure(profile, numbers)``: the measurements of the blocks (or pairs) numbered ``numbers`` of one profile
+RoundMeasure = Callable[[str, range], pd.DataFrame]
+
+
+def abba_analysis(bootstrap: bool) -> LookAnalysis:
+    """The look analysis of ABBA blocks: :func:`~tunelab.optimize.confirm.analyse_blocks` at the look's level,
+    with its bootstrap cross-check (``bootstrap``) once a metric is frozen or at the last look."""
+    def analyse(frame: pd.DataFrame, goal: Metric, nominal: float, final: bool) -> dict[str, Any]:
         row = analyse_blocks(frame, goal, nominal, bootstrap=False, needed=final)
         if bootstrap and (final or frozen(row)):
             row = analyse_blocks(frame, goal, nominal, bootstrap=True, needed=final)
+        return row
+    return analyse
+
+
+def judge(frame: pd.DataFrame, goals: Sequence[Metric], rows: dict[tuple[str, str], dict[str, Any]], profile: str,
+          look: int, nominal: float, final: bool, analyse: LookAnalysis) -> None:
+    """Judge the open metrics of ``profile`` at one look with ``analyse``, in place."""
+    for goal in goals:
+        if frozen(rows.get((profile, goal.name))):
+            continue
+        row = analyse(frame, goal, nominal, final)
         rows[(profile, goal.name)] = {"profile": profile, "role": "objective", **row, "look": look,
                                       "alpha_nominal": nominal}
 
@@ -86,20 +109,57 @@ def replay_looks(frame: pd.DataFrame, goals: Sequence[Metric], rule: BlockRule, 
         if all(frozen(rows.get((profile, g.name))) for g in goals):
             break
         judge(frame[frame["block"] < count], goals, rows, profile, number, nominal, number == len(schedule),
-              bootstrap)
+              abba_analysis(bootstrap))
         if count >= measured:
             break
     return [rows[(profile, g.name)] for g in goals if (profile, g.name) in rows]
 
 
-def stop_note(rule: BlockRule, looks: list[dict[str, Any]], rows: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
-    """One line: the looks made and why the blocks stopped."""
+def stop_note(rule: BlockRule, looks: list[dict[str, Any]], rows: Mapping[tuple[str, str], Mapping[str, Any]],
+              unit: str = "blocks") -> str:
+    """One line: the looks made and why the blocks (a duet's pairs: ``unit``) stopped."""
     counts = ", ".join(str(look["blocks"]) for look in looks)
-    why = "every metric decided" if all(frozen(r) for r in rows.values()) else f"max={rule.max} blocks reached"
+    why = "every metric decided" if all(frozen(r) for r in rows.values()) else f"max={rule.max} {unit} reached"
     if all(r["verdict"] == "untestable" and r["blocks"] == 0 for r in rows.values()):
-        why = "no usable block (every trial failed)"
-    return (f"blocks: looks at {counts} of at most {rule.max} per profile ({rule.spending} alpha spending); "
+        why = f"no usable {unit[:-1]} (every trial failed)"
+    return (f"{unit}: looks at {counts} of at most {rule.max} per profile ({rule.spending} alpha spending); "
             f"stopped: {why}")
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """What :func:`judge_in_rounds` found: one row per (profile, metric), the measurements, the note (None for a
+    fixed count)."""
+
+    table: pd.DataFrame
+    measurements: pd.DataFrame
+    note: str | None
+
+
+def judge_in_rounds(profiles: Sequence[str], goals: Sequence[Metric], rule: BlockRule, measure: RoundMeasure,
+                    analyse: LookAnalysis, *, alpha: float = 0.05, unit: str = "blocks") -> Rounds:
+    """The rounds of ``rule`` per profile (see the module docstring): at look ``r`` every open profile measures
+    its units (blocks, or a duet's pairs) up to the look's count with ``measure`` and ``analyse`` judges its open
+    metrics at the look's nominal level; a profile whose metrics are all frozen stops."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    parts: dict[str, list[pd.DataFrame]] = {profile: [] for profile in profiles}
+    done = dict.fromkeys(profiles, 0)
+    looks: list[dict[str, Any]] = []
+    schedule = block_looks(rule, alpha)
+    for number, (count, nominal) in enumerate(schedule, 1):
+        open_profiles = [p for p in profiles if not all(frozen(rows.get((p, g.name))) for g in goals)]
+        if not open_profiles:
+            break
+        for profile in open_profiles:
+            parts[profile].append(measure(profile, range(done[profile], count)))
+            done[profile] = count
+            judge(pd.concat(parts[profile], ignore_index=True), goals, rows, profile, number, nominal,
+                  number == len(schedule), analyse)
+        looks.append({"look": number, "blocks": count, "alpha_nominal": nominal, "profiles": open_profiles})
+    table = pd.DataFrame([rows[(p, g.name)] for p in profiles for g in goals])
+    table["blocks_needed"] = table["blocks_needed"].astype("Int64")
+    measurements = pd.concat([frame for frames in parts.values() for frame in frames], ignore_index=True)
+    return Rounds(table, measurements, stop_note(rule, looks, rows, unit) if rule.sequential else None)
 
 
 def confirm_in_rounds(evaluators: Mapping[str, Evaluator], baseline: Mapping[str, Any], candidate: Mapping[str, Any],
@@ -118,29 +178,15 @@ def confirm_in_rounds(evaluators: Mapping[str, Evaluator], baseline: Mapping[str
     ('improve', 4, ' stopped: every metric decided')
     """
     goals = goals_of(metrics)
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    parts: dict[str, list[pd.DataFrame]] = {profile: [] for profile in evaluators}
-    done = dict.fromkeys(evaluators, 0)
-    looks: list[dict[str, Any]] = []
-    schedule = block_looks(rule, alpha)
-    for number, (count, nominal) in enumerate(schedule, 1):
-        open_profiles = [p for p in evaluators if not all(frozen(rows.get((p, g.name))) for g in goals)]
-        if not open_profiles:
-            break
-        for profile in open_profiles:
-            parts[profile].append(measure_blocks(evaluators[profile], baseline, candidate, goals,
-                                                 range(done[profile], count), key_prefix(profile), profile,
-                                                 checked_blocks=count))
-            done[profile] = count
-            judge(pd.concat(parts[profile], ignore_index=True), goals, rows, profile, number, nominal,
-                  number == len(schedule), bootstrap)
-        looks.append({"look": number, "blocks": count, "alpha_nominal": nominal, "profiles": open_profiles})
-    table = pd.DataFrame([rows[(p, g.name)] for p in evaluators for g in goals])
-    table["blocks_needed"] = table["blocks_needed"].astype("Int64")
-    measurements = pd.concat([frame for frames in parts.values() for frame in frames], ignore_index=True)
-    note = stop_note(rule, looks, rows) if rule.sequential else None
-    return ConfirmResult(overall_verdict(list(table["verdict"])), table, measurements, dict(baseline),
-                         dict(candidate), note=note)
+
+    def measure(profile: str, blocks: range) -> pd.DataFrame:
+        return measure_blocks(evaluators[profile], baseline, candidate, goals, blocks, key_prefix(profile), profile,
+                              checked_blocks=blocks.stop)
+
+    rounds = judge_in_rounds(list(evaluators), goals, rule, measure, abba_analysis(bootstrap), alpha=alpha)
+    return ConfirmResult(overall_verdict(list(rounds.table["verdict"])), rounds.table, rounds.measurements,
+                         dict(baseline), dict(candidate), note=rounds.note)
 
 
-__all__ = ["DECIDED", "block_looks", "confirm_in_rounds", "frozen", "replay_looks"]
+__all__ = ["DECIDED", "LookAnalysis", "RoundMeasure", "Rounds", "abba_analysis", "block_looks", "confirm_in_rounds",
+           "frozen", "judge_in_rounds", "replay_looks"]

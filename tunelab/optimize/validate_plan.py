@@ -11,7 +11,7 @@ Estimated time per profile: ``blocks x 4 trials (A B B A) x (warm-up + measured 
 overhead being :data:`TRIAL_OVERHEAD_S` (knobs applied, verified and restored, the load started) plus
 :data:`RESTART_S` per trial when the service restarts (an assumption: a real server may take longer). A duet
 (``measurement: duet``) takes ``pairs x (warm-up + measured time + overhead)`` per profile: both sides of a
-pair measure at once.
+pair measure at once; in rounds (``blocks: {min, max, step}``, counted in pairs) from ``min`` to ``max`` pairs.
 """
 from __future__ import annotations
 
@@ -131,6 +131,27 @@ def load_commands(load: Load | None, settings: Mapping[str, Mapping[str, Any]], 
     return setup, trial
 
 
+def rounds_text(rule: BlockRule, unit: str) -> str:
+    """``blocks per profile: 4 first, then 4 more per round ...`` (a duet: ``pairs per profile``).
+
+    >>> rounds_text(BlockRule(4, 8, 4), "pairs")
+    'pairs per profile: 4 first, then 4 more per round while a metric is undecided, at most 8; looks at 4 (alpha 0.025), 8 (alpha 0.025) (linear alpha spending)'
+    """
+    looks = ", ".join(f"{n} (alpha {a:.3g})" for n, a in block_looks(rule))
+    return f"{unit} per profile: {rule.min}" + (f" first, then {rule.step} more per round while a metric is "
+                                                 f"undecided, at most {rule.max}; looks at {looks} "
+                                                 f"({rule.spending} alpha spending)" if rule.sequential else "")
+
+
+def estimate_line(seconds: tuple[float, float], count: str, per: str, warmup_s: float, measure_s: float,
+                  restarts: bool) -> str:
+    """``estimated time: LOW to HIGH (COUNT x (warm-up + measured + overhead) per PER)``."""
+    low, high = seconds
+    return (f"estimated time: {fmt_duration(low)}" + (f" to {fmt_duration(high)}" if high > low else "")
+            + f" ({count} x ({warmup_s:g} s warm-up + {measure_s:g} s measured + {TRIAL_OVERHEAD_S:g} s overhead"
+            + (f" + {RESTART_S:g} s restart, assumed" if restarts else "") + f") per {per})")
+
+
 def time_lines(checked: CheckedRequest, profiles: int, warmup_s: float, measure_s: float) -> tuple[list[str], tuple[float, float]]:
     """The blocks' order and the estimated time for the fewest and the most blocks (a duet: its pairs)."""
     rule: BlockRule = checked.rule
@@ -138,34 +159,29 @@ def time_lines(checked: CheckedRequest, profiles: int, warmup_s: float, measure_
     if checked.sides:
         return duet_time_lines(checked, profiles, per_trial, warmup_s, measure_s)
     low, high = (TRIALS_PER_BLOCK * n * profiles * per_trial for n in (rule.min, rule.max))
-    looks = ", ".join(f"{n} (alpha {a:.3g})" for n, a in block_looks(rule))
-    lines = [f"blocks per profile: {rule.min} first" + (f", then {rule.step} more per round while a metric is "
-                                                       f"undecided, at most {rule.max}; looks at {looks} "
-                                                       f"({rule.spending} alpha spending)" if rule.sequential else ""),
+    lines = [rounds_text(rule, "blocks") if rule.sequential else f"blocks per profile: {rule.min} first",
              "order: each profile in turn; within a block A B B A (A = baseline, B = candidate), every trial "
              "applies its configuration, warms up, measures and puts the knobs back",
-             f"estimated time: {fmt_duration(low)}" + (f" to {fmt_duration(high)}" if high > low else "")
-             + f" (blocks x {profiles} profile(s) x {TRIALS_PER_BLOCK} trials x ({warmup_s:g} s warm-up + "
-             f"{measure_s:g} s measured + {TRIAL_OVERHEAD_S:g} s overhead"
-             + (f" + {RESTART_S:g} s restart, assumed" if checked.restarts else "") + ") per trial)"]
+             estimate_line((low, high), f"blocks x {profiles} profile(s) x {TRIALS_PER_BLOCK} trials", "trial",
+                           warmup_s, measure_s, checked.restarts)]
     return lines, (low, high)
 
 
 def duet_time_lines(checked: CheckedRequest, profiles: int, per_trial: float, warmup_s: float,
                     measure_s: float) -> tuple[list[str], tuple[float, float]]:
-    """A duet's two targets, its pairs' order and its estimated time (both sides of a pair measure at once)."""
-    pairs = int(checked.request.measurement.pair_count(checked.rule))
-    total = pairs * profiles * per_trial
+    """A duet's two targets, its pairs (in rounds, if so) and its estimated time for the fewest and the most
+    pairs (both sides of a pair measure at once)."""
+    rule = checked.request.measurement.pair_rule(checked.rule)
+    low, high = (n * profiles * per_trial for n in (rule.min, rule.max))
     names = [f" (testbed {name})" for name in checked.side_names] or ["", ""]
     sides = "; ".join(f"side {n}{names[n]}: {checked.spec.get('type')} "
                       f"{text_of(side.get('options') or {}) or '(as given)'}" for n, side in enumerate(checked.sides))
     lines = [f"measurement: duet on two {checked.spec.get('type')} targets of the same spec ({sides})",
-             f"pairs per profile: {pairs}; each pair measures A on one side and B on the other at the same moment, "
-             "then the next swaps sides (0 1 1 0 ...), so a fixed difference between the sides cancels",
-             f"estimated time: {fmt_duration(total)} (pairs x {profiles} profile(s) x ({warmup_s:g} s warm-up + "
-             f"{measure_s:g} s measured + {TRIAL_OVERHEAD_S:g} s overhead"
-             + (f" + {RESTART_S:g} s restart, assumed" if checked.restarts else "") + ") per pair)"]
-    return lines, (total, total)
+             rounds_text(rule, "pairs") + "; each pair measures A on one side and B on the other at the same "
+             "moment, then the next swaps sides (0 1 1 0 ...), so a fixed difference between the sides cancels",
+             estimate_line((low, high), f"pairs x {profiles} profile(s)", "pair", warmup_s, measure_s,
+                           checked.restarts)]
+    return lines, (low, high)
 
 
 def fmt_duration(seconds: float) -> str:

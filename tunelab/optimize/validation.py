@@ -11,8 +11,9 @@
    until here.
 3. Open the store, measure the ABBA blocks (in rounds for ``blocks: {min, max, until: decided}``,
    :mod:`tunelab.optimize.sequential_blocks`), or with ``measurement: duet`` the duet pairs on two targets at
-   once (:mod:`tunelab.optimize.duet_confirm`; on the two testbeds of ``--testbeds FILE``:
-   :func:`duet_testbed_sides`, their files and hosts checked first), and judge them; count the failed trials.
+   once (:mod:`tunelab.optimize.duet_confirm`; in the same rounds, counted in pairs; on the two testbeds of
+   ``--testbeds FILE``: :func:`duet_testbed_sides`, their files and hosts checked first), and judge them; count
+   the failed trials.
 4. On ``improve`` or ``equivalent``, write the sysctl.d file and its rollback
    (:mod:`tunelab.optimize.deploy`), else say why not; the provenance goes to ``--json`` either way.
 """
@@ -37,7 +38,7 @@ from tunelab.optimize.confirm import (EXIT_STATUS, ConfirmResult, ValidationPlan
                                       checked_goals, compared_configs, config_digest, plan_validation,
                                       profile_settings, row_text, trial_failures, validation_provenance)
 from tunelab.optimize.deploy import SysctlFiles, not_deployable, provenance, write_sysctl_files
-from tunelab.optimize.duet_confirm import check_pairs, run_duet_validation
+from tunelab.optimize.duet_confirm import check_pair_rule, check_pairs, run_duet_validation
 from tunelab.optimize.evaluators import RunnerEvaluator
 from tunelab.optimize.sequential_blocks import confirm_in_rounds
 from tunelab.runner import bind_knob_ids, check_host_global, cleanup_load
@@ -113,16 +114,34 @@ class ValidateRun(Displayed):
 @dataclass(frozen=True)
 class Measurement:
     """How validate measures: ``sequential`` ABBA blocks on one target, or ``duet`` pairs on two at once
-    (:mod:`tunelab.duet`; ``pairs`` per profile, default twice the blocks: as many trials; ``cpu_layout`` of
-    two labs, default :data:`tunelab.duet.DEFAULT_CPU_LAYOUT`)."""
+    (:mod:`tunelab.duet`; ``pairs`` per profile, default twice a fixed blocks count: as many trials; blocks in
+    rounds count pairs; ``cpu_layout`` of two labs, default :data:`tunelab.duet.DEFAULT_CPU_LAYOUT`)."""
 
     kind: str = "sequential"
     pairs: int | None = None
     cpu_layout: str | None = None
 
-    def pair_count(self, rule: BlockRule) -> Any:
-        """The pairs per profile (as given, checked by :func:`tunelab.optimize.duet_confirm.check_pairs`)."""
-        return self.pairs if self.pairs is not None else 2 * rule.max
+    def pair_rule(self, rule: BlockRule) -> BlockRule:
+        """A duet's pairs per profile as a rule: ``pairs`` fixed (checked by
+        :func:`tunelab.optimize.duet_confirm.check_pairs`), else ``rule`` in rounds counted in pairs, else twice
+        the fixed blocks; rounds and a fixed ``pairs`` together are one DuetError line.
+
+        >>> duet = Measurement("duet")
+        >>> duet.pair_rule(BlockRule.fixed(6)).looks(), duet.pair_rule(BlockRule(4, 8, 4)).looks()
+        ([12], [4, 8])
+        """
+        if self.pairs is not None and rule.sequential:
+            raise DuetError(f"give a duet's rounds in blocks: {{min: {rule.min}, max: {rule.max}, step: {rule.step}}} "
+                            f"(counted in pairs) or a fixed pairs: {self.pairs}, not both")
+        if self.pairs is not None:
+            return BlockRule.fixed(check_pairs(self.pairs))
+        return rule if rule.sequential else BlockRule.fixed(2 * rule.max)
+
+    def pairs_json(self, rule: BlockRule) -> Any:
+        """The pairs for the provenance: a count, or the rounds ``{min, max, step, spending}``."""
+        pairs = self.pair_rule(rule)
+        return pairs.max if not pairs.sequential else {"min": pairs.min, "max": pairs.max, "step": pairs.step,
+                                                        "spending": pairs.spending}
 
 
 @dataclass(frozen=True)
@@ -279,8 +298,8 @@ def check_request(request: ValidateRequest) -> CheckedRequest:
 def duet_sides(how: Measurement, spec: Mapping[str, Any], rule: BlockRule,
                testbeds: bool = False) -> tuple[Mapping[str, Any], ...]:
     """The spec of each side of a duet (empty for ``sequential``), after its checks: a target type two of
-    which run on this machine at once (unless the sides are ``testbeds``: :func:`duet_testbed_sides`), fixed
-    blocks, enough pairs and a CPU layout that fits the options."""
+    which run on this machine at once (unless the sides are ``testbeds``: :func:`duet_testbed_sides`), enough
+    pairs (rounds in even numbers of pairs) and a CPU layout that fits the options."""
     check_measurement(how.kind)
     if how.kind != "duet" and testbeds:
         raise DuetError("--testbeds goes with --measurement duet (its two testbeds measure A and B at once); a "
@@ -296,10 +315,7 @@ def duet_sides(how: Measurement, spec: Mapping[str, Any], rule: BlockRule,
             if kind in DUET_TESTBED_TARGETS else ""
         raise DuetError(f"a duet runs two targets of one spec at once on this machine: {', '.join(DUET_TARGETS)}, "
                         f"not {kind!r}; use measurement sequential{hint}")
-    if rule.sequential:
-        raise DuetError(f"a duet measures a fixed number of pairs, not blocks in rounds ({{min: {rule.min}, max: "
-                        f"{rule.max}}}); give pairs (or a fixed blocks count) or use measurement sequential")
-    check_pairs(how.pair_count(rule))
+    check_pair_rule(how.pair_rule(rule))
     zero, one = side_options(kind, spec.get("options") or {}, how.cpu_layout)
     return {**spec, "options": zero}, {**spec, "options": one}
 
@@ -392,7 +408,7 @@ def run_request(request: ValidateRequest) -> ValidateRun:
     facts = provenance(checked.spec, description, load, plan.profiles.values(), result.verdict,
                        [row_text(row) for row in result.table.itertuples()])
     if checked.sides:
-        facts["measurement"] = {"kind": "duet", "pairs": request.measurement.pair_count(checked.rule),
+        facts["measurement"] = {"kind": "duet", "pairs": request.measurement.pairs_json(checked.rule),
                                 "sides": [dict(side.get("options") or {}) for side in checked.sides],
                                 **({"testbeds": list(checked.side_names)} if checked.side_names else {})}
     note = not_deployable(result.verdict)
@@ -418,7 +434,7 @@ def measured(checked: CheckedRequest, plan: ValidationPlan, live: Target, load: 
         partner_load = paired[0] if paired is not None else type(load)()
         try:
             return run_duet_validation(plan, [live, partner], [load, partner_load], store,
-                                       pairs=request.measurement.pair_count(checked.rule),
+                                       pairs=request.measurement.pair_rule(checked.rule),
                                        allow_host_global=request.allow_host_global, testbeds=checked.side_names)
         finally:
             cleanup_load(partner_load, partner)

@@ -55,17 +55,31 @@ def crossover_fit(d: np.ndarray, orientation: np.ndarray) -> dict[str, float]:
     return {"mu": float(beta[0]), "delta": float(beta[1]), "se": float(math.sqrt(cov[0, 0])), "df": df, "sd": sd}
 
 
+def pair_rows(pair: np.ndarray, arm: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of the B runs whose pair has an A run, both with a positive finite ``value``, and that A's
+    value (a pair's last A, should it have several). Plain arrays: a sequential validation judges its pairs at
+    every look.
+
+    >>> pair_rows(np.array([0, 0, 1, 1, 2]), np.array(["A", "B", "B", "A", "B"]), np.array([1.0, 2.0, 3.0, 0.0, 5.0]))
+    (array([1]), array([1.]))
+    """
+    usable = np.isfinite(value) & (value > 0)
+    is_a = usable & (arm == "A")
+    partner = dict(zip(pair[is_a].tolist(), value[is_a].tolist()))
+    rows = [int(i) for i in np.flatnonzero(usable & (arm == "B")) if pair[i] in partner]
+    return np.array(rows, dtype=int), np.array([partner[pair[i]] for i in rows], dtype=float)
+
+
 def paired_runs(data: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Every pair with a positive value on both arms: the B run's columns, ``baseline_value`` (its A
-    partner's value), ``orientation`` (+1: A on side 0) and ``d = log(B / A)``."""
+    """Every pair with a positive value on both arms (:func:`pair_rows`): the B run's columns, ``baseline_value``
+    (its A partner's value), ``orientation`` (+1: A on side 0) and ``d = log(B / A)``."""
     if not {PAIR, SIDE, ARM} <= set(data.columns):
         return data.iloc[0:0].assign(baseline_value=[], orientation=[], d=[])
-    usable = data[(data[metric] > 0) & np.isfinite(data[metric])]
-    partners = usable.loc[usable[ARM] == "A", [PAIR, metric]].rename(columns={metric: "baseline_value"})
-    pairs = usable[usable[ARM] == "B"].merge(partners.drop_duplicates(PAIR, keep="last"), on=PAIR)
-    paired = pd.DataFrame({"orientation": np.where(pairs[SIDE].astype(int) == 1, 1.0, -1.0),
-                           "d": np.log(pairs[metric].to_numpy(float) / pairs["baseline_value"].to_numpy(float))},
-                          index=pairs.index)
+    value = pd.to_numeric(data[metric], errors="coerce").to_numpy(float)
+    rows, base = pair_rows(data[PAIR].to_numpy(), data[ARM].to_numpy(), value)
+    pairs = data.iloc[rows].reset_index(drop=True)
+    paired = pd.DataFrame({"baseline_value": base, "orientation": np.where(pairs[SIDE].astype(int) == 1, 1.0, -1.0),
+                           "d": np.log(value[rows] / base)}, index=pairs.index)
     # concat, not assign: a store's hundreds of counter columns leave the frame in many blocks, and
     # inserting into it warns "DataFrame is highly fragmented" once per level and metric
     return pd.concat([pairs, paired], axis=1)
@@ -142,4 +156,4 @@ def duet_route(runs: ScreenRuns) -> RouteParts:
 
 
 __all__ = ["MIN_PAIRS", "ROUTE", "crossover_fit", "duet_part", "duet_route", "knob_metric", "level_tables",
-           "paired_runs"]
+           "pair_rows", "paired_runs"]

@@ -15,6 +15,10 @@ each with the asked power. :func:`replicates_for_sesoi` is the larger of the two
 verdict is either "matters" (detected) or "no effect" (bounded). Alpha is the design's, per test,
 before any multiplicity correction, so the numbers are a floor.
 
+A duet (:mod:`tunelab.duet`) compares each run with a baseline measured at the same moment, so its noise
+is the SD of the paired log ratio (:func:`paired_noise`), not the per-run CV: interference both sides
+share cancels from it (:func:`paired_noise_table`).
+
 Examples
 --------
 >>> replicates_for_sesoi(cv_pct=5.7, sesoi_pct=5.0)
@@ -36,6 +40,10 @@ from tunelab.stats.power import replicates_needed, smallest_n
 NOISE_COLUMNS = ["metric", "n", "mean", "sd", "cv_pct"]
 #: columns of :func:`noise_table`
 NOISE_TABLE_COLUMNS = NOISE_COLUMNS + ["sesoi_pct", "detect", "bound", "needed"]
+#: columns of :func:`paired_noise`
+PAIRED_COLUMNS = ["metric", "pairs", "paired_cv_pct", "side_diff_pct"]
+#: columns of :func:`paired_noise_table`
+PAIRED_TABLE_COLUMNS = NOISE_COLUMNS + PAIRED_COLUMNS[1:] + ["sesoi_pct", "detect", "bound", "needed"]
 
 
 def noise_cv(frame: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
@@ -123,22 +131,73 @@ def replicates_for_sesoi(cv_pct: float, sesoi_pct: float, alpha: float = 0.05, p
                replicates_to_bound(cv_pct, sesoi_pct, alpha, power))
 
 
+def sesoi_advice(table: pd.DataFrame, cv_pct: Sequence[float], alpha: float, power: float) -> pd.DataFrame:
+    """``table`` (with ``sesoi_pct``) plus the replicates per level it takes to ``detect`` and to ``bound`` each
+    row's SESOI at the trial noise ``cv_pct`` (one per row), and the ``needed`` larger one (NaN when unknown)."""
+    detect, bound = [], []
+    for cv, pct in zip(cv_pct, table["sesoi_pct"]):
+        usable = math.isfinite(cv) and cv > 0 and math.isfinite(pct) and pct > 0
+        detect.append(replicates_to_detect(cv, pct, alpha, power) if usable else math.nan)
+        bound.append(replicates_to_bound(cv, pct, alpha, power) if usable else math.nan)
+    table = table.assign(detect=detect, bound=bound)
+    return table.assign(needed=table[["detect", "bound"]].max(axis=1, skipna=False))
+
+
 def noise_table(frame: pd.DataFrame, metrics: Sequence[Mapping[str, Any]], alpha: float = 0.05,
                 power: float = 0.8) -> pd.DataFrame:
     """:func:`noise_cv` of each metric (``{"name", "sesoi_pct"}``) plus the replicates per level it takes
     to ``detect`` and to ``bound`` its SESOI, and the ``needed`` larger one (NaN when the CV is unknown)."""
     table = noise_cv(frame, [m["name"] for m in metrics])
-    sesoi = [float(m.get("sesoi_pct") or math.nan) for m in metrics]
-    table["sesoi_pct"] = sesoi
-    detect, bound = [], []
-    for cv, pct in zip(table["cv_pct"], sesoi):
-        usable = math.isfinite(cv) and cv > 0 and math.isfinite(pct) and pct > 0
-        detect.append(replicates_to_detect(cv, pct, alpha, power) if usable else math.nan)
-        bound.append(replicates_to_bound(cv, pct, alpha, power) if usable else math.nan)
-    table["detect"], table["bound"] = detect, bound
-    table["needed"] = table[["detect", "bound"]].max(axis=1, skipna=False)
-    return table[NOISE_TABLE_COLUMNS]
+    table["sesoi_pct"] = [float(m.get("sesoi_pct") or math.nan) for m in metrics]
+    return sesoi_advice(table, table["cv_pct"].tolist(), alpha, power)[NOISE_TABLE_COLUMNS]
 
 
-__all__ = ["NOISE_COLUMNS", "NOISE_TABLE_COLUMNS", "noise_cv", "noise_table", "replicates_for_sesoi",
-           "replicates_to_bound", "replicates_to_detect", "tost_power"]
+def paired_noise(frame: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """Each metric's noise as a duet's analysis sees it, from A/A duet pairs (tidy columns ``duet_pair``,
+    ``duet_side``, ``duet_arm``; :mod:`tunelab.stats.duet_route`): the ``pairs`` with a positive value on both
+    sides, the residual SD of their log ratios ``log(B / A)`` after the crossover fit removes a fixed side
+    difference (:func:`~tunelab.stats.duet_route.crossover_fit`), in % (``paired_cv_pct``: the A/A CV of the
+    paired ratio, the SD each pair's log ratio has in the duet's analysis), and that ``side_diff_pct`` (side 1
+    against side 0). NaN with fewer than 3 pairs or pairs of one orientation only.
+
+    Examples
+    --------
+    >>> d = np.array([0.12, 0.08, 0.09, 0.11])            # log ratios; A on sides 0 1 1 0
+    >>> frame = pd.DataFrame({"duet_pair": np.repeat(range(4), 2), "duet_side": [0, 1, 1, 0, 1, 0, 0, 1],
+    ...                       "duet_arm": ["A", "B"] * 4, "qps": np.ravel(np.column_stack([np.full(4, 100.0),
+    ...                                                                                   100 * np.exp(d)]))})
+    >>> paired_noise(frame, ["qps"]).round(2).to_dict("records")
+    [{'metric': 'qps', 'pairs': 4, 'paired_cv_pct': 0.71, 'side_diff_pct': 1.51}]
+    """
+    from tunelab.stats.duet_route import MIN_PAIRS, crossover_fit, paired_runs
+
+    missing = [name for name in metrics if name not in frame.columns]
+    if missing:
+        raise DataError(f"the A/A pairs have no column for metric(s) {', '.join(missing)}")
+    rows = []
+    for name in metrics:
+        pairs = paired_runs(frame.assign(**{name: pd.to_numeric(frame[name], errors="coerce")}), name)
+        fit = {"sd": math.nan, "delta": math.nan}
+        if len(pairs) >= MIN_PAIRS and pairs["orientation"].nunique() == 2:
+            fit = crossover_fit(pairs["d"].to_numpy(float), pairs["orientation"].to_numpy(float))
+        rows.append({"metric": name, "pairs": int(len(pairs)), "paired_cv_pct": 100 * fit["sd"],
+                     "side_diff_pct": 100 * math.expm1(fit["delta"])})
+    return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+
+
+def paired_noise_table(frame: pd.DataFrame, metrics: Sequence[Mapping[str, Any]], alpha: float = 0.05,
+                       power: float = 0.8) -> pd.DataFrame:
+    """:func:`noise_table` of A/A duet pairs: each metric's per-run CV and :func:`paired_noise`, with the pairs
+    per level a duet needs: the advice at ``paired_cv_pct / sqrt(2)``, the per-run CV at which two groups of
+    ``n`` runs give a level's change the standard error ``n`` pairs give it (``sd_pair / sqrt(n)``). The
+    duet's t test has ``n - 2`` degrees of freedom, not ``2 n - 2``, so at a few pairs this is a little low."""
+    table = noise_cv(frame, [m["name"] for m in metrics]).merge(paired_noise(frame, [m["name"] for m in metrics]),
+                                                                 on="metric", how="left")
+    table["sesoi_pct"] = [float(m.get("sesoi_pct") or math.nan) for m in metrics]
+    advised = sesoi_advice(table, (table["paired_cv_pct"] / math.sqrt(2)).tolist(), alpha, power)
+    return advised[PAIRED_TABLE_COLUMNS]
+
+
+__all__ = ["NOISE_COLUMNS", "NOISE_TABLE_COLUMNS", "PAIRED_COLUMNS", "PAIRED_TABLE_COLUMNS", "noise_cv", "noise_table",
+           "paired_noise", "paired_noise_table", "replicates_for_sesoi", "replicates_to_bound", "replicates_to_detect",
+           "sesoi_advice", "tost_power"]
