@@ -1,4 +1,6 @@
-"""`tunelab validate` through the command line (a subprocess, as a user runs it) on the simulator target.
+"""`tunelab validate` through the command line on the simulator target: once in a fresh interpreter (a
+subprocess, as a user runs it), the other cases in this process (:mod:`cli_helpers`: the same exit status,
+stdout, stderr and files, without 1-2 s of interpreter start-up each).
 
 Failure is loud: trials that all fail give the verdict ``untestable``, the first failure's reason and exit
 status 5; some failed trials are counted; ``nan`` is never printed. A request that cannot be meant (a
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import tunelab_here  # noqa: F401 - the fixture
 
 from tunelab.optimize.confirm import EXIT_STATUS
 
@@ -46,11 +49,12 @@ def test_every_trial_failing_is_untestable_with_the_first_reason_and_exit_5(tmp_
     assert payload["sysctl"]["written"] is False and not (tmp_path / "v-sysctl").exists()
 
 
-def test_some_failed_trials_are_counted_and_too_few_usable_blocks_read_untestable(tmp_path: Path) -> None:
+def test_some_failed_trials_are_counted_and_too_few_usable_blocks_read_untestable(tunelab_here,
+                                                                                  tmp_path: Path) -> None:
     # 12 trials in order b0: A B B A, b1: A B B A, b2: ...; from the 6th on every one fails, so only block 0
     # has both arms: 1 usable block
-    proc = tunelab(SIMPLE + ["--candidate", "net.core.somaxconn=1024", "--target-option", "fail_after=5",
-                             "--store", "v.sqlite"], tmp_path)
+    proc = tunelab_here(SIMPLE + ["--candidate", "net.core.somaxconn=1024", "--target-option", "fail_after=5",
+                                  "--store", "v.sqlite"], tmp_path)
     assert proc.returncode == 5, proc.stderr
     assert ("7 of 12 trials failed; first failure: simulator returned 1: simulator: this testbed broke after "
             "5 measurements (option fail_after)") in proc.stdout.splitlines()
@@ -58,10 +62,11 @@ def test_some_failed_trials_are_counted_and_too_few_usable_blocks_read_untestabl
     assert not NAN.search(proc.stdout)
 
 
-def test_some_failed_trials_with_enough_blocks_still_judge_and_say_how_many_failed(tmp_path: Path) -> None:
+def test_some_failed_trials_with_enough_blocks_still_judge_and_say_how_many_failed(tunelab_here,
+                                                                                   tmp_path: Path) -> None:
     # 16 trials; the first 9 succeed: blocks 0 and 1 complete, block 2 only its first A, block 3 nothing
-    proc = tunelab(SIMPLE + ["--blocks", "4", "--candidate", "net.core.somaxconn=1024", "--target-option",
-                             "fail_after=9", "--store", "v.sqlite", "--json", "v.json"], tmp_path)
+    proc = tunelab_here(SIMPLE + ["--blocks", "4", "--candidate", "net.core.somaxconn=1024", "--target-option",
+                                  "fail_after=9", "--store", "v.sqlite", "--json", "v.json"], tmp_path)
     payload = json.loads((tmp_path / "v.json").read_text())
     assert payload["table"][0]["blocks"] == 2 and payload["verdict"] != "untestable"
     assert proc.returncode == EXIT_STATUS[payload["verdict"]]
@@ -100,26 +105,27 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
-def test_a_meaningless_request_is_one_line_before_anything_runs(tmp_path: Path, case: str) -> None:
+def test_a_meaningless_request_is_one_line_before_anything_runs(tunelab_here, tmp_path: Path, case: str) -> None:
     args, message = REFUSED[case]
-    proc = tunelab(SIMPLE + args, tmp_path)      # the default store: data/validate-simulator.sqlite under tmp_path
+    proc = tunelab_here(SIMPLE + args, tmp_path)  # the default store: data/validate-simulator.sqlite under tmp_path
     assert proc.returncode == 2
     assert proc.stderr == f"tunelab: error: {message}\n" and proc.stdout == ""
     assert list(tmp_path.iterdir()) == []         # no store, no data/ directory, no sysctl.d files
 
 
-def test_an_unknown_dnsperf_setting_is_refused_before_a_lab_is_built(tmp_path: Path) -> None:
+def test_an_unknown_dnsperf_setting_is_refused_before_a_lab_is_built(tunelab_here, tmp_path: Path) -> None:
     # the same check as `tunelab run` (the load's declared settings): the lab is never brought up
-    proc = tunelab(["validate", "--target", "lab", "--load", "dnsperf", "--candidate", "net.core.somaxconn=1024",
-                    "--load-setting", "foo=1"], tmp_path)
+    proc = tunelab_here(["validate", "--target", "lab", "--load", "dnsperf", "--candidate", "net.core.somaxconn=1024",
+                         "--load-setting", "foo=1"], tmp_path)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("tunelab: error: dnsperf: unknown load setting 'foo'; known settings: ")
     assert len(proc.stderr.splitlines()) == 1 and list(tmp_path.iterdir()) == []
 
 
-def test_improve_writes_the_sysctl_d_file_and_rollback_next_to_the_default_store(tmp_path: Path) -> None:
-    proc = tunelab(SIMPLE + ["--blocks", "4", "--candidate", "net.core.somaxconn=1024", "--candidate",
-                             "net.ipv4.tcp_congestion_control=bbr", "--json", "v.json"], tmp_path)
+def test_improve_writes_the_sysctl_d_file_and_rollback_next_to_the_default_store(tunelab_here,
+                                                                                 tmp_path: Path) -> None:
+    proc = tunelab_here(SIMPLE + ["--blocks", "4", "--candidate", "net.core.somaxconn=1024", "--candidate",
+                                  "net.ipv4.tcp_congestion_control=bbr", "--json", "v.json"], tmp_path)
     payload = json.loads((tmp_path / "v.json").read_text())
     assert proc.returncode == 0 and payload["verdict"] == "improve", proc.stdout + proc.stderr
     folder = tmp_path / "data" / "validate-simulator-sysctl"
@@ -133,9 +139,9 @@ def test_improve_writes_the_sysctl_d_file_and_rollback_next_to_the_default_store
     assert files["conf"]["content"] == conf.read_text() and files["rollback"]["content"] == rollback.read_text()
 
 
-def test_write_sysctl_chooses_the_directory(tmp_path: Path) -> None:
-    proc = tunelab(SIMPLE + ["--blocks", "4", "--candidate", "net.core.somaxconn=1024", "--store", "v.sqlite",
-                             "--write-sysctl", "out/etc"], tmp_path)
+def test_write_sysctl_chooses_the_directory(tunelab_here, tmp_path: Path) -> None:
+    proc = tunelab_here(SIMPLE + ["--blocks", "4", "--candidate", "net.core.somaxconn=1024", "--store", "v.sqlite",
+                                  "--write-sysctl", "out/etc"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(p.name for p in (tmp_path / "out" / "etc").iterdir()) == [
         "90-tunelab-validate-simulator.conf", "90-tunelab-validate-simulator.conf.rollback"]

@@ -1,7 +1,9 @@
-"""`tunelab validate CHANGE.yaml` as a user runs it (a subprocess) on the SYNTHETIC simulator target: the same
+"""`tunelab validate CHANGE.yaml` as a user runs it on the SYNTHETIC simulator target: the same
 loud failures as the flags (every trial failed: ``untestable``, the first reason, exit 5; a candidate equal to
 the current value, a negative duration: one error line before anything runs), blocks in rounds that stop when
 decided, the provenance in --json, and ``--plan`` accepting what validate starts. ``nan`` is never printed.
+The validation that stops when decided runs in a fresh interpreter (a subprocess); the other cases run in this
+process (:mod:`cli_helpers`: the same exit status, output and files, without 1-2 s of interpreter start-up).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helpers import tunelab_here  # noqa: F401 - the fixture
 
 from tunelab.cli import main
 
@@ -53,9 +56,9 @@ def test_blocks_in_rounds_stop_when_decided_and_the_json_carries_the_provenance(
     assert (tmp_path / "data" / "validate-sim-somaxconn.sqlite").exists()
 
 
-def test_every_trial_failing_is_untestable_with_the_first_reason_and_exit_5(tmp_path: Path) -> None:
+def test_every_trial_failing_is_untestable_with_the_first_reason_and_exit_5(tunelab_here, tmp_path: Path) -> None:
     change(tmp_path, target={"type": "simulator", "options": {"surface": "simple", "fail_after": 0}})
-    proc = tunelab(["validate", "change.yaml"], tmp_path)
+    proc = tunelab_here(["validate", "change.yaml"], tmp_path)
     assert proc.returncode == 5, proc.stderr
     lines = proc.stdout.splitlines()
     assert "verdict: UNTESTABLE" in lines
@@ -84,9 +87,9 @@ def test_a_meaningless_change_is_one_line_before_anything_runs(tmp_path: Path, e
     assert not (tmp_path / "data").exists()
 
 
-def test_the_plan_accepts_what_validate_starts_and_runs_nothing(tmp_path: Path) -> None:
+def test_the_plan_accepts_what_validate_starts_and_runs_nothing(tunelab_here, tmp_path: Path) -> None:
     change(tmp_path)
-    proc = tunelab(["validate", "change.yaml", "--plan", "--json", "plan.json"], tmp_path)
+    proc = tunelab_here(["validate", "change.yaml", "--plan", "--json", "plan.json"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "baseline: net.core.somaxconn=128 (read just now, read-only)" in proc.stdout
     assert "blocks per profile: 4 first, then 4 more per round while a metric is undecided, at most 16" in proc.stdout

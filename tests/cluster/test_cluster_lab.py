@@ -93,7 +93,11 @@ def test_two_lab_testbeds_run_a_dnsperf_design_end_to_end(tmp_path: Path, two_la
 def test_a_lab_worker_killed_mid_trial_leaves_every_trial_once_and_nothing_changed(tmp_path: Path,
                                                                                      two_labs: Path) -> None:
     before = host_values()
-    text = design_file(tmp_path, 3).read_text()
+    # bookkeeping only (a trial's status, not its value, is asserted): the shortest trial dnsperf measures
+    # (no warm-up, one per-second line; a trial without its line is `flagged`, which counts as done here)
+    text = design_file(tmp_path, 3).read_text().replace("warmup_s: 1\n", "warmup_s: 0\n").replace(
+        "measure_s: 2\n", "measure_s: 1\n")
+    assert "warmup_s: 0\n" in text and "measure_s: 1\n" in text
     design = load_design_text(text, source="two-labs.yaml")
     beds = bed_specs(load_testbeds(two_labs), {"type": "lab", "options": {"records": 200}})
     victim_bed = beds[0].name

@@ -1,6 +1,9 @@
 """`tunelab report` renders whatever a store holds: a store of refine trials only, or of validate trials only
-(both made on the SYNTHETIC simulator target), through the command line as a user runs it; no kernel noise
-(``[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel.``) reaches the terminal."""
+(both made on the SYNTHETIC simulator target), through the command line; no kernel noise
+(``[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel.``) reaches the terminal. The reports are built by
+``tunelab``'s ``main`` in this process (:mod:`cli_helpers`: the kernels' output is captured at the file
+descriptors, as a terminal would show it), the refusal of an empty store by ``python -m tunelab`` as a user
+runs it."""
 from __future__ import annotations
 
 import os
@@ -9,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import tunelab_here  # noqa: F401 - the fixture
 
 from report_helpers import nb_outputs
 
@@ -41,8 +45,8 @@ def report(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     ("validate", [], "04_validate", {"01_screen", "02_posthoc", "03_refine"}),
 ])
 def test_a_store_without_a_screen_is_reported(stores: dict[str, Path], tmp_path: Path, kind: str, args: list[str],
-                                              shown: str, skipped: set[str]) -> None:
-    proc = report([str(stores[kind]), "--out", "out", *args], tmp_path)
+                                              shown: str, skipped: set[str], tunelab_here) -> None:
+    proc = tunelab_here(["report", str(stores[kind]), "--out", "out", *args], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"report written: {tmp_path / 'out' / 'index.html'}"
     assert not [word for word in NOISE if word in proc.stderr], proc.stderr

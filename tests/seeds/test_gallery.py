@@ -237,14 +237,25 @@ def test_write_gallery_in_chromium(tmp_path: Path, chromium: str) -> None:
 # ---- the real gallery from the recorded stores ---------------------------------------------------------
 
 
-@pytest.mark.browser
-def test_real_gallery_from_recorded_stores(recorded_stores: Path, tmp_path: Path, chromium: str,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture(scope="module")
+def real_gallery(recorded_stores: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """``tunelab gallery --quick`` from the recorded stores, built once for the tests below (they only read
+    it): the gallery's directory and what the command printed."""
+    import contextlib
+
     from tunelab.cli import main
 
-    out = tmp_path / "gallery"
-    assert main(["gallery", "--quick", "--stores", str(recorded_stores), "--out", str(out)]) == 0
-    assert capsys.readouterr().out.strip().endswith(str(out / "index.html"))
+    out = tmp_path_factory.mktemp("real-gallery") / "gallery"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["gallery", "--quick", "--stores", str(recorded_stores), "--out", str(out)]) == 0
+    return out, printed.getvalue()
+
+
+@pytest.mark.browser
+def test_real_gallery_from_recorded_stores(real_gallery: tuple[Path, str], chromium: str) -> None:
+    out, printed = real_gallery
+    assert printed.strip().endswith(str(out / "index.html"))
     seen = _check_page(out / "index.html", chromium)
     assert sorted(row["study"] for row in seen.rows) == ["000", "001", "002", "003", "004"]
     for row in seen.rows:
@@ -311,19 +322,18 @@ def _main(entry: str, args: list[str]) -> int:
 
 
 @pytest.mark.browser
-def test_real_gallery_fits_a_1400_px_window(recorded_stores: Path, tmp_path: Path, chromium: str) -> None:
+def test_real_gallery_fits_a_1400_px_window(real_gallery: tuple[Path, str], chromium: str) -> None:
     """At a 1400 px wide window nothing is cut off or scrolls sideways: the index's claims table with its
     "Recorded" column and every seed page (figures, the data tables) stay within the window."""
     from browser_helpers import layout_at
 
-    from tunelab.seeds.gallery import build_gallery
-
-    index = build_gallery(recorded_stores, tmp_path / "gallery", echo=lambda _: None)
-    pages = [index, *sorted((tmp_path / "gallery").glob("*/index.html"))]
+    gallery, _ = real_gallery
+    index = gallery / "index.html"
+    pages = [index, *sorted(gallery.glob("*/index.html"))]
     assert len(pages) == 1 + len(SEED_STUDIES.names())
     for page in pages:
         layout = layout_at(chromium, page, width=1400)
-        where = page.relative_to(tmp_path)
+        where = page.relative_to(gallery.parent)
         assert layout["innerWidth"] == 1400
         assert layout["scrollWidth"] <= layout["innerWidth"], f"{where} scrolls sideways: {layout['overflowing'][:5]}"
         assert not layout["overflowing"], f"{where}: elements beyond the window: {layout['overflowing'][:5]}"
