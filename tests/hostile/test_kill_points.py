@@ -48,7 +48,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -561,6 +560,16 @@ def _crash(case: Case, point: str, occurrence: int, sig: str) -> tuple[Verb, dic
 # ---- (A) + (B): SIGKILL at every point, then restore, then resume ------------------------------
 
 
+def _orphaned_labs(case: Case) -> list[str]:
+    """The labs a killed run left behind, each seen as an orphan (its owner is dead)."""
+    from tunelab.targets import lab as lab_module
+
+    names = set(case.labs())
+    orphans = [s.name for s in lab_module.list_states() if s.name in names and s.is_orphan()]
+    assert orphans, f"the killed run left no orphaned lab ({sorted(names)}): restore would prove nothing"
+    return orphans
+
+
 def _sigkill_restore_resume(case: Case, point: str, occurrence: int, defaults: dict[str, str]) -> None:
     _, record = _crash(case, point, occurrence, "SIGKILL")
     in_flight = record["in_flight"] if point in IN_FLIGHT else None
@@ -570,9 +579,12 @@ def _sigkill_restore_resume(case: Case, point: str, occurrence: int, defaults: d
     if case.target == "local":
         assert (case.knobs() != case.originals) is (point in LEAVES_CHANGES), \
             f"after SIGKILL at {point}: knobs {case.knobs()}, originals {case.originals}"
+    orphans = _orphaned_labs(case) if case.target == "lab" and point == "after_apply" else []
 
     restored = case.restore()
     assert restored.returncode == 0, str(restored)
+    for name in orphans:   # restore says which lab it removed (was tests/runner/test_lab_e2e.py's own crash test)
+        assert f"removed orphaned lab {name}" in restored.stdout, str(restored)
     assert case.unrestored() == []
     case.assert_clean(f"after SIGKILL at {point} #{occurrence} and `tunelab restore`")
 

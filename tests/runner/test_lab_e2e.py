@@ -2,12 +2,8 @@
 from __future__ import annotations
 
 import shutil
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -71,49 +67,3 @@ def _lab_pieces_or_skip() -> None:
     for tool in ("dnsperf", "nsd"):
         if shutil.which(tool) is None:
             pytest.skip(f"needs Debian's {tool}")
-
-
-@pytest.fixture
-def crash_lab_name() -> Iterator[str]:
-    """A unique lab name; whatever the test does, that lab is removed afterwards."""
-    import secrets
-
-    from tunelab.targets import lab as lab_module
-
-    name = f"rcrash{secrets.token_hex(3)}"
-    try:
-        yield name
-    finally:
-        for state in lab_module.list_states():
-            if state.name == name:
-                lab_module.destroy(state)
-
-
-@pytest.mark.lab
-def test_sigkill_in_the_lab_then_restore_and_resume(tmp_path: Path, capsys, crash_lab_name: str) -> None:
-    _lab_pieces_or_skip()
-    from tunelab.targets import lab as lab_module
-
-    design = tmp_path / "crash.yaml"
-    design.write_text(DESIGN.replace("name: runner-e2e", "name: runner-lab-crash")
-                      .replace("options: {}", "options: {name: %s}" % crash_lab_name))
-    store_path = tmp_path / "data" / "runner-lab-crash.sqlite"
-    driver = Path(__file__).resolve().parent / "lab_crash_driver.py"
-    crashed = subprocess.run([sys.executable, str(driver), str(design), str(store_path), "--kill-at", "after_apply",
-                              "--occurrence", "2"], capture_output=True, text=True, timeout=120)
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    orphan = [s for s in lab_module.list_states() if s.name == crash_lab_name]
-    assert orphan and orphan[0].is_orphan()  # the killed run left its namespaces behind
-
-    assert main(["restore", str(store_path)]) == 0
-    out = capsys.readouterr().out
-    assert f"removed orphaned lab {crash_lab_name}" in out, out
-    assert not [s for s in lab_module.list_states() if s.name == crash_lab_name]
-    with Store(store_path, readonly=True) as store:
-        assert store.unrestored() == []
-
-    assert main(["run", str(design), "--store", str(store_path), "--no-progress"]) == 0
-    with Store(store_path, readonly=True) as store:
-        trials = store.trials()
-    ok = trials[trials["status"] == "ok"].groupby("run_key").size()
-    assert len(ok) == 3 and set(ok) == {1} and trials["status"].tolist().count("interrupted") == 1
