@@ -46,6 +46,7 @@ Usage::
     .venv/bin/python benchmarks/bench_refine.py --quick              # 10 seeds, smoke run
     .venv/bin/python benchmarks/bench_refine.py --methods tunelab,random --surfaces hard512 --parts hits,oracle
     .venv/bin/python benchmarks/bench_refine.py --method-seeds gp=30 # Optuna GP on 30 seeds only (rows say n=30)
+    .venv/bin/python benchmarks/bench_refine.py --methods tunelab,tunelab:relevance=0   # an engine option switched off
     .venv/bin/python benchmarks/bench_refine.py --seeds 200 --jobs 4
     nice -n 19 .venv/bin/python benchmarks/bench_refine.py --seeds 20 --parts hits --budgets 30 --results r.jsonl
     # the same file again with --budgets 60, other --methods, ...: finished runs are read, not run again
@@ -148,16 +149,32 @@ def oracle_candidates(name: str) -> tuple[dict[str, Any], ...]:
     return tuple(best_configs(surface_of(name), ORACLE_K))
 
 
+def engine_of(method: str) -> tuple[str, dict[str, Any]]:
+    """The engine and options of a method label: ``tunelab:relevance=0:batch=1`` is the ``tunelab`` engine
+    with those options (numbers read as numbers), to compare an engine's switches.
+
+    >>> engine_of("tunelab:relevance=0:batch=1"), engine_of("tpe")
+    (('tunelab', {'relevance': 0, 'batch': 1}), ('tpe', {}))
+    """
+    engine, *settings = method.split(":")
+    options: dict[str, Any] = {}
+    for item in settings:
+        key, _, value = item.partition("=")
+        options[key] = int(value) if value.lstrip("-").isdigit() else value
+    return engine, options
+
+
 def run_refine(name: str, method: str, budget: int, seed: int, objectives: Sequence[str] = ("qps:max",)) -> Any:
-    """One refinement on surface ``name`` with the noise of ``seed``."""
+    """One refinement on surface ``name`` with the noise of ``seed`` (``method``: see :func:`engine_of`)."""
     import refine_peers  # noqa: F401  (registers smac when SMAC3 is installed)
     from tunelab.optimize.driver import refine
     from tunelab.simulator import SimulatorEvaluator
 
     timed_engines()
     surface = surface_of(name)
-    return refine(surface.search_space(), SimulatorEvaluator(surface, seed=seed), list(objectives), engine=method,
-                  budget=budget, seed=seed, baseline=surface.baseline)
+    engine, options = engine_of(method)
+    return refine(surface.search_space(), SimulatorEvaluator(surface, seed=seed), list(objectives), engine=engine,
+                  budget=budget, seed=seed, baseline=surface.baseline, options=options)
 
 
 def oracle_choice(name: str, rule: str, budget: int, seed: int) -> dict[str, Any]:
@@ -519,7 +536,7 @@ def errors_report(results: dict[tuple, dict[str, Any]]) -> None:
 # ---------------------------------------------------------------------------------------------- main
 def names(text: str, known: Sequence[str] | None, what: str) -> list[str]:
     chosen = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = [c for c in chosen if known is not None and c not in known]
+    unknown = [c for c in chosen if known is not None and c.split(":")[0] not in known]
     if unknown:
         raise SystemExit(f"unknown {what} {', '.join(unknown)}; choose from {', '.join(known or [])}")
     return chosen

@@ -9,8 +9,8 @@ import pytest
 
 from tunelab.model import Metric
 from tunelab.optimize import EngineSettings, make_engine, refine
-from tunelab.optimize.engines.model import (CLIFF_RATIO, PAIR_SHARES, RACE_MIN_BUDGET, RACE_SHARE, InteractionModel,
-                                            pair_shares, race_budget)
+from tunelab.optimize.engines.model import (CLIFF_RATIO, PAIR_SHARES, RACE_MIN_BUDGET, RACE_SHARE, RELEVANCE,
+                                            InteractionModel, pair_shares, race_budget)
 from tunelab.optimize.space import space_from_spec
 from tunelab.simulator import SimulatorEvaluator, get_surface
 
@@ -176,3 +176,31 @@ def test_a_continued_search_races_on_its_extra_measurements(tmp_path) -> None:
     extra = more.history.iloc[30:]
     assert len(extra) == 20
     assert int((extra["stage"] == "race").sum()) == round(RACE_SHARE * 20)
+
+
+# ---- automatic relevance ----------------------------------------------------------------------------------
+
+def test_relevance_weighs_the_knob_that_matters_and_predicts_better() -> None:
+    """Only k0 moves the value (level c: +10 %) among 8 knobs, 20 configurations with 0.5 % noise: after the
+    relevance rounds k0 weighs most, over three times any idle knob, and the predictions over all 3^8
+    configurations are closer to the truth than with every knob weighing the same."""
+    rng = np.random.default_rng(5)
+    every = np.array(list(itertools.product(range(3), repeat=8)), dtype=float)
+    X = every[rng.choice(len(every), 20, replace=False)]
+    truth = np.log(100.0 * np.where(every[:, 0] == 2, 1.1, 1.0))
+    y = np.log(100.0 * np.where(X[:, 0] == 2, 1.1, 1.0)) + rng.normal(0.0, 0.005, len(X))
+    ordered = np.zeros(8, dtype=bool)
+    equal = InteractionModel(X, y, ordered, (0.0,), relevance=0)
+    weighed = InteractionModel(X, y, ordered, (0.0,), relevance=2)
+    assert equal.weights.tolist() == [1.0] * 8
+    assert weighed.weights.mean() == pytest.approx(1.0)
+    assert weighed.weights.argmax() == 0 and weighed.weights[0] > 3 * np.delete(weighed.weights, 0).max()
+    error = {name: float(np.sqrt(np.mean((model.predict_mean(every) - truth) ** 2)))
+             for name, model in (("equal", equal), ("weighed", weighed))}
+    assert error["weighed"] < error["equal"]
+
+
+
+def test_knobs_weigh_alike_unless_the_relevance_option_asks_for_rounds() -> None:
+    assert engine("tunelab").relevance == RELEVANCE == 0
+    assert engine("tunelab", relevance=2).relevance == 2
