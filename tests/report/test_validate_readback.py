@@ -82,3 +82,23 @@ def test_a_damaged_stored_rule_is_one_report_error() -> None:
         refinement.stored_judging({"validate_goals": [{"name": "qps", "direction": "sideways"}]}, where)
     assert refinement.stored_judging({"validate_profile": "overload"}, where) == {"alpha": None, "goals": (),
                                                                                   "rule": None}
+
+
+def test_a_duet_validated_in_rounds_reads_back_with_the_clis_looks(tmp_path: Path) -> None:
+    """A duet's pairs in rounds (its stored rule counts pairs, ``validate_pairs``) are read back look by look
+    like ABBA blocks: the report's table equals the CLI's ``--json`` column for column."""
+    change = {"name": "duet-readback", "target": {"type": "simulator",
+                                                  "options": {"surface": "simple", "cv": CV, "seed": SEED}},
+              "candidate": CANDIDATE, "metrics": [METRIC], "measurement": "duet",
+              "blocks": {"min": 4, "max": 12, "step": 4, "until": "decided"}}
+    (tmp_path / "change.yaml").write_text(yaml.safe_dump(change, sort_keys=False))
+    store = tmp_path / "duet.sqlite"
+    main(["validate", str(tmp_path / "change.yaml"), "--store", str(store), "--json", str(tmp_path / "v.json"),
+          "--write-sysctl", str(tmp_path / "sysctl")])
+    payload = json.loads((tmp_path / "v.json").read_text())
+    study = load_study(store)
+    (comparison,) = refinement.duet_comparisons(study)
+    assert comparison.rule == BlockRule(4, 12, 4)
+    table = refinement.judge(comparison, comparison.goals)
+    cli = {column: [row[column] for row in payload["table"]] for column in COLUMNS}
+    assert {column: list(table[column]) for column in COLUMNS} == cli

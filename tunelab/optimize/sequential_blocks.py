@@ -88,11 +88,13 @@ def judge(frame: pd.DataFrame, goals: Sequence[Metric], rows: dict[tuple[str, st
 
 
 def replay_looks(frame: pd.DataFrame, goals: Sequence[Metric], rule: BlockRule, alpha: float = 0.05,
-                 profile: str = "default", bootstrap: bool = True) -> list[dict[str, Any]]:
+                 profile: str = "default", bootstrap: bool = True, *, analyse: LookAnalysis | None = None,
+                 unit: str = "block") -> list[dict[str, Any]]:
     """The rows :func:`confirm_in_rounds` judged for one profile, judged again from its stored measurements
     (``block, arm`` and the metrics; a report reads a validation back this way): the same looks of ``rule`` at
     the same nominal levels, each on the blocks measured by then, a metric frozen at its deciding look, stopping
     where the validation stopped (an interrupted validation's last look is made on the blocks it measured).
+    A duet's pairs: ``analyse`` its look (:func:`tunelab.optimize.duet_confirm.duet_look`), ``unit="pair"``.
 
     >>> from tunelab.simulator import SimulatorEvaluator, get_surface
     >>> s = get_surface("simple")
@@ -104,12 +106,12 @@ def replay_looks(frame: pd.DataFrame, goals: Sequence[Metric], rule: BlockRule, 
     """
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     schedule = block_looks(rule, alpha)
-    measured = int(frame["block"].max()) + 1 if len(frame) else 0
+    analyse = analyse or abba_analysis(bootstrap)
+    measured = int(frame[unit].max()) + 1 if len(frame) else 0
     for number, (count, nominal) in enumerate(schedule, 1):
         if all(frozen(rows.get((profile, g.name))) for g in goals):
             break
-        judge(frame[frame["block"] < count], goals, rows, profile, number, nominal, number == len(schedule),
-              abba_analysis(bootstrap))
+        judge(frame[frame[unit] < count], goals, rows, profile, number, nominal, number == len(schedule), analyse)
         if count >= measured:
             break
     return [rows[(profile, g.name)] for g in goals if (profile, g.name) in rows]

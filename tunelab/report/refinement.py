@@ -36,7 +36,7 @@ from tunelab.loads import get_load
 from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_value
 from tunelab.optimize.confirm import analyse_blocks, block_rule, goals_of
 from tunelab.optimize.driver import non_dominated
-from tunelab.optimize.duet_confirm import analyse_pairs
+from tunelab.optimize.duet_confirm import analyse_pairs, duet_look
 from tunelab.optimize.evaluators import trial_metrics
 from tunelab.optimize.sequential_blocks import block_looks, replay_looks
 from tunelab.report.loading import ReportError, Study
@@ -772,7 +772,7 @@ def stored_judging(provenance: Any, where: str) -> dict[str, Any]:
     if alpha is not None and not 0 < _number(alpha, where, "provenance.validate_alpha") < 1:
         raise _bad(where, "provenance.validate_alpha", "a level between 0 and 1", alpha)
     goals = record.get("validate_goals")
-    blocks = record.get("validate_blocks")
+    blocks = record.get("validate_pairs", record.get("validate_blocks"))   # a duet's rule counts its pairs
     return {"alpha": None if alpha is None else float(alpha),
             "goals": () if goals is None else _stored_goals(goals, where),
             "rule": None if blocks is None else _stored_rule(blocks, where, 0.05 if alpha is None else float(alpha))}
@@ -852,16 +852,18 @@ def judge(comparison: Comparison, goals: Sequence[Metric], alpha: float | None =
     A validation that stored its block rule is judged as ``tunelab validate`` judged it:
     :func:`tunelab.optimize.sequential_blocks.replay_looks` makes the same looks at the same nominal levels
     (``look``, ``alpha_nominal``: the interval is ``1 - alpha_nominal``), so with the stored goals the verdict
-    is the one validate printed. Duet pairs: :func:`tunelab.optimize.duet_confirm.analyse_pairs` (``blocks``
-    counts the pairs); other ABBA blocks (confirmations, older stores):
-    :func:`tunelab.optimize.confirm.analyse_blocks` (95 % interval at the default level)."""
+    is the one validate printed; so is a duet's, look by look on its pairs (``blocks`` counts the pairs; an older
+    duet store: :func:`tunelab.optimize.duet_confirm.analyse_pairs` on all of them); other ABBA blocks
+    (confirmations, older stores): :func:`tunelab.optimize.confirm.analyse_blocks` (95 % interval at the default
+    level)."""
     level = comparison_alpha(comparison, alpha)
     frame = comparison.measurements
     measured = [goal for goal in goals if goal.name in frame.columns]
-    if comparison.measurement == "duet":
+    duet = {"analyse": duet_look, "unit": "pair"} if comparison.measurement == "duet" else {}
+    if comparison.rule is not None:
+        rows = replay_looks(frame, measured, comparison.rule, level, comparison.profile, **duet)
+    elif duet:
         rows = [analyse_pairs(frame, goal, level) for goal in measured]
-    elif comparison.rule is not None:
-        rows = replay_looks(frame, measured, comparison.rule, level, comparison.profile)
     else:
         rows = [analyse_blocks(frame, goal, level) for goal in measured]
     return pd.DataFrame([{"comparison": comparison.label, "profile": comparison.profile, **row} for row in rows])

@@ -181,9 +181,8 @@ def significant_pairs(verdicts: pd.DataFrame) -> list[tuple[str, str, str]]:
     contrasts against the baseline (``model_dunnett``); interaction rows (``'a:b'``) have no levels of
     their own and are left out, and so are knobs read over a numeric range (Latin hypercube, Morris:
     tests in :data:`RANGE_TESTS`), which have no groups to compare pairwise."""
-    methods = POSTHOC_METHOD_OF_TEST
     chosen = verdicts[verdicts["significant"].astype(bool) & ~verdicts["test"].isin(RANGE_TESTS)]
-    return [(r.knob, r.metric, methods.get(r.test, "tukey_hsd")) for r in chosen.itertuples(index=False)
+    return [(r.knob, r.metric, POSTHOC_METHOD_OF_TEST.get(r.test, "tukey_hsd")) for r in chosen.itertuples(index=False)
             if not (":" in str(r.knob) and not present(r.level))]
 
 

@@ -176,7 +176,7 @@ def paired_noise(frame: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
         raise DataError(f"the A/A pairs have no column for metric(s) {', '.join(missing)}")
     rows = []
     for name in metrics:
-        pairs = paired_runs(frame.assign(**{name: pd.to_numeric(frame[name], errors="coerce")}), name)
+        pairs = paired_runs(frame, name)                  # it reads the metric as numbers itself
         fit = {"sd": math.nan, "delta": math.nan}
         if len(pairs) >= MIN_PAIRS and pairs["orientation"].nunique() == 2:
             fit = crossover_fit(pairs["d"].to_numpy(float), pairs["orientation"].to_numpy(float))
