@@ -390,7 +390,8 @@ def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapp
              blocks: int = 6, warmup_s: float = 2.0, measure_s: float = 8.0, allow_host_global: bool = False,
              store: PathLike | None = None, write_sysctl: PathLike | bool | None = None,
              measurement: str = "sequential", pairs: int | None = None, cpu_layout: str | None = None,
-             testbeds: PathLike | None = None, allow_design_commands: bool = False) -> ValidateRun:
+             testbeds: PathLike | None = None, allow_design_commands: bool = False, force: bool = False,
+             pilot_s: float | None = None) -> ValidateRun:
     """Is a candidate configuration better than the baseline on ``target``? (ABBA blocks or duet pairs, recorded)
 
     Parameters
@@ -416,6 +417,10 @@ def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapp
     testbeds : with ``measurement="duet"`` and ``target=None``: a testbeds file of exactly two testbeds of one
         kind (lab, simulator, ssh), side 0 on the first and side 1 on the second (:func:`tunelab.duet.sides_on_testbeds`);
         ``allow_design_commands`` lets the file's command options (``service_commands``) run
+    force : measure although the pre-flight (:mod:`tunelab.preflight`) says the change cannot act under this load
+        or a metric cannot show it (``--force``); without it that is one error before anything is applied
+    pilot_s : seconds of a baseline pilot window before the first trial (``--pilot``): whether the mechanism
+        binds, whether the load generator is saturated, the noise and the blocks it needs
 
     Returns
     -------
@@ -427,11 +432,12 @@ def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapp
                         profiles=profiles, blocks=blocks, warmup_s=warmup_s, measure_s=measure_s,
                         allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl,
                         measurement=measurement, pairs=pairs, cpu_layout=cpu_layout, testbeds=testbeds,
-                        allow_design_commands=allow_design_commands)
+                        allow_design_commands=allow_design_commands, force=force, pilot_s=pilot_s)
 
 
 def validate_change(change: PathLike, *, allow_design_commands: bool = False, store: PathLike | None = None,
-                    write_sysctl: PathLike | bool | None = None) -> ValidateRun:
+                    write_sysctl: PathLike | bool | None = None, force: bool = False,
+                    pilot_s: float | None = None) -> ValidateRun:
     """Validate the change a change file describes (``tunelab validate CHANGE.yaml``).
 
     Parameters
@@ -440,7 +446,7 @@ def validate_change(change: PathLike, *, allow_design_commands: bool = False, st
         file, baseline, candidate, metrics, blocks)
     allow_design_commands : let the file's ``server.restart`` command run (a knob such as somaxconn needs it);
         without it a change that needs a restart is refused before anything runs
-    store, write_sysctl : as for :func:`validate` (default store ``data/validate-<name>.sqlite``)
+    store, write_sysctl, force, pilot_s : as for :func:`validate` (default store ``data/validate-<name>.sqlite``)
 
     Returns
     -------
@@ -448,11 +454,12 @@ def validate_change(change: PathLike, *, allow_design_commands: bool = False, st
     """
     from tunelab.optimize.validation import validate_change as run_change
 
-    return run_change(change, allow_design_commands=allow_design_commands, store=store, write_sysctl=write_sysctl)
+    return run_change(change, allow_design_commands=allow_design_commands, store=store, write_sysctl=write_sysctl,
+                      force=force, pilot_s=pilot_s)
 
 
 def preview_validate(change: PathLike | None = None, *, offline: bool = False, allow_design_commands: bool = False,
-                     store: PathLike | None = None, **flags: Any) -> Any:
+                     store: PathLike | None = None, force: bool = False, **flags: Any) -> Any:
     """What ``validate`` would run, where and as whom, and how long it would take; nothing is applied or run
     (``tunelab validate CHANGE.yaml --plan``). Every check ``validate`` makes runs first; without ``offline`` the
     target is reached as ``validate`` reaches it (over ssh: connect and read the knobs' current values).
@@ -467,10 +474,11 @@ def preview_validate(change: PathLike | None = None, *, offline: bool = False, a
     from tunelab.optimize.validation import request_of_change
 
     if change is not None:
-        request = request_of_change(load_change(change), allow_commands=allow_design_commands, store=store)
+        request = request_of_change(load_change(change), allow_commands=allow_design_commands, store=store,
+                                    force=force)
     else:
         request = flags_request(flags.pop("target"), flags.pop("candidate"), store=store,
-                                allow_design_commands=allow_design_commands, **flags)
+                                allow_design_commands=allow_design_commands, force=force, **flags)
     return preview_request(request, offline=offline)
 
 

@@ -404,6 +404,38 @@ class DesignType(_ValueEnum):
     MORRIS = "morris"
 
 
+class Traffic(Enum):
+    """What a load puts through the kernel, and what a knob's mechanism needs to act (:mod:`tunelab.knobs.mechanisms`).
+
+    A plain :class:`~enum.Enum`: ``Traffic.TCP == "tcp"`` is False, so a kind is never compared as a string.
+    """
+
+    #: TCP connections to the server's service (accept queue, SYN queue, TCP buffers, segments)
+    TCP = "tcp"
+    #: UDP datagrams to and from the server's service
+    UDP = "udp"
+    #: reads from the block device under test
+    DISK_READ = "disk read"
+    #: writes to the block device under test
+    DISK_WRITE = "disk write"
+    #: reads through the page cache (not O_DIRECT): read-ahead acts on them
+    BUFFERED_READ = "buffered read"
+    #: writes through the page cache (not O_DIRECT): dirty memory and writeback act on them
+    BUFFERED_WRITE = "buffered write"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Role(Enum):
+    """Which end of the load's traffic a knob acts on: the host that accepts (``LISTENER``: the service's
+    server), the host that opens connections (``CONNECTOR``: the load generator), or either."""
+
+    LISTENER = "listener"
+    CONNECTOR = "connector"
+    EITHER = "either"
+
+
 #: the tidy frame's kernel counter columns start with this (``counter.TcpExt.ListenOverflows``, per second):
 #: they explain verdicts (:mod:`tunelab.stats.mechanisms`), never drive them
 COUNTER_PREFIX = "counter."
@@ -427,6 +459,6 @@ RANGE_DESIGNS = (DesignType.LATIN_HYPERCUBE, DesignType.MORRIS)
 
 __all__ = ["AnalysisKind", "COUNTER_PREFIX", "DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES",
            "DesignType",
-           "Direction", "FINAL_STATUSES", "HOSTS", "KnobId", "Metric", "PHASES", "ParseError", "Phase",
+           "Direction", "FINAL_STATUSES", "HOSTS", "KnobId", "Metric", "PHASES", "ParseError", "Phase", "Role", "Traffic",
            "RANGE_DESIGNS", "TrialStatus", "USABLE_STATUSES", "VERDICTS", "Verdict", "counter_columns", "is_counter_column", "json_value", "knob_id",
            "level_from_json", "level_to_json", "level_value"]

@@ -107,6 +107,10 @@ def register(subparsers: Any) -> None:
     add("--warmup", type=float, metavar="S", help="warm-up seconds per trial (default 2)")
     add("--measure", type=float, metavar="S", help="measured seconds per trial (default 8)")
     add("--allow-host-global", action="store_true", help="permit host-global knobs")
+    add("--force", action="store_true", help="measure although the pre-flight says the change cannot act under this "
+        "load (wrong transport, a server limit below the levels) or a metric cannot show it (qps on a capped rate)")
+    add("--pilot", type=float, metavar="SECONDS", help="before the first trial, a baseline window of SECONDS: does the "
+        "knob's mechanism bind (its counters move), is the load generator saturated, the noise and the blocks it needs")
     add("--store", type=Path, metavar="PATH", help="trial store (default data/validate-<target>.sqlite, or "
         "data/validate-<name>.sqlite for a change file)")
     add("--write-sysctl", type=Path, metavar="DIR", help="where the sysctl.d file and its rollback go on improve or "
@@ -146,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         flags = {} if args.change is not None else flag_arguments(args)
         preview = tunelab.preview_validate(args.change, offline=args.offline,
                                            allow_design_commands=args.allow_design_commands, store=args.store,
-                                           **flags)
+                                           force=args.force, **flags)
         print(preview.text())
         render.write_outputs((args.json, "--json", lambda: render.dumps(preview.to_json())))
         if preview.refusal:               # shown in full, but validate would not start: the same error
@@ -154,10 +158,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.change is not None:
         result = tunelab.validate_change(args.change, allow_design_commands=args.allow_design_commands,
-                                         store=args.store, write_sysctl=args.write_sysctl)
+                                         store=args.store, write_sysctl=args.write_sysctl, force=args.force,
+                                         pilot_s=args.pilot)
     else:
         result = tunelab.validate(**flag_arguments(args), store=args.store, write_sysctl=args.write_sysctl,
-                                  allow_design_commands=args.allow_design_commands)
+                                  allow_design_commands=args.allow_design_commands, force=args.force,
+                                  pilot_s=args.pilot)
     print(render.validate_text(result))
     render.write_outputs((args.json, "--json", lambda: render.dumps(result.to_json())))
     return result.exit_status

@@ -33,6 +33,7 @@ from tunelab.knobs.families import KnobFamily, get_family
 from tunelab.registry import Registry
 
 if TYPE_CHECKING:
+    from tunelab.knobs.mechanisms import Mechanism
     from tunelab.targets.base import Target
 
 #: a canonical knob value: int, bool, str (enum) or tuple of ints (triplet, pair)
@@ -190,6 +191,8 @@ class Knob:
         Elements of a triplet/pair must be non-decreasing (e.g. min <= default <= max).
     element_names : tuple of str
         Names of the elements of a triplet/pair, used in error messages.
+    mechanism : Mechanism or None
+        How the knob acts (:mod:`tunelab.knobs.mechanisms`); the pre-flight checks a load can exercise it.
     """
 
     name: str
@@ -204,6 +207,8 @@ class Knob:
     requires_restart: bool = False
     ordered: bool = False
     element_names: tuple[str, ...] | None = None
+    #: how the knob acts (what it limits, when it binds, its counters, the traffic it needs), or None
+    mechanism: "Mechanism | None" = None
 
     def __post_init__(self) -> None:
         if self.type not in VALUE_TYPES:

@@ -13,7 +13,7 @@ kernels (seen on 6.18) also show ``net.core.{r,w}mem_{default,max}``, ``optmem_m
 ``tstamp_allow_data`` inside a namespace; they stay ``"host"`` here, which is the safe side on
 every kernel (a write needs ``allow_host_global``).
 
-To add a knob, add one row to the table below (and nothing else).
+To add a knob, add one row to the table below, and its mechanism to :mod:`tunelab.knobs.mechanisms`.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from typing import Any
 
 from tunelab.errors import KnobError
 from tunelab.knobs.base import Knob
+from tunelab.knobs.mechanisms import mechanism_of
 
 INT_MAX = 2**31 - 1
 UINT_MAX = 2**32 - 1
@@ -250,7 +251,7 @@ def build_catalogue(table: list[tuple[str, str, dict[str, Any], str, bool, str]]
         if name in knobs:
             raise ValueError(f"knob {name!r} appears twice in the catalogue")
         knobs[name] = Knob(name=name, family=family, unit=unit, requires_restart=restart, description=description,
-                           scope=scope_of(name, family), **spec)
+                           scope=scope_of(name, family), mechanism=mechanism_of(name), **spec)
     return knobs
 
 

@@ -21,7 +21,7 @@ from typing import Any, Literal, Mapping
 import pandas as pd
 
 from tunelab.errors import LoadError
-from tunelab.model import DEFAULT_SESOI_PCT, Direction, DirectionName, Metric
+from tunelab.model import DEFAULT_SESOI_PCT, Direction, DirectionName, Metric, Traffic
 from tunelab.registry import Registry
 from tunelab.targets.base import CommandResult, Target
 
@@ -118,6 +118,24 @@ class Load(abc.ABC):
         Returns the settings with defaults filled in; :class:`SettingError` otherwise.
         """
         return dict(settings)
+
+    #: metrics that count work done per second: under a rate cap they equal the offered rate whatever a knob
+    #: does, so the pre-flight refuses them on a capped profile (:meth:`rate_cap`)
+    rate_metrics: tuple[str, ...] = ()
+
+    def traffic(self, settings: Mapping[str, Any]) -> frozenset[Traffic]:
+        """What these settings put through the kernel (TCP, UDP, disk reads and writes): the pre-flight checks a
+        knob's mechanism needs one of them. Empty (the default): unknown, nothing is checked."""
+        return frozenset()
+
+    def rate_cap(self, settings: Mapping[str, Any]) -> str | None:
+        """The offered rate these settings cap the load at, in words (``'rate 2000 queries/s'``), or None when
+        the load runs as fast as the server lets it (the default)."""
+        return None
+
+    def service_port(self, settings: Mapping[str, Any]) -> int | None:
+        """The port of the service the load drives on the server (dnsperf: 53), or None (no service: fio)."""
+        return None
 
     def prepare(self, target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Write helper files on the host the load runs on; return settings to add (default none)."""

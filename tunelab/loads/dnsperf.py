@@ -51,6 +51,7 @@ from tunelab.errors import LoadError
 from tunelab.loads import _common as c
 from tunelab.loads.base import LOADS, Load, LoadResult, SettingError
 from tunelab.loads.metrics import pick
+from tunelab.model import Traffic
 from tunelab.targets import dnszone
 from tunelab.targets.base import CommandResult, Target
 
@@ -237,6 +238,19 @@ class DnsperfLoad(Load):
     conditional_on = {name: ("qps", "lost_pct") for name in ("latency_mean_ms", "latency_stddev_ms", "latency_max_ms",
                                                               "latency_p50_ms", "latency_p95_ms",
                                                               "latency_p99_ms", "conn_latency_mean_ms")}
+
+    rate_metrics = ("qps", "qps_summary", "achieved_qps")
+
+    def traffic(self, settings: Mapping[str, Any]) -> frozenset[Traffic]:
+        """UDP or TCP queries, as ``mode`` says."""
+        return frozenset({Traffic.TCP if self._settings(settings)["mode"] == "tcp" else Traffic.UDP})
+
+    def rate_cap(self, settings: Mapping[str, Any]) -> str | None:
+        rate = self._settings(settings)["rate"]
+        return None if rate is None else f"rate {rate:g} queries/s"
+
+    def service_port(self, settings: Mapping[str, Any]) -> int | None:
+        return int(self._settings(settings)["port"])
 
     def __init__(self) -> None:
         self._private: tuple[Target, str] | None = None  # (target, private directory on its client host)

@@ -36,6 +36,7 @@ from tunelab.errors import LoadError, quoted
 from tunelab.loads import _common as c
 from tunelab.loads.base import LOADS, Load, LoadResult
 from tunelab.loads.metrics import pick
+from tunelab.model import Traffic
 from tunelab.paths import SCRATCH_DIR
 from tunelab.targets.base import CommandResult, Target
 
@@ -146,6 +147,19 @@ class FioLoad(Load):
         "randrw": {"rw": "randrw", "bs": "4k", "iodepth": 16, "rwmixread": 70},
     }
     metrics = pick("iops", "bw_mibps", "lat_mean_us", "lat_p50_us", "lat_p99_us", "lat_p999_us")
+
+    def traffic(self, settings: Mapping[str, Any]) -> frozenset[Traffic]:
+        """Disk reads and/or writes as ``rw`` says; buffered ones too unless ``direct``."""
+        s = self._settings(settings)
+        mixed = s["rw"] in MIXED
+        reads = s["rw"] in ("randread", "read") or (mixed and s["rwmixread"] > 0)
+        writes = s["rw"] in ("randwrite", "write") or (mixed and s["rwmixread"] < 100)
+        kinds = {Traffic.DISK_READ} if reads else set()
+        kinds |= {Traffic.DISK_WRITE} if writes else set()
+        if not s["direct"]:
+            kinds |= {Traffic.BUFFERED_READ} if reads else set()
+            kinds |= {Traffic.BUFFERED_WRITE} if writes else set()
+        return frozenset(kinds)
 
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         c.check_settings(self.name, settings, SETTINGS, internal=INTERNAL)

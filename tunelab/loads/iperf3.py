@@ -25,6 +25,7 @@ from tunelab.errors import LoadError
 from tunelab.loads import _common as c
 from tunelab.loads.base import LOADS, Load, LoadResult
 from tunelab.loads.metrics import pick
+from tunelab.model import Traffic
 from tunelab.targets.base import CommandResult
 
 #: iperf3 sizes and rates: digits with an optional K/M/G/T suffix (bitrate may add /burst)
@@ -63,6 +64,22 @@ class Iperf3Load(Load):
                    "cpu_remote_pct", "jitter_ms", "lost", "lost_pct")
     #: throughput and RTT bought with many more retransmitted segments are not a like-for-like comparison
     conditional_on = {name: ("retransmits",) for name in ("throughput_mbps", "rtt_mean_ms", "rtt_max_ms")}
+
+    rate_metrics = ("throughput_mbps",)
+
+    def traffic(self, settings: Mapping[str, Any]) -> frozenset[Traffic]:
+        """A UDP stream with ``udp``, else TCP."""
+        return frozenset({Traffic.UDP if self._settings(settings)["udp"] else Traffic.TCP})
+
+    def rate_cap(self, settings: Mapping[str, Any]) -> str | None:
+        """UDP always has a bitrate (iperf3's default 1M); TCP only with ``bitrate``."""
+        s = self._settings(settings)
+        if s["udp"] or s["bitrate"] is not None:
+            return f"bitrate {s['bitrate'] or '1M'}bit/s"
+        return None
+
+    def service_port(self, settings: Mapping[str, Any]) -> int | None:
+        return int(self._settings(settings)["port"])
 
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         c.check_settings(self.name, settings, SETTINGS)

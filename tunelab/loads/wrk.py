@@ -30,6 +30,7 @@ from tunelab.errors import LoadError
 from tunelab.loads import _common as c
 from tunelab.loads.base import LOADS, Load, LoadResult
 from tunelab.loads.metrics import pick
+from tunelab.model import Traffic
 from tunelab.targets.base import CommandResult
 from tunelab.targets.services import HTTP_PORT
 
@@ -105,6 +106,13 @@ class WrkLoad(Load):
     conditional_on = {name: ("requests_per_s", "errors") for name in ("latency_mean_ms", "latency_stddev_ms",
                                                                       "latency_max_ms", "latency_p50_ms",
                                                                       "latency_p99_ms")}
+
+    def traffic(self, settings: Mapping[str, Any]) -> frozenset[Traffic]:
+        """HTTP over TCP."""
+        return frozenset({Traffic.TCP})
+
+    def service_port(self, settings: Mapping[str, Any]) -> int | None:
+        return int(self._settings(settings)["port"])
 
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         c.check_settings(self.name, settings, SETTINGS)

@@ -28,7 +28,8 @@ from tunelab.loads import Load
 from tunelab.optimize.confirm import ValidationPlan
 from tunelab.optimize.sequential_blocks import block_looks
 from tunelab.optimize.validation import (ALLOW_FLAG, CheckedRequest, CommandsNotAllowed, ValidateRequest,
-                                         check_request, plan_on_target, version_argv)
+                                         change_preflight, check_request, plan_on_target, version_argv)
+from tunelab.preflight import PreflightError
 from tunelab.runner import bind_knob_ids
 from tunelab.targets import build_target
 from tunelab.targets.ssh import parse_spec
@@ -52,14 +53,17 @@ class ValidatePreview:
     estimate_s: tuple[float, float]
     online: bool
     commands: list[dict[str, str]] = field(default_factory=list)
-    #: why ``validate`` would refuse to start (a restart command without --allow-design-commands), or None
+    #: why ``validate`` would refuse to start (a restart command without --allow-design-commands, a change the
+    #: pre-flight says cannot act), or None
     refusal: str | None = None
+    #: the pre-flight's findings (:meth:`tunelab.preflight.Preflight.to_json`)
+    preflight: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
         return "\n".join(self.lines)
 
     def to_json(self) -> dict[str, Any]:
-        return {"online": self.online, "commands": self.commands, "refusal": self.refusal,
+        return {"online": self.online, "commands": self.commands, "refusal": self.refusal, "preflight": self.preflight,
                 "estimate_s": {"min": self.estimate_s[0], "max": self.estimate_s[1]}, "lines": self.lines}
 
 
@@ -204,10 +208,13 @@ def preview_request(request: ValidateRequest, offline: bool = False) -> Validate
         refusal = str(exc)
         checked = check_request(replace(request, allow_commands=True))
     plan, load, warmup_s, measure_s, address = None, checked.load, request.warmup_s, request.measure_s, None
-    if not offline:
+    if offline:
+        checks = change_preflight(checked, None, load)
+    else:
         with build_target(checked.build_spec, allow_commands=True) as live:
             load, plan, warmup_s, measure_s = plan_on_target(checked, live)
             address = live.address("server")
+            checks = change_preflight(checked, plan, load, live)
     options = checked.spec.get("options") or {}
     if address is None:
         address = parse_spec(options["server"])[1] if options.get("server") else "SERVER_ADDRESS"
@@ -215,7 +222,13 @@ def preview_request(request: ValidateRequest, offline: bool = False) -> Validate
                                                        else {name: {} for name in checked.profiles})
     preview = assemble(checked, plan, load, settings, address, warmup_s, measure_s, online=not offline,
                        allowed=refusal is None)
-    return replace(preview, refusal=refusal)
+    if refusal is None and checks.refusals and not request.force:
+        try:
+            checks.check(force=False)
+        except PreflightError as exc:
+            refusal = f"{request.source}: {exc}" if request.source else str(exc)
+    lines = preview.lines[:2] + checks.lines() + preview.lines[2:]
+    return replace(preview, lines=lines, refusal=refusal, preflight=checks.to_json())
 
 
 def assemble(checked: CheckedRequest, plan: ValidationPlan | None, load: Load | None,

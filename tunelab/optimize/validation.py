@@ -41,6 +41,7 @@ from tunelab.optimize.deploy import SysctlFiles, not_deployable, provenance, wri
 from tunelab.optimize.duet_confirm import check_pair_rule, check_pairs, run_duet_validation
 from tunelab.optimize.evaluators import RunnerEvaluator
 from tunelab.optimize.sequential_blocks import confirm_in_rounds
+from tunelab.preflight import KnobChange, Preflight, exercises_of, preflight
 from tunelab.runner import bind_knob_ids, check_host_global, cleanup_load
 from tunelab.store import Store, default_store_path
 from tunelab.targets import Target, build_target, check_target_spec
@@ -172,6 +173,10 @@ class ValidateRequest:
     measurement: Measurement = Measurement()
     #: a duet's two testbeds (``--testbeds FILE``: side 0 on the first, side 1 on the second), else empty
     testbeds: tuple[Testbed, ...] = ()
+    #: ``--force``: measure although the pre-flight says the change cannot act (:mod:`tunelab.preflight`)
+    force: bool = False
+    #: ``--pilot SECONDS``: a baseline window before the first trial (:mod:`tunelab.preflight.pilot`), or None
+    pilot_s: float | None = None
 
     @property
     def target_type(self) -> str:
@@ -207,8 +212,10 @@ class CheckedRequest:
 
 
 def request_of_change(change: ChangeFile, *, allow_commands: bool = False, store: PathLike | None = None,
-                      write_sysctl: PathLike | bool | None = None) -> ValidateRequest:
-    """The :class:`ValidateRequest` of a parsed change file (``allow_commands``: ``--allow-design-commands``)."""
+                      write_sysctl: PathLike | bool | None = None, force: bool = False,
+                      pilot_s: float | None = None) -> ValidateRequest:
+    """The :class:`ValidateRequest` of a parsed change file (``allow_commands``: ``--allow-design-commands``;
+    ``force``, ``pilot_s``: ``--force``, ``--pilot``)."""
     service = get_load(change.load.generator).service if change.load else None
     return ValidateRequest(
         spec=change.target_spec(service), candidate=dict(change.candidate),
@@ -218,7 +225,8 @@ def request_of_change(change: ChangeFile, *, allow_commands: bool = False, store
         blocks=change.blocks, warmup_s=change.warmup_s, measure_s=change.measure_s,
         allow_host_global=change.allow_host_global, allow_commands=allow_commands, study=change.study,
         store=Path(store) if store is not None else None, write_sysctl=write_sysctl, software=change.software,
-        source=change.source, measurement=Measurement(change.measurement, change.pairs, change.cpu_layout))
+        source=change.source, measurement=Measurement(change.measurement, change.pairs, change.cpu_layout),
+        force=force, pilot_s=pilot_s)
 
 
 @contextlib.contextmanager
@@ -356,6 +364,30 @@ def plan_on_target(checked: CheckedRequest, live: Target) -> tuple[Load, Validat
     return load, plan, warmup_s, measure_s
 
 
+def change_preflight(checked: CheckedRequest, plan: ValidationPlan | None, load: Load | None,
+                     target: Target | None = None) -> Preflight:
+    """The pre-flight of a validation (:mod:`tunelab.preflight`): can the change act under each profile, can each
+    metric show it; with the ``target`` up, the server's own limits are read too. Each profile is its own verdict,
+    so each is judged on its own. ``plan`` None (``--plan --offline``): from the request alone."""
+    if load is None:
+        return Preflight()
+    if plan is not None:
+        specs, baseline, candidate, profiles = plan.specs, plan.baseline, plan.candidate, plan.profiles
+        goals = [goal.name for goal in plan.goals]
+    else:
+        request = checked.request
+        baseline = dict(request.baseline) if isinstance(request.baseline, Mapping) else {}
+        candidate = dict(request.candidate)
+        specs = bind_knob_ids({**baseline, **candidate})
+        profiles = profile_settings(load, checked.profiles, dict(request.load_settings))
+        goals = [goal.name for goal in checked_goals(list(checked.goals) or default_goals(load), request.sesoi_pct,
+                                                     load)]
+    changes = [KnobChange(spec.knob, spec.host, tuple(dict.fromkeys(
+        value for value in (baseline.get(spec.id), candidate.get(spec.id)) if value is not None)), spec.id)
+        for spec in specs]
+    return preflight(changes, exercises_of(load, profiles, goals), target, per_profile=True)
+
+
 def software_version(target: Target, software: str | None) -> dict[str, str] | None:
     """``{"software", "version"}`` of the DNS server named in a change file, asked on the server (read-only:
     e.g. ``nsd -v``); the version is left out for software tunelab does not know how to ask."""
@@ -395,6 +427,8 @@ def run_request(request: ValidateRequest) -> ValidateRun:
         check_testbeds(request.testbeds)      # key files, known_hosts, each host reachable; nothing applied
     with build_target(checked.build_spec, allow_commands=True) as live:
         load, plan, _, _ = plan_on_target(checked, live)
+        with named(request.source):
+            change_preflight(checked, plan, load, live).check(request.force)
         with Store.open(path, study=request.study, design_hash=hashlib.sha256(design_text.encode()).hexdigest(),
                         design_text=design_text, target_spec=dict(checked.spec)) as opened:
             try:
@@ -463,7 +497,8 @@ def run_validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping
                  warmup_s: float = 2.0, measure_s: float = 8.0, allow_host_global: bool = False,
                  store: PathLike | None = None, write_sysctl: PathLike | bool | None = None,
                  measurement: str = "sequential", pairs: int | None = None, cpu_layout: str | None = None,
-                 testbeds: PathLike | None = None, allow_design_commands: bool = False) -> ValidateRun:
+                 testbeds: PathLike | None = None, allow_design_commands: bool = False, force: bool = False,
+                 pilot_s: float | None = None) -> ValidateRun:
     """:func:`tunelab.validate`'s sequence from its parameters (see the module docstring)."""
     return run_request(flags_request(target, candidate, baseline=baseline, metrics=metrics,
                                      target_options=target_options, surface=surface, load=load,
@@ -471,7 +506,8 @@ def run_validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping
                                      blocks=blocks, warmup_s=warmup_s, measure_s=measure_s,
                                      allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl,
                                      measurement=measurement, pairs=pairs, cpu_layout=cpu_layout,
-                                     testbeds=testbeds, allow_design_commands=allow_design_commands))
+                                     testbeds=testbeds, allow_design_commands=allow_design_commands,
+                                     force=force, pilot_s=pilot_s))
 
 
 def flags_request(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",
@@ -497,11 +533,12 @@ def flags_request(target: str | None, candidate: Mapping[str, Any], *, baseline:
 
 
 def validate_change(path: PathLike | ChangeFile, *, allow_design_commands: bool = False,
-                    store: PathLike | None = None, write_sysctl: PathLike | bool | None = None) -> ValidateRun:
+                    store: PathLike | None = None, write_sysctl: PathLike | bool | None = None, force: bool = False,
+                    pilot_s: float | None = None) -> ValidateRun:
     """Validate the change a change file describes (:mod:`tunelab.designs.change`)."""
     change = path if isinstance(path, ChangeFile) else load_change(path)
     return run_request(request_of_change(change, allow_commands=allow_design_commands, store=store,
-                                         write_sysctl=write_sysctl))
+                                         write_sysctl=write_sysctl, force=force, pilot_s=pilot_s))
 
 
 def validate(target: Target, load: Load, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],
