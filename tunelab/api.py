@@ -136,10 +136,20 @@ def plan(design_path: PathLike, *, allow_design_commands: bool = False, probe: b
     commands = check_design_commands(design, allow_design_commands)
     frame = make_plan(design)
     summary = plan_summary(design, frame)
+    summary["preflight"] = _design_preflight(design).to_json()
     if probe:
         summary["probe"] = _probe(design, Path(design_path), frame, target, allow_host_global, allow_design_commands,
                                   store).to_json()
     return PlanResult(design, frame, summary, list(commands))
+
+
+def _design_preflight(design: Design) -> Any:
+    """The pre-flight from the design alone (:func:`tunelab.preflight.design_preflight`; no target is reached)."""
+    from tunelab.preflight import design_preflight
+    from tunelab.runner import load_for
+
+    target_cls = check_target_spec(target_spec_for(design), allow_commands=True)
+    return design_preflight(design, load_for(design, target_cls, dict(design.target.options))[0])
 
 
 def _probe(design: Design, design_path: Path, frame: pd.DataFrame, target: str | None, allow_host_global: bool,
@@ -174,7 +184,7 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
         allow_host_global: bool = False, progress: bool = True, retry_failed: bool = False,
         allow_design_commands: bool = False, checkpoint: Checkpoint | None = None,
         repeat_busy_pct: float | None = None, testbeds: PathLike | None = None,
-        scheduler: str | None = None) -> RunResult:
+        scheduler: str | None = None, force: bool = False) -> RunResult:
     """Run a design's plan on its target (or ``target``) and record every trial in the store.
 
     Resumes: trials already recorded are skipped. Target options that run commands (e.g.
@@ -190,10 +200,12 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
     on Dask (:mod:`tunelab.cluster`): a LocalCluster here, or the cluster at ``scheduler``; a
     ``measurement: duet`` design runs on the file's two testbeds instead, one side each, without Dask
     (:func:`tunelab.duet.sides_on_testbeds`). The sequence is :mod:`tunelab.study_run`'s; see ``tunelab run --help`` for the safety rules.
+    A knob whose mechanism the load cannot exercise (:mod:`tunelab.preflight`) refuses the run before anything is
+    applied, unless ``force`` or the design declares it a negative control (``preflight: {controls: [...]}``).
     """
     design = with_busy_rule(load_design(design_path), repeat_busy_pct)
     options = RunOptions(allow_host_global=allow_host_global, progress=progress, retry_failed=retry_failed,
-                         allow_design_commands=allow_design_commands, checkpoint=checkpoint)
+                         allow_design_commands=allow_design_commands, checkpoint=checkpoint, force=force)
     return run_study_of(design, Path(design_path).read_text(), target=target, store=store, testbeds=testbeds,
                         scheduler=scheduler, options=options)
 

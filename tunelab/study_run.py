@@ -4,12 +4,13 @@
 of a testbeds file (a ``measurement: duet`` design: on its two testbeds at once, one side each, driven
 from this process as a duet on two targets, :func:`run_duet_on_testbeds`), in one sequence:
 
-1. the target (or every testbed) is checked before anything opens: options, commands, values;
+1. the target (or every testbed) is checked before anything opens: options, commands, values; the pre-flight
+   (:mod:`tunelab.preflight`): a knob whose mechanism the load cannot exercise refuses the run unless ``force``;
 2. under SIGTERM-as-Ctrl-C and the store's run lease: orphaned labs are removed (named on
    stderr), a crashed run of another study that left knobs changed stops the run, and the
    study's store is opened once;
-3. the target is brought up (or the Dask cluster of the testbeds started), and one plan runner
-   is built (:func:`plan_runner`): every later step runs its plans through it;
+3. the target is brought up (or the Dask cluster of the testbeds started), the pre-flight reads the server's own
+   limits (a listen backlog below every level), and one plan runner is built (:func:`plan_runner`): every later step runs its plans through it;
 4. the A/A calibration (``noise.calibration_runs``, :mod:`tunelab.calibration`) and its lines;
 5. the study's rounds (:func:`tunelab.rounds.run_study`);
 6. the leases of dead runs whose stores are clean again are swept.
@@ -36,6 +37,7 @@ from tunelab.designs import Design, make_plan
 from tunelab.errors import DesignError, KnobError, TargetError
 from tunelab.knobs import get_knob
 from tunelab.loads import Load
+from tunelab.preflight import design_preflight
 from tunelab.rounds import StudyBudget, StudyRun, budget_of, run_study
 from tunelab.signals import sigterm_interrupts
 from tunelab.store import Store, default_store_path
@@ -51,6 +53,8 @@ class RunOptions:
     retry_failed: bool = False
     allow_design_commands: bool = False
     checkpoint: runner.Checkpoint | None = None
+    #: ``--force``: run although the pre-flight says a knob cannot act under the load (:mod:`tunelab.preflight`)
+    force: bool = False
     #: seconds for a study's ``budget_minutes`` (tests inject a simulated clock)
     clock: Callable[[], float] = time.monotonic
 
@@ -188,6 +192,7 @@ def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: 
     if dry:                   # the preview is printed at the end, compactly, not action by action
         spec = {**spec, "options": {**spec["options"], "quiet": True}}
     load, load_settings = runner.load_for(design, target_cls, spec["options"])
+    design_preflight(design, load).check(options.force)        # before the store opens: from the design alone
     sides = (testbeds[0].spec, testbeds[1].spec) if testbeds else duet_specs(design, spec)
     names = (testbeds[0].name, testbeds[1].name) if testbeds else None
     with _run_store(path, dry) as where, \
@@ -199,6 +204,7 @@ def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: 
                 study = _preview(design, opened, live, plan_runner(design, opened, load, load_settings, options,
                                                                    target=live, partner=partner))
             else:
+                design_preflight(design, load, live).check(options.force)     # the server's own limits, read
                 budget = budget_of(design, opened, options.clock)
                 study = _calibrate_and_run(design, opened, plan_runner(design, opened, load, load_settings, options,
                                                                        target=live, partner=partner, budget=budget,
@@ -272,6 +278,7 @@ def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | Non
     beds, warnings = checked_testbeds(design, testbeds, options.allow_design_commands)
     design = _without_busy_rule_on_one_machine(design, warnings)
     load, load_settings = _one_load(design, beds)
+    design_preflight(design, load).check(options.force)
     runner.prepare_run(design, None, allow_host_global=options.allow_host_global, load=load,
                        load_settings=load_settings)                           # bad values stop here
     with study_store(design.name, design.design_hash, design_text, target_spec_for(design), path) as (opened, removed):

@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
     result = tunelab.plan(args.design, allow_design_commands=args.allow_design_commands, probe=args.probe,
                           target=args.target, allow_host_global=args.allow_host_global)
-    notes = [*excluded_lines(result.summary), *result.summary.get("probe", {}).get("lines", [])]
+    notes = [*excluded_lines(result.summary), *result.summary.get("probe", {}).get("lines", []),
+             *preflight_lines(result.summary.get("preflight") or {})]
     if args.format == "csv":
         for command in result.commands:
             print(f"command (runs as root) {command}", file=sys.stderr)
@@ -68,3 +69,15 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render.plan_table(result.summary, result.plan) + "\n")
         sys.stdout.write("".join(f"{line}\n" for line in notes))
     return EXIT_REFUSED if result.summary.get("probe", {}).get("refusals") else 0
+
+
+def preflight_lines(preflight: dict[str, Any]) -> list[str]:
+    """The pre-flight's lines for the plan (from :meth:`tunelab.preflight.Preflight.to_json`)."""
+    findings = preflight.get("findings") or []
+    if preflight.get("refused"):
+        head = ("pre-flight: REFUSED: `tunelab run` stops before anything is applied (fix the design, declare the "
+                "knob a negative control with preflight: {controls: [ID]}, or pass --force)")
+    else:
+        head = "pre-flight: every knob can act under this load (the server's own limits are read when the run starts)"
+    where = lambda f: f" [profile {f['profile']}]" if f.get("profile") else ""  # noqa: E731
+    return [head] + [f"  {f['subject']}{where(f)}: {f['severity']}: {f['reason']}" for f in findings]

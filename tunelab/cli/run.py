@@ -44,6 +44,8 @@ def register(subparsers: Any) -> None:
                              "review them first with `tunelab plan DESIGN --allow-design-commands`")
     parser.add_argument("--store", metavar="PATH", type=Path, help="trial store (default: data/<study>.sqlite)")
     parser.add_argument("--retry-failed", action="store_true", help="run failed trials again on resume")
+    parser.add_argument("--force", action="store_true", help="run although the pre-flight says a knob cannot act "
+                        "under the design's load (wrong transport, the wrong end of the traffic, a server limit)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--repeat-busy", metavar="PCT", type=float,
                         help="measure a trial again when other processes used more than PCT %% of the machine during "
@@ -60,7 +62,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     summary = tunelab.run(args.design, target=args.target, store=args.store, allow_host_global=args.allow_host_global,
-                          progress=not args.no_progress, retry_failed=args.retry_failed,
+                          progress=not args.no_progress, retry_failed=args.retry_failed, force=args.force,
                           allow_design_commands=args.allow_design_commands, repeat_busy_pct=args.repeat_busy,
                           testbeds=args.testbeds, scheduler=args.scheduler)
     if summary.skipped:

@@ -10,9 +10,8 @@ Knob levels are validated and canonicalised by the knob catalogue (``knob.valida
 """
 from __future__ import annotations
 
-import itertools
-
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -76,7 +75,7 @@ MAX_SEED = 2**63 - 1
 MAX_MESSAGE_CHARS = 600
 
 TOP_KEYS = ("name", "description", "target", "load", "warmup_s", "measure_s", "metrics", "knobs", "design", "analysis",
-            "noise", "guards", "constraints", "measurement")
+            "noise", "guards", "constraints", "measurement", "preflight")
 #: ``measurement:``: one trial at a time, or a duet (tunelab.duet: two targets at once; OAT designs on one target)
 MEASUREMENTS = ("sequential", "duet")
 #: the target types a duet can run two of at once on one machine
@@ -298,6 +297,9 @@ class Design:
     constraints: Constraints = Constraints()
     #: ``measurement:`` ``sequential`` (one trial at a time) or ``duet`` (each trial beside a concurrent baseline)
     measurement: str = "sequential"
+    #: ``preflight: {controls: [KNOB_ID, ...]}``: negative controls, knobs kept although (or because) their mechanism
+    #: cannot act under this load; the pre-flight notes them instead of refusing (:mod:`tunelab.preflight`)
+    controls: tuple[str, ...] = ()
 
     @property
     def knob_ids(self) -> list[str]:
@@ -339,18 +341,21 @@ class Design:
             **({"constraints": self.constraints.to_dict()} if self.constraints else {}),
             # only for a duet: a sequential design keeps its hash
             **({"measurement": self.measurement} if self.measurement != "sequential" else {}),
+            **({"preflight": {"controls": list(self.controls)}} if self.controls else {}),
         }
 
     @property
     def design_hash(self) -> str:
-        """sha256 of the canonical design (everything but ``description``, ``noise`` and the file path).
+        """sha256 of the canonical design (everything but ``description``, ``noise``, ``preflight`` and the file path).
 
         ``noise`` only decides which attempts are kept and adds calibration trials of their own
-        phase, never what a screen trial measures, so turning it on resumes the same study.
+        phase, never what a screen trial measures, so turning it on resumes the same study; ``preflight``
+        only decides whether the study starts.
         """
         canonical = self.to_dict()
         canonical.pop("description")
         canonical.pop("noise", None)
+        canonical.pop("preflight", None)
         text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -1071,6 +1076,20 @@ def _parse_noise(ctx: _Context, raw: Any) -> NoiseSpec:
     return NoiseSpec(repeat_busy_pct=busy, max_repeats=repeats, calibration_runs=runs)
 
 
+def _parse_controls(ctx: _Context, raw: Any, design: Design) -> tuple[str, ...]:
+    """``preflight: {controls: [KNOB_ID, ...]}``: knob ids of the design kept as negative controls."""
+    path: Path_ = ("preflight",)
+    raw = ctx.mapping(raw, path, ("controls",))
+    controls = raw.get("controls", [])
+    if not isinstance(controls, list) or not all(isinstance(c, str) for c in controls):
+        raise ctx.error(path + ("controls",), "must be a list of the design's knob ids, e.g. [net.ipv4.tcp_tw_reuse]")
+    for index, knob in enumerate(controls):
+        if knob not in design.knob_ids:
+            raise ctx.error(path + ("controls", index), f"{quoted(knob)} is not a knob of this design; its knob ids: "
+                            f"{', '.join(design.knob_ids)}")
+    return tuple(dict.fromkeys(controls))
+
+
 def _check_model_size(ctx: _Context, design: Design) -> None:
     """The screen's model must leave residual degrees of freedom (or be a saturated two-level design)."""
     interactions = design.analysis.interactions
@@ -1150,6 +1169,7 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
     design = Design(**identity, target=target, load=load, **durations, metrics=metrics, knobs=knobs, **section,
                     analysis=analysis, source=source, noise=noise, guards=guards, constraints=constraints,
                     measurement=_parse_measurement(ctx, data.get("measurement", "sequential"), section, target))
+    design = replace(design, controls=_parse_controls(ctx, data.get("preflight", {}), design))
     _check_exclusions(ctx, design)
     _check_plan_size(ctx, design)
     _check_profiles(ctx, design)

@@ -146,7 +146,17 @@ def knob_info(name: str) -> dict[str, Any]:
     return {"name": knob.name, "family": knob.family, "type": knob.type, "valid": knob.describe_range(),
             "minimum": knob.minimum, "maximum": knob.maximum, "choices": list(knob.choices or []),
             "unit": knob.unit, "scope": knob.scope, "requires_restart": knob.requires_restart,
-            "needs_device": knob.needs_device, "description": knob.description}
+            "needs_device": knob.needs_device, "description": knob.description, **mechanism_info(knob)}
+
+
+def mechanism_info(knob: Any) -> dict[str, Any]:
+    """The knob's mechanism as ``knobs show`` lines: what it limits, when it binds, the traffic it needs, its counters."""
+    mechanism = knob.mechanism
+    if mechanism is None:
+        return {}
+    return {"limits": mechanism.limits, "binds_when": mechanism.binds_when, "needs": mechanism.needs_text(),
+            "acts_on": mechanism.role.value, "counters": ", ".join(mechanism.counters) or "-",
+            "server_limit": mechanism.server_limit or "-"}
 
 
 def knob_check(name: str, words: Sequence[str]) -> dict[str, Any]:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from tunelab.designs import Design
 from tunelab.errors import TunelabError
-from tunelab.knobs import Knob
+from tunelab.knobs import Knob, get_knob
 from tunelab.loads import Load
 from tunelab.model import Traffic
 from tunelab.preflight.checks import Exercise, KnobChange, ServerFacts, assess
@@ -35,7 +36,8 @@ from tunelab.preflight.sockets import ListeningSocket, listening_sockets
 from tunelab.targets import Target
 
 __all__ = ["FORCE_FLAG", "Exercise", "Finding", "KnobChange", "ListeningSocket", "Preflight", "PreflightError",
-           "ServerFacts", "Severity", "Traffic", "exercises_of", "preflight", "read_facts"]
+           "ServerFacts", "Severity", "Traffic", "design_changes", "design_preflight", "exercises_of", "preflight",
+           "read_facts"]
 
 
 def exercises_of(load: Load, profiles: Mapping[str, Mapping[str, Any]], metrics: Sequence[str]) -> list[Exercise]:
@@ -90,3 +92,32 @@ def preflight(changes: Sequence[KnobChange], exercises: Sequence[Exercise], targ
     """The pre-flight of ``changes`` under ``exercises``; with a ``target`` that is up, the server is read too."""
     facts = read_facts(target, changes, exercises) if target is not None else None
     return Preflight(tuple(assess(changes, exercises, facts, per_profile)), facts is not None)
+
+
+def design_changes(design: Design) -> list[KnobChange]:
+    """One :class:`KnobChange` per knob of a design: its levels, or its range's ends (Latin hypercube, Morris)."""
+    changes = []
+    for entry in design.knobs:
+        levels = tuple(entry.levels) if entry.levels else tuple(v for v in (entry.low, entry.high) if v is not None)
+        changes.append(KnobChange(get_knob(entry.name), entry.host, levels, entry.id))
+    return changes
+
+
+def design_preflight(design: Design, load: Load, target: Target | None = None) -> Preflight:
+    """The pre-flight of a screening design under its load profile(s). A knob (or metric) is refused only when
+    it fails under every profile: with several profiles, the knob x load interaction is a question worth asking."""
+    names = design.load.profiles or ((design.load.profile,) if design.load.profile else ())
+    profiles = {name: load.settings(name, dict(design.load.settings)) for name in names} if names else \
+        {"": load.settings(None, dict(design.load.settings))}
+    exercises = exercises_of(load, profiles, [metric.name for metric in design.metrics])
+    checked = preflight(design_changes(design), exercises, target, per_profile=False)
+    return Preflight(tuple(as_control(f) if f.subject in design.controls else f for f in checked.findings),
+                     checked.facts)
+
+
+def as_control(finding: Finding) -> Finding:
+    """A refusal of a knob the design declares a negative control (``preflight: {controls: [...]}``): a note."""
+    if finding.severity is not Severity.CANNOT_ACT:
+        return finding
+    return Finding(Severity.NOTE, finding.subject, finding.profile,
+                   f"a declared negative control, as expected: {finding.reason}")

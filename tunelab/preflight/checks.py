@@ -123,9 +123,9 @@ def metric_findings(exercise: Exercise) -> list[Finding]:
 
 
 def pressure_note(change: KnobChange, exercise: Exercise) -> Finding | None:
-    """A rate-capped profile may never reach the pressure a mechanism binds under."""
+    """A rate-capped profile may never fill the server's queues a listener-side mechanism binds on."""
     mechanism = change.knob.mechanism
-    if exercise.rate_cap is None or mechanism is None or not mechanism.counters:
+    if exercise.rate_cap is None or mechanism is None or not mechanism.counters or mechanism.role is not Role.LISTENER:
         return None
     return Finding(Severity.NOTE, change.label, exercise.profile,
                    f"the profile is capped ({exercise.rate_cap}); it binds only when {mechanism.binds_when} "
