@@ -38,6 +38,7 @@ ns1 A 192.0.2.1
 Traceback (most recent call last):
 ...
 tunelab.errors.TargetError: /tmp/.../a.zone:1: $INCLUDE '/etc/passwd' is outside the zone file's folder ...
+>>> import shutil; shutil.rmtree(folder)
 """
 from __future__ import annotations
 
@@ -60,6 +61,8 @@ QUOTE_CHARS = 60
 _ANY_INCLUDE = re.compile(r"\$include", re.IGNORECASE)
 #: a directive that must stand in the first column of a line of its own: ``$INCLUDE`` or ``$ORIGIN``
 _GUARDED = re.compile(r"[ \t]*\$(include|origin)\b", re.IGNORECASE)
+#: an ``$INCLUDE`` at the start of any line of the inlined text (which must hold none)
+_LEFT_INCLUDE = re.compile(r"(?:^|[\n\r\f\v])[ \t]*\$include", re.IGNORECASE)
 #: characters some parser might take for a line break besides ``\n``
 _OTHER_BREAKS = re.compile(r"[\r\f\v]")
 #: one part of a directive line: blanks, a comment, a quoted string, a plain token, or one odd character
@@ -109,7 +112,10 @@ def inline_includes(text: str, path: str, origin: str, limit: int) -> InlinedZon
     info = os.stat(real)
     inliner = _Inliner(real.parent, limit, len(text.encode()))
     inliner.inline(text, path, real.parent, origin, ((info.st_dev, info.st_ino),))
-    return InlinedZone("".join(inliner.lines), tuple(inliner.segments))
+    inlined = "".join(inliner.lines)
+    if _LEFT_INCLUDE.search(inlined):          # cannot happen: each one was inlined or refused; never serve one
+        raise TargetError(f"{path}: an $INCLUDE is left after inlining; report this as a tunelab bug")
+    return InlinedZone(inlined, tuple(inliner.segments))
 
 
 def quote(text: str, limit: int = QUOTE_CHARS) -> str:
