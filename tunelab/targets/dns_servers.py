@@ -7,7 +7,9 @@ path it writes (zone file, pid file, database, control socket) under the lab's p
 directory, and no remote control. It serves one zone: the lab's own (:mod:`tunelab.targets.dnszone`,
 ``tunelab.test.``) or an operator's zone file (``zone_file`` with ``zone``), which is checked with the
 server's own checker (``nsd-checkzone``, ``named-checkzone``, ``kzonecheck``, ``unbound-checkconf``)
-before anything starts.
+before anything starts. An operator's ``$INCLUDE`` of a file in the zone file's own folder is inlined
+into the lab's copy, so the checker checks and the server serves one self-contained text and no server
+reads another file; an ``$INCLUDE`` of anything else is refused (:mod:`tunelab.targets.zonefile`).
 
 ==========  ==========  ================  ===================================================
 name        daemon      Debian package    zone checker (package)
@@ -40,13 +42,13 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from tunelab.errors import TargetError, ToolMissingError
 from tunelab.registry import Registry
-from tunelab.targets import dnszone
+from tunelab.targets import dnszone, zonefile
 from tunelab.targets.services import DNS_PORT
 
 #: largest operator zone file the lab loads
@@ -62,17 +64,21 @@ _CHECKER_SUMMARY = re.compile(r"has \d+ errors|not loaded due to errors|^Error s
                               r"^\d+\s|failed to run semantic checks|failed to load zone")
 #: the ``[time] nsd-checkzone[pid]: `` (unbound: ``[pid:thread]``) line prefix
 _CHECKER_PREFIX = re.compile(r"^\[[^\]]*\] [\w-]+\[[\d:]+\]:? ")
+#: characters of one quoted part of the zone a checker's message keeps (zones are the operator's data)
+CHECKER_QUOTE_CHARS = 40
 #: the zones a checker accepted in this process (:func:`zone_key`), so each content is checked once
 _ACCEPTED_ZONES: set[tuple[str, str, str]] = set()
 
 
 @dataclass(frozen=True)
 class Zone:
-    """The zone a lab server serves: its origin (absolute, lower case) and its zone file's text."""
+    """The zone a lab server serves: its origin (absolute, lower case) and its zone file's text (includes
+    inlined; ``lines`` says which file and line each of its lines came from)."""
 
     origin: str
     text: str
     source: str = "the lab's own zone"
+    lines: zonefile.InlinedZone | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -270,7 +276,8 @@ def tool_packages() -> dict[str, str]:
 def load_zone(zone: str | None, zone_file: str | None) -> Zone:
     """The zone a lab serves: the lab's own without options, else ``zone_file`` read (size-capped) as ``zone``.
 
-    TargetError when only one of the two is given, ``zone`` is not a DNS name, or the file cannot be read.
+    TargetError when only one of the two is given, ``zone`` is not a DNS name, the file cannot be read,
+    or one of its ``$INCLUDE`` lines names a file outside its folder (:func:`zonefile.inline_includes`).
     """
     if zone is None and zone_file is None:
         return LAB_ZONE
@@ -285,9 +292,10 @@ def load_zone(zone: str | None, zone_file: str | None) -> Zone:
     try:
         text = dnszone.read_regular_text(zone_file, MAX_ZONE_FILE_BYTES, TargetError, "zone file",
                                          "give the path of the zone file to load into the lab's DNS server")
+        inlined = zonefile.inline_includes(text, zone_file, origin, MAX_ZONE_FILE_BYTES)
     except TargetError as exc:
         raise TargetError(f"target lab: option zone_file: {exc}") from None
-    return Zone(origin, text, source=zone_file)
+    return Zone(origin, inlined.text, source=zone_file, lines=inlined)
 
 
 def write_server_files(server: DnsServer, workdir: Path, address: str, zone: Zone, log: Path,
@@ -333,7 +341,7 @@ def check_zone(server: DnsServer, zone: Zone) -> None:
             raise TargetError(f"target lab: option zone_file: {tool} did not finish checking {zone.source} within "
                               f"{CHECK_TIMEOUT_S} s") from None
     if proc.returncode != 0:
-        detail = checker_message(proc.stderr + "\n" + proc.stdout, str(path), zone.source)
+        detail = checker_message(proc.stderr + "\n" + proc.stdout, str(path), zone.source, zone.lines)
         raise TargetError(f"target lab: option zone_file: {zone.source} is rejected by {tool} ({server.name}'s zone "
                           f"checker) as zone {zone.origin}: {detail}")
     _ACCEPTED_ZONES.add(key)
@@ -348,8 +356,11 @@ def zone_key(server: DnsServer, zone: Zone) -> tuple[str, str, str]:
     return server.name, zone.origin, hashlib.sha256(zone.text.encode()).hexdigest()
 
 
-def checker_message(output: str, copy: str, source: str) -> str:
+def checker_message(output: str, copy: str, source: str, lines: zonefile.InlinedZone | None = None) -> str:
     """The checker's first line that names a problem, not a summary (the private copy shown as ``source``).
+
+    With ``lines`` (a zone with includes inlined), a line of the copy is shown as the file and line it came
+    from. A quoted part of the zone longer than :data:`CHECKER_QUOTE_CHARS` is cut.
 
     >>> named = "zone a/IN: loading from master file /t/zone.db failed: bad ttl\\nzone a/IN: not loaded due to errors."
     >>> checker_message(named, "/t/zone.db", "/z")
@@ -357,10 +368,28 @@ def checker_message(output: str, copy: str, source: str) -> str:
     >>> nsd = "[2026-11-26 18:15:23] nsd-checkzone[9]: error: /t/zone.db:3: bad SOA\\nzone a. has 1 errors"
     >>> checker_message(nsd, "/t/zone.db", "/z")
     'error: /z:3: bad SOA'
+    >>> inlined = zonefile.InlinedZone("a\\nb\\nc\\n", ((1, "/z", 1), (2, "/z.inc", 1)))
+    >>> checker_message("error: /t/zone.db:3: bad " + repr("x" * 90), "/t/zone.db", "/z", inlined)
+    "error: /z.inc:2: bad 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...'"
     """
-    lines = [_CHECKER_PREFIX.sub("", line.strip()).replace(copy, source) for line in output.splitlines()]
-    problems = [line for line in lines if line and not _CHECKER_SUMMARY.search(line)]
-    return (problems or [line for line in lines if line] or ["no message"])[0][:400]
+    lines_out = [_CHECKER_PREFIX.sub("", line.strip()) for line in output.splitlines()]
+    problems = [line for line in lines_out if line and not _CHECKER_SUMMARY.search(line)]
+    first = (problems or [line for line in lines_out if line] or ["no message"])[0]
+    first = re.sub(r"'([^']{%d,})'" % (CHECKER_QUOTE_CHARS + 1),
+                   lambda m: m.group(0) if copy in m.group(0) else f"'{m.group(1)[:CHECKER_QUOTE_CHARS]}...'", first)
+    if lines is not None and len(lines.segments) > 1:
+        first = re.sub(re.escape(copy) + r"(:|',\s*line\s+| )(\d+)", lambda m: _source_of(m, lines, source), first)
+    return first.replace(copy, source)[:400]
+
+
+def _source_of(match: re.Match[str], lines: zonefile.InlinedZone, source: str) -> str:
+    """``FILE<separator>LINE`` for a checker's ``COPY<separator>LINE`` (unbound's ``COPY LINE:COL`` counts one
+    line past the one at fault)."""
+    separator, number = match.group(1), int(match.group(2))
+    found = lines.source_line(number - 1 if separator == " " else number)
+    if found is None:
+        return f"{source}{separator}{number}"
+    return f"{found[0]}{separator}{found[1]}"
 
 
 @functools.lru_cache(maxsize=None)

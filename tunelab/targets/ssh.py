@@ -15,7 +15,9 @@ Examples
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
+import re
 import shlex
 import socket
 import time
@@ -39,23 +41,101 @@ CONNECT_KWARGS = ("key_filename", "password", "passphrase", "allow_agent", "look
                   "timeout", "disabled_algorithms")
 
 
+#: a DNS host name's label (RFC 1123): letters, digits and '-' inside, at most 63 characters
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+#: a user name ssh may log in as (POSIX-ish): no leading '-', no shell or ssh metacharacter
+_USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+#: an IPv6 zone (``fe80::1%eth0``): an interface name
+_IPV6_ZONE = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+#: how a valid spec is written, for every error
+_SPEC_FORMS = "write it as host, user@host, user@host:port or user@[IPv6]:port, e.g. root@192.0.2.10:22"
+
+
 def parse_spec(spec: str) -> tuple[str | None, str, int]:
-    """``"user@host[:port]"`` -> (user, host, port).
+    """``"[user@]host[:port]"`` -> (user, host, port): the one check of an ssh host, wherever one is written.
+
+    The host is a DNS host name (RFC 1123 labels) or an IP address; an IPv6 address with a port is written
+    in brackets (and returned without them). The user starts with a letter or '_' and holds letters,
+    digits, '_', '.' and '-' only; the port is 1-65535. Anything else (``-oProxyCommand=...``, ``$(...)``,
+    blanks, an empty user) is one TargetError line quoting at most 60 characters of ``spec``.
 
     >>> parse_spec("root@10.0.0.1:2222")
     ('root', '10.0.0.1', 2222)
     >>> parse_spec("db1")
     (None, 'db1', 22)
+    >>> parse_spec("tester@[2001:db8::1]:2200"), parse_spec("[::1]"), parse_spec("fe80::1%eth0")
+    (('tester', '2001:db8::1', 2200), (None, '::1', 22), (None, 'fe80::1%eth0', 22))
+    >>> parse_spec("root@$(touch${IFS}X):22")
+    Traceback (most recent call last):
+    ...
+    tunelab.errors.TargetError: ssh host 'root@$(touch${IFS}X):22' is invalid: the host '$(touch${IFS}X)' is \
+neither a DNS host name (letters, digits and '-' between dots) nor an IP address; write it as host, user@host, \
+user@host:port or user@[IPv6]:port, e.g. root@192.0.2.10:22
+    >>> parse_spec("[2001:db8::1]:99999")
+    Traceback (most recent call last):
+    ...
+    tunelab.errors.TargetError: ssh host '[2001:db8::1]:99999' is invalid: the port '99999' is not a number from \
+1 to 65535; write it as host, user@host, user@host:port or user@[IPv6]:port, e.g. root@192.0.2.10:22
     """
-    if not spec or any(ch.isspace() for ch in spec):
-        raise TargetError(f"ssh host {spec!r} is invalid; write it as user@host or user@host:port")
-    user, _, hostport = spec.rpartition("@")
-    host, port = hostport, "22"
+    if not isinstance(spec, str):
+        raise TargetError(f"ssh host {_short(str(spec))} is not a string; {_SPEC_FORMS}")
+    user, at, hostport = spec.rpartition("@")
+    host, port = _split_port(hostport)
+    problem = (_user_problem(user) if at else None) or _host_problem(host, hostport.startswith("[")) or \
+        _port_problem(port)
+    if problem is not None:
+        raise TargetError(f"ssh host {_short(spec)} is invalid: {problem}; {_SPEC_FORMS}")
+    return (user or None), host, int(port)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return repr(text[:limit] + ("..." if len(text) > limit else ""))
+
+
+def _split_port(hostport: str) -> tuple[str, str]:
+    """``host:port``, ``[ipv6]:port``, ``[ipv6]``, a bare IPv6 address or ``host`` -> (host, port text)."""
+    if hostport.startswith("["):
+        address, closed, rest = hostport[1:].partition("]")
+        if closed and rest.startswith(":"):
+            return address, rest[1:]
+        return (address, "22") if closed and not rest else (hostport, "22")
     if hostport.count(":") == 1:
         host, port = hostport.split(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise TargetError(f"ssh host {spec!r} is invalid; write it as user@host or user@host:port (port 1-65535)")
-    return (user or None), host, int(port)
+        return host, port
+    return hostport, "22"
+
+
+def _user_problem(user: str) -> str | None:
+    if _USER_NAME.fullmatch(user):
+        return None
+    what = "is empty" if not user else f"{_short(user, 32)} is not a user name"
+    return f"the user {what} (a letter or '_' first, then letters, digits, '_', '.', '-'; at most 32)"
+
+
+def _host_problem(host: str, bracketed: bool) -> str | None:
+    """None when ``host`` is an IP address or an RFC 1123 host name (a numeric last label must be IPv4); in
+    brackets only an IPv6 address."""
+    address, _, zone = host.partition("%")
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        parsed = None
+    if bracketed and (parsed is None or parsed.version != 6):
+        return f"only an IPv6 address is written in brackets, not {_short(host)}"
+    if parsed is not None and (not zone or (parsed.version == 6 and _IPV6_ZONE.fullmatch(zone))):
+        return None
+    labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+    if parsed is None and len(host) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels) \
+            and not labels[-1].isdigit():
+        return None
+    return (f"the host {_short(host)} is neither a DNS host name (letters, digits and '-' between dots) nor an "
+            "IP address")
+
+
+def _port_problem(port: str) -> str | None:
+    if re.fullmatch(r"[0-9]{1,5}", port) and 0 < int(port) < 65536:
+        return None
+    return f"the port {_short(port, 10)} is not a number from 1 to 65535"
 
 
 @TARGETS.register("ssh")
