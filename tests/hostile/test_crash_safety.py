@@ -143,9 +143,10 @@ target: {type: lab}
 load: {generator: dnsperf, profile: low}
 warmup_s: 1
 measure_s: 1
-metrics: [{name: qps, direction: maximize, sesoi_pct: 5}]
+metrics: [{name: latency_mean_ms, direction: minimize, sesoi_pct: 5}]
 knobs: [{name: net.ipv4.tcp_fin_timeout, levels: [60, 10]}]
 design: {type: oat, replicates: 1}
+preflight: {controls: [net.ipv4.tcp_fin_timeout]}
 """
 
 

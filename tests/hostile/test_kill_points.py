@@ -126,6 +126,7 @@ knobs:
   - {{name: net.ipv4.tcp_fin_timeout, host: server, levels: [10, 30], baseline: 10}}
   - {{name: net.ipv4.tcp_keepalive_time, host: server, levels: [900], baseline: 900}}
 design: {{type: full_factorial, replicates: 1, seed: 3}}
+preflight: {{controls: [net.ipv4.tcp_fin_timeout, net.ipv4.tcp_keepalive_time]}}   # TCP knobs under fio: kill points only
 """
 
 
