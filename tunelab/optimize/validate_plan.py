@@ -27,6 +27,7 @@ from tunelab.formatting import level_label
 from tunelab.loads import Load
 from tunelab.optimize.confirm import ValidationPlan
 from tunelab.optimize.sequential_blocks import block_looks
+from tunelab.optimize.trial_time import RESTART_S, TRIAL_OVERHEAD_S, TRIALS_PER_BLOCK
 from tunelab.optimize.validation import (ALLOW_FLAG, CheckedRequest, CommandsNotAllowed, ValidateRequest,
                                          change_preflight, check_request, plan_on_target, version_argv)
 from tunelab.preflight import PreflightError
@@ -34,12 +35,6 @@ from tunelab.runner import bind_knob_ids
 from tunelab.targets import build_target
 from tunelab.targets.ssh import parse_spec
 
-#: seconds per trial besides warm-up and measurement: apply, verify, restore, start the load (assumed)
-TRIAL_OVERHEAD_S = 1.0
-#: seconds a service restart is assumed to take, per trial that restarts it
-RESTART_S = 2.0
-#: trials per ABBA block
-TRIALS_PER_BLOCK = 4
 #: where the private query-file directory will be (``mktemp -d`` chooses the name on the load host)
 PRIVATE_DIR = "$TMPDIR/tunelab-dnsperf.XXXXXXXXXX"
 

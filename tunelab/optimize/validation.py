@@ -40,8 +40,10 @@ from tunelab.optimize.confirm import (EXIT_STATUS, ConfirmResult, ValidationPlan
 from tunelab.optimize.deploy import SysctlFiles, not_deployable, provenance, write_sysctl_files
 from tunelab.optimize.duet_confirm import check_pair_rule, check_pairs, run_duet_validation
 from tunelab.optimize.evaluators import RunnerEvaluator
+from tunelab.optimize.pilot_noise import pilot_for, pilot_json
 from tunelab.optimize.sequential_blocks import confirm_in_rounds
 from tunelab.preflight import KnobChange, Preflight, exercises_of, preflight
+from tunelab.preflight.pilot import check_pilot
 from tunelab.runner import bind_knob_ids, check_host_global, cleanup_load
 from tunelab.store import Store, default_store_path
 from tunelab.targets import Target, build_target, check_target_spec
@@ -282,6 +284,7 @@ def check_request(request: ValidateRequest) -> CheckedRequest:
             raise DesignError("validate takes the candidate (and baseline) as a mapping knob id -> value, e.g. "
                               "{'net.core.somaxconn': 1024}; for KNOB=VALUE text use tunelab.cli.parsing.parse_config")
         check_durations(request.warmup_s, request.measure_s)
+        check_pilot(request.pilot_s)
         rule = block_rule(request.blocks)
         load: Load | None = None
         profiles = request.profiles or ("overload",)
@@ -429,6 +432,7 @@ def run_request(request: ValidateRequest) -> ValidateRun:
         load, plan, _, _ = plan_on_target(checked, live)
         with named(request.source):
             change_preflight(checked, plan, load, live).check(request.force)
+        pilot = pilot_for(request.pilot_s, plan, load, live, checked.restarts)  # informs, never refuses
         with Store.open(path, study=request.study, design_hash=hashlib.sha256(design_text.encode()).hexdigest(),
                         design_text=design_text, target_spec=dict(checked.spec)) as opened:
             try:
@@ -441,6 +445,7 @@ def run_request(request: ValidateRequest) -> ValidateRun:
             description["dns_server"] = software
     facts = provenance(checked.spec, description, load, plan.profiles.values(), result.verdict,
                        [row_text(row) for row in result.table.itertuples()])
+    facts.update(pilot_json(pilot))
     if checked.sides:
         facts["measurement"] = {"kind": "duet", "pairs": request.measurement.pairs_json(checked.rule),
                                 "sides": [dict(side.get("options") or {}) for side in checked.sides],
