@@ -7,7 +7,7 @@ VENV="$ROOT/.venv"
 PYTHON="${PYTHON:-python3}"
 
 # Debian packages the lab and the tests need. Each is installed only if missing.
-DEBIAN_PACKAGES=(iproute2 procps util-linux dnsperf iperf3 nsd bind9 bind9-utils knot knot-dnssecutils unbound nginx fio wrk stress-ng openssh-server openssh-client chromium)
+DEBIAN_PACKAGES=(iproute2 procps util-linux dnsperf iperf3 nsd bind9 bind9-utils knot knot-dnssecutils unbound nginx fio wrk stress-ng openssh-server openssh-client sudo chromium)
 
 install_debian_packages() {
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
