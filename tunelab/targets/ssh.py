@@ -42,7 +42,7 @@ from tunelab.counters import NET_FILES, CounterRequest, CounterSource, FileCount
 from tunelab.errors import TargetError
 from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
 from tunelab.targets.local import LocalTarget, ServiceCommandsMixin, check_server_cgroup, server_files, taskset_argv
-from tunelab.targets.process import check_argv
+from tunelab.targets.process import KERNEL_PREFIXES, check_argv, written_text
 
 #: extra seconds the remote ``timeout`` allows before SIGKILL, and the local wait beyond that
 KILL_AFTER_S = 2
@@ -50,12 +50,8 @@ KILL_AFTER_S = 2
 SUDO = ("sudo", "-n", "--")
 #: dd's block size, and the size of each send, when a file (not a kernel knob file) is streamed
 CHUNK_BYTES = 1 << 20
-#: an error names a knob file's written value when it is at most this long; any other text only by its size
-SHOWN_VALUE_CHARS = 200
 #: seconds a remote write may take: a base, plus this per MiB of text (a 64 MiB query file: 158 s)
 WRITE_BASE_S, WRITE_S_PER_MIB = 30.0, 2.0
-#: the files whose text is a kernel knob's value: written in one ``write()``, named in errors when short
-KERNEL_PREFIXES = ("/proc/", "/sys/", "/dev/")
 #: stderr of ``sudo -n`` when no rule lets the user run the command without a password
 SUDO_REFUSALS = ("a password is required", "a terminal is required", "not in the sudoers", "not allowed to execute",
                  "may not run sudo")
@@ -93,20 +89,6 @@ def dd_argv(path: str, size: int) -> list[str]:
     """
     block = max(1, size) if path.startswith(KERNEL_PREFIXES) else CHUNK_BYTES
     return ["dd", f"of={path}", f"bs={block}", "iflag=fullblock", "status=none"]
-
-
-def written_text(path: str, text: str) -> str:
-    """How an error names what was written: its byte count, and a kernel knob file's value when it is
-    short; never the text of any other file (a query file is personal data).
-
-    >>> written_text("/proc/sys/net/core/somaxconn", "4096\\n"), written_text("/tmp/d/queries", "a.example A\\n")
-    ("'4096' (5 bytes)", '12 bytes')
-    """
-    size = f"{len(text.encode())} bytes"
-    value = text.strip()
-    if path.startswith(KERNEL_PREFIXES) and len(value) <= SHOWN_VALUE_CHARS:
-        return f"{value!r} ({size})"
-    return size
 
 
 def write_timeout_s(size: int) -> float:
