@@ -12,6 +12,7 @@ import paramiko
 import pytest
 
 from tunelab.errors import TargetError
+from tunelab.targets import ssh as ssh_module
 from tunelab.targets.ssh import SshTarget, parse_spec
 
 from .conftest import require_tools
@@ -135,7 +136,7 @@ def assert_one_line_without_content(exc: pytest.ExceptionInfo, *parts: str) -> N
 
 
 @pytest.mark.lab
-def test_writes_go_through_the_exec_channel_without_sftp(no_sftp_sshd, tmp_path):
+def test_writes_go_through_the_exec_channel_without_sftp(no_sftp_sshd, tmp_path, monkeypatch):
     with make_target(no_sftp_sshd) as target:
         assert_no_sftp(target)
         write_knob_and_big_file(no_sftp_sshd, target, tmp_path / "out")
@@ -151,6 +152,14 @@ def test_writes_go_through_the_exec_channel_without_sftp(no_sftp_sshd, tmp_path)
         target.check_access({"server": ["dd"]})
         with pytest.raises(TargetError, match=r"ssh server .*no-such-tool-xyz is not installed"):
             target.check_access({"server": ["no-such-tool-xyz"]})
+        # bounded in time: a write that blocks (a FIFO nobody reads) ends with the remote `timeout`
+        monkeypatch.setattr(ssh_module, "WRITE_BASE_S", 1.0)
+        os.mkfifo(tmp_path / "fifo")
+        start = time.monotonic()
+        with pytest.raises(TargetError) as stuck:
+            target.write_text("server", str(tmp_path / "fifo"), big)
+        assert_one_line_without_content(stuck, "timed out", f"{len(big)} bytes")
+        assert time.monotonic() - start < 10
 
 
 @pytest.mark.lab

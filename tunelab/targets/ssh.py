@@ -399,11 +399,14 @@ class SshTarget(ServiceCommandsMixin, Target):
         transport = self.connection(host).transport
         start = time.monotonic()
         deadline = start + timeout_s + KILL_AFTER_S + 5
+        channel = None
         try:
             channel = transport.open_session(timeout=self.connect_timeout_s)
             channel.settimeout(timeout_s + KILL_AFTER_S + 5)
             channel.exec_command(shlex.join(remote))
         except (paramiko.SSHException, OSError, EOFError) as exc:
+            if channel is not None:
+                channel.close()
             raise TargetError(f"ssh {host} ({self._spec_text(host)}): `{shlex.join(argv)}` failed: "
                               f"{channel_failure(exc, transport)}") from None
         with channel:
