@@ -4,7 +4,9 @@ and how long it will take, without applying or running anything.
 The preview runs :func:`tunelab.optimize.validation.check_request` (every check ``validate`` makes before
 it builds anything) and, unless ``offline``, brings the target up and runs
 :func:`tunelab.optimize.validation.plan_on_target` as ``validate`` does: over ssh that connects (host keys
-checked) and reads the knobs' current values, nothing else; on the lab it builds the lab's namespaces.
+checked), checks each host (:meth:`tunelab.targets.ssh.SshTarget.check_access`: a command through the exec
+channel, root on the server or ``sudo -n true``, the load's tools) and reads the knobs' current values, nothing
+else; on the lab it builds the lab's namespaces.
 So a preview that passes is a validation that starts.
 
 Estimated time per profile: ``blocks x 4 trials (A B B A) x (warm-up + measured time + overhead)``, the
