@@ -17,7 +17,7 @@ VENV="$ROOT/.venv"
 PYTHON="${PYTHON:-python3}"
 
 # Debian packages the lab and the tests need. Each is installed only if missing.
-DEBIAN_PACKAGES=(iproute2 procps util-linux dnsperf iperf3 nsd bind9 bind9-utils knot knot-dnssecutils unbound nginx fio wrk stress-ng openssh-server openssh-client chromium)
+DEBIAN_PACKAGES=(iproute2 procps util-linux dnsperf iperf3 nsd bind9 bind9-utils knot knot-dnssecutils unbound nginx fio wrk stress-ng openssh-server openssh-client sudo chromium)
 
 POLICY_RC_D="${TUNELAB_POLICY_RC_D:-/usr/sbin/policy-rc.d}"
 SAVED_POLICY="$POLICY_RC_D.tunelab-saved"     # the machine's own policy-rc.d while apt-get runs

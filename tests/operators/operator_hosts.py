@@ -112,8 +112,11 @@ def _kill_server(workdir: Path) -> None:
 
 
 @contextmanager
-def operator_hosts(tmp_path: Path) -> Iterator[OperatorHosts]:
-    """Bring up production (sshd + the DNS server with the operator's zone) and the load host (sshd); remove all on exit."""
+def operator_hosts(tmp_path: Path, sftp: bool = True, user: str = "root") -> Iterator[OperatorHosts]:
+    """Bring up production (sshd + the DNS server with the operator's zone) and the load host (sshd); remove all on exit.
+
+    ``sftp=False``: the sshds offer no SFTP; ``user``: both logins (a ``sshd_helper.login_user``), else root.
+    """
     lab = LabTarget(name=f"op{os.getpid() % 100000}", bottleneck_mbit=10_000, services=(), pin_cpus=False,
                     disk_mb=None)
     # short: a control socket's path must stay under 108 bytes
@@ -129,7 +132,8 @@ def operator_hosts(tmp_path: Path) -> Iterator[OperatorHosts]:
         for host in ("server", "client"):
             directory = tmp_path / f"sshd-{host}"
             directory.mkdir()
-            sshds.append(stack.enter_context(running_sshd(lab, directory, PORT, host=host, client_key=key)))
+            sshds.append(stack.enter_context(running_sshd(lab, directory, PORT, host=host, client_key=key, sftp=sftp,
+                                                          user=user)))
         known_hosts = tmp_path / "known_hosts"
         known_hosts.write_text("".join((s["dir"] / "known_hosts").read_text() for s in sshds))
         script = _server_files(workdir, lab.address("server"))
@@ -139,7 +143,7 @@ def operator_hosts(tmp_path: Path) -> Iterator[OperatorHosts]:
         assert started.returncode == 0, started.stderr
         # the query file's last line names this run: its copies on the load host are found by it (remove_copies)
         zone_file, query_file = operator_files(tmp_path, queries=f"{QUERIES}; {workdir.name}\n")
-        hosts = OperatorHosts(lab, f"root@{lab.address('server')}:{PORT}", f"root@{lab.address('client')}:{PORT}",
+        hosts = OperatorHosts(lab, f"{user}@{lab.address('server')}:{PORT}", f"{user}@{lab.address('client')}:{PORT}",
                               lab.address("server"), key, known_hosts, str(script), zone_file, query_file, tmp_path)
         stack.callback(remove_copies, hosts)
         yield hosts

@@ -7,6 +7,7 @@ duration... is one :class:`~tunelab.errors.DesignError` line naming the file, th
     name: somaxconn-4096              # store data/validate-<name>.sqlite, sysctl.d file 90-tunelab-validate-<name>.conf
     server:
       ssh: root@192.0.2.10:22         # user@host[:port]
+      sudo: false                     # optional; true: a non-root login runs what needs root as `sudo -n --`
       key: ~/.ssh/id_ed25519          # optional
       known_hosts: ~/.ssh/known_hosts # optional (default: ssh's own)
       restart: systemctl restart nsd  # optional; runs after a requires_restart knob, only with --allow-design-commands
@@ -77,7 +78,7 @@ from tunelab.targets.ssh import parse_spec
 
 TOP_KEYS = ("name", "description", "server", "load_host", "target", "load", "baseline", "candidate", "metrics",
             "blocks", "warmup_s", "measure_s", "allow_host_global", "measurement", "pairs", "cpu_layout")
-SERVER_KEYS = ("ssh", "key", "known_hosts", "restart", "software")
+SERVER_KEYS = ("ssh", "sudo", "key", "known_hosts", "restart", "software")
 LOAD_HOST_KEYS = ("ssh", "key", "known_hosts")
 LOAD_KEYS = ("generator", "query_file", "server_address", "transport", "profiles")
 BLOCK_KEYS = ("min", "max", "step", "until", "spending")
@@ -268,6 +269,8 @@ def _target(ctx: ChangeContext, data: Mapping[str, Any], base: Path) -> dict[str
         options["connect_kwargs"] = {"key_filename": keys[0] if len(keys) == 1 else keys}
     if server["known_hosts"]:
         options["known_hosts"] = server["known_hosts"]
+    if ctx.boolean(server.get("sudo", False), ("server", "sudo")):
+        options["sudo"] = True                                   # the load host never needs root
     if host and host["known_hosts"] and host["known_hosts"] != server["known_hosts"]:
         options["client_known_hosts"] = host["known_hosts"]      # the load host's own trusted keys
     software = server.get("software")

@@ -4,7 +4,9 @@ and how long it will take, without applying or running anything.
 The preview runs :func:`tunelab.optimize.validation.check_request` (every check ``validate`` makes before
 it builds anything) and, unless ``offline``, brings the target up and runs
 :func:`tunelab.optimize.validation.plan_on_target` as ``validate`` does: over ssh that connects (host keys
-checked) and reads the knobs' current values, nothing else; on the lab it builds the lab's namespaces.
+checked), checks each host (:meth:`tunelab.targets.ssh.SshTarget.check_access`: a command through the exec
+channel, root on the server or ``sudo -n true``, the load's tools) and reads the knobs' current values, nothing
+else; on the lab it builds the lab's namespaces.
 So a preview that passes is a validation that starts.
 
 Estimated time per profile: ``blocks x 4 trials (A B B A) x (warm-up + measured time + overhead)``, the
@@ -33,7 +35,7 @@ from tunelab.optimize.validation import (ALLOW_FLAG, CheckedRequest, CommandsNot
 from tunelab.preflight import PreflightError
 from tunelab.runner import bind_knob_ids
 from tunelab.targets import build_target
-from tunelab.targets.ssh import parse_spec
+from tunelab.targets.ssh import SUDO, parse_spec
 
 #: where the private query-file directory will be (``mktemp -d`` chooses the name on the load host)
 PRIVATE_DIR = "$TMPDIR/tunelab-dnsperf.XXXXXXXXXX"
@@ -71,13 +73,22 @@ def places(spec: Mapping[str, Any]) -> dict[str, str]:
         return {"server": kind.get(str(spec.get("type")), here), "load host": here if spec.get("type") != "lab"
                 else "the lab's client namespace on this machine", "this machine": here}
 
-    def remote(text: str) -> str:
+    def remote(text: str, sudo: bool) -> str:
         user, host, port = parse_spec(text)
-        whom = "as root" if user == "root" else f"as {user or 'your ssh user'} (knob writes need root)"
+        whom = "as root" if user == "root" else f"as {user or 'your ssh user'}" + (
+            f", root through `{' '.join(SUDO)}`" if sudo else
+            " (knob writes need root: log in as root, or set server.sudo: true)" if sudo is False else "")
         return f"{host}:{port} over ssh, {whom}"
 
-    return {"server": remote(options["server"]), "load host": remote(options["client"]) if options.get("client")
-            else here, "this machine": here}
+    return {"server": remote(options["server"], bool(options.get("sudo"))),
+            "load host": remote(options["client"], None) if options.get("client") else here,     # never needs root
+            "this machine": here}
+
+
+def root_prefix(spec: Mapping[str, Any]) -> str:
+    """``sudo -n -- `` when the server's commands that need root go through sudo (``ssh`` with ``sudo``), else ``''``."""
+    options = spec.get("options") or {}
+    return " ".join(SUDO) + " " if spec.get("type") == "ssh" and options.get("sudo") else ""
 
 
 def knob_lines(request: ValidateRequest, plan: ValidationPlan | None) -> list[str]:
@@ -120,8 +131,9 @@ def load_commands(load: Load | None, settings: Mapping[str, Mapping[str, Any]], 
         setup.append(("load host", f"mktemp -d -t tunelab-dnsperf.XXXXXXXXXX  (a private directory, mode 0700: "
                                    f"{PRIVATE_DIR})"))
         for path in sorted({str(s["query_file"]) for s in settings.values() if s.get("query_file")}):
-            setup.append(("load host", f"copy {path} to {PRIVATE_DIR}/queries (SFTP over the load host's ssh, or a "
-                                       "local write; checked line by line first, its sha256 recorded)"))
+            setup.append(("load host", f"copy {path} to {PRIVATE_DIR}/queries (streamed into `dd` through the "
+                                       "load host's ssh exec channel, or a local write; checked line by line first, "
+                                       "its sha256 recorded)"))
     trial = []
     for profile, own in settings.items():
         extra = {"remote_query_file": f"{PRIVATE_DIR}/queries"} if dnsperf else {}
@@ -230,29 +242,35 @@ def assemble(checked: CheckedRequest, plan: ValidationPlan | None, load: Load | 
              settings: Mapping[str, Mapping[str, Any]], address: str, warmup_s: float, measure_s: float,
              online: bool, allowed: bool = True) -> ValidatePreview:
     """The preview's lines from what was checked."""
-    request, where = checked.request, places(checked.spec)
+    request, where, sudo = checked.request, places(checked.spec), root_prefix(checked.spec)
     reach = ("offline: the server was not contacted (its knobs and current values are checked when validate starts)"
-             if not online else "connected read-only (host keys checked) and read the knobs' current values"
+             if not online else "connected (host keys checked), ran a command on each host through ssh's exec "
+             f"channel, checked that the server can write as root{' (sudo -n true)' if sudo else ''} and that the "
+             "load's tools exist, and read the knobs' current values"
              if request.target_type == "ssh" else "brought the target up and read the knobs' current values")
+    write = (f" (`{sudo}dd of=FILE`, the value on its stdin through ssh's exec channel)"
+             if request.target_type == "ssh" else "")
     setup, trial = load_commands(load, settings, address, warmup_s + measure_s)
     commands: list[tuple[str, str]] = []
     if request.target_type == "ssh":
         commands.append(("this machine", f"ssh to the server{' and the load host' if 'client' in checked.spec['options'] else ''} "
                                          "(host keys checked against known_hosts; unknown keys refused)"))
     commands += [("server", "read each knob's current value (cat); nothing is written before it is journalled"),
-                 *setup, ("server", "per trial: journal, then write the knobs and read them back")]
+                 *setup, ("server", f"per trial: journal, then write the knobs{write} and read them back")]
     restart = (checked.spec.get("options") or {}).get("service_commands") or {}
     for service, argv in restart.items():
         why = f"runs because {ALLOW_FLAG} was given" if allowed else \
             f"NOT allowed yet: validate refuses to start without {ALLOW_FLAG}"
-        commands.append(("server", f"per trial, after the knobs: {shlex.join(argv)} (restarts {service}; {why})"))
+        commands.append(("server", f"per trial, after the knobs: {sudo}{shlex.join(argv)} (restarts {service}; "
+                                   f"{why})"))
     if checked.restarts and not restart:
         commands.append(("server", f"per trial, after the knobs: the target restarts its "
                                    f"{getattr(load, 'service', None) or ''} service itself (no command of yours)"))
     commands += [(role, f"per trial: {text}") for role, text in trial]
-    commands.append(("server", "per trial: put every knob back to the value read before it"))
+    commands.append(("server", f"per trial: put every knob back to the value read before it{write}"))
     if request.software and version_argv(request.software):
-        commands.append(("server", f"{shlex.join(version_argv(request.software) or ())} (the version, for provenance)"))
+        commands.append(("server", f"{sudo}{shlex.join(version_argv(request.software) or ())} (the version, for "
+                                   "provenance)"))
     if load is not None and getattr(load, "name", "") == "dnsperf":
         commands.append(("load host", f"rm -rf -- {PRIVATE_DIR} (at the end)"))
     times, estimate = time_lines(checked, len(settings), warmup_s, measure_s)

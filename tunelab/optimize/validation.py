@@ -360,6 +360,9 @@ def plan_on_target(checked: CheckedRequest, live: Target) -> tuple[Load, Validat
         load, warmup_s, measure_s = live.load(), 0.0, 1.0     # type: ignore[attr-defined]
     base: Any = dict(request.baseline) if isinstance(request.baseline, Mapping) and request.baseline else "current"
     with named(request.source):
+        check_access = getattr(live, "check_access", None)     # ssh: exec channel, root for writes, the load's tools
+        if check_access is not None:
+            check_access({load.runs_on: tuple(getattr(load, "tools", ()))})
         plan = plan_validation(live, load, base, dict(request.candidate), checked.goals or default_goals(load),
                                blocks=checked.rule, sesoi_pct=request.sesoi_pct, profiles=checked.profiles,
                                load_settings=dict(request.load_settings), warmup_s=warmup_s, measure_s=measure_s,

@@ -63,7 +63,7 @@ from tunelab.targets import services as svc
 from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
 from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local, parse_version
 from tunelab.targets.local import read_file, write_file
-from tunelab.targets.process import check_argv, process_alive, run_argv
+from tunelab.targets.process import check_argv, process_alive, run_argv, written_text
 
 STATE_DIR = RUN_DIR / "labs"
 NS_PREFIX = "tl-"
@@ -467,7 +467,7 @@ def plan_pinning(pin_cpus: Any, available: Sequence[int], server_cpu: int | None
 
 
 def _os_error(action: str, host: str, path: str, exc: OSError, text: str | None = None) -> TargetError:
-    what = f" {text.strip()!r} to" if text is not None else ""
+    what = f" {written_text(path, text)} to" if text is not None else ""
     hint = {errno.EINVAL: "the kernel rejected the value; check the knob's valid range",
             errno.ENOENT: "the file does not exist on this kernel (or in a network namespace)",
             errno.EACCES: "permission denied; the lab needs root",

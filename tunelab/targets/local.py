@@ -17,7 +17,7 @@ from tunelab.counters import (NET_FILES, CounterFile, CounterRequest, CounterSou
 from tunelab.errors import TargetError
 from tunelab.targets.base import TARGETS, CommandResult, Target, TargetOptionError
 from tunelab.targets.hostinfo import ForeignCpuMeter, describe_local
-from tunelab.targets.process import check_argv, run_argv
+from tunelab.targets.process import check_argv, run_argv, written_text
 
 
 def taskset_argv(argv: Sequence[str], cpu: int | None) -> list[str]:
@@ -141,7 +141,7 @@ class LocalTarget(ServiceCommandsMixin, Target):
         try:
             write_file(path, text)
         except OSError as exc:
-            raise local_os_error("local", f"write {text.strip()!r} to", host, path, exc) from None
+            raise local_os_error("local", f"write {written_text(path, text)} to", host, path, exc) from None
 
     def run(self, host: str, argv: Sequence[str], timeout_s: float, cpu: int | None = None) -> CommandResult:
         self.check_host(host)

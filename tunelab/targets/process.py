@@ -20,6 +20,26 @@ from tunelab.errors import TargetError
 from tunelab.targets.base import CommandResult
 
 
+#: files whose text is a kernel knob's value (written in one ``write()``; named in errors when short)
+KERNEL_PREFIXES = ("/proc/", "/sys/", "/dev/")
+#: an error names a knob file's written value when it is at most this long; any other text only by its size
+SHOWN_VALUE_CHARS = 200
+
+
+def written_text(path: str, text: str) -> str:
+    """How an error names what was written: its byte count, and a kernel knob file's value when it is
+    short; never the text of any other file (a query file is personal data).
+
+    >>> written_text("/proc/sys/net/core/somaxconn", "4096\\n"), written_text("/tmp/d/queries", "a.example A\\n")
+    ("'4096' (5 bytes)", '12 bytes')
+    """
+    size = f"{len(text.encode())} bytes"
+    value = text.strip()
+    if path.startswith(KERNEL_PREFIXES) and len(value) <= SHOWN_VALUE_CHARS:
+        return f"{value!r} ({size})"
+    return size
+
+
 def check_argv(argv: Sequence[str]) -> tuple[str, ...]:
     """Validate that ``argv`` is a non-empty sequence of strings (never a shell line)."""
     if isinstance(argv, (str, bytes)) or not argv:
