@@ -10,7 +10,7 @@ both are above 256). The profile is uncapped, so qps can move.
 
 Short on purpose: one profile, 2 blocks (8 trials), 0.5 s warm-up, 2 s measured (dnsperf prints a line
 per second; the one that ends at 2 s is the first wholly after the warm-up; with less, a loaded machine
-leaves trials without one). About 65 s and 20 s here, with the machine shared (load average 10). The
+leaves trials without one). About 47 s and 6 s here (2026-11-29, load average ~4). The
 verdict itself is never asserted (noise can flip it), only that the run measured and judged (no
 ``untestable``, a finite CI) and that the sysctl.d file exists exactly when the verdict allows it.
 """
