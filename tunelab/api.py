@@ -145,11 +145,12 @@ def plan(design_path: PathLike, *, allow_design_commands: bool = False, probe: b
 
 def _design_preflight(design: Design) -> Any:
     """The pre-flight from the design alone (:func:`tunelab.preflight.design_preflight`; no target is reached)."""
+    from tunelab.loads import get_load
     from tunelab.preflight import design_preflight
-    from tunelab.runner import load_for
 
     target_cls = check_target_spec(target_spec_for(design), allow_commands=True)
-    return design_preflight(design, load_for(design, target_cls, dict(design.target.options))[0])
+    paired = target_cls.paired_load(dict(design.target.options), design.load.profile)
+    return design_preflight(design, paired[0] if paired is not None else get_load(design.load.generator)())
 
 
 def _probe(design: Design, design_path: Path, frame: pd.DataFrame, target: str | None, allow_host_global: bool,

@@ -3,8 +3,9 @@
 A routed lab (:class:`tunelab.targets.lab.LabTarget` with a router namespace, no lab services) gives three
 namespaces joined by veth links:
 
-- ``server`` ("production", 10.77.0.1): a real sshd and Unbound (an auth-zone) serving the operator's zone, started and
-  restarted by its own service command (a shell script standing in for ``systemctl restart unbound``);
+- ``server`` ("production", 10.77.0.1): a real sshd and a DNS server (Unbound as an auth-zone by default; BIND 9 or
+  Knot DNS with ``software=``) serving the operator's zone, started and restarted by its own service command (a shell
+  script standing in for ``systemctl restart unbound``); BIND 9 may be given its ``tcp-listen-queue``;
 - ``client`` (the load host, 10.77.0.129): a real sshd; dnsperf runs there over ssh;
 - ``router`` (the operator's workstation): ``tunelab`` itself runs there (``ip netns exec``), and reaches
   both machines through ssh only.
@@ -56,9 +57,11 @@ fi
 echo restarted >> "$W/restarts"
 i=0; until ss -Hlun 'sport = :53' | grep -q {address}; do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.02; done
 """
-#: production's DNS software: a registry name and how it starts as a daemon (it forks and writes its pid file)
+#: production's DNS software by default: a registry name (:data:`tunelab.targets.dns_servers.DNS_SERVERS`)
 SOFTWARE = "unbound"
-DAEMON = {"knot": ("knotd -d -c", "knot.pid"), "unbound": ("unbound -c", "unbound.pid")}
+#: how each software starts as a daemon (it forks and writes its pid file in the work directory)
+DAEMON = {"bind9": ("named -4 -c", "named.pid"), "knot": ("knotd -d -c", "knot.pid"),
+          "unbound": ("unbound -c", "unbound.pid")}
 
 
 @dataclass
@@ -75,6 +78,7 @@ class OperatorHosts:
     zone_file: Path
     query_file: Path
     workdir: Path
+    software: str = SOFTWARE
 
     def somaxconn(self) -> str:
         """Production's net.core.somaxconn now."""
@@ -90,21 +94,32 @@ class OperatorHosts:
                               cwd=self.workdir, check=False)
 
 
-def _server_files(workdir: Path, address: str) -> Path:
+def with_tcp_listen_queue(named_conf: Path, backlog: int) -> None:
+    """Raise BIND 9's own listen() backlog (``tcp-listen-queue``, default 10) in ``named_conf``'s options, as
+    docs/operators.md tells an operator to."""
+    text = named_conf.read_text()
+    assert text.startswith("options {\n"), text[:200]
+    named_conf.write_text(text.replace("options {\n", f"options {{\n    tcp-listen-queue {int(backlog)};\n", 1))
+
+
+def _server_files(workdir: Path, address: str, software: str, tcp_listen_queue: int | None) -> Path:
     """The DNS server's config and the operator's zone under ``workdir``, and the restart script; returns the script."""
-    server = dns_servers.get_dns_server(SOFTWARE)
+    server = dns_servers.get_dns_server(software)
     conf = dns_servers.write_server_files(server, workdir, address, dns_servers.Zone(ORIGIN, ZONE),
                                           workdir / "dns.log")
-    start, pidfile = DAEMON[SOFTWARE]
-    script = workdir / f"restart-{SOFTWARE}"
+    if tcp_listen_queue is not None:
+        assert software == "bind9", "tcp-listen-queue is BIND 9's option"
+        with_tcp_listen_queue(conf, tcp_listen_queue)
+    start, pidfile = DAEMON[software]
+    script = workdir / f"restart-{software}"
     script.write_text(RESTART_SCRIPT.format(workdir=workdir, address=address, pidfile=pidfile, start=f"{start} {conf}"))
     script.chmod(0o700)
     return script
 
 
-def _kill_server(workdir: Path) -> None:
+def _kill_server(workdir: Path, software: str) -> None:
     """Kill every DNS server running with this workdir's config (only ours: matched by its config path)."""
-    conf = str(workdir / dns_servers.get_dns_server(SOFTWARE).config_name)
+    conf = str(workdir / dns_servers.get_dns_server(software).config_name)
     for proc in psutil.process_iter(["cmdline"]):
         if conf in (proc.info["cmdline"] or []):
             proc.kill()
@@ -112,8 +127,10 @@ def _kill_server(workdir: Path) -> None:
 
 
 @contextmanager
-def operator_hosts(tmp_path: Path, sftp: bool = True, user: str = "root") -> Iterator[OperatorHosts]:
-    """Bring up production (sshd + the DNS server with the operator's zone) and the load host (sshd); remove all on exit.
+def operator_hosts(tmp_path: Path, software: str = SOFTWARE, tcp_listen_queue: int | None = None, sftp: bool = True,
+                   user: str = "root") -> Iterator[OperatorHosts]:
+    """Bring up production (sshd + the DNS server ``software`` with the operator's zone; BIND 9 with its own
+    ``tcp-listen-queue`` when given) and the load host (sshd); remove all on exit.
 
     ``sftp=False``: the sshds offer no SFTP; ``user``: both logins (a ``sshd_helper.login_user``), else root.
     """
@@ -136,15 +153,16 @@ def operator_hosts(tmp_path: Path, sftp: bool = True, user: str = "root") -> Ite
                                                           user=user)))
         known_hosts = tmp_path / "known_hosts"
         known_hosts.write_text("".join((s["dir"] / "known_hosts").read_text() for s in sshds))
-        script = _server_files(workdir, lab.address("server"))
-        stack.callback(_kill_server, workdir)
+        script = _server_files(workdir, lab.address("server"), software, tcp_listen_queue)
+        stack.callback(_kill_server, workdir, software)
         started = subprocess.run(netns.exec_argv(lab.namespace("server"), [str(script)]), capture_output=True,
                                  text=True, timeout=30, check=False)
         assert started.returncode == 0, started.stderr
         # the query file's last line names this run: its copies on the load host are found by it (remove_copies)
         zone_file, query_file = operator_files(tmp_path, queries=f"{QUERIES}; {workdir.name}\n")
         hosts = OperatorHosts(lab, f"{user}@{lab.address('server')}:{PORT}", f"{user}@{lab.address('client')}:{PORT}",
-                              lab.address("server"), key, known_hosts, str(script), zone_file, query_file, tmp_path)
+                              lab.address("server"), key, known_hosts, str(script), zone_file, query_file, tmp_path,
+                              software)
         stack.callback(remove_copies, hosts)
         yield hosts
 

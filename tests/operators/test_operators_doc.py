@@ -1,7 +1,9 @@
 """The files docs/operators.md shows are files tunelab accepts: its query file, candidate.conf, the production
 CHANGE.yaml and the lab's change file, taken from the page itself, pass ``tunelab validate FILE --plan
---offline`` (every check a validation makes before it starts, no connection). The production change is
-run for real by test_validate_change_ssh.py, in the same shape."""
+--offline`` (every check a validation makes before it starts, no connection), and the page's old example (somaxconn
+under a UDP load, qps on a capped profile) is refused by the pre-flight as the page says. The production change is
+run for real by test_validate_change_ssh.py, in the same shape; the refusals against BIND 9 by
+test_preflight_bind.py."""
 from __future__ import annotations
 
 import re
@@ -41,19 +43,20 @@ def doc_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
     (tmp_path / "queries.txt").write_text(block_after(text, "dnsperf reads a query file"))
     (tmp_path / "candidate.conf").write_text(block_after(text, "with `candidate.conf`:"))
     (tmp_path / "example.org.zone").write_text(ZONE)
-    changes = [body for lang, body in fenced_blocks(text) if lang == "yaml"]
-    lab = next(body for body in changes if "\ntarget:\n  type: lab" in body)
-    production = next(body for body in changes if "\nserver:\n" in body)
-    (tmp_path / "lab-change.yaml").write_text(lab)
-    (tmp_path / "CHANGE.yaml").write_text(production)
-    return {"production": tmp_path / "CHANGE.yaml", "lab": tmp_path / "lab-change.yaml"}
+    changes = {re.match(r"name: (\S+)", body).group(1): body for lang, body in fenced_blocks(text)
+               if lang == "yaml" and body.startswith("name: ")}
+    files = {"production": "CHANGE.yaml", "lab": "lab-change.yaml", "udp": "udp-change.yaml"}
+    for role, name in (("production", "somaxconn-128"), ("lab", "somaxconn-128-lab"), ("udp", "somaxconn-udp")):
+        (tmp_path / files[role]).write_text(changes[name])
+    return {role: tmp_path / name for role, name in files.items()}
 
 
 def test_the_pages_production_change_file_is_accepted_and_its_plan_names_the_restart(doc_files, capsys):
     status = main(["validate", str(doc_files["production"]), "--plan", "--offline", "--allow-design-commands"])
     out, err = capsys.readouterr()
     assert status == 0, err
-    assert "systemctl restart unbound" in out and "as root" in out
+    assert "systemctl restart named" in out and "as root" in out
+    assert "every change can act under this load" in out          # the pre-flight, offline
     assert "dnsperf" in out and "192.0.2.53" in out                # the load goes to the service address
     assert not Path("data").exists()                                # a plan stores nothing
 
@@ -65,8 +68,19 @@ def test_the_pages_production_change_file_without_the_flag_is_one_error_line(doc
 
 
 def test_the_pages_lab_change_file_is_accepted(doc_files, capsys):
-    require_tools("unbound-checkconf", hint="apt-get install unbound")
+    require_tools("nsd-checkzone", hint="apt-get install nsd")
     status = main(["validate", str(doc_files["lab"]), "--plan", "--offline"])
     out, err = capsys.readouterr()
     assert status == 0, err
-    assert "baseline: net.core.somaxconn=1024" in out and "server: the lab's server namespace" in out
+    assert "baseline: net.core.somaxconn=4096" in out and "server: the lab's server namespace" in out
+
+
+def test_the_pages_old_udp_example_is_refused_by_the_preflight_as_the_page_shows(doc_files, capsys):
+    status = main(["validate", str(doc_files["udp"]), "--plan", "--offline", "--allow-design-commands"])
+    out, err = capsys.readouterr()
+    (line,) = err.strip().splitlines()
+    assert status == 2 and line.startswith(f"tunelab: error: {doc_files['udp']}: pre-flight: "), err
+    assert "--force" in line and "sends UDP only" in line and "(and 1 more" in line, line
+    assert "metric qps [profile normal]: blind metric" in out      # --plan lists the one more
+    shown = block_after(DOC.read_text(), "validation itself, with:")
+    assert shown.strip() == line.replace(str(doc_files["udp"]), "udp-change.yaml"), (shown, line)
