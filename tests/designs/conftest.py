@@ -69,7 +69,7 @@ def base_design(**overrides: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "name": "t",
         "target": {"type": "dry-run"},
-        "load": {"generator": "dnsperf", "profile": None, "settings": {}},
+        "load": {"generator": "dnsperf", "profile": "overload", "settings": {}},
         "warmup_s": 1,
         "measure_s": 2,
         "metrics": [{"name": "qps", "direction": "maximize", "sesoi_pct": 5}],

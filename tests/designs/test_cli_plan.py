@@ -13,7 +13,7 @@ import tunelab.designs.schema as schema
 from tunelab.cli import main
 
 TOP_KEYS = {"design", "runs", "runs_per_replicate", "configs", "baseline_runs", "knobs", "host_global", "commands", "warnings",
-            "restarts", "estimated_wall_s", "timing", "fractional", "sequential", "plan"}
+            "restarts", "estimated_wall_s", "timing", "fractional", "sequential", "plan", "preflight"}
 
 
 @pytest.fixture(autouse=True)

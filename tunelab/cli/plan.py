@@ -74,10 +74,12 @@ def run(args: argparse.Namespace) -> int:
 def preflight_lines(preflight: dict[str, Any]) -> list[str]:
     """The pre-flight's lines for the plan (from :meth:`tunelab.preflight.Preflight.to_json`)."""
     findings = preflight.get("findings") or []
+    if not findings:
+        return []
     if preflight.get("refused"):
         head = ("pre-flight: REFUSED: `tunelab run` stops before anything is applied (fix the design, declare the "
                 "knob a negative control with preflight: {controls: [ID]}, or pass --force)")
     else:
-        head = "pre-flight: every knob can act under this load (the server's own limits are read when the run starts)"
+        head = "pre-flight: every knob can act under this load; notes (the server's own limits are read at run start):"
     where = lambda f: f" [profile {f['profile']}]" if f.get("profile") else ""  # noqa: E731
     return [head] + [f"  {f['subject']}{where(f)}: {f['severity']}: {f['reason']}" for f in findings]

@@ -23,7 +23,6 @@ import sys
 from typing import Any, Mapping, Sequence, TextIO
 
 import numpy as np
-from scipy import stats as ss
 
 from tunelab.errors import TunelabError
 from tunelab.model import Metric
@@ -31,7 +30,6 @@ from tunelab.optimize.confirm import MIN_BLOCKS, ValidationPlan, blocks_needed
 from tunelab.optimize.trial_time import TRIALS_PER_BLOCK, trial_seconds
 from tunelab.preflight.pilot import PilotReport, PilotWindow, run_pilot
 from tunelab.runner import cleanup_load
-from tunelab.stats.power import smallest_n
 from tunelab.targets import Target
 
 #: the power a detection is planned with
@@ -66,6 +64,8 @@ def paired_power(n: int, sd_log: float, effect_log: float, alpha: float) -> floa
     >>> round(paired_power(10, 0.05, 0.05, 0.05), 3)
     0.803
     """
+    from scipy import stats as ss              # not on `tunelab plan`'s import path
+
     df = n - 1
     critical = float(ss.t.ppf(1 - alpha / 2, df))
     ncp = effect_log / (sd_log / math.sqrt(n))
@@ -80,6 +80,8 @@ def blocks_at_sesoi(trial_cv_pct: float, sesoi_pct: float, alpha: float = 0.05) 
     {'detect': 10, 'bound': 5, 'needed': 10}
     """
     sd_log, bound_log = math.log1p(trial_cv_pct / 100.0), math.log1p(sesoi_pct / 100.0)
+    from tunelab.stats.power import smallest_n      # the statistics: not on `tunelab plan`'s import path
+
     detect = max(MIN_BLOCKS, smallest_n(lambda n: paired_power(n, sd_log, bound_log, alpha) >= POWER))
     bound = blocks_needed(0.0, sd_log, bound_log, alpha)
     bound = None if bound is None else max(MIN_BLOCKS, bound)

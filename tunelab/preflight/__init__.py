@@ -109,6 +109,8 @@ def design_changes(design: Design) -> list[KnobChange]:
 def design_preflight(design: Design, load: Load, target: Target | None = None) -> Preflight:
     """The pre-flight of a screening design under its load profile(s). A knob (or metric) is refused only when
     it fails under every profile: with several profiles, the knob x load interaction is a question worth asking."""
+    if load.name != design.load.generator:        # a target that measures itself (the simulator): no kernel to ask
+        return Preflight()
     names = design.load.profiles or ((design.load.profile,) if design.load.profile else ())
     profiles = {name: load.settings(name, dict(design.load.settings)) for name in names} if names else \
         {"": load.settings(None, dict(design.load.settings))}
