@@ -390,7 +390,8 @@ def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapp
              blocks: int = 6, warmup_s: float = 2.0, measure_s: float = 8.0, allow_host_global: bool = False,
              store: PathLike | None = None, write_sysctl: PathLike | bool | None = None,
              measurement: str = "sequential", pairs: int | None = None, cpu_layout: str | None = None,
-             testbeds: PathLike | None = None, allow_design_commands: bool = False) -> ValidateRun:
+             testbeds: PathLike | None = None, allow_design_commands: bool = False,
+             retry_failed: bool = False) -> ValidateRun:
     """Is a candidate configuration better than the baseline on ``target``? (ABBA blocks or duet pairs, recorded)
 
     Parameters
@@ -416,6 +417,8 @@ def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapp
     testbeds : with ``measurement="duet"`` and ``target=None``: a testbeds file of exactly two testbeds of one
         kind (lab, simulator, ssh), side 0 on the first and side 1 on the second (:func:`tunelab.duet.sides_on_testbeds`);
         ``allow_design_commands`` lets the file's command options (``service_commands``) run
+    retry_failed : on resume, measure again the trials the store records as failed (kept, set aside as
+        superseded), instead of counting their failure
 
     Returns
     -------
@@ -427,11 +430,11 @@ def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapp
                         profiles=profiles, blocks=blocks, warmup_s=warmup_s, measure_s=measure_s,
                         allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl,
                         measurement=measurement, pairs=pairs, cpu_layout=cpu_layout, testbeds=testbeds,
-                        allow_design_commands=allow_design_commands)
+                        allow_design_commands=allow_design_commands, retry_failed=retry_failed)
 
 
 def validate_change(change: PathLike, *, allow_design_commands: bool = False, store: PathLike | None = None,
-                    write_sysctl: PathLike | bool | None = None) -> ValidateRun:
+                    write_sysctl: PathLike | bool | None = None, retry_failed: bool = False) -> ValidateRun:
     """Validate the change a change file describes (``tunelab validate CHANGE.yaml``).
 
     Parameters
@@ -440,7 +443,7 @@ def validate_change(change: PathLike, *, allow_design_commands: bool = False, st
         file, baseline, candidate, metrics, blocks)
     allow_design_commands : let the file's ``server.restart`` command run (a knob such as somaxconn needs it);
         without it a change that needs a restart is refused before anything runs
-    store, write_sysctl : as for :func:`validate` (default store ``data/validate-<name>.sqlite``)
+    store, write_sysctl, retry_failed : as for :func:`validate` (default store ``data/validate-<name>.sqlite``)
 
     Returns
     -------
@@ -448,7 +451,8 @@ def validate_change(change: PathLike, *, allow_design_commands: bool = False, st
     """
     from tunelab.optimize.validation import validate_change as run_change
 
-    return run_change(change, allow_design_commands=allow_design_commands, store=store, write_sysctl=write_sysctl)
+    return run_change(change, allow_design_commands=allow_design_commands, store=store, write_sysctl=write_sysctl,
+                      retry_failed=retry_failed)
 
 
 def preview_validate(change: PathLike | None = None, *, offline: bool = False, allow_design_commands: bool = False,

@@ -104,6 +104,7 @@ def test_plan_then_validate_through_ssh_restart_included(hosts: OperatorHosts):
         conf, rollback = ((hosts.workdir / sysctl["files"][role]["path"]).read_text() for role in ("conf", "rollback"))
         assert "net.core.somaxconn = 4096" in conf and f"net.core.somaxconn = {ORIGINAL_SOMAXCONN}" in rollback
         assert f"# load host: {hosts.load_host}" in conf and f"# dns software: {SOFTWARE} " in conf, conf
+        assert f"# server: {hosts.server} (ssh)" in conf and "key_filename" not in conf, conf
     else:
         assert not list((hosts.workdir / "data").glob("**/*.conf"))
 
