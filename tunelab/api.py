@@ -404,7 +404,7 @@ def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapp
              store: PathLike | None = None, write_sysctl: PathLike | bool | None = None,
              measurement: str = "sequential", pairs: int | None = None, cpu_layout: str | None = None,
              testbeds: PathLike | None = None, allow_design_commands: bool = False, force: bool = False,
-             pilot_s: float | None = None) -> ValidateRun:
+             pilot_s: float | None = None, retry_failed: bool = False) -> ValidateRun:
     """Is a candidate configuration better than the baseline on ``target``? (ABBA blocks or duet pairs, recorded)
 
     Parameters
@@ -434,6 +434,8 @@ def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapp
         or a metric cannot show it (``--force``); without it that is one error before anything is applied
     pilot_s : seconds of a baseline pilot window before the first trial (``--pilot``): whether the mechanism
         binds, whether the load generator is saturated, the noise and the blocks it needs
+    retry_failed : on resume, measure again the trials the store records as failed (kept, set aside as
+        superseded), instead of counting their failure
 
     Returns
     -------
@@ -445,12 +447,13 @@ def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapp
                         profiles=profiles, blocks=blocks, warmup_s=warmup_s, measure_s=measure_s,
                         allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl,
                         measurement=measurement, pairs=pairs, cpu_layout=cpu_layout, testbeds=testbeds,
-                        allow_design_commands=allow_design_commands, force=force, pilot_s=pilot_s)
+                        allow_design_commands=allow_design_commands, force=force, pilot_s=pilot_s,
+                        retry_failed=retry_failed)
 
 
 def validate_change(change: PathLike, *, allow_design_commands: bool = False, store: PathLike | None = None,
                     write_sysctl: PathLike | bool | None = None, force: bool = False,
-                    pilot_s: float | None = None) -> ValidateRun:
+                    pilot_s: float | None = None, retry_failed: bool = False) -> ValidateRun:
     """Validate the change a change file describes (``tunelab validate CHANGE.yaml``).
 
     Parameters
@@ -459,7 +462,8 @@ def validate_change(change: PathLike, *, allow_design_commands: bool = False, st
         file, baseline, candidate, metrics, blocks)
     allow_design_commands : let the file's ``server.restart`` command run (a knob such as somaxconn needs it);
         without it a change that needs a restart is refused before anything runs
-    store, write_sysctl, force, pilot_s : as for :func:`validate` (default store ``data/validate-<name>.sqlite``)
+    store, write_sysctl, force, pilot_s, retry_failed : as for :func:`validate` (default store
+        ``data/validate-<name>.sqlite``)
 
     Returns
     -------
@@ -468,7 +472,7 @@ def validate_change(change: PathLike, *, allow_design_commands: bool = False, st
     from tunelab.optimize.validation import validate_change as run_change
 
     return run_change(change, allow_design_commands=allow_design_commands, store=store, write_sysctl=write_sysctl,
-                      force=force, pilot_s=pilot_s)
+                      force=force, pilot_s=pilot_s, retry_failed=retry_failed)
 
 
 def preview_validate(change: PathLike | None = None, *, offline: bool = False, allow_design_commands: bool = False,

@@ -7,6 +7,10 @@ view of a screen formats its numbers here, so the same number reads the same eve
   ``-1.6e-05 %``, never ``-0.0 %``;
 * a p-value that underflowed to 0 reads ``< 1e-300`` (the smallest positive double is about
   1e-308, and no test here is that exact), never ``0``.
+
+Text from a user's files (a query file, a zone, a candidate, a change file) is personal data: a message,
+a stored trial or JSON quotes at most :data:`QUOTE_LIMIT` characters of it, through :func:`quote` (a value)
+or :func:`shorten` (a message that may hold one, e.g. an exception's).
 """
 from __future__ import annotations
 
@@ -15,6 +19,41 @@ from typing import Any
 
 #: a p-value below this is shown as ``< 1e-300`` (0 included: it underflowed)
 P_FLOOR = 1e-300
+#: the most characters of an input value (or of a message that may quote one) any output, error or store holds
+QUOTE_LIMIT = 200
+
+
+def shorten(text: Any, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` (made a string) in at most ``limit`` characters: a longer one keeps its start, then an ellipsis
+    and its total length, all within ``limit`` (the length note alone when ``limit`` is tiny).
+
+    >>> shorten("short"), shorten("x" * 500, limit=30)
+    ('short', 'xxxxxxxxxx... (500 characters)')
+    """
+    text = str(text)
+    return text if len(text) <= limit else _cut(text, len(text), limit)
+
+
+def _cut(text: str, total: int, limit: int) -> str:
+    """The start of ``text`` and ``... (TOTAL characters)`` in ``limit`` characters (ends of the note if tiny)."""
+    note = f"... ({total} characters)"
+    return text[:limit - len(note)] + note if limit >= len(note) else note[len(note) - max(0, limit):]
+
+
+def quote(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` in at most ``limit`` characters: how a message quotes an input value. A longer one keeps
+    its start, then an ellipsis and the value's length (of a string: its characters; else of its repr); only
+    the first ``limit`` characters of a long string are ever turned into text.
+
+    >>> quote("NAME A"), quote("q" * 1000, limit=40)
+    ("'NAME A'", "'qqqqqqqqqqqqqqqqqq... (1000 characters)")
+    """
+    if isinstance(value, str):
+        text, total = repr(value[:limit + 1]), len(value)
+    else:
+        text = repr(value)
+        total = len(text)
+    return text if len(text) <= limit and total <= limit else _cut(text, total, limit)
 
 
 def is_number(value: Any) -> bool:
@@ -233,7 +272,7 @@ def is_p_column(name: str) -> bool:
     return name in ("p", "p_adj") or name.startswith(("p ", "p_")) or name.endswith("_p")
 
 
-__all__ = ["NOISE_RATIO", "P_FLOOR", "level_label", "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci",
+__all__ = ["NOISE_RATIO", "P_FLOOR", "QUOTE_LIMIT", "quote", "shorten", "level_label", "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci",
            "fmt_config", "fmt_number", "fmt_p",
            "fmt_p_exact", "fmt_p_value", "fmt_pct", "fmt_pct_interval", "fmt_plain", "fmt_sig", "is_number",
            "is_p_column"]

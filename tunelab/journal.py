@@ -6,18 +6,22 @@ made on. :func:`restore_journal` (``tunelab restore``, and the runner before a r
 each unrestored entry's old value back, verifies it and marks the entry restored; an entry from
 another machine, or a host-global knob without permission, is refused and stays in the journal.
 :func:`pending_changes` tells which entries may still be live; :func:`remove_orphan_labs` removes
-the labs of dead runs. The rules checked before anything is written live with the runner
+the labs of dead runs; :func:`remove_private_dirs` the private directories a dead run's load left on its host
+(dnsperf's copy of the operator's query file), journalled before anything was copied into them. The rules checked before anything is written live with the runner
 (:func:`tunelab.runner.check_trial`).
 """
 from __future__ import annotations
 
+import re
+import shutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from tunelab.errors import KnobError, TargetError, TunelabError
+from tunelab.formatting import shorten
 from tunelab.knobs import Knob, get_knob
 from tunelab.signals import deferred_interrupts
-from tunelab.store import HostIdentity, JournalEntry, Store
+from tunelab.store import HostIdentity, JournalEntry, PrivateDir, Store
 from tunelab.targets import Target, build_target, get_target
 from tunelab.targets import lab as lab_module
 
@@ -40,6 +44,8 @@ class RestoreReport:
     refused: list[str] = field(default_factory=list)
     labs_removed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the load's private directories removed (``PATH on the HOST host``)
+    files_removed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -49,6 +55,7 @@ class RestoreReport:
         return ([f"removed orphaned lab {name} (its run had died)" for name in self.labs_removed]
                 + [f"restored: {line}" for line in self.restored] + [f"nothing to restore: {line}" for line in self.moot]
                 + [f"REFUSED: {line}" for line in self.refused] + [f"FAILED: {line}" for line in self.failed]
+                + [f"removed the load's private copy: {line}" for line in self.files_removed]
                 + [f"note: {line}" for line in self.notes])
 
 
@@ -189,12 +196,15 @@ def restore_journal(
     report = RestoreReport()
     if remove_orphans:
         report.labs_removed = remove_orphan_labs()
-    entries = store.unrestored()
-    if not entries:
+    entries, dirs = store.unrestored(), private_dirs_left(store)
+    if not entries and not dirs:
         return report
     spec = dict(target_spec or (store.study.target_spec if store.study else None) or {})
     live = _triage(store, entries, report, knob_lookup or get_knob, target, spec, allow_host_global)
-    if not live:
+    if target is None and not live and dirs and _namespaces_are_gone(spec.get("type"), _target_class(spec.get("type"))):
+        remove_private_dirs(store, None, dirs, report)      # a lab's hosts are namespaces: the files are here
+        return report
+    if not live and not dirs:
         return report
     owned = target is None
     if owned:
@@ -202,10 +212,73 @@ def restore_journal(
         target.up()
     try:
         _replay(store, target, live, report)
+        remove_private_dirs(store, target, dirs, report)
     finally:
         if owned:
             target.down()
     return report
+
+
+#: a private directory tunelab's loads make (``mktemp -d -t tunelab-NAME.XXXXXXXXXX``): the only paths restore removes
+PRIVATE_DIR_RE = re.compile(r"(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*/tunelab-[a-z0-9]+\.[A-Za-z0-9]{10}")
+
+
+def private_dirs_left(store: Store) -> list[PrivateDir]:
+    """The load's private directories ``store`` journalled and did not see removed (none for a store wrapper
+    without them, e.g. a duet side's journal)."""
+    left = getattr(store, "private_dirs_left", None)
+    return list(left()) if left is not None else []
+
+
+def remove_private_dirs(store: Store, target: Target | None, dirs: Sequence[PrivateDir], report: RestoreReport) -> None:
+    """Remove each private directory a dead run's load left (``rm -rf`` on its host through ``target``; without a
+    target, a lab's, on this machine) and mark it removed. Only a path of tunelab's ``mktemp`` pattern
+    (:data:`PRIVATE_DIR_RE`) on the machine it was made on is touched; anything else is a note, left in place."""
+    for item in dirs:
+        where = f"{item.path} on the {item.host} host"
+        if not PRIVATE_DIR_RE.fullmatch(item.path):
+            report.notes.append(f"left {where}: not a directory tunelab's mktemp makes; check it by hand")
+            continue
+        here = host_identity(target, item.host) if target is not None else _this_machine()
+        if item.machine_id and item.machine_id != here.machine_id:
+            report.notes.append(f"left {where}: it was made on machine {item.machine_id[:12]}, this is "
+                                f"{(here.machine_id or 'unknown')[:12]}; run `tunelab restore` where it was made")
+            continue
+        problem = _remove_dir(target, item)
+        if problem:
+            report.notes.append(f"could not remove {where} ({problem}); remove it by hand: rm -rf -- {item.path}")
+            continue
+        store.private_dir_removed(item.dir_id)
+        report.files_removed.append(where)
+
+
+def _remove_dir(target: Target | None, item: PrivateDir) -> str | None:
+    """``rm -rf`` the directory on its host (through ``target``, else here); the problem, or None."""
+    if target is None:
+        try:
+            shutil.rmtree(item.path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return exc.strerror or type(exc).__name__
+        return None
+    try:
+        result = target.run(item.host, ["rm", "-rf", "--", item.path], timeout_s=30)
+    except TunelabError as exc:
+        return shorten(exc)
+    return None if result.ok else shorten(result.stderr.strip() or f"rm exited with status {result.returncode}")
+
+
+def _this_machine() -> HostIdentity:
+    """This machine's identity (the lab's namespaces share it)."""
+    values = []
+    for path in (MACHINE_ID_PATH, BOOT_ID_PATH):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                values.append(fh.read().strip() or None)
+        except OSError:
+            values.append(None)
+    return HostIdentity(*values)
 
 
 class UnmarkedJournal:
@@ -225,6 +298,12 @@ class UnmarkedJournal:
         return self._store.unrestored()
 
     def journal_restored(self, entry_id: int, note: str | None = None) -> None:
+        """Nothing to do: a damaged store is never written."""
+
+    def private_dirs_left(self) -> list[PrivateDir]:
+        return private_dirs_left(self._store)
+
+    def private_dir_removed(self, dir_id: int, note: str | None = None) -> None:
         """Nothing to do: a damaged store is never written."""
 
 

@@ -2,7 +2,9 @@
 
 One trial (:func:`run_trial`) is, in order:
 
-1. ``begin``: the store records the trial as ``running``;
+1. ``begin``: the store records the trial as ``running``; ``prepare``: the load's files on its host
+   (:meth:`~tunelab.loads.Load.prepare`, e.g. dnsperf's query file) and its command, before anything is
+   applied, so a load that cannot start never costs a knob change or a service restart;
 2. ``snapshot``: read the current value of every knob the trial touches;
 3. ``apply``: for each knob whose value changes, journal the change (durably) and only then write
    it, in the design's write order (``apply_order``, else built-in ranks: the block scheduler
@@ -23,9 +25,13 @@ One trial (:func:`run_trial`) is, in order:
    entry marked restored. Recording comes first, so a failed restore never loses a measurement;
    the unrestored entry stays in the journal for ``tunelab restore``.
 
-Any exception from a step becomes a ``failed`` trial with the exception as reason; Ctrl-C
+Any exception from a step becomes a ``failed`` trial with the exception as reason (at most
+:data:`tunelab.formatting.QUOTE_LIMIT` characters of its message: it may quote a user's file); Ctrl-C
 records the trial as ``interrupted``, restores, then propagates. :func:`run_design` runs a
-whole plan in ``run_order``, skipping run keys already done (resume).
+whole plan in ``run_order``, skipping run keys already done (resume; with ``retry_failed`` a failed
+run is measured again, and its earlier failed trials are kept, set aside as superseded). Before its first
+trial, :func:`prepare_load` puts the load's files on its host and checks them (once), journalling the
+load's private directories so ``tunelab restore`` removes them after a crash.
 
 ``checkpoint(name)`` callbacks fire at named points (``begin``, ``before_apply``,
 ``after_apply``, ``before_measure``, ``after_measure``, ``after_record``, ``restore`` after each
@@ -62,7 +68,8 @@ from tunelab.counters import CounterRecord, CounterRequest, CounterWindow
 from tunelab.designs import Design, make_plan
 from tunelab.designs.constraints import in_write_order
 from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS, PLAN_COLUMNS
-from tunelab.errors import DesignError, KnobError, SafetyError, TargetError, TunelabError
+from tunelab.errors import DesignError, KnobError, LoadError, SafetyError, TargetError, TunelabError
+from tunelab.formatting import QUOTE_LIMIT, shorten
 from tunelab.journal import host_identity, in_two_passes, restore_journal
 from tunelab.knobs import Knob, get_knob
 from tunelab.loads import Load, LoadResult, get_load
@@ -369,12 +376,17 @@ def _restart_service(trial: _LiveTrial, target: Target, load: Load, specs: Seque
             target.restart_service(load.service)
 
 
+def _prepare(trial: _LiveTrial, target: Target, load: Load, duration_s: float) -> None:
+    """Step 1: the load's files on its host (kept from :func:`prepare_load`: not written again when unchanged)
+    and its command, before anything is applied or restarted."""
+    with trial.clock.phase("prepare"):
+        trial.settings.update(load.prepare(target, trial.settings) or {})
+        trial.argv = list(load.command(trial.settings, duration_s, target.address("server")))
+
+
 def _measure(trial: _LiveTrial, target: Target, load: Load, warmup_s: float, measure_s: float,
              checkpoint: Checkpoint) -> None:
     """Step 6: ONE run of the load for ``warmup_s + measure_s``, its foreign CPU, and its verdict."""
-    with trial.clock.phase("prepare"):
-        trial.settings.update(load.prepare(target, trial.settings) or {})
-        trial.argv = list(load.command(trial.settings, warmup_s + measure_s, target.address("server")))
     checkpoint("before_measure")
     with trial.clock.phase("foreign_cpu"):
         target.foreign_cpu_s()  # start the foreign-CPU window at the load
@@ -443,6 +455,7 @@ def _execute(trial: _LiveTrial, target: Target, load: Load, specs: Sequence[Boun
     interrupted and is returned, to be raised again once the trial is recorded and restored."""
     try:
         checkpoint("begin")          # inside the try: Ctrl-C here records the trial as interrupted
+        _prepare(trial, target, load, warmup_s + measure_s)
         _snapshot(trial, target, specs)
         checkpoint("before_apply")
         _apply(trial, target, specs, store)
@@ -455,10 +468,10 @@ def _execute(trial: _LiveTrial, target: Target, load: Load, specs: Sequence[Boun
     except KeyboardInterrupt as exc:
         trial.status, trial.reason = TrialStatus.INTERRUPTED, "interrupted by the user (Ctrl-C / SIGTERM)"
         return exc
-    except TunelabError as exc:
-        trial.status, trial.reason = TrialStatus.FAILED, f"{type(exc).__name__}: {exc}"
+    except TunelabError as exc:       # the message may quote a file's text: at most QUOTE_LIMIT characters of it
+        trial.status, trial.reason = TrialStatus.FAILED, f"{type(exc).__name__}: {shorten(exc)}"
     except Exception as exc:  # noqa: BLE001 - a trial must never take the run down silently
-        trial.status, trial.reason = TrialStatus.FAILED, f"unexpected {type(exc).__name__}: {exc}"
+        trial.status, trial.reason = TrialStatus.FAILED, f"unexpected {type(exc).__name__}: {shorten(exc)}"
     return None
 
 
@@ -521,6 +534,7 @@ def run_trial(
         interrupted = _execute(trial, target, load, knob_specs, store, warmup_s, measure_s, checkpoint)
         with deferred_interrupts():
             _record(trial, store, load, warmup_s, measure_s, provenance)
+            supersede_failed(store, phase, run_key, trial.trial_id)
         checkpoint("after_record")
     finally:
         # step 8 runs even when recording failed; Ctrl-C is held until the machine is back
@@ -616,9 +630,19 @@ def _load_timeout(warmup_s: float, measure_s: float) -> float:
     return total + max(10.0, 0.5 * total)
 
 
-def _tail(text: str, limit: int = 300) -> str:
+def _tail(text: str, limit: int = QUOTE_LIMIT - 2) -> str:
+    """The last ``limit`` characters of a tool's output, quoted (it may echo a user's file: never more)."""
     text = (text or "").strip()
     return repr(text[-limit:]) if text else "(nothing)"
+
+
+def supersede_failed(store: Store, phase: str, run_key: str, trial_id: int) -> None:
+    """Set aside the earlier failed trials of ``run_key`` now that trial ``trial_id`` measured it again
+    (``retry_failed``): kept in the store, status ``interrupted``, reason ``superseded: ...``, so the run's last
+    attempt is the one every reader counts. A store wrapper without the method (a duet side's) is left alone."""
+    supersede = getattr(store, "supersede_failed", None)
+    if supersede is not None:
+        supersede(phase, run_key, trial_id)
 
 
 # ---- the design-level loop ----------------------------------------------------------------------
@@ -710,13 +734,66 @@ def run_provenance_of(store: Store, load: Load, description: Mapping[str, Any]) 
 
 
 def cleanup_load(load: Load, target: Target) -> None:
-    """Remove the load's private temporary files on the target; a problem is a warning, never the outcome."""
+    """Remove the load's private temporary files on the target (journalled as removed where :func:`prepare_load`
+    journalled them); a problem is a warning, never the outcome."""
     with deferred_interrupts():
         try:
             load.cleanup(target)
         except TunelabError as exc:
-            print(f"warning: {getattr(load, 'name', 'load')} could not remove its temporary files: {exc}",
+            print(f"warning: {getattr(load, 'name', 'load')} could not remove its temporary files: {shorten(exc)}",
                   file=sys.stderr)
+        finally:
+            if getattr(load, "private_dirs", None) is not None:
+                load.private_dirs = None        # type: ignore[attr-defined]
+
+
+class StorePrivateDirs:
+    """A load's private directories journalled in a study's store (:class:`tunelab.store.PrivateDir`): each one
+    with its host's identity BEFORE anything is copied into it, marked removed when the load removes it; what a
+    crash leaves, ``tunelab restore`` removes (:func:`tunelab.journal.remove_private_dirs`)."""
+
+    def __init__(self, store: Store, target: Target) -> None:
+        self.store, self.target = store, target
+        self._ids: dict[tuple[str, str], int] = {}
+
+    def made(self, host: str, path: str) -> None:
+        identity = _identities(self.target, {host})[host]
+        self._ids[(host, path)] = self.store.private_dir_made(host, path, identity)
+
+    def removed(self, host: str, path: str) -> None:
+        dir_id = self._ids.pop((host, path), None)
+        if dir_id is not None:
+            self.store.private_dir_removed(dir_id)
+
+
+def prepare_load(target: Target, load: Load, settings: Iterable[Mapping[str, Any]], store: Store | None = None) -> None:
+    """Before the first trial applies a knob or restarts a service: put the load's files on its host
+    (:meth:`~tunelab.loads.Load.prepare`, once per distinct settings) and check them (the load's
+    ``check_prepared``, where it has one: dnsperf's query file is a readable file there). With ``store``, the
+    load's private directories are journalled there first (:class:`StorePrivateDirs`).
+
+    Raises
+    ------
+    LoadError
+        one line (the cause shortened to :data:`~tunelab.formatting.QUOTE_LIMIT` characters: it may quote a
+        file's text); the load's files are removed again, and nothing was applied or restarted.
+    """
+    if store is not None and hasattr(load, "private_dirs"):
+        load.private_dirs = StorePrivateDirs(store, target)     # type: ignore[attr-defined]
+    seen: list[dict[str, Any]] = []
+    for each in map(dict, settings):
+        if each in seen:
+            continue
+        seen.append(each)
+        try:
+            added = load.prepare(target, each) or {}
+            check = getattr(load, "check_prepared", None)
+            if check is not None:
+                check(target, {**each, **added})
+        except (TunelabError, OSError) as exc:
+            cleanup_load(load, target)
+            raise LoadError(f"{getattr(load, 'name', 'load')}: could not prepare the load on the {load.runs_on} "
+                            f"host, so nothing was applied or restarted: {shorten(exc)}") from None
 
 
 def keyed_settings(load: Load, settings: Mapping[str, Any], run_key: str) -> dict[str, Any]:
@@ -753,6 +830,11 @@ class RunSetup:
         ``key`` for loads whose measurement is seeded by it (the simulator), so a trial measures the
         same whichever order or testbed runs it."""
         return keyed_settings(self.load, self.by_profile.get(info.get("profile"), self.load_settings), run_key)
+
+    def profiles_to_run(self) -> list[dict[str, Any]]:
+        """The load settings of each profile the trials still to run name (the run's for those naming none)."""
+        names = dict.fromkeys(info.get("profile") for _, _, info in self.todo)
+        return [dict(self.by_profile.get(name, self.load_settings)) for name in names]
 
     def machine_cpu_s(self, nproc: int | None) -> float:
         """CPU seconds of the whole machine during one trial's load (turns foreign CPU into a share)."""
@@ -839,13 +921,13 @@ def run_design(
     started = time.perf_counter()
     setup = prepare_run(design, store, allow_host_global=allow_host_global, phase=phase, plan=plan, load=load,
                         load_settings=load_settings, knob_lookup=knob_lookup, retry_failed=retry_failed)
-    load, allow = setup.load, setup.allow_host_global
+    load, allow, todo = setup.load, setup.allow_host_global, setup.todo
     recover_journal(store, target, allow_host_global=allow, knob_lookup=knob_lookup)
-    todo = setup.todo
     summary = RunSummary(study=setup.study, store_path=store.path, planned=len(setup.rows),
                          skipped=len(setup.rows) - len(todo))
-    if todo:
+    if todo:                        # only reads, and the load's files: nothing applied or restarted yet
         preflight(target, load, setup.specs)
+        prepare_load(target, load, setup.profiles_to_run(), store)
     description = describe_target(target)
     store.begin_run(description)
     run_provenance = run_provenance_of(store, load, description)
@@ -929,7 +1011,7 @@ def recover_journal(store: Store, target: Target, *, allow_host_global: bool = F
     Otherwise the next snapshot would read the crashed trial's value and take it for the
     machine's original. Entries that cannot be put back stop the run with the command to run.
     """
-    if not store.unrestored():
+    if not store.unrestored() and not getattr(store, "private_dirs_left", lambda: [])():
         return
     report = restore_journal(store, target, knob_lookup=knob_lookup, allow_host_global=allow_host_global,
                              remove_orphans=False)
@@ -975,5 +1057,5 @@ def describe_target(target: Target) -> dict[str, Any]:
 
 __all__ = ["BoundKnob", "BusyRule", "PlanRunner", "RunSetup", "RunSummary", "TrialOutcome", "bind_knob_ids", "bind_knobs",
            "busy_rule", "check_host_global", "check_trial", "cleanup_load", "keyed_settings", "load_for", "load_of",
-           "prepare_run", "preflight", "profile_settings", "recover_journal", "repeat_while_busy", "reset_by_writes",
-           "run_design", "run_provenance_of", "run_trial", "server_cpu_metric", "target_spec_of", "validate_config", "write_back"]
+           "prepare_load", "prepare_run", "preflight", "profile_settings", "recover_journal", "repeat_while_busy", "reset_by_writes",
+           "run_design", "run_provenance_of", "run_trial", "server_cpu_metric", "StorePrivateDirs", "supersede_failed", "target_spec_of", "validate_config", "write_back"]

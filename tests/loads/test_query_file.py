@@ -154,7 +154,8 @@ def test_prepare_copies_the_operators_file_into_the_private_directory_once(load,
     settings = load.settings("low", {"query_file": str(query_file)})
     extra = load.prepare(target, settings)
     assert extra == {"remote_query_file": "/tmp/tunelab-dnsperf.QwErTy1234/queries",
-                     "query_file_sha256": hashlib.sha256(QUERIES.encode()).hexdigest()}
+                     "query_file_sha256": hashlib.sha256(QUERIES.encode()).hexdigest(),
+                     "query_file_lines": len(QUERIES.splitlines())}       # what a trial records: never the text
     assert target.written == [("client", "/tmp/tunelab-dnsperf.QwErTy1234/queries", QUERIES)]
     argv = load.command(settings | extra, 3, "10.77.0.1")
     assert argv[argv.index("-d") + 1] == "/tmp/tunelab-dnsperf.QwErTy1234/queries"
@@ -188,7 +189,7 @@ def test_the_query_file_is_hashed_once_and_the_provenance_takes_the_digest_the_t
     digest = hashlib.sha256(QUERIES.encode()).hexdigest()       # the reference: hashlib on the file's bytes
     assert hashed == [QUERIES.encode()] and {e["query_file_sha256"] for e in extras} == {digest}
     facts = deploy.provenance({"type": "ssh", "options": {}}, {}, load, [settings], "improve", [])
-    assert facts["query_files"] == [{"path": str(query_file), "sha256": digest}]
+    assert facts["query_files"] == [{"path": str(query_file), "sha256": digest, "lines": len(QUERIES.splitlines())}]
 
 
 def test_prepare_checks_the_file_again_before_it_copies_it(load, query_file):

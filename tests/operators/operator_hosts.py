@@ -167,18 +167,25 @@ def operator_hosts(tmp_path: Path, software: str = SOFTWARE, tcp_listen_queue: i
         yield hosts
 
 
-def remove_copies(hosts: OperatorHosts) -> None:
-    """Remove the private directories holding this run's query file on the load host (this machine's /tmp):
-    what a killed validation could not clean up. Only tunelab's ``mktemp`` directories whose ``queries`` is
-    this run's file (its last line names the run) are touched."""
+def query_copies(hosts: OperatorHosts) -> list[Path]:
+    """The copies of this run's query file on the load host (this machine's /tmp): tunelab's ``mktemp``
+    directories whose ``queries`` is this run's file (its last line names the run)."""
     text = hosts.query_file.read_text()
+    found = []
     for copy in Path(tempfile.gettempdir()).glob("tunelab-dnsperf.*/queries"):
         try:
-            same = copy.read_text() == text
+            if copy.read_text() == text:
+                found.append(copy)
         except OSError:
             continue
-        if same:
-            shutil.rmtree(copy.parent, ignore_errors=True)
+    return found
+
+
+def remove_copies(hosts: OperatorHosts) -> None:
+    """Remove the private directories holding this run's query file on the load host (:func:`query_copies`):
+    what a killed validation could not clean up."""
+    for copy in query_copies(hosts):
+        shutil.rmtree(copy.parent, ignore_errors=True)
 
 
 def wait_for(predicate, timeout_s: float, what: str) -> None:

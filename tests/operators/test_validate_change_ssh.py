@@ -33,7 +33,8 @@ from dns_helpers import require_tools
 from tunelab.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from operator_hosts import ORIGINAL_SOMAXCONN, SOFTWARE, OperatorHosts, operator_hosts, wait_for  # noqa: E402
+from operator_hosts import (ORIGINAL_SOMAXCONN, SOFTWARE, OperatorHosts, operator_hosts, query_copies,  # noqa: E402
+                            wait_for)
 
 pytestmark = pytest.mark.lab
 
@@ -106,13 +107,15 @@ def test_plan_then_validate_through_ssh_restart_included(hosts: OperatorHosts):
     # production is as before: every trial's knob put back, the journal closed
     assert hosts.somaxconn() == ORIGINAL_SOMAXCONN
     with Store(hosts.workdir / "data" / "validate-e2e.sqlite", readonly=True) as store:
-        assert store.unrestored() == []
+        assert store.unrestored() == [] and store.private_dirs_left() == []    # the query file's copy removed
+    assert query_copies(hosts) == []
     sysctl = result["sysctl"]
     assert sysctl["written"] == (result["verdict"] in DEPLOYABLE), sysctl
     if sysctl["written"]:
         conf, rollback = ((hosts.workdir / sysctl["files"][role]["path"]).read_text() for role in ("conf", "rollback"))
         assert "net.core.somaxconn = 4096" in conf and "net.core.somaxconn = 16" in rollback
         assert f"# load host: {hosts.load_host}" in conf and f"# dns software: {SOFTWARE} " in conf, conf
+        assert f"# server: {hosts.server} (ssh)" in conf and "key_filename" not in conf, conf
     else:
         assert not list((hosts.workdir / "data").glob("**/*.conf"))
 
@@ -137,10 +140,15 @@ def test_validation_killed_mid_run_then_restore_puts_production_back(hosts: Oper
     assert hosts.somaxconn() in ("16", "4096")              # the kill left production changed
     with Store(store, readonly=True) as journal:
         assert [e.knob_name for e in journal.unrestored()] == ["net.core.somaxconn"]
+        left = journal.private_dirs_left()             # journalled before the query file was copied there
+    copies = query_copies(hosts)
+    assert len(copies) == 1 and [(d.host, d.path) for d in left] == [("client", str(copies[0].parent))], left
 
     restore = hosts.run_tunelab("restore", str(store), timeout_s=60)
     assert restore.returncode == 0, (restore.stdout, restore.stderr)
     assert "restored: net.core.somaxconn" in restore.stdout
+    assert f"removed the load's private copy: {copies[0].parent} on the client host" in restore.stdout
     assert hosts.somaxconn() == ORIGINAL_SOMAXCONN
+    assert query_copies(hosts) == []                   # the load host keeps no copy of the operator's queries
     with Store(store, readonly=True) as journal:
-        assert journal.unrestored() == []
+        assert journal.unrestored() == [] and journal.private_dirs_left() == []

@@ -101,11 +101,12 @@ def test_the_header_carries_the_provenance(deployed) -> None:
     run, _, _, _ = deployed
     head = [line for line in run.sysctl.paths["conf"].read_text().splitlines() if line.startswith("# ")]
     fields = dict(line[2:].split(": ", 1) for line in head if ": " in line)
-    assert json.loads(fields["server"]) == {"type": "simulator", "options": {"surface": "wide27"}}
+    assert fields["server"] == "none (SYNTHETIC simulator, surface wide27)"      # readable, not a JSON blob
     assert fields["tunelab"] == __version__ and fields["verdict"] == run.verdict.upper()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", fields["date"])
     assert fields["kernel"].startswith("unknown") and fields["note"].startswith("SYNTHETIC")
     assert "dns software" not in fields and "query file" not in fields     # not dnsperf, no query file
+    assert "restart" not in fields                                         # no knob read only at start-up
     assert any(line.startswith("#   [overload] qps: ") for line in head)
 
 
@@ -137,19 +138,34 @@ def test_provenance_names_kernel_dns_software_query_file_and_load_host_without_s
     queries = tmp_path / "queries.txt"
     queries.write_bytes(b"abc")
     spec = {"type": "ssh", "options": {"server": "root@db1:22", "client": "root@loadgen:22",
-                                       "connect_kwargs": {"key_filename": "/k", "password": "hunter2"}}}
+                                       "connect_kwargs": {"key_filename": "/k", "password": "hunter2"},
+                                       "service_commands": {"dns": ["systemctl", "restart", "named"]}}}
     description = {"target": "ssh", "hosts": {"server": {"kernel": "6.1.0-18-amd64"}},
-                   "dns_server": {"software": "nsd", "version": "4.6.1"}}
-    facts = provenance(spec, description, Dnsperf(), [{"query_file": str(queries)}], "improve",
-                       ["[overload] qps: +3.00 % -> improve"], now="2026-11-26T18:00:00Z")
-    assert facts["kernel"] == "6.1.0-18-amd64" and facts["dns_software"] == "nsd 4.6.1"
-    assert facts["query_files"] == [{"path": str(queries), "sha256": SHA256_ABC}]
+                   "dns_server": {"software": "bind9", "version": "9.18.33-1~deb12u2-Debian"}}
+    profiles = {"overload": {"mode": "tcp", "clients": 64, "query_file": str(queries)},
+                "normal": {"rate": 500, "clients": 2, "query_file": str(queries), "server_address": "192.0.2.53"}}
+    facts = provenance(spec, description, Dnsperf(), profiles, "improve", ["[overload] qps: +3.00 % -> improve"],
+                       now="2026-11-26T18:00:00Z", knobs=["net.core.somaxconn"])
+    assert facts["kernel"] == "6.1.0-18-amd64" and facts["dns_software"] == "bind9 9.18.33-1~deb12u2-Debian"
+    assert facts["query_files"] == [{"path": str(queries), "sha256": SHA256_ABC, "lines": 1}]
     assert facts["load_host"] == "root@loadgen:22"
     texts = sysctl_texts("validate-ssh", {"net.core.somaxconn": 128}, {"net.core.somaxconn": 4096}, facts)
     assert "hunter2" not in json.dumps(facts) and "hunter2" not in texts["conf"]
     head = texts["conf"].splitlines()
-    assert f"# query file: {queries} sha256 {SHA256_ABC}" in head
-    assert "# dns software: nsd 4.6.1" in head and "# kernel: 6.1.0-18-amd64" in head
+    assert head[3:13] == [
+        "# server: root@db1:22 (ssh)",
+        "# service address: 192.0.2.53",
+        "# dns software: bind9 9.18.33-1~deb12u2-Debian",
+        "# kernel: 6.1.0-18-amd64",
+        "# load host: root@loadgen:22",
+        f"# query file: {queries}, sha256 {SHA256_ABC}, 1 line",
+        "# profile overload: transport tcp, clients 64, no rate cap",
+        "# profile normal: rate 500 qps, clients 2",
+        "# date: 2026-11-26T18:00:00Z",
+        f"# tunelab: {__version__}"], head
+    assert ("# restart: restart the DNS server (systemctl restart named) after sysctl --system: "
+            "net.core.somaxconn is read at listen()") in head
+    assert not any("/k" in line or "key_filename" in line for line in head)   # no key path in the header
     assert parse_sysctl_d(texts["conf"]) == {"net.core.somaxconn": "4096"}
     assert parse_sysctl_d(texts["rollback"]) == {"net.core.somaxconn": "128"}
 

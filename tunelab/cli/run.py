@@ -43,7 +43,8 @@ def register(subparsers: Any) -> None:
                         help="let the design's target options run commands as root (e.g. service_commands); "
                              "review them first with `tunelab plan DESIGN --allow-design-commands`")
     parser.add_argument("--store", metavar="PATH", type=Path, help="trial store (default: data/<study>.sqlite)")
-    parser.add_argument("--retry-failed", action="store_true", help="run failed trials again on resume")
+    parser.add_argument("--retry-failed", action="store_true", help="on resume, run the trials recorded as failed "
+                        "again (they stay in the store, set aside as superseded)")
     parser.add_argument("--force", action="store_true", help="run although the pre-flight says a knob cannot act "
                         "under the design's load (wrong transport, the wrong end of the traffic, a server limit)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -11,7 +11,9 @@ baseline, candidate, metrics, blocks; docs/operators.md, tunelab/designs/change.
     tunelab validate somaxconn.yaml --allow-design-commands
 
 With a change file the flags that describe the validation (--target ... --allow-host-global) are refused:
-the file says those; --store, --write-sysctl, --json, --plan, --offline and --allow-design-commands apply.
+the file says those; --store, --write-sysctl, --json, --plan, --offline, --retry-failed and --allow-design-commands
+apply. An interrupted validation resumes where it stopped; --retry-failed measures its failed trials again (e.g.
+after fixing the load host), the failed ones kept in the store as superseded.
 The file's ``server.restart`` runs only with --allow-design-commands; a change whose knob needs the DNS
 server restarted (somaxconn) is refused without it, before anything runs. ``blocks: {min, max, until:
 decided}`` runs blocks in rounds and stops when every metric in every profile is decided (the screen's
@@ -115,6 +117,8 @@ def register(subparsers: Any) -> None:
         "data/validate-<name>.sqlite for a change file)")
     add("--write-sysctl", type=Path, metavar="DIR", help="where the sysctl.d file and its rollback go on improve or "
         "equivalent (default: next to the store, STORE-sysctl/, e.g. data/validate-lab-sysctl/)")
+    add("--retry-failed", action="store_true", help="on resume, measure again the trials recorded as failed (they "
+        "stay in the store, set aside as superseded)")
     add("--json", type=Path, metavar="OUT", help="write the verdict table, failures, sysctl.d files and provenance "
         "as JSON (with --plan: the commands and the estimate)")
     parser.set_defaults(func=run)
@@ -159,11 +163,11 @@ def run(args: argparse.Namespace) -> int:
     if args.change is not None:
         result = tunelab.validate_change(args.change, allow_design_commands=args.allow_design_commands,
                                          store=args.store, write_sysctl=args.write_sysctl, force=args.force,
-                                         pilot_s=args.pilot)
+                                         pilot_s=args.pilot, retry_failed=args.retry_failed)
     else:
         result = tunelab.validate(**flag_arguments(args), store=args.store, write_sysctl=args.write_sysctl,
                                   allow_design_commands=args.allow_design_commands, force=args.force,
-                                  pilot_s=args.pilot)
+                                  pilot_s=args.pilot, retry_failed=args.retry_failed)
     print(render.validate_text(result))
     render.write_outputs((args.json, "--json", lambda: render.dumps(result.to_json())))
     return result.exit_status

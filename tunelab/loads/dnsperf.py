@@ -5,7 +5,9 @@ file (``query_file``: the file ``dnsperf -d`` reads, on the machine tunelab runs
 size-capped (:data:`MAX_QUERY_FILE_BYTES`) and checked line by line when the settings are validated
 (each line ``NAME TYPE``, see :func:`tunelab.targets.dnszone.scan_query_file`; one error naming the
 file, the line and what is wrong), and :meth:`DnsperfLoad.prepare` copies it to the load host into a
-private directory (``mktemp -d``). ``server_address`` (an IP address) sends the load to a service
+private directory (``mktemp -d``), journalled before the copy when the runner gives the load a
+:class:`PrivateDirLog` (:attr:`DnsperfLoad.private_dirs`: ``tunelab restore`` removes it after a crash).
+A trial's settings hold the query file's path, SHA-256 and line count, never its text. ``server_address`` (an IP address) sends the load to a service
 address or VIP instead of the target's own address for the server.
 
 The command always asks for per-second statistics (``-S 1``) and a time limit (``-l``). The steady-
@@ -42,7 +44,7 @@ import ipaddress
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 import numpy as np
 import pandas as pd
@@ -68,6 +70,19 @@ MAX_QUERY_FILE_BYTES = 64 * 1024 * 1024
 #: SHA-256 of the operator's query file (recorded with every trial's load settings: provenance)
 REMOTE_QUERY_FILE = "remote_query_file"
 QUERY_FILE_SHA256 = "query_file_sha256"
+#: and its number of lines (with the path and the SHA-256: what a trial records of the file, never its text)
+QUERY_FILE_LINES = "query_file_lines"
+#: the template of the private directory on the load host (``mktemp -d -t``)
+PRIVATE_DIR_TEMPLATE = "tunelab-dnsperf.XXXXXXXXXX"
+
+
+class PrivateDirLog(Protocol):
+    """Where a load reports the private directories it makes on a host (``made``: before anything is copied
+    into it) and removes (``removed``); the runner journals them in the store (:func:`tunelab.runner.prepare_load`)."""
+
+    def made(self, host: str, path: str) -> None: ...
+
+    def removed(self, host: str, path: str) -> None: ...
 
 
 def _is_ip_address(value: str) -> bool:
@@ -130,6 +145,15 @@ class QueryFile:
 
     text: str
     sha256: str
+
+    @property
+    def lines(self) -> int:
+        """How many lines the file has (a last line without a newline counts).
+
+        >>> QueryFile("a A\\nb A", "").lines, QueryFile("", "").lines
+        (2, 0)
+        """
+        return self.text.count("\n") + (bool(self.text) and not self.text.endswith("\n"))
 
 
 def read_query_file(path: str) -> str:
@@ -258,9 +282,14 @@ class DnsperfLoad(Load):
         #: the operator's query file (``query_file`` as given) -> the SHA-256 of the text :meth:`prepare` last sent
         #: (what the trials measured: :func:`tunelab.optimize.deploy.provenance` takes it, never hashing again)
         self.sent_queries: dict[str, str] = {}
+        #: the same file -> its line count as sent
+        self.sent_query_lines: dict[str, int] = {}
+        #: where the private directory is journalled before the query file is copied into it (None: nowhere)
+        self.private_dirs: PrivateDirLog | None = None
 
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        c.check_settings(self.name, settings, SETTINGS, internal=(REMOTE_QUERY_FILE, QUERY_FILE_SHA256))
+        c.check_settings(self.name, settings, SETTINGS, internal=(REMOTE_QUERY_FILE, QUERY_FILE_SHA256,
+                                                                  QUERY_FILE_LINES))
         return {**DEFAULTS, **settings}
 
     def validate_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -279,7 +308,7 @@ class DnsperfLoad(Load):
         if self._private is not None and self._private[0] is target:
             return self._private[1]
         self._written.clear()
-        result = target.run(self.runs_on, ["mktemp", "-d", "-t", "tunelab-dnsperf.XXXXXXXXXX"], timeout_s=10)
+        result = target.run(self.runs_on, ["mktemp", "-d", "-t", PRIVATE_DIR_TEMPLATE], timeout_s=10)
         if not result.ok:
             raise LoadError(f"dnsperf: could not create a private directory for the query file: "
                             f"{c.exit_reason('mktemp', result)}")
@@ -287,13 +316,16 @@ class DnsperfLoad(Load):
         if not path.startswith("/") or "\n" in path:
             # a dry run records the command and prints nothing: name a directory that is never created
             path = "/nonexistent/tunelab-dnsperf.dry-run"
+        elif self.private_dirs is not None:
+            self.private_dirs.made(self.runs_on, path)      # journalled before anything is copied there
         self._private = (target, path)
         return path
 
     def prepare(self, target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Put the query file in a private directory on the load host: the operator's ``query_file``
         (:func:`checked_query_file`: read, checked and hashed again only when it changed; its SHA-256 is returned
-        too, for the trial's record, and kept in :attr:`sent_queries`) or ``records`` zone names of type A.
+        too with its line count, for the trial's record, and kept in :attr:`sent_queries`) or ``records`` zone names
+        of type A. The settings returned name the file (path, SHA-256, lines), never hold its text.
 
         The directory comes from ``mktemp -d`` on the load host (mode 0700, unpredictable name),
         so a symlink planted in /tmp is never followed; a file already there with the same content is
@@ -304,14 +336,28 @@ class DnsperfLoad(Load):
             queries = checked_query_file(s["query_file"])
             name, text, digest = "queries", queries.text, queries.sha256
             self.sent_queries[s["query_file"]] = digest
+            self.sent_query_lines[s["query_file"]] = queries.lines
+            facts = {QUERY_FILE_SHA256: digest, QUERY_FILE_LINES: queries.lines}
         else:
             name, text = f"queries-{int(s['records'])}", query_file_text(s["records"])
             digest = hashlib.sha256(text.encode()).hexdigest()
+            facts = {}
         path = f"{self._private_dir(target)}/{name}"
         if self._written.get(path) != digest:
             target.write_text(self.runs_on, path, text)
             self._written[path] = digest
-        return {REMOTE_QUERY_FILE: path} | ({QUERY_FILE_SHA256: digest} if s["query_file"] is not None else {})
+        return {REMOTE_QUERY_FILE: path, **facts}
+
+    def check_prepared(self, target: Target, settings: Mapping[str, Any]) -> None:
+        """LoadError unless the query file :meth:`prepare` wrote is a readable file on the load host (a dry run,
+        which writes nothing, passes)."""
+        path = str(settings.get(REMOTE_QUERY_FILE) or "")
+        if not path or path.startswith("/nonexistent/"):
+            return
+        result = target.run(self.runs_on, ["test", "-f", path, "-a", "-r", path], timeout_s=10)
+        if not result.ok and not getattr(result, "dry", False):
+            raise LoadError(f"dnsperf: the query file {path} is not a readable file on the {self.runs_on} host after "
+                            "it was copied there; check the load host's /tmp (space, mount options) and try again")
 
     def cleanup(self, target: Target) -> None:
         """Remove the private directory :meth:`prepare` made on ``target`` (if any)."""
@@ -321,7 +367,12 @@ class DnsperfLoad(Load):
         self._private = None
         self._written.clear()
         if "/tunelab-dnsperf." in directory and not directory.startswith("/nonexistent/"):   # ours, from mktemp
-            target.run(self.runs_on, ["rm", "-rf", "--", directory], timeout_s=30)
+            result = target.run(self.runs_on, ["rm", "-rf", "--", directory], timeout_s=30)
+            if not result.ok and not getattr(result, "dry", False):
+                raise LoadError(f"dnsperf: could not remove {directory} on the {self.runs_on} host: "
+                                f"{c.exit_reason('rm', result)}; `tunelab restore` removes it")
+            if self.private_dirs is not None:
+                self.private_dirs.removed(self.runs_on, directory)
 
     def command(self, settings: Mapping[str, Any], duration_s: float, server_address: str) -> list[str]:
         s = self._settings(settings)

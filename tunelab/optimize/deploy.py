@@ -11,9 +11,12 @@ regresses, is inconclusive or untestable, and either at least one improves or al
 
 Block and link knobs cannot live in sysctl.d: they are ``#`` comments naming the command (and the udev rule)
 that sets them; so are client-side knobs (:func:`tunelab.optimize.export.sysctl_lines`). Each file opens with
-a comment header: the server (the target spec without secrets), its kernel, the DNS software and version
-(dnsperf against a known service), the query file's sha256 (when a ``query_file`` setting is used), the load
-host, the date, the tunelab version and the verdict table (:func:`provenance`). Files are written
+a comment header, one readable line per fact (:func:`header`): the server (``user@host:port``, no key paths),
+the service address the load was sent to, the DNS software and its full version (dnsperf against a known
+service), the kernel, the load host, the query file (path, SHA-256, line count: never its text), each load
+profile with its settings, the date, the tunelab version, the restart the change needs to take effect (a knob
+read only at start-up, e.g. somaxconn at ``listen()``, and the change file's restart command) and the verdict
+table (:func:`provenance`; ``--json`` also keeps the target spec without secrets). Files are written
 atomically (a temporary file in the same directory, then ``os.replace``) with mode 0644, never outside
 the chosen directory.
 """
@@ -28,9 +31,11 @@ import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from tunelab.errors import TunelabError
+from tunelab.formatting import level_label
+from tunelab.model import KnobId
 from tunelab.optimize.export import comment_text, sysctl_lines
 from tunelab.store import check_study_name
 from tunelab.version import __version__
@@ -126,34 +131,145 @@ def file_sha256(path: str | os.PathLike[str]) -> str | None:
     return digest.hexdigest()
 
 
-def query_files(settings: Iterable[Mapping[str, Any]], sent: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """Each distinct ``query_file`` setting with its sha256: the digest of what the trials sent (``sent``: path ->
-    sha256, the load's ``sent_queries``), else of the file as it is on this machine (``None`` if unreadable)."""
+def file_lines(path: str | os.PathLike[str]) -> int | None:
+    """How many lines a file on this machine has (a last line without a newline counts; ``None`` if unreadable)."""
+    count, last = 0, b"\n"
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                count, last = count + chunk.count(b"\n"), chunk[-1:]
+    except OSError:
+        return None
+    return count + (last != b"\n")
+
+
+def query_files(settings: Iterable[Mapping[str, Any]], sent: Mapping[str, str] | None = None,
+                sent_lines: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
+    """Each distinct ``query_file`` setting with its sha256 and line count: those of what the trials sent (``sent``:
+    path -> sha256, the load's ``sent_queries``; ``sent_lines``: path -> lines), else of the file as it is on this
+    machine (``None`` if unreadable). Never the file's text."""
     paths = dict.fromkeys(str(s["query_file"]) for s in settings if s.get("query_file"))
-    known = dict(sent or {})
-    return [{"path": path, "sha256": known[path] if path in known else file_sha256(path)} for path in paths]
+    known, lines = dict(sent or {}), dict(sent_lines or {})
+    return [{"path": path, "sha256": known[path] if path in known else file_sha256(path),
+             "lines": lines[path] if path in lines else file_lines(path)} for path in paths]
+
+
+def server_host(spec: Mapping[str, Any], description: Mapping[str, Any]) -> str:
+    """The server as people name it: ``user@host:port`` over ssh (no key path), else where the target runs.
+
+    >>> server_host({"type": "ssh", "options": {"server": "root@db1:22", "connect_kwargs": {"key_filename": "/k"}}}, {})
+    'root@db1:22 (ssh)'
+    """
+    options, here = spec.get("options") or {}, socket.gethostname()
+    if options.get("server"):
+        return f"{options['server']} (ssh)"
+    if spec.get("type") == "lab":
+        namespace = ((description.get("lab") or {}).get("namespaces") or {}).get("server", "server")
+        return f"lab namespace {namespace} on {here}"
+    if spec.get("type") == "simulator":
+        surface = options.get("surface")
+        return "none (SYNTHETIC simulator" + (f", surface {surface})" if surface else ")")
+    return f"{here} (this machine, {spec.get('type')} target)"
+
+
+def service_address(spec: Mapping[str, Any], settings: Iterable[Mapping[str, Any]]) -> str | None:
+    """Where the load was sent: the ``server_address`` setting (a service address or VIP), else the ssh server's
+    host; ``None`` when the target chose (the lab's, this machine's).
+
+    >>> service_address({"options": {"server": "root@192.0.2.1:2222"}}, [{"rate": 5}])
+    '192.0.2.1'
+    """
+    given = next((str(s["server_address"]) for s in settings if s.get("server_address")), None)
+    if given:
+        return given
+    server = str((spec.get("options") or {}).get("server") or "")
+    host = server.rpartition("@")[2]
+    if host.startswith("["):
+        return host[1:].partition("]")[0] or None
+    return host.rpartition(":")[0] if host.count(":") == 1 else host or None
+
+
+#: settings a profile line leaves out: shown on their own lines (query file, service address) or internal
+PROFILE_LINE_SKIPS = ("query_file", "server_address", "remote_query_file", "query_file_sha256", "query_file_lines",
+                      "key", "records")
+
+
+def profile_text(name: str, settings: Mapping[str, Any]) -> str:
+    """One load profile and its settings on a line.
+
+    >>> profile_text("overload", {"mode": "tcp", "clients": 64, "rate": None})
+    'overload: transport tcp, clients 64, no rate cap'
+    >>> profile_text("normal", {"rate": 500, "clients": 2})
+    'normal: rate 500 qps, clients 2'
+    """
+    parts = []
+    for key, value in settings.items():
+        if key in PROFILE_LINE_SKIPS:
+            continue
+        if key == "mode":
+            parts.append(f"transport {value}")
+        elif key == "rate":
+            parts.append("no rate cap" if value is None else f"rate {level_label(value)} qps")
+        elif value is not None:
+            parts.append(f"{key} {level_label(value)}")
+    return f"{name}: {', '.join(parts) or 'the load defaults'}"
+
+
+def restart_needed(spec: Mapping[str, Any], knobs: Iterable[str], load: Any) -> str | None:
+    """What applying the change needs beyond ``sysctl --system``: restarting the load's service when a knob is read
+    only at start-up (``requires_restart``), with the change file's restart command; ``None`` when nothing is."""
+    from tunelab.knobs import get_knob        # the catalogue, only when a header is written
+
+    service = getattr(load, "service", None)
+    needing = []
+    for kid in dict.fromkeys(knobs):
+        try:
+            knob = get_knob(KnobId.parse(kid).name)
+        except TunelabError:
+            continue
+        if getattr(knob, "requires_restart", False):
+            how = "is read at listen()" if "listen()" in (knob.description or "") else "is read only at start-up"
+            needing.append(f"{knob.name} {how}")
+    if not needing or not service:
+        return None
+    command = ((spec.get("options") or {}).get("service_commands") or {}).get(service)
+    what = "the DNS server" if service == "dns" else f"the {service} service"
+    run = f" ({' '.join(map(str, command))})" if command else ""
+    return f"restart {what}{run} after sysctl --system: {'; '.join(needing)}"
 
 
 def provenance(spec: Mapping[str, Any], description: Mapping[str, Any], load: Any,
-               settings: Iterable[Mapping[str, Any]], verdict: str, table_lines: list[str],
-               now: str | None = None) -> dict[str, Any]:
+               settings: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]], verdict: str,
+               table_lines: list[str], now: str | None = None, knobs: Sequence[str] = ()) -> dict[str, Any]:
     """Where and how the verdict was measured: the header of both files and ``--json``'s ``provenance``.
 
-    Keys: ``server`` (the target spec without secrets), ``kernel``, ``dns_software`` and ``query_files``
-    (left out when unknown or unused; each file's sha256 as the load sent it, :func:`query_files`),
-    ``load_host``, ``date`` (UTC), ``tunelab``, ``note`` (the target's, e.g. SYNTHETIC), ``verdict`` (overall)
-    and ``verdict_table`` (one line per profile and metric).
+    ``settings`` are the load settings of each profile (a mapping profile name -> settings names them).
+    Keys: ``server`` (the target spec without secrets), ``server_host`` (:func:`server_host`),
+    ``service_address``, ``kernel``, ``dns_software`` and ``query_files`` (left out when unknown or unused;
+    each file's path, sha256 and lines as the load sent it, :func:`query_files`), ``load_host``, ``profiles``
+    (one line each, :func:`profile_text`), ``date`` (UTC), ``tunelab``, ``restart`` (:func:`restart_needed`
+    for ``knobs``, when one is needed), ``note`` (the target's, e.g. SYNTHETIC), ``verdict`` (overall) and
+    ``verdict_table`` (one line per profile and metric).
     """
-    out: dict[str, Any] = {"server": public_spec(dict(spec)), "kernel": kernel_of(description)}
+    named = dict(settings) if isinstance(settings, Mapping) else {}
+    uncapped = {"rate": None} if getattr(load, "service", None) == "dns" else {}     # dnsperf without -Q: no cap
+    every = list(named.values()) if named else list(settings)
+    out: dict[str, Any] = {"server": public_spec(dict(spec)), "server_host": server_host(spec, description),
+                           "service_address": service_address(spec, every), "kernel": kernel_of(description)}
     software = dns_software(description, load)
     if software:
         out["dns_software"] = software
-    files = query_files(settings, getattr(load, "sent_queries", None))   # hashed once, when the trials sent it
+    files = query_files(every, getattr(load, "sent_queries", None),     # hashed once, when the trials sent it
+                        getattr(load, "sent_query_lines", None))
     if files:
         out["query_files"] = files
     out.update({"load_host": load_host(spec, description), "load": getattr(load, "name", None),
+                "profiles": [profile_text(str(name), {**each, **{k: v for k, v in uncapped.items() if k not in each}}) for name, each in named.items()],
                 "date": now or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "tunelab": __version__})
+    restart = restart_needed(spec, knobs, load)
+    if restart:
+        out["restart"] = restart
     if description.get("note"):
         out["note"] = str(description["note"])
     out.update({"verdict": verdict, "verdict_table": [line.strip() for line in table_lines]})
@@ -165,15 +281,23 @@ def header(title: list[str], facts: Mapping[str, Any]) -> list[str]:
     lines = [f"# {comment_text(line)}" for line in title]
     if facts.get("note"):
         lines.append(f"# note: {comment_text(facts['note'])}")
-    lines.append(f"# server: {comment_text(json.dumps(facts['server'], sort_keys=True, default=str))}")
-    lines.append(f"# kernel: {comment_text(facts.get('kernel') or 'unknown (the target reports none)')}")
+    server = facts.get("server_host") or json.dumps(public_spec(facts["server"]), sort_keys=True, default=str)
+    lines.append(f"# server: {comment_text(server)}")
+    if facts.get("service_address"):
+        lines.append(f"# service address: {comment_text(facts['service_address'])}")
     if facts.get("dns_software"):
         lines.append(f"# dns software: {comment_text(facts['dns_software'])}")
+    lines.append(f"# kernel: {comment_text(facts.get('kernel') or 'unknown (the target reports none)')}")
+    lines.append(f"# load host: {comment_text(facts['load_host'])}")
     for entry in facts.get("query_files", []):
         digest = entry["sha256"] or "not readable on this machine"
-        lines.append(f"# query file: {comment_text(entry['path'])} sha256 {digest}")
-    for key, label in (("load_host", "load host"), ("date", "date"), ("tunelab", "tunelab")):
-        lines.append(f"# {label}: {comment_text(facts[key])}")
+        count = entry.get("lines")
+        lines.append(f"# query file: {comment_text(entry['path'])}, sha256 {digest}"
+                     + (f", {count} line{'' if count == 1 else 's'}" if count is not None else ""))
+    lines += [f"# profile {comment_text(line)}" for line in facts.get("profiles", [])]
+    for key, label in (("date", "date"), ("tunelab", "tunelab"), ("restart", "restart")):
+        if facts.get(key):
+            lines.append(f"# {label}: {comment_text(facts[key])}")
     return lines + [f"# verdict: {comment_text(str(facts['verdict']).upper())}"] + [
         f"#   {comment_text(line)}" for line in facts["verdict_table"]]
 

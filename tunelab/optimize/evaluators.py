@@ -126,13 +126,17 @@ class RunnerEvaluator(ResumableEvaluator):
     knob_specs : :class:`tunelab.runner.BoundKnob` of the searched knobs
     store : the study's :class:`tunelab.store.Store`
     fixed : knob id -> value for knobs the trial sets but the search does not vary
+    retry_failed : measure again the keys whose recorded trial failed (instead of reading the failure back)
     """
 
     def __init__(self, target: Target, load: Load, knob_specs: Sequence[BoundKnob], store: Store, *,
                  phase: str = "refine", warmup_s: float = 2.0, measure_s: float = 8.0, load_settings: Mapping[str, Any] | None = None,
                  allow_host_global: bool = False, fixed: Mapping[str, Any] | None = None,
-                 provenance: Mapping[str, Any] | None = None) -> None:
-        super().__init__(phase, store.trials(phase), store.path)
+                 provenance: Mapping[str, Any] | None = None, retry_failed: bool = False) -> None:
+        trials = store.trials(phase)
+        if retry_failed:                 # measured again: run_trial sets the failed attempts aside as superseded
+            trials = trials[trials["status"] != TrialStatus.FAILED.value]
+        super().__init__(phase, trials, store.path)
         self.store = store
         self.target, self.load, self.knob_specs = target, load, list(knob_specs)
         self.warmup_s, self.measure_s = float(warmup_s), float(measure_s)

@@ -44,7 +44,7 @@ from tunelab.optimize.pilot_noise import pilot_for, pilot_json
 from tunelab.optimize.sequential_blocks import confirm_in_rounds
 from tunelab.preflight import KnobChange, Preflight, exercises_of, preflight
 from tunelab.preflight.pilot import check_pilot
-from tunelab.runner import bind_knob_ids, check_host_global, cleanup_load
+from tunelab.runner import bind_knob_ids, check_host_global, cleanup_load, prepare_load
 from tunelab.store import Store, default_store_path
 from tunelab.targets import Target, build_target, check_target_spec
 from tunelab.targets.dns_servers import DNS_SERVERS
@@ -179,6 +179,8 @@ class ValidateRequest:
     force: bool = False
     #: ``--pilot SECONDS``: a baseline window before the first trial (:mod:`tunelab.preflight.pilot`), or None
     pilot_s: float | None = None
+    #: on resume, measure again the trials recorded as failed (``--retry-failed``)
+    retry_failed: bool = False
 
     @property
     def target_type(self) -> str:
@@ -215,9 +217,9 @@ class CheckedRequest:
 
 def request_of_change(change: ChangeFile, *, allow_commands: bool = False, store: PathLike | None = None,
                       write_sysctl: PathLike | bool | None = None, force: bool = False,
-                      pilot_s: float | None = None) -> ValidateRequest:
+                      pilot_s: float | None = None, retry_failed: bool = False) -> ValidateRequest:
     """The :class:`ValidateRequest` of a parsed change file (``allow_commands``: ``--allow-design-commands``;
-    ``force``, ``pilot_s``: ``--force``, ``--pilot``)."""
+    ``force``, ``pilot_s``, ``retry_failed``: ``--force``, ``--pilot``, ``--retry-failed``)."""
     service = get_load(change.load.generator).service if change.load else None
     return ValidateRequest(
         spec=change.target_spec(service), candidate=dict(change.candidate),
@@ -228,7 +230,7 @@ def request_of_change(change: ChangeFile, *, allow_commands: bool = False, store
         allow_host_global=change.allow_host_global, allow_commands=allow_commands, study=change.study,
         store=Path(store) if store is not None else None, write_sysctl=write_sysctl, software=change.software,
         source=change.source, measurement=Measurement(change.measurement, change.pairs, change.cpu_layout),
-        force=force, pilot_s=pilot_s)
+        force=force, pilot_s=pilot_s, retry_failed=retry_failed)
 
 
 @contextlib.contextmanager
@@ -446,8 +448,8 @@ def run_request(request: ValidateRequest) -> ValidateRun:
         software = software_version(live, request.software)
         if software:
             description["dns_server"] = software
-    facts = provenance(checked.spec, description, load, plan.profiles.values(), result.verdict,
-                       [row_text(row) for row in result.table.itertuples()])
+    facts = provenance(checked.spec, description, load, plan.profiles, result.verdict,
+                       [row_text(row) for row in result.table.itertuples()], knobs=list(result.candidate))
     facts.update(pilot_json(pilot))
     if checked.sides:
         facts["measurement"] = {"kind": "duet", "pairs": request.measurement.pairs_json(checked.rule),
@@ -469,7 +471,8 @@ def measured(checked: CheckedRequest, plan: ValidationPlan, live: Target, load: 
     pairs on ``live`` and a second target of side 1's spec, with its own instance of the load."""
     request = checked.request
     if not checked.sides:
-        return run_validation(plan, live, load, store, allow_host_global=request.allow_host_global)
+        return run_validation(plan, live, load, store, allow_host_global=request.allow_host_global,
+                              retry_failed=request.retry_failed)
     other = checked.sides[1]
     with build_target(other, allow_commands=True) as partner:
         paired = type(partner).paired_load(dict(other.get("options") or {}), None)  # the simulator's own load
@@ -483,14 +486,18 @@ def measured(checked: CheckedRequest, plan: ValidationPlan, live: Target, load: 
 
 
 def run_validation(plan: ValidationPlan, target: Target, load: Load, store: Store, *, allow_host_global: bool = False,
-                   alpha: float = 0.05, phase: str = "validate") -> ConfirmResult:
+                   alpha: float = 0.05, phase: str = "validate", retry_failed: bool = False) -> ConfirmResult:
     """Measure a checked :class:`ValidationPlan` (trials recorded in ``store``; blocks in rounds by its rule)
-    and judge it, counting failed trials."""
+    and judge it, counting failed trials. The load's files are put on its host and checked first, before any
+    knob is applied or service restarted (:func:`tunelab.runner.prepare_load`); with ``retry_failed`` the
+    trials recorded as failed are measured again."""
+    prepare_load(target, load, plan.profiles.values(), store)
     digest = config_digest(plan.baseline, plan.candidate)
     evaluators = {profile: RunnerEvaluator(target, load, plan.specs, store, phase=phase, warmup_s=plan.warmup_s,
                                            measure_s=plan.measure_s, load_settings=settings,
                                            allow_host_global=allow_host_global,
-                                           provenance=validation_provenance(plan, profile, alpha))
+                                           provenance=validation_provenance(plan, profile, alpha),
+                                           retry_failed=retry_failed)
                   for profile, settings in plan.profiles.items()}
     result = confirm_in_rounds(evaluators, plan.baseline, plan.candidate, plan.goals, plan.blocks, alpha=alpha,
                                key_prefix=lambda profile: f"{profile}:{digest}:")
@@ -506,7 +513,7 @@ def run_validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping
                  store: PathLike | None = None, write_sysctl: PathLike | bool | None = None,
                  measurement: str = "sequential", pairs: int | None = None, cpu_layout: str | None = None,
                  testbeds: PathLike | None = None, allow_design_commands: bool = False, force: bool = False,
-                 pilot_s: float | None = None) -> ValidateRun:
+                 pilot_s: float | None = None, retry_failed: bool = False) -> ValidateRun:
     """:func:`tunelab.validate`'s sequence from its parameters (see the module docstring)."""
     return run_request(flags_request(target, candidate, baseline=baseline, metrics=metrics,
                                      target_options=target_options, surface=surface, load=load,
@@ -515,7 +522,7 @@ def run_validate(target: str, candidate: Mapping[str, Any], *, baseline: Mapping
                                      allow_host_global=allow_host_global, store=store, write_sysctl=write_sysctl,
                                      measurement=measurement, pairs=pairs, cpu_layout=cpu_layout,
                                      testbeds=testbeds, allow_design_commands=allow_design_commands,
-                                     force=force, pilot_s=pilot_s))
+                                     force=force, pilot_s=pilot_s, retry_failed=retry_failed))
 
 
 def flags_request(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",
@@ -542,11 +549,12 @@ def flags_request(target: str | None, candidate: Mapping[str, Any], *, baseline:
 
 def validate_change(path: PathLike | ChangeFile, *, allow_design_commands: bool = False,
                     store: PathLike | None = None, write_sysctl: PathLike | bool | None = None, force: bool = False,
-                    pilot_s: float | None = None) -> ValidateRun:
+                    pilot_s: float | None = None, retry_failed: bool = False) -> ValidateRun:
     """Validate the change a change file describes (:mod:`tunelab.designs.change`)."""
     change = path if isinstance(path, ChangeFile) else load_change(path)
     return run_request(request_of_change(change, allow_commands=allow_design_commands, store=store,
-                                         write_sysctl=write_sysctl, force=force, pilot_s=pilot_s))
+                                         write_sysctl=write_sysctl, force=force, pilot_s=pilot_s,
+                                         retry_failed=retry_failed))
 
 
 def validate(target: Target, load: Load, baseline: Mapping[str, Any] | str, candidate: Mapping[str, Any],

@@ -13,6 +13,9 @@
 ``journal``
     one row per knob change, written (and fsynced) *before* the change is made, marked
     ``restored`` once the old value was written back and verified.
+``load_files``
+    one row per private directory a load made on its host (dnsperf's copy of the query file), written
+    *before* anything is copied there, marked ``removed`` at the end of the run or by ``tunelab restore``.
 ``runs``, ``searches``, ``search_batches``
     one row per process that ran trials; a refinement's stored search state.
 
@@ -33,6 +36,7 @@ keep schema, migrations, locking and the storage apart):
 ``values``, ``rows``   what a store may hold (names, levels, JSON), a trial row checked
 ``trials``             trials and runs
 ``journal_entries``    the journal of knob changes
+``load_files``         the load's private directories on its host
 ``searches``           a refinement's stored search state
 ``tidy_frame``         the tidy frame (Contract 6)
 =====================  ======================================================================
@@ -52,6 +56,7 @@ from __future__ import annotations
 from tunelab.store.connection import StoreConnection, StudyInfo
 from tunelab.store.files import SQLITE_MAGIC, check_store_file, default_store_path, store_path_for
 from tunelab.store.journal_entries import HostIdentity, JournalEntry, JournalRecords
+from tunelab.store.load_files import LoadFileRecords, PrivateDir
 from tunelab.store.locking import LOCK_TIMEOUT_ENV, LOCK_TIMEOUT_S, lock_holders, lock_timeout, locked_message
 from tunelab.store.schema import REQUIRED_COLUMNS, SCHEMA_VERSION
 from tunelab.store.searches import (MAX_SEARCH_BATCHES, SEARCH_BATCH_COLUMNS, SEARCH_COLUMNS, SEARCH_STATE_VERSION,
@@ -66,13 +71,13 @@ __all__ = [
     "DEVICE_MAX", "DEVICE_PATTERN", "KNOB_NAME_MAX", "KNOB_NAME_PATTERN", "LEVEL_TEXT_MAX", "LOCK_TIMEOUT_ENV",
     "LOCK_TIMEOUT_S", "MAX_SEARCH_BATCHES", "METRIC_NAME_MAX", "METRIC_NAME_PATTERN", "REQUIRED_COLUMNS",
     "SCHEMA_VERSION", "SEARCH_BATCH_COLUMNS", "SEARCH_COLUMNS", "SEARCH_STATE_VERSION", "SQLITE_MAGIC",
-    "TIDY_COLUMNS", "HostIdentity", "JournalEntry", "Store", "StoreConnection", "StudyInfo", "check_knob_id",
+    "TIDY_COLUMNS", "HostIdentity", "JournalEntry", "PrivateDir", "Store", "StoreConnection", "StudyInfo", "check_knob_id",
     "check_metric_name", "check_store_file", "check_study_name", "continued_budgets", "default_store_path", "git_sha", "lock_holders",
     "lock_timeout", "locked_message", "store_path_for", "utc_now",
 ]
 
 
-class Store(TrialRecords, JournalRecords, SearchRecords, TidyExport):
+class Store(TrialRecords, JournalRecords, LoadFileRecords, SearchRecords, TidyExport):
     """A study's SQLite store; see the module docstring. Use :meth:`open` to create or check one.
 
     ``Store(path)`` opens an existing store; ``readonly=True`` (for export and reports) takes no

@@ -15,7 +15,9 @@ from tunelab.errors import StoreDamagedError, StoreError
 
 #: ``PRAGMA user_version`` of stores this tunelab writes; 0 is an older store, accepted when its tables match.
 #: 2 added the stored search state (``searches``, ``search_batches``), optional for reading;
-#: 3 added each trial's kernel counters (``trials.counters``, :mod:`tunelab.counters`), optional for reading
+#: 3 added each trial's kernel counters (``trials.counters``, :mod:`tunelab.counters`), optional for reading.
+#: The ``load_files`` table (:mod:`tunelab.store.load_files`) came later without a new version: every writable open
+#: creates it, an older tunelab ignores it, and a reader takes a store without it as having none
 SCHEMA_VERSION = 3
 #: tables every tunelab store has, with the columns tunelab reads from them
 REQUIRED_COLUMNS = {
@@ -91,6 +93,16 @@ CREATE TABLE IF NOT EXISTS search_batches (
     record TEXT NOT NULL,
     ts TEXT NOT NULL,
     PRIMARY KEY (search_id, batch)
+);
+CREATE TABLE IF NOT EXISTS load_files (
+    dir_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    host TEXT NOT NULL,
+    path TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('made', 'removed')),
+    ts TEXT NOT NULL,
+    machine_id TEXT,
+    boot_id TEXT,
+    note TEXT
 );
 CREATE TABLE IF NOT EXISTS runs (
     run_id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -98,6 +98,22 @@ class TrialRecords(StoreConnection):
             db.execute("UPDATE trials SET status = ?, reason = ?, provenance = ? WHERE trial_id = ?",
                        (TrialStatus.INTERRUPTED.value, reason, dumps(merged), trial_id))
 
+    def supersede_failed(self, phase: str, run_key: str, trial_id: int) -> int:
+        """Set aside the failed trials of ``run_key`` (in ``phase``) recorded before trial ``trial_id``, which measured
+        the run again (``--retry-failed``): status ``interrupted`` (so no reader counts them), reason ``superseded:
+        ...``, provenance ``superseded_by``; the rows stay. Returns how many were set aside."""
+        with self._transaction() as db:
+            rows = db.execute("SELECT trial_id, provenance FROM trials WHERE phase = ? AND run_key = ? AND status = ?"
+                              " AND trial_id < ?", (phase, run_key, TrialStatus.FAILED.value, int(trial_id))).fetchall()
+            for old_id, provenance in rows:
+                merged = {**as_mapping(loads(provenance), f"{self.path}: trial {old_id} provenance"),
+                          "superseded_by": int(trial_id)}
+                db.execute("UPDATE trials SET status = ?, reason = 'superseded: ' || COALESCE(reason, 'failed') || ?,"
+                           " provenance = ? WHERE trial_id = ?",
+                           (TrialStatus.INTERRUPTED.value, f" (measured again as trial {trial_id})", dumps(merged),
+                            old_id))
+            return len(rows)
+
     def trial_records(self, after_trial_id: int = 0) -> list[dict[str, Any]]:
         """The finished trials with ``trial_id > after_trial_id`` as plain records (JSON columns as
         their stored text), in trial order: what a Dask worker sends back to the study's store

@@ -22,7 +22,7 @@ VERSION_ARGS: dict[str, tuple[str, ...]] = {
     "sshd": ("-V",),
 }
 
-_VERSION_RE = re.compile(r"\d+\.\d+(?:\.\d+)*(?:[-~+][\w.]+)?")
+_VERSION_RE = re.compile(r"\d+\.\d+(?:\.\d+)*(?:[-~+][\w.]+)*")
 
 
 def parse_version(text: str) -> str | None:
@@ -32,6 +32,8 @@ def parse_version(text: str) -> str | None:
     '2.14.0'
     >>> parse_version("iperf 3.18 (cJSON 1.7.15)")
     '3.18'
+    >>> parse_version("BIND 9.18.33-1~deb12u2-Debian (Extended Support Version) <id:>")
+    '9.18.33-1~deb12u2-Debian'
     """
     for line in text.splitlines():
         if "version" in line.lower() or re.search(r"\d+\.\d+", line):
