@@ -61,7 +61,7 @@ def test_validate_without_sftp_as_a_sudo_user(hosts: OperatorHosts):
     server, load_host = (spec.split("@", 1)[1] for spec in (hosts.server, hosts.load_host))
     assert f"server ({server} over ssh, as {user}, root through `sudo -n --`): per trial, after the knobs: " \
            f"sudo -n -- {hosts.restart}" in plan.stdout, plan.stdout
-    assert f"load host ({load_host} over ssh, as {user}): per trial: [profile normal] dnsperf" in plan.stdout
+    assert f"load host ({load_host} over ssh, as {user}): per trial: [profile overload] dnsperf" in plan.stdout
     assert "`sudo -n -- dd of=FILE`" in plan.stdout and "SFTP" not in plan.stdout
     assert hosts.somaxconn() == ORIGINAL_SOMAXCONN and restarts(hosts) == before    # the plan ran nothing
 
