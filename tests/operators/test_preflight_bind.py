@@ -7,14 +7,11 @@ Production runs BIND 9 (``named``, restarted by its own command) behind a real s
   naming the reason and ``--force``; nothing applied, restarted or stored;
 - under a TCP load, BIND's own listen backlog (``tcp-listen-queue``, default 10; ``ss -ltn`` shows it over ssh)
   caps the accept queue below both 1024 and 4096: refused the same way, naming the backlog of 10;
-- with ``tcp-listen-queue 4096`` and somaxconn 16 against 4096 under TCP overload, the knob acts: a decided
-  verdict. Measured before asserting it (2026-11-29, this 2-core machine, load average ~4): qps -94.2 %, -92.1 %
-  (regress, 95 % CIs -97.2 .. -88.2 and -95.9 .. -84.9) with 3 blocks of 2 s trials, ~65 s each; with 2 blocks
-  (1 df) the CI reached past zero twice in three runs, so 3 blocks it is. Only "decided" is asserted, not which.
+- with ``tcp-listen-queue 4096`` the knob acts: tests/operators/test_validate_change_ssh.py validates somaxconn 16
+  against 4096 there under TCP overload to a decided verdict.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +27,6 @@ pytestmark = pytest.mark.lab
 
 #: dnsperf under TCP overload: 200 connections, a new one every 100 queries (the accept queue is exercised)
 TCP_OVERLOAD = {"clients": 200, "max_outstanding": 10000, "queries_per_conn": 100, "timeout": 1}
-DECIDED = ("improve", "regress", "equivalent")
 
 
 def needs_bind() -> None:
@@ -97,18 +93,3 @@ def test_bind_default_backlog_tcp_load_is_refused_naming_its_backlog_of_10(tmp_p
                               ["qps:max:5"])
         assert_refused_before_anything(hosts, change, "asks listen() for a backlog of 10", "`ss -ltn`",
                                        "tcp-listen-queue", "1024 and 4096")
-
-
-def test_bind_with_tcp_listen_queue_raised_somaxconn_16_is_decided_under_tcp_overload(tmp_path: Path):
-    needs_bind()
-    with operator_hosts(tmp_path, software="bind9", tcp_listen_queue=4096) as hosts:
-        change = write_change(hosts, "tcp", {"overload": TCP_OVERLOAD}, {"net.core.somaxconn": 4096},
-                              {"net.core.somaxconn": 16}, ["qps:max:5"], blocks=3)
-        run = hosts.run_tunelab("validate", str(change), "--allow-design-commands", "--json", "verdict.json",
-                                timeout_s=120)
-        assert run.returncode in (0, 3), (run.returncode, run.stdout, run.stderr[-2000:])
-        result = json.loads((hosts.workdir / "verdict.json").read_text())
-        (row,) = result["table"]
-        assert row["verdict"] in DECIDED, (row, run.stdout)
-        assert result["failures"]["failed"] == 0, result["failures"]
-        assert hosts.somaxconn() == ORIGINAL_SOMAXCONN   # put back after every trial

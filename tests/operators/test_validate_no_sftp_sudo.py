@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -65,10 +64,8 @@ def test_validate_without_sftp_as_a_sudo_user(hosts: OperatorHosts):
     assert "`sudo -n -- dd of=FILE`" in plan.stdout and "SFTP" not in plan.stdout
     assert hosts.somaxconn() == ORIGINAL_SOMAXCONN and restarts(hosts) == before    # the plan ran nothing
 
-    start = time.monotonic()
     run = hosts.run_tunelab("validate", str(change), "--allow-design-commands", "--json", "verdict.json",
                             timeout_s=120)
-    took = time.monotonic() - start
     assert run.returncode in (0, 3, 4), (run.returncode, run.stdout, run.stderr[-2000:])
     result = json.loads((hosts.workdir / "verdict.json").read_text())
     assert result["failures"]["trials"] == 8 and result["failures"]["failed"] == 0, result["failures"]
@@ -77,4 +74,3 @@ def test_validate_without_sftp_as_a_sudo_user(hosts: OperatorHosts):
     assert hosts.somaxconn() == ORIGINAL_SOMAXCONN           # the knob is back
     with Store(hosts.workdir / "data" / "validate-nosftp.sqlite", readonly=True) as store:
         assert store.unrestored() == []
-    assert took < 60, f"the validation took {took:.0f} s"
