@@ -204,7 +204,10 @@ def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: 
                 study = _preview(design, opened, live, plan_runner(design, opened, load, load_settings, options,
                                                                    target=live, partner=partner))
             else:
-                design_preflight(design, load, live).check(options.force)     # the server's own limits, read
+                checked = design_preflight(design, load, live)                # the server's own limits, read
+                checked.check(options.force)
+                for line in checked.shown(options.force):
+                    print(line, file=sys.stderr)
                 budget = budget_of(design, opened, options.clock)
                 study = _calibrate_and_run(design, opened, plan_runner(design, opened, load, load_settings, options,
                                                                        target=live, partner=partner, budget=budget,

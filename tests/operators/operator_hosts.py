@@ -24,9 +24,10 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Sequence
 
 import psutil
+import yaml
 from dns_helpers import ORIGIN, QUERIES, ZONE, operator_files
 
 from tunelab.targets import dns_servers, netns
@@ -186,6 +187,30 @@ def remove_copies(hosts: OperatorHosts) -> None:
     what a killed validation could not clean up."""
     for copy in query_copies(hosts):
         shutil.rmtree(copy.parent, ignore_errors=True)
+
+
+def change_file(hosts: OperatorHosts, name: str, *, profiles: dict[str, Any], baseline: object, candidate: object,
+                transport: str = "tcp", metrics: Sequence[str] = ("qps:max:5",), blocks: int = 2) -> Path:
+    """CHANGE.yaml in the shape docs/operators.md shows, for these hosts (0.5 s warm-up, 2 s measured)."""
+    change = {
+        "name": name,
+        "server": {"ssh": hosts.server, "key": str(hosts.key), "known_hosts": str(hosts.known_hosts),
+                   "restart": hosts.restart, "software": hosts.software},
+        "load_host": {"ssh": hosts.load_host, "key": str(hosts.key)},
+        "load": {"generator": "dnsperf", "query_file": hosts.query_file.name, "server_address": hosts.server_address,
+                 "transport": transport, "profiles": profiles},
+        "baseline": baseline, "candidate": candidate, "metrics": list(metrics), "blocks": blocks,
+        "warmup_s": 0.5, "measure_s": 2,
+    }
+    path = hosts.workdir / "CHANGE.yaml"
+    path.write_text(yaml.safe_dump(change, sort_keys=False))
+    return path
+
+
+def restarts(hosts: OperatorHosts) -> int:
+    """How often the DNS server was (re)started by its restart command (the first start included)."""
+    log = Path(hosts.restart).parent / "restarts"
+    return len(log.read_text().splitlines()) if log.exists() else 0
 
 
 def wait_for(predicate, timeout_s: float, what: str) -> None:

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from dns_helpers import require_tools
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from operator_hosts import ORIGINAL_SOMAXCONN, OperatorHosts, operator_hosts  # noqa: E402
+from operator_hosts import ORIGINAL_SOMAXCONN, OperatorHosts, change_file, operator_hosts, restarts  # noqa: E402
 
 pytestmark = pytest.mark.lab
 
@@ -31,34 +29,6 @@ TCP_OVERLOAD = {"clients": 200, "max_outstanding": 10000, "queries_per_conn": 10
 
 def needs_bind() -> None:
     require_tools("sshd", "ssh-keygen", "dnsperf", "named", "ss", hint="apt-get install openssh-server dnsperf bind9")
-
-
-def write_change(hosts: OperatorHosts, transport: str, profiles: dict[str, Any], baseline: object,
-                 candidate: dict[str, Any], metrics: list[str], blocks: int = 2) -> Path:
-    """CHANGE.yaml in the shape docs/operators.md shows, against BIND 9."""
-    change = {
-        "name": "bind-somaxconn",
-        "server": {"ssh": hosts.server, "key": str(hosts.key), "known_hosts": str(hosts.known_hosts),
-                   "restart": hosts.restart, "software": hosts.software},
-        "load_host": {"ssh": hosts.load_host, "key": str(hosts.key)},
-        "load": {"generator": "dnsperf", "query_file": hosts.query_file.name, "server_address": hosts.server_address,
-                 "transport": transport, "profiles": profiles},
-        "baseline": baseline,
-        "candidate": candidate,
-        "metrics": metrics,
-        "blocks": blocks,
-        "warmup_s": 0.5,
-        "measure_s": 2,
-    }
-    path = hosts.workdir / "CHANGE.yaml"
-    path.write_text(yaml.safe_dump(change, sort_keys=False))
-    return path
-
-
-def restarts(hosts: OperatorHosts) -> int:
-    """How often the DNS server was (re)started by its restart command (the first start included)."""
-    log = Path(hosts.restart).parent / "restarts"
-    return len(log.read_text().splitlines()) if log.exists() else 0
 
 
 def assert_refused_before_anything(hosts: OperatorHosts, change: Path, *reasons: str) -> str:
@@ -79,8 +49,9 @@ def assert_refused_before_anything(hosts: OperatorHosts, change: Path, *reasons:
 def test_bind_default_backlog_udp_load_is_refused_naming_udp(tmp_path: Path):
     needs_bind()
     with operator_hosts(tmp_path, software="bind9") as hosts:
-        change = write_change(hosts, "udp", {"overload": {"clients": 4, "max_outstanding": 500}}, "current",
-                              {"net.core.somaxconn": 4096}, ["qps:max:5"])
+        change = change_file(hosts, "bind-somaxconn", transport="udp",
+                             profiles={"overload": {"clients": 4, "max_outstanding": 500}}, baseline="current",
+                             candidate={"net.core.somaxconn": 4096})
         line = assert_refused_before_anything(hosts, change, "net.core.somaxconn [profile overload]: cannot act",
                                               "sends UDP only", "transport: tcp")
         assert "more" not in line                        # the one problem: an uncapped profile, qps can move
@@ -89,7 +60,7 @@ def test_bind_default_backlog_udp_load_is_refused_naming_udp(tmp_path: Path):
 def test_bind_default_backlog_tcp_load_is_refused_naming_its_backlog_of_10(tmp_path: Path):
     needs_bind()
     with operator_hosts(tmp_path, software="bind9") as hosts:
-        change = write_change(hosts, "tcp", {"overload": TCP_OVERLOAD}, "current", {"net.core.somaxconn": 4096},
-                              ["qps:max:5"])
+        change = change_file(hosts, "bind-somaxconn", profiles={"overload": TCP_OVERLOAD}, baseline="current",
+                             candidate={"net.core.somaxconn": 4096})
         assert_refused_before_anything(hosts, change, "asks listen() for a backlog of 10", "`ss -ltn`",
                                        "tcp-listen-queue", "1024 and 4096")

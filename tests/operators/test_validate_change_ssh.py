@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-import yaml
 from dns_helpers import require_tools
 
 from tunelab.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from operator_hosts import ORIGINAL_SOMAXCONN, OperatorHosts, operator_hosts, query_copies, wait_for  # noqa: E402
+from operator_hosts import (ORIGINAL_SOMAXCONN, OperatorHosts, change_file, operator_hosts, query_copies,  # noqa: E402
+                            restarts, wait_for)
 
 pytestmark = pytest.mark.lab
 
@@ -56,31 +56,10 @@ def hosts(tmp_path: Path) -> Iterator[OperatorHosts]:
 
 
 def write_change(hosts: OperatorHosts, name: str, baseline: object = BASELINE, blocks: int = 2) -> Path:
-    """CHANGE.yaml in the shape docs/operators.md shows (its query file and candidate beside it)."""
+    """CHANGE.yaml as docs/operators.md shows it, its candidate in candidate.conf beside it."""
     (hosts.workdir / "candidate.conf").write_text(CANDIDATE)
-    change = {
-        "name": name,
-        "server": {"ssh": hosts.server, "key": str(hosts.key), "known_hosts": str(hosts.known_hosts),
-                   "restart": hosts.restart, "software": hosts.software},
-        "load_host": {"ssh": hosts.load_host, "key": str(hosts.key)},
-        "load": {"generator": "dnsperf", "query_file": hosts.query_file.name, "server_address": hosts.server_address,
-                 "transport": "tcp", "profiles": {"overload": OVERLOAD}},
-        "baseline": baseline,
-        "candidate": "candidate.conf",
-        "metrics": ["qps:max:5"],
-        "blocks": blocks,
-        "warmup_s": 0.5,
-        "measure_s": 2,
-    }
-    path = hosts.workdir / "CHANGE.yaml"
-    path.write_text(yaml.safe_dump(change, sort_keys=False))
-    return path
-
-
-def restarts(hosts: OperatorHosts) -> int:
-    """How often the DNS server was (re)started by its restart command."""
-    log = Path(hosts.restart).parent / "restarts"
-    return len(log.read_text().splitlines()) if log.exists() else 0
+    return change_file(hosts, name, profiles={"overload": OVERLOAD}, baseline=baseline, candidate="candidate.conf",
+                       blocks=blocks)
 
 
 def test_plan_then_validate_through_ssh_restart_included_a_decided_verdict(hosts: OperatorHosts):

@@ -19,9 +19,9 @@ from dns_helpers import require_tools
 from tunelab.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from operator_hosts import ORIGINAL_SOMAXCONN, OperatorHosts, operator_hosts  # noqa: E402
+from operator_hosts import ORIGINAL_SOMAXCONN, OperatorHosts, operator_hosts, restarts  # noqa: E402
 from sshd_helper import login_user  # noqa: E402  (operator_hosts put tests/targets on the path)
-from test_validate_change_ssh import restarts, write_change  # noqa: E402
+from test_validate_change_ssh import write_change  # noqa: E402
 
 pytestmark = pytest.mark.lab
 

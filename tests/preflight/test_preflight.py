@@ -206,3 +206,29 @@ def test_a_real_bind9s_backlog_of_10_is_read_and_refuses_1024_vs_4096(tmp_path: 
         assert refused.facts and [f.severity for f in refused.findings] == [Severity.CANNOT_ACT]
         assert "backlog of 10" in refused.findings[0].reason
         assert not preflight([change("net.core.somaxconn", (4096, 8))], tcp, lab).refusals
+
+
+def test_run_refuses_a_design_whose_knob_cannot_act_before_any_store_and_force_runs_it(tmp_path: Path, capsys,
+                                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    design = tmp_path / "udp.yaml"
+    design.write_text(yaml.safe_dump({
+        "name": "udp-somaxconn", "target": {"type": "dry-run"}, "load": {"generator": "dnsperf",
+                                                                         "profile": "udp_overload"},
+        "metrics": [{"name": "qps"}], "knobs": [{"name": "net.core.somaxconn", "levels": [4096, 16]}],
+        "design": {"type": "oat", "replicates": 1}}))
+    assert main(["run", str(design), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "pre-flight: net.core.somaxconn" in err and "--force" in err, err
+    assert not (tmp_path / "data").exists()                           # refused before the store opened
+    assert main(["run", str(design), "--no-progress", "--force"]) == 0, capsys.readouterr().err
+    assert "nothing was applied, run or recorded" in capsys.readouterr().out
+
+
+def test_a_forced_refusal_and_the_notes_are_printed_as_the_run_starts():
+    found = preflight([change("net.core.somaxconn", (4096, 1024))],
+                      [exercise(UDP), Exercise("capped", "dnsperf", TCP, "rate 10 queries/s", 53, (), ())])
+    assert found.shown(force=False) == [f"pre-flight: {f.line()}" for f in found.notes]
+    forced = found.shown(force=True)
+    assert forced[0].startswith("pre-flight: measured anyway (--force): net.core.somaxconn [profile p]: cannot act")
+    assert len(forced) == len(found.findings) == 2

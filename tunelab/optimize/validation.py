@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -436,7 +437,10 @@ def run_request(request: ValidateRequest) -> ValidateRun:
     with build_target(checked.build_spec, allow_commands=True) as live:
         load, plan, _, _ = plan_on_target(checked, live)
         with named(request.source):
-            change_preflight(checked, plan, load, live).check(request.force)
+            checks = change_preflight(checked, plan, load, live)
+            checks.check(request.force)
+        for line in checks.shown(request.force):
+            print(line, file=sys.stderr)
         pilot = pilot_for(request.pilot_s, plan, load, live, checked.restarts)  # informs, never refuses
         with Store.open(path, study=request.study, design_hash=hashlib.sha256(design_text.encode()).hexdigest(),
                         design_text=design_text, target_spec=dict(checked.spec)) as opened:
@@ -450,7 +454,7 @@ def run_request(request: ValidateRequest) -> ValidateRun:
             description["dns_server"] = software
     facts = provenance(checked.spec, description, load, plan.profiles, result.verdict,
                        [row_text(row) for row in result.table.itertuples()], knobs=list(result.candidate))
-    facts.update(pilot_json(pilot))
+    facts.update(pilot_json(pilot), preflight=checks.to_json())
     if checked.sides:
         facts["measurement"] = {"kind": "duet", "pairs": request.measurement.pairs_json(checked.rule),
                                 "sides": [dict(side.get("options") or {}) for side in checked.sides],

@@ -76,6 +76,12 @@ class Preflight:
         return {"refused": bool(self.refusals), "server_read": self.facts,
                 "findings": [f.to_json() for f in self.findings]}
 
+    def shown(self, force: bool) -> list[str]:
+        """The lines a run prints as it starts: each note, and each refusal ``--force`` overrode (so the output
+        and its log say the verdict measures a change the pre-flight said cannot act)."""
+        forced = [f"pre-flight: measured anyway ({FORCE_FLAG}): {f.line()}" for f in self.refusals] if force else []
+        return forced + [f"pre-flight: {f.line()}" for f in self.notes]
+
     def check(self, force: bool) -> None:
         """Raise :class:`PreflightError` (one line, naming ``--force``) when a finding refuses and not ``force``."""
         if not self.refusals or force:
