@@ -3,7 +3,8 @@ a run SIGTERM tears the live labs down first. The only module that handles SIGTE
 
 SIGINT raises :class:`KeyboardInterrupt`; :func:`sigterm_interrupts` makes SIGTERM do the same,
 so the runner records the trial in flight as ``interrupted`` and puts its knobs back.
-:func:`deferred_interrupts` holds both signals while the machine is being put back.
+:func:`deferred_interrupts` holds both signals while the machine is being put back; a run that put its
+knobs back ends with :class:`RunInterrupted`, one line saying what it restored.
 :func:`teardown_on_sigterm` is for SIGTERM outside a run (a lab up in a script): clean up, then die
 of SIGTERM as before. Standard library only, so every layer may use it.
 """
@@ -44,6 +45,16 @@ def deferred_interrupts() -> Iterator[None]:
             signal.signal(sig, handler)
     if pending:
         raise KeyboardInterrupt
+
+
+# ---- a run cut short ---------------------------------------------------------------------------
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run cut short by Ctrl-C or SIGTERM after it put its knobs back; ``str()`` is the one line that says
+    what was restored (``interrupted: restored net.core.somaxconn on server``), which the CLI prints before it
+    exits 130. Raised by :func:`tunelab.run_owner.owned_run`; a :class:`KeyboardInterrupt`, so every handler
+    of Ctrl-C still sees it."""
 
 
 # ---- SIGTERM as Ctrl-C ------------------------------------------------------------------------
