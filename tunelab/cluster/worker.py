@@ -30,8 +30,8 @@ from tunelab.errors import TunelabError
 from tunelab.journal import host_identity, remove_orphan_labs, restore_journal
 from tunelab.loads import Load
 from tunelab.paths import testbed_dir
-from tunelab.runner import (BoundKnob, BusyRule, RunSummary, describe_target, preflight, recover_journal,
-                            repeat_while_busy, run_trial)
+from tunelab.runner import (BoundKnob, BusyRule, RunSummary, cleanup_load, describe_target, preflight,
+                            recover_journal, repeat_while_busy, run_trial)
 from tunelab.store import Store
 from tunelab.targets import Target
 
@@ -213,6 +213,8 @@ class TestbedRuntime:
             reply.error = f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # noqa: BLE001 - a worker must answer, never die with the trial
             reply.error = f"unexpected {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+        finally:            # each task brings its own copy of the load: its private directory goes with the trial
+            cleanup_load(context.load, self.target)
         reply.records = self.store.trial_records(after_trial_id=before)
         reply.repeats, reply.repeated = summary.repeats, summary.repeated
         self.trials_run += 1
