@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from tunelab import journal, leases
-from tunelab.errors import StoreError
+from tunelab.errors import StoreError, TunelabError
 from tunelab.model import KnobId
 from tunelab.signals import RunInterrupted, sigterm_interrupts
 from tunelab.store import Store
@@ -58,14 +58,20 @@ class RunOwner:
         return self.store
 
     def remove_left_dirs(self) -> None:
-        """Remove the load's private directories this run journalled and did not see removed (a run cut short
-        before :func:`tunelab.runner.cleanup_load`); only on this machine (a lab's or the local host's): one on
-        another machine stays journalled, for ``tunelab restore``, and a warning says so."""
+        """Remove the load's private directories this run journalled on this machine (a lab's or the local host's)
+        and did not see removed (a run cut short before :func:`tunelab.runner.cleanup_load`), marking them removed;
+        one on another machine (ssh), or on a host that could not say which machine it is, stays journalled for
+        ``tunelab restore``. A problem is a warning, never the run's outcome."""
         if self.store is None:
             return
-        left = [item for item in journal.private_dirs_left(self.store) if item.dir_id not in self._dirs_before]
-        report = journal.RestoreReport()
-        journal.remove_private_dirs(self.store, None, left, report)
+        try:
+            here = _this_machine_id()
+            left = [item for item in journal.private_dirs_left(self.store) if item.dir_id not in self._dirs_before
+                    and here is not None and item.machine_id == here]
+            report = journal.RestoreReport()
+            journal.remove_private_dirs(self.store, None, left, report)
+        except TunelabError as exc:
+            report = journal.RestoreReport(notes=[f"the load's private directories were not checked: {exc}"])
         for note in report.notes:
             print(f"warning: {note}", file=sys.stderr)
 
@@ -98,6 +104,14 @@ def _knobs_of(entries: Any) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _this_machine_id() -> str | None:
+    """``/etc/machine-id`` of this machine (None when it cannot be read)."""
+    try:
+        return Path(journal.MACHINE_ID_PATH).read_text().strip() or None
+    except OSError:
+        return None
+
+
 @contextmanager
 def owned_run(path: Path | str, *, check_crashed: bool = True) -> Iterator[RunOwner]:
     """Steps 1-6 of the module docstring around a verb's run recording into the store at ``path``.
@@ -120,9 +134,9 @@ def owned_run(path: Path | str, *, check_crashed: bool = True) -> Iterator[RunOw
                 try:
                     yield owner
                 except KeyboardInterrupt as exc:
-                    owner.remove_left_dirs()
                     raise exc if isinstance(exc, RunInterrupted) else RunInterrupted(owner.interrupted_line()) from None
-                owner.remove_left_dirs()
+                finally:
+                    owner.remove_left_dirs()
         except KeyboardInterrupt as exc:          # before the verb started, or while the store closed
             raise exc if isinstance(exc, RunInterrupted) else RunInterrupted(owner.interrupted_line()) from None
         leases.sweep()              # a crashed run of this study, now recovered, leaves no lease

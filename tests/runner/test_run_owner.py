@@ -13,7 +13,7 @@ import pytest
 import tunelab
 from tunelab import leases, run_owner
 from tunelab.signals import RunInterrupted
-from tunelab.store import HostIdentity
+from tunelab.store import HostIdentity, Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from simulator_helpers import simulator_design  # noqa: E402
@@ -81,3 +81,24 @@ def test_an_interrupt_before_any_change_says_nothing_changed(tmp_path: Path, mon
         with run_owner.owned_run(tmp_path / "opened.sqlite") as owner:
             owner.open_store(study="opened", design_hash="h", design_text="t", target_spec={"type": "simulator"})
             raise KeyboardInterrupt
+
+
+def test_the_load_files_a_run_left_on_this_machine_go_with_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a run cut short before the load's cleanup: its journalled directory here is removed and marked removed; one
+    # journalled for another machine is left to `tunelab restore` there
+    monkeypatch.setattr("tunelab.journal.remove_orphan_labs", lambda: [])
+    here = HostIdentity(run_owner._this_machine_id(), None)
+    if here.machine_id is None:
+        pytest.skip("this machine has no /etc/machine-id")
+    left = tmp_path / "tunelab-dnsperf.AbCdEfGh12"
+    with pytest.raises(RunInterrupted):
+        with run_owner.owned_run(tmp_path / "files.sqlite") as owner:
+            store = owner.open_store(study="files", design_hash="h", design_text="t", target_spec={"type": "lab"})
+            left.mkdir()
+            (left / "queries").write_text("www.example.org. A\n")
+            store.private_dir_made("client", str(left), here)
+            store.private_dir_made("client", str(tmp_path / "tunelab-dnsperf.ElsewhereZ"), HostIdentity("0" * 32, None))
+            raise KeyboardInterrupt
+    assert not left.exists()
+    with Store(tmp_path / "files.sqlite", readonly=True) as store:
+        assert [item.path for item in store.private_dirs_left()] == [str(tmp_path / "tunelab-dnsperf.ElsewhereZ")]
