@@ -57,14 +57,13 @@ from tunelab.optimize.driver import check_engine
 from tunelab.optimize.confirm import EXIT_STATUS
 from tunelab.optimize.export import design_fragment, sysctl_conf
 from tunelab.optimize.validation import ValidateRun, flags_request, run_validate
-from tunelab.optimize.workflow import check_warm_start, run_refinement, setup_from_design
+from tunelab.optimize.workflow import check_warm_start, refine_study, setup_from_design
 from tunelab.report import build_report
 from tunelab.rounds import StudyRun
 from tunelab.runner import Checkpoint
-from tunelab.signals import sigterm_interrupts
 from tunelab.simulator import refine_setup        # importing it registers the SYNTHETIC "simulator" target
 from tunelab.store import Store, check_study_name, default_store_path, store_path_for
-from tunelab.study_run import (RunOptions, checked_testbeds, dispatcher_on, run_study_of, study_store,
+from tunelab.study_run import (RunOptions, checked_testbeds, run_study_of, study_store,
                                target_spec_for, with_busy_rule)
 from tunelab.targets import build_target, check_target_spec
 from tunelab.study_data import screen_design, screen_inputs
@@ -370,30 +369,11 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
         if design_path is None:
             raise DesignError("--testbeds needs a DESIGN file (its target options are each testbed's defaults)")
         beds, warnings = checked_testbeds(load_design(design_path), testbeds, allow_design_commands)
-    with sigterm_interrupts():
-        with Store.open(path, study=setup.study, design_hash=setup.design_hash, design_text=setup.design_text,
-                        target_spec=dict(spec)) as opened:
-            if beds is not None:
-                outcome = _refine_on_testbeds(beds, warnings, scheduler, setup, opened, parsed, budget=budget,
-                                              engine=engine, preset=preset, seed=seed, options=options,
-                                              confirm_blocks=confirm_blocks, warm_start=warm_start)
-            else:
-                with build_target(spec, allow_commands=allow_design_commands) as live:
-                    outcome = run_refinement(setup, live, opened, parsed, budget=budget, engine=engine,
-                                             preset=preset, seed=seed, options=options, confirm_blocks=confirm_blocks,
-                                             warm_start=warm_start)
+    outcome = refine_study(setup, spec, path, parsed, testbeds=beds, warnings=warnings, scheduler=scheduler,
+                           allow_commands=allow_design_commands, budget=budget, engine=engine, preset=preset,
+                           seed=seed, options=options, confirm_blocks=confirm_blocks, warm_start=warm_start)
     return RefineRun(setup.study, path, setup.target_type, outcome.result, outcome.confirmation, outcome.measured,
                      outcome.reused, parsed, setup.levels, outcome.note)
-
-
-def _refine_on_testbeds(beds: list[Any], warnings: list[str], scheduler: str | None, setup: Any, store: Store,
-                        objectives: list[Metric], **settings: Any) -> Any:
-    """:func:`tunelab.optimize.workflow.run_refinement` with each batch measured across the testbeds."""
-    if settings["engine"] in ("tunelab", "model") and "batch" not in (settings.get("options") or {}):
-        # one asked configuration per testbed (the engine's default asks 2 at a time)
-        settings["options"] = {**(settings.get("options") or {}), "batch": max(2, len(beds))}
-    with dispatcher_on(beds, scheduler, store, warnings) as dispatcher:
-        return run_refinement(setup, None, store, objectives, dispatcher=dispatcher, **settings)
 
 
 def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",

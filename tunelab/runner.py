@@ -778,8 +778,10 @@ def prepare_load(target: Target, load: Load, settings: Iterable[Mapping[str, Any
         one line (the cause shortened to :data:`~tunelab.formatting.QUOTE_LIMIT` characters: it may quote a
         file's text); the load's files are removed again, and nothing was applied or restarted.
     """
-    if store is not None and hasattr(load, "private_dirs"):
-        load.private_dirs = StorePrivateDirs(store, target)     # type: ignore[attr-defined]
+    kept = getattr(load, "private_dirs", None)
+    if store is not None and hasattr(load, "private_dirs") and not (
+            isinstance(kept, StorePrivateDirs) and kept.store is store and kept.target is target):
+        load.private_dirs = StorePrivateDirs(store, target)     # type: ignore[attr-defined]  (prepared again: kept)
     seen: list[dict[str, Any]] = []
     for each in map(dict, settings):
         if each in seen:

@@ -3,13 +3,15 @@ a run SIGTERM tears the live labs down first. The only module that handles SIGTE
 
 SIGINT raises :class:`KeyboardInterrupt`; :func:`sigterm_interrupts` makes SIGTERM do the same,
 so the runner records the trial in flight as ``interrupted`` and puts its knobs back.
-:func:`deferred_interrupts` holds both signals while the machine is being put back.
+:func:`deferred_interrupts` holds both signals while the machine is being put back; a run that put its
+knobs back ends with :class:`RunInterrupted`, one line saying what it restored.
 :func:`teardown_on_sigterm` is for SIGTERM outside a run (a lab up in a script): clean up, then die
 of SIGTERM as before. Standard library only, so every layer may use it.
 """
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import signal
 import threading
@@ -46,25 +48,51 @@ def deferred_interrupts() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
+# ---- a run cut short ---------------------------------------------------------------------------
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run cut short by Ctrl-C or SIGTERM after it put its knobs back; ``str()`` is the one line that says
+    what was restored (``interrupted: restored net.core.somaxconn on server``), which the CLI prints before it
+    exits 130. Raised by :func:`tunelab.run_owner.owned_run`; a :class:`KeyboardInterrupt`, so every handler
+    of Ctrl-C still sees it."""
+
+
 # ---- SIGTERM as Ctrl-C ------------------------------------------------------------------------
 
 
+#: where a raised KeyboardInterrupt would be lost: Python code run as a fork hook (logging's lock around every
+#: ``subprocess`` fork with a ``preexec_fn``, as every target command has) prints "Exception ignored" and goes on
+_LOST_IN = (logging.__file__,)
+#: seconds after which a signal that arrived inside a fork hook is sent again
+RESEND_S = 0.05
+
+
 def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
+    """Raise KeyboardInterrupt; inside a fork hook (where it would be ignored) send the signal again a moment
+    later instead, so the run still stops and restores."""
+    if frame is not None and frame.f_code.co_filename in _LOST_IN:
+        threading.Timer(RESEND_S, os.kill, (os.getpid(), signum)).start()
+        return
     raise KeyboardInterrupt
 
 
 @contextmanager
 def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt, so the runner restores the current trial's knobs."""
+    """SIGTERM raises KeyboardInterrupt, so the runner restores the current trial's knobs; Ctrl-C (when Python's
+    own handler has it) goes the same way, so neither is lost in a fork hook."""
     try:
-        previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+        previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _sigterm_as_interrupt)}
     except ValueError:            # not the main thread: leave signals alone
         yield
         return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _sigterm_as_interrupt)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 # ---- SIGTERM outside a run: clean up, then die of it ------------------------------------------

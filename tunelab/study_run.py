@@ -6,14 +6,15 @@ from this process as a duet on two targets, :func:`run_duet_on_testbeds`), in on
 
 1. the target (or every testbed) is checked before anything opens: options, commands, values; the pre-flight
    (:mod:`tunelab.preflight`): a knob whose mechanism the load cannot exercise refuses the run unless ``force``;
-2. under SIGTERM-as-Ctrl-C and the store's run lease: orphaned labs are removed (named on
-   stderr), a crashed run of another study that left knobs changed stops the run, and the
-   study's store is opened once;
+2. the run's owner (:func:`tunelab.run_owner.owned_run`, the one every verb enters): under SIGTERM-as-Ctrl-C and
+   the run lease, orphaned labs are removed (named on stderr), a crashed run of another study that left knobs
+   changed stops the run, and the study's store is opened once;
 3. the target is brought up (or the Dask cluster of the testbeds started), the pre-flight reads the server's own
    limits (a listen backlog below every level), and one plan runner is built (:func:`plan_runner`): every later step runs its plans through it;
 4. the A/A calibration (``noise.calibration_runs``, :mod:`tunelab.calibration`) and its lines;
 5. the study's rounds (:func:`tunelab.rounds.run_study`);
-6. the leases of dead runs whose stores are clean again are swept.
+6. the load's private directories this run left are removed and the leases of dead runs whose stores are
+   clean again are swept; interrupted, one line says which knobs were put back.
 
 A dry run (a target that ``writes_nothing``) records into a throw-away store in a private temp
 dir, so the study's store is never touched, and returns the target's preview of every planned
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from tunelab import journal, leases, runner
+from tunelab import runner
 from tunelab import testbeds as testbeds_mod
 from tunelab.calibration import CALIBRATE, calibration_plan, run_calibration
 from tunelab.designs import Design, make_plan
@@ -39,7 +40,7 @@ from tunelab.knobs import get_knob
 from tunelab.loads import Load
 from tunelab.preflight import design_preflight
 from tunelab.rounds import StudyBudget, StudyRun, budget_of, run_study
-from tunelab.signals import sigterm_interrupts
+from tunelab.run_owner import owned_run
 from tunelab.store import Store, default_store_path
 from tunelab.targets import Target, build_target, check_target_spec
 
@@ -154,19 +155,13 @@ def _calibrate_and_run(design: Design, store: Store, run_plan: runner.PlanRunner
 @contextmanager
 def study_store(study: str, design_hash: str, design_text: str, spec: dict[str, Any], path: Path, *,
                 check_crashed: bool = True) -> Iterator[tuple[Store, list[str]]]:
-    """Steps 2 and 6: SIGTERM as Ctrl-C, the run lease, orphaned labs removed (named on stderr), crashed
-    runs checked, the store opened once; the leases swept after. Yields the store and the labs removed.
+    """Steps 2 and 6: the run's owner (:func:`tunelab.run_owner.owned_run`: SIGTERM as Ctrl-C, the run lease,
+    orphaned labs removed, crashed runs checked, the leases swept after; interrupted, one line says what was
+    restored) with the store opened at once. Yields the store and the labs removed.
     Also the frame of the plan-time probe (:func:`tunelab.plan` with ``probe``)."""
-    with sigterm_interrupts(), leases.lease(path):
-        removed = journal.remove_orphan_labs()
-        for name in removed:
-            print(f"removed orphaned lab {name} (its run had died)", file=sys.stderr)
-        if check_crashed:
-            leases.check_crashed_runs(own_store=path)
-        with Store.open(path, study=study, design_hash=design_hash, design_text=design_text,
-                        target_spec={"type": spec["type"], "options": spec["options"]}) as opened:
-            yield opened, removed
-        leases.sweep()                # a crashed run of this study, now recovered, leaves no lease
+    with owned_run(path, check_crashed=check_crashed) as owner:
+        opened = owner.open_store(study=study, design_hash=design_hash, design_text=design_text, target_spec=spec)
+        yield opened, owner.labs_removed
 
 
 @contextmanager

@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"errors", "model", "registry", "paths", "version", "formatting", "signals", "display", "progress"},
     {"knobs", "loads", "targets", "counters"},
     {"designs", "store", "testbeds"},
-    {"journal", "leases", "runner", "cluster", "constraints", "labs", "duet", "preflight"},
+    {"journal", "leases", "runner", "cluster", "constraints", "labs", "duet", "preflight", "run_owner"},
     {"stats"},
     {"study_data"},
     {"optimize", "rounds", "calibration", "study_run"},

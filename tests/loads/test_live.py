@@ -13,16 +13,19 @@ pytestmark = pytest.mark.lab
 
 
 def run_load(name: str, profile: str | None, overrides: dict, duration_s: float, warmup_s: float):
-    """What the runner does: settings, prepare, command, run, parse."""
+    """What the runner does: settings, prepare, command, run, clean up, parse."""
     load = get_load(name)()
     target = LocalTarget()
     missing = [tool for tool in load.tools if shutil.which(tool) is None]
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (Debian package)")
     settings = load.settings(profile, overrides)
-    settings.update(load.prepare(target, settings))
-    argv = load.command(settings, duration_s, target.address("server"))
-    result = target.run(load.runs_on, argv, timeout_s=duration_s + 10)
+    try:
+        settings.update(load.prepare(target, settings))
+        argv = load.command(settings, duration_s, target.address("server"))
+        result = target.run(load.runs_on, argv, timeout_s=duration_s + 10)
+    finally:
+        load.cleanup(target)                  # dnsperf's private directory of the query file
     return load, load.parse(result, settings, warmup_s)
 
 

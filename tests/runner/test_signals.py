@@ -44,3 +44,21 @@ def test_a_run_keeps_its_own_sigterm_handler(tmp_path: Path) -> None:
     """)
     assert proc.returncode == 0 and proc.stdout.strip() == "interrupted", proc.stderr
     assert not (tmp_path / "torn-down").exists()
+
+
+def test_a_sigterm_inside_a_fork_hook_is_sent_again_not_lost(tmp_path: Path) -> None:
+    # logging's lock is released by a Python fork hook around every fork with a preexec_fn (every target command);
+    # a KeyboardInterrupt raised there is "ignored": the handler sends the signal again instead
+    proc = _child(tmp_path, """
+        import logging, time
+        from tunelab.signals import _sigterm_as_interrupt
+        in_hook = compile("_sigterm_as_interrupt(signal.SIGTERM, sys._getframe())", logging.__file__, "exec")
+        with sigterm_interrupts():
+            try:
+                exec(in_hook, {"_sigterm_as_interrupt": _sigterm_as_interrupt, "signal": signal, "sys": sys})
+                print("returned")
+                time.sleep(10)
+            except KeyboardInterrupt:
+                print("interrupted")
+    """)
+    assert proc.returncode == 0 and proc.stdout.split() == ["returned", "interrupted"], proc.stderr

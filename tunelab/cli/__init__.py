@@ -124,8 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("tunelab: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:      # a run's RunInterrupted says what it put back
+        print(f"tunelab: {exc or 'interrupted'}", file=sys.stderr)
         return 130
     except BrokenPipeError:   # output piped into `head` and the like: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -17,7 +17,8 @@ Examples::
 Engines: tunelab (default: model of main effects and pairwise interactions, then a race), ga and nsga2 (pymoo;
 presets lab, ioperf, gembala2013, nsga2-crowding), tpe, gp, cmaes, optuna-nsga2 (Optuna), model, random.
 Exit status: 0 when the confirmation says improve or equivalent (or was skipped), 3 regress, 4 inconclusive,
-5 untestable (too few usable blocks, e.g. every confirming trial failed), 2 errors.
+5 untestable (too few usable blocks, e.g. every confirming trial failed), 2 errors, 130 when interrupted by
+Ctrl-C or SIGTERM (the trial in flight is put back and one line says which knobs were restored; rerun to resume).
 """
 from __future__ import annotations
 

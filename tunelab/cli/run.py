@@ -11,7 +11,7 @@ labs whose run died. ``--target dry-run`` records nothing: the study's store is 
 
 Exit status: 0 when no trial failed, 1 when some did (the summary names them), 2 on errors,
 130 when interrupted by Ctrl-C or SIGTERM (the trial in flight is recorded ``interrupted``, its
-knobs are put back and the lab is removed; running the design again resumes).
+knobs are put back, one line says which, and the lab is removed; running the design again resumes).
 
 With ``--testbeds FILE`` the plan runs on several testbeds at once (dask.distributed: a
 LocalCluster with one worker per testbed, or ``--scheduler`` for an existing cluster). Each trial

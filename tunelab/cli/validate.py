@@ -51,7 +51,8 @@ naming the command that sets them. On any other verdict no file is written and a
 
 Exit status: 0 improve or equivalent, 3 regress, 4 inconclusive (the output says how many blocks would decide),
 5 untestable (too few usable blocks, e.g. every trial failed: the output gives the first failure's reason),
-2 errors.
+2 errors, 130 when interrupted by Ctrl-C or SIGTERM (the trial in flight is put back and one line says which knobs
+were restored; running it again resumes).
 """
 from __future__ import annotations
 

@@ -30,8 +30,8 @@ from tunelab.errors import TunelabError
 from tunelab.journal import host_identity, remove_orphan_labs, restore_journal
 from tunelab.loads import Load
 from tunelab.paths import testbed_dir
-from tunelab.runner import (BoundKnob, BusyRule, RunSummary, describe_target, preflight, recover_journal,
-                            repeat_while_busy, run_trial)
+from tunelab.runner import (BoundKnob, BusyRule, RunSummary, cleanup_load, describe_target, preflight,
+                            StorePrivateDirs, recover_journal, repeat_while_busy, run_trial)
 from tunelab.store import Store
 from tunelab.targets import Target
 
@@ -162,7 +162,7 @@ class TestbedRuntime:
             remove_orphan_labs()
         if journal_path(self.bed.name).exists():
             with Store(journal_path(self.bed.name)) as store:
-                if store.unrestored():
+                if store.unrestored() or store.private_dirs_left():
                     restore_journal(store, target_spec=self.bed.spec(), remove_orphans=False)
 
     def checkpoint(self, name: str) -> None:
@@ -196,6 +196,8 @@ class TestbedRuntime:
         summary = RunSummary(study=context.study, store_path=self.store.path, planned=1)
         try:
             self.target.reset()
+            if hasattr(context.load, "private_dirs"):   # journalled here: a killed worker's goes when it restarts
+                context.load.private_dirs = StorePrivateDirs(self.store, self.target)
 
             def measure(trial_provenance: Mapping[str, Any]) -> Any:
                 return run_trial(self.target, context.load, context.specs, request.config, request.run_key,
@@ -213,6 +215,8 @@ class TestbedRuntime:
             reply.error = f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # noqa: BLE001 - a worker must answer, never die with the trial
             reply.error = f"unexpected {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+        finally:            # each task brings its own copy of the load: its private directory goes with the trial
+            cleanup_load(context.load, self.target)
         reply.records = self.store.trial_records(after_trial_id=before)
         reply.repeats, reply.repeated = summary.repeats, summary.repeated
         self.trials_run += 1

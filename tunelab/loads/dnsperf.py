@@ -277,7 +277,8 @@ class DnsperfLoad(Load):
         return int(self._settings(settings)["port"])
 
     def __init__(self) -> None:
-        self._private: tuple[Target, str] | None = None  # (target, private directory on its client host)
+        #: (target, private directory on its client host) of each target prepared and not yet cleaned up
+        self._private: list[tuple[Target, str]] = []
         self._written: dict[str, str] = {}               # path on the load host -> sha256 of what was written there
         #: the operator's query file (``query_file`` as given) -> the SHA-256 of the text :meth:`prepare` last sent
         #: (what the trials measured: :func:`tunelab.optimize.deploy.provenance` takes it, never hashing again)
@@ -304,10 +305,12 @@ class DnsperfLoad(Load):
         return {**DEFAULTS, **settings}
 
     def _private_dir(self, target: Target) -> str:
-        """A fresh 0700 directory on the client (``mktemp -d``), made once per target and reused."""
-        if self._private is not None and self._private[0] is target:
-            return self._private[1]
-        self._written.clear()
+        """A fresh 0700 directory on the client (``mktemp -d``), made once per target and reused; kept per target
+        (a load prepared on two targets removes each one's with :meth:`cleanup` on it), and remembered before it
+        is journalled, so a journal that fails still leaves it to :meth:`cleanup`."""
+        for known, path in self._private:
+            if known is target:
+                return path
         result = target.run(self.runs_on, ["mktemp", "-d", "-t", PRIVATE_DIR_TEMPLATE], timeout_s=10)
         if not result.ok:
             raise LoadError(f"dnsperf: could not create a private directory for the query file: "
@@ -316,9 +319,9 @@ class DnsperfLoad(Load):
         if not path.startswith("/") or "\n" in path:
             # a dry run records the command and prints nothing: name a directory that is never created
             path = "/nonexistent/tunelab-dnsperf.dry-run"
-        elif self.private_dirs is not None:
+        self._private.append((target, path))
+        if self.private_dirs is not None and not path.startswith("/nonexistent/"):
             self.private_dirs.made(self.runs_on, path)      # journalled before anything is copied there
-        self._private = (target, path)
         return path
 
     def prepare(self, target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -361,11 +364,13 @@ class DnsperfLoad(Load):
 
     def cleanup(self, target: Target) -> None:
         """Remove the private directory :meth:`prepare` made on ``target`` (if any)."""
-        if self._private is None or self._private[0] is not target:
+        mine = [path for known, path in self._private if known is target]
+        if not mine:
             return
-        directory = self._private[1]
-        self._private = None
-        self._written.clear()
+        directory = mine[0]
+        self._private = [(known, path) for known, path in self._private if known is not target]
+        self._written = {path: digest for path, digest in self._written.items()
+                         if not path.startswith(directory + "/")}
         if "/tunelab-dnsperf." in directory and not directory.startswith("/nonexistent/"):   # ours, from mktemp
             result = target.run(self.runs_on, ["rm", "-rf", "--", directory], timeout_s=30)
             if not result.ok and not getattr(result, "dry", False):

@@ -6,14 +6,16 @@
    the load's profiles, settings (a query file line by line) and metrics; the knobs, a given baseline
    equal to the candidate, host-global knobs; a knob that needs its service restarted and the command
    that restarts it (a change file's ``server.restart`` runs only with ``--allow-design-commands``).
-2. Bring the target up and :func:`plan_on_target` (:func:`tunelab.optimize.confirm.plan_validation`):
-   ``current`` is read, a candidate equal to it is refused. Nothing is applied and no store is written
-   until here.
-3. Open the store, measure the ABBA blocks (in rounds for ``blocks: {min, max, until: decided}``,
+2. Enter the run's owner (:func:`tunelab.run_owner.owned_run`: SIGTERM as Ctrl-C, the run lease, orphaned labs
+   removed, a crashed run's live journal refused; interrupted, one line says what was restored), bring the target
+   up and :func:`plan_on_target` (:func:`tunelab.optimize.confirm.plan_validation`): ``current`` is read, a
+   candidate equal to it is refused; the pre-flight (:func:`change_preflight`). Nothing is applied and no store
+   is written until here.
+3. Open the store once, measure the ABBA blocks (in rounds for ``blocks: {min, max, until: decided}``,
    :mod:`tunelab.optimize.sequential_blocks`), or with ``measurement: duet`` the duet pairs on two targets at
    once (:mod:`tunelab.optimize.duet_confirm`; in the same rounds, counted in pairs; on the two testbeds of
    ``--testbeds FILE``: :func:`duet_testbed_sides`, their files and hosts checked first), and judge them; count
-   the failed trials.
+   the failed trials; the load's private directories are removed before the target goes down.
 4. On ``improve`` or ``equivalent``, write the sysctl.d file and its rollback
    (:mod:`tunelab.optimize.deploy`), else say why not; the provenance goes to ``--json`` either way.
 """
@@ -46,6 +48,7 @@ from tunelab.optimize.sequential_blocks import confirm_in_rounds
 from tunelab.preflight import KnobChange, Preflight, exercises_of, preflight
 from tunelab.preflight.pilot import check_pilot
 from tunelab.runner import bind_knob_ids, check_host_global, cleanup_load, prepare_load
+from tunelab.run_owner import owned_run
 from tunelab.store import Store, default_store_path
 from tunelab.targets import Target, build_target, check_target_spec
 from tunelab.targets.dns_servers import DNS_SERVERS
@@ -427,27 +430,25 @@ def version_argv(software: str) -> tuple[str, ...] | None:
 
 
 def run_request(request: ValidateRequest) -> ValidateRun:
-    """Check, build, plan, measure, judge and (on a deployable verdict) write the sysctl.d files."""
+    """Check, build, plan, measure, judge and (on a deployable verdict) write the sysctl.d files; everything from
+    the target coming up to the last trial runs under the run's owner (:func:`tunelab.run_owner.owned_run`)."""
     checked = check_request(request)
     path = request.store_path
-    design_text = json.dumps({"validate": request.target_type, "options": checked.spec.get("options")},
-                             sort_keys=True, default=str)
     if request.testbeds:
         check_testbeds(request.testbeds)      # key files, known_hosts, each host reachable; nothing applied
-    with build_target(checked.build_spec, allow_commands=True) as live:
+    with owned_run(path) as owner, build_target(checked.build_spec, allow_commands=True) as live:
         load, plan, _, _ = plan_on_target(checked, live)
         with named(request.source):
             checks = change_preflight(checked, plan, load, live)
-            checks.check(request.force)
+            checks.check(request.force)                      # before the store opens
         for line in checks.shown(request.force):
             print(line, file=sys.stderr)
-        pilot = pilot_for(request.pilot_s, plan, load, live, checked.restarts)  # informs, never refuses
-        with Store.open(path, study=request.study, design_hash=hashlib.sha256(design_text.encode()).hexdigest(),
-                        design_text=design_text, target_spec=dict(checked.spec)) as opened:
-            try:
-                result = measured(checked, plan, live, load, opened)
-            finally:
-                cleanup_load(load, live)
+        opened = owner.open_store(study=request.study, **_store_identity(checked))
+        try:
+            pilot = _pilot(request, checked, plan, load, live, opened)
+            result = measured(checked, plan, live, load, opened)
+        finally:
+            cleanup_load(load, live)
         description = {**live.describe()}
         software = software_version(live, request.software)
         if software:
@@ -459,6 +460,31 @@ def run_request(request: ValidateRequest) -> ValidateRun:
         facts["measurement"] = {"kind": "duet", "pairs": request.measurement.pairs_json(checked.rule),
                                 "sides": [dict(side.get("options") or {}) for side in checked.sides],
                                 **({"testbeds": list(checked.side_names)} if checked.side_names else {})}
+    return judged_run(request, path, result, facts)
+
+
+def _store_identity(checked: CheckedRequest) -> dict[str, Any]:
+    """The study row a validation's store is opened with: its design text (the target type and options), that
+    text's SHA-256 and the target spec."""
+    text = json.dumps({"validate": checked.request.target_type, "options": checked.spec.get("options")},
+                      sort_keys=True, default=str)
+    return {"design_hash": hashlib.sha256(text.encode()).hexdigest(), "design_text": text,
+            "target_spec": dict(checked.spec)}
+
+
+def _pilot(request: ValidateRequest, checked: CheckedRequest, plan: ValidationPlan, load: Load, live: Target,
+           store: Store) -> Any:
+    """The pilot (``--pilot SECONDS``, :func:`tunelab.optimize.pilot_noise.pilot_for`), the load's files put on
+    its host first and journalled in ``store`` (:func:`tunelab.runner.prepare_load`), so the private directory
+    the pilot's load makes is removed with the run's, or by ``tunelab restore`` after a crash."""
+    if request.pilot_s is not None:
+        prepare_load(live, load, plan.profiles.values(), store)
+    return pilot_for(request.pilot_s, plan, load, live, checked.restarts)  # informs, never refuses
+
+
+def judged_run(request: ValidateRequest, path: Path, result: ConfirmResult, facts: dict[str, Any]) -> ValidateRun:
+    """The :class:`ValidateRun` of a measured validation: on a deployable verdict (unless ``write_sysctl=False``)
+    the sysctl.d file and its rollback are written, else the note says why not."""
     note = not_deployable(result.verdict)
     if note is None and request.write_sysctl is False:
         note = f"no sysctl.d file written: the verdict is {result.verdict.upper()}, but write_sysctl=False"

@@ -6,6 +6,9 @@ screen found to matter in the better direction, started at their best levels), a
 more: ``screened+inconclusive`` adds the knobs whose verdict is still inconclusive (an effect may
 hide behind an interaction), ``screened+K1,K2`` adds named knobs.
 
+:func:`refine_study` is ``tunelab refine``'s run: under the run's owner (:mod:`tunelab.run_owner`), as every verb
+that applies a knob.
+
 A refinement on a SYNTHETIC surface without a design file is built by :func:`tunelab.simulator.refine_setup`
 (the simulator sits above this package).
 """
@@ -26,11 +29,12 @@ from tunelab.optimize.driver import RefineResult, WarmPoint, refine
 from tunelab.optimize.engines import objectives_of, typed_config
 from tunelab.optimize.history import StoreSearchLog, config_key
 from tunelab.optimize.space import SearchSpace, dimension_from_design_knob
-from tunelab.runner import BoundKnob, bind_knobs, load_of, target_spec_of
+from tunelab.run_owner import owned_run
+from tunelab.runner import BoundKnob, bind_knobs, cleanup_load, load_of, prepare_load, target_spec_of
 from tunelab.store import Store, default_store_path
 from tunelab.study_data import design_info
 from tunelab.loads import Load
-from tunelab.targets import Target, get_target
+from tunelab.targets import Target, build_target, get_target
 
 
 @dataclass
@@ -303,3 +307,36 @@ def run_refinement(setup: RefineSetup, target: Target | None, store: Store, obje
                                side_metrics=setup.side_goals)
         measured, reused = measured + checker.measured, reused + checker.reused
     return RefineOutcome(result, confirmation, measured, reused, note)
+
+
+def refine_study(setup: RefineSetup, spec: Mapping[str, Any], path: Path, objectives: Sequence[Metric], *,
+                 testbeds: list[Any] | None = None, warnings: Sequence[str] = (), scheduler: str | None = None,
+                 allow_commands: bool = False, **settings: Any) -> RefineOutcome:
+    """``tunelab refine``'s run under the run's owner (:func:`tunelab.run_owner.owned_run`: orphaned labs, crashed
+    runs, the run lease, SIGTERM as Ctrl-C, one line saying what an interrupt restored, the leases swept): the store
+    at ``path`` opened once, then :func:`run_refinement` on the target of ``spec`` (the load's files put on its host
+    before the first apply and removed before it goes down) or across the checked ``testbeds`` (``warnings``: their
+    shared-machine lines; ``scheduler``: an existing Dask cluster). ``settings``: :func:`run_refinement`'s."""
+    with owned_run(path) as owner:
+        store = owner.open_store(study=setup.study, design_hash=setup.design_hash, design_text=setup.design_text,
+                                 target_spec=spec)
+        if testbeds is not None:
+            return _refine_on_testbeds(testbeds, list(warnings), scheduler, setup, store, objectives, **settings)
+        with build_target(dict(spec), allow_commands=allow_commands) as live:
+            prepare_load(live, setup.load, [setup.load_settings], store)
+            try:
+                return run_refinement(setup, live, store, objectives, **settings)
+            finally:
+                cleanup_load(setup.load, live)
+
+
+def _refine_on_testbeds(beds: list[Any], warnings: list[str], scheduler: str | None, setup: RefineSetup,
+                        store: Store, objectives: Sequence[Metric], **settings: Any) -> RefineOutcome:
+    """:func:`run_refinement` with each batch measured across the testbeds."""
+    from tunelab.study_run import dispatcher_on
+
+    if settings["engine"] in ("tunelab", "model") and "batch" not in (settings.get("options") or {}):
+        # one asked configuration per testbed (the engine's default asks 2 at a time)
+        settings["options"] = {**(settings.get("options") or {}), "batch": max(2, len(beds))}
+    with dispatcher_on(beds, scheduler, store, warnings) as dispatcher:
+        return run_refinement(setup, None, store, objectives, dispatcher=dispatcher, **settings)
