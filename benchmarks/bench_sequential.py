@@ -1,4 +1,4 @@
-"""Sequential replicates: error rates, power and trials of :func:`tunelab.stats.sequential_screen` against fixed designs.
+"""Sequential replicates: error rates, power and trials of :func:`tunelab.stats.screen_in_rounds` against fixed designs.
 
 What it measures
 ----------------
@@ -28,7 +28,7 @@ Two engines run the same rule on the same simulated runs:
   Shapiro–Wilk on the group-standardised residuals, Brown–Forsythe and the SD ratio; ANOVA,
   Welch or Kruskal–Wallis; Welch TOST at the SESOI), with tunelab's ``adjust`` (Holm) and
   ``spent_alpha`` unchanged;
-* ``real``: :func:`tunelab.stats.sequential_screen` with ``previous`` and
+* ``real``: :func:`tunelab.stats.screen_in_rounds` with ``previous`` and
   :func:`tunelab.stats.pending_levels` in the run loop, on the first ``--check`` studies of each
   default row; the line ``engines agree`` counts the studies whose verdicts, decision rounds and
   trials are identical (a FAIL there means the fast figures are not tunelab's).
@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as ss
 
-from tunelab.stats import adjust, pending_levels, recommend, sequential_screen, spent_alpha
+from tunelab.stats import adjust, pending_levels, recommend, screen_in_rounds, spent_alpha
 from tunelab.stats.sequential import DEFAULT_SPENDING
 
 ALPHA = 0.05
@@ -200,7 +200,7 @@ def fast_fixed(setup: Setup, base: np.ndarray, levels: np.ndarray, n: int) -> di
 # ---- real engine -----------------------------------------------------------------------------------
 
 def real_sequential(setup: Setup, base: np.ndarray, levels: np.ndarray) -> dict:
-    """tunelab's own run loop on one study's runs: sequential_screen (with previous) and pending_levels."""
+    """tunelab's own run loop on one study's runs: screen_in_rounds (with previous) and pending_levels."""
     names = setup.names
     baseline = {knob: 0 for knob in names}
     metrics = [{"name": "y", "direction": "maximize", "sesoi_pct": setup.sesoi}]
@@ -218,7 +218,7 @@ def real_sequential(setup: Setup, base: np.ndarray, levels: np.ndarray) -> dict:
             rows += [{**baseline, knob: 1, "round": number, "y": levels[j, r]} for r in range(done, done + add)]
         done += add
         data = pd.DataFrame(rows)
-        result = sequential_screen(data, metrics, names, baseline, max_replicates=setup.max, spending=setup.spending,
+        result = screen_in_rounds(data, metrics, names, baseline, max_replicates=setup.max, spending=setup.spending,
                                    recycle=setup.recycle, n_boot=100, seed=0, previous=result)
         pending = pending_levels(result, data, names, baseline)
     verdicts = result.verdicts.set_index("knob").loc[names]
@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({100 * savings[(best, '2x')]:.1f} %)")
     if agreement:
         agree, checked = sum(a for a, _ in agreement), sum(c for _, c in agreement)
-        print(f"engines agree (real sequential_screen run loop = fast engine, verdicts, rounds and trials): "
+        print(f"engines agree (real screen_in_rounds run loop = fast engine, verdicts, rounds and trials): "
               f"{agree}/{checked} studies: {'PASS' if agree == checked else 'FAIL'}")
     print(f"\ntotal wall time: {time.perf_counter() - start:.0f} s ({args.jobs} processes)")
     return 0

@@ -36,7 +36,7 @@ from tunelab import runner
 from tunelab.designs import Design
 from tunelab.designs.generators import runs_per_replicate
 from tunelab.designs.plan import PLAN_COLUMNS
-from tunelab.model import RANGE_DESIGNS, DesignType, Phase, json_value
+from tunelab.model import RANGE_DESIGNS, DesignType, MeasurementKind, Phase, json_value
 from tunelab.store import Store
 
 #: the phase of the A/A trials
@@ -56,7 +56,7 @@ def calibration_plan(design: Design, runs: int) -> pd.DataFrame:
 
 def design_replicates(design: Design) -> int:
     """The replicates the design can give each level: a sequential design's ``max``, else ``replicates``."""
-    return design.sequential.max if design.sequential is not None else design.replicates
+    return design.rounds.max if design.rounds is not None else design.replicates
 
 
 def runs_per_level(design: Design, replicates: int) -> float | None:
@@ -152,7 +152,7 @@ def assess_noise(frame: pd.DataFrame, design: Design, runs: int | None = None) -
     metrics = [metric.to_json() for metric in design.metrics]
     metrics += [{"name": name, "sesoi_pct": None} for name in LOW_NOISE_METRICS
                 if name in frame.columns and name not in {m["name"] for m in metrics}]
-    if getattr(design, "measurement", "sequential") == "duet":      # a duet runs on one machine, no testbeds
+    if getattr(design, "measurement", None) is MeasurementKind.DUET:   # a duet runs on one machine, no testbeds
         table = paired_noise_table(frame, metrics, alpha=design.analysis.alpha, power=POWER)
     else:
         usable = within_testbed(frame, [m["name"] for m in metrics])
@@ -182,7 +182,7 @@ def run_calibration(design: Design, store: Store, run_plan: runner.PlanRunner) -
     if runs <= 0:
         return None
     summary = run_plan(CALIBRATE, calibration_plan(design, runs))
-    trials = 2 * runs if getattr(design, "measurement", "sequential") == "duet" else runs   # each beside another
+    trials = 2 * runs if getattr(design, "measurement", None) is MeasurementKind.DUET else runs   # each beside another
     calibration = assess_noise(store.tidy(CALIBRATE), design, trials)
     calibration.summary = summary
     return calibration

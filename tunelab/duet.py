@@ -38,6 +38,7 @@ from tqdm import tqdm
 from tunelab.designs import Design
 from tunelab.errors import TunelabError
 from tunelab.loads import Load
+from tunelab.model import MeasurementKind, ParseError, TrialStatus
 from tunelab.registry import Registry
 from tunelab.runner import (BoundKnob, KnobLookup, PlannedTrial, RunSetup, RunSummary, TrialOutcome, cleanup_load,
                             describe_target, preflight, prepare_run, recover_journal, run_provenance_of, run_trial)
@@ -51,8 +52,6 @@ from tunelab.testbeds import Testbed
 SIDES = (0, 1)
 #: seconds a side waits at the barrier for the other to be ready to start its load
 BARRIER_TIMEOUT_S = 300.0
-#: the measurements a duet may use (``measurement:`` in a design, ``--measurement`` of validate)
-MEASUREMENTS = ("sequential", "duet")
 
 
 class DuetError(TunelabError):
@@ -70,11 +69,13 @@ def crossover_sides(pairs: int) -> list[int]:
     return [(0, 1, 1, 0)[pair % 4] for pair in range(pairs)]
 
 
-def check_measurement(measurement: str) -> str:
-    """``measurement`` if it is one of :data:`MEASUREMENTS`, else one DuetError line."""
-    if measurement not in MEASUREMENTS:
-        raise DuetError(f"measurement must be one of {', '.join(MEASUREMENTS)}, got {measurement!r}")
-    return measurement
+def check_measurement(measurement: str | MeasurementKind) -> MeasurementKind:
+    """``measurement`` as a :class:`~tunelab.model.MeasurementKind` (its text parsed), else one DuetError line."""
+    try:
+        return MeasurementKind.parse(measurement)
+    except ParseError:
+        words = ", ".join(kind.value for kind in MeasurementKind)
+        raise DuetError(f"measurement must be one of {words}, got {measurement!r}") from None
 
 
 # ---- how the two sides share the CPUs ---------------------------------------------------------------
@@ -370,7 +371,7 @@ def pairs_to_run(setup: RunSetup, store: Store, retry_failed: bool = False) -> l
     trials = store.trials(setup.phase)
     done = store.completed_run_keys(setup.phase)
     if retry_failed:
-        done -= set(trials.loc[trials["status"] == "failed", "run_key"])
+        done -= set(trials.loc[trials["status"] == TrialStatus.FAILED, "run_key"])
     todo = []
     for row in setup.rows:
         keys = (row[0], row[0] + BASELINE_SUFFIX)
@@ -438,6 +439,6 @@ def run_duet_design(design: Design, targets: Sequence[Target], loads: Sequence[L
 
 __all__ = ["BASELINE_SUFFIX", "NOT_A_SIDE", "SideJournal", "TESTBED_TYPES", "TestbedSide", "check_two_servers",
            "design_pair", "on_testbeds", "pairs_to_run", "run_duet_design", "sides_on_testbeds",
-           "BARRIER_TIMEOUT_S", "CPU_LAYOUTS", "DEFAULT_CPU_LAYOUT", "MEASUREMENTS", "SIDES", "DuetError",
+           "BARRIER_TIMEOUT_S", "CPU_LAYOUTS", "DEFAULT_CPU_LAYOUT", "SIDES", "DuetError",
            "PairSetup", "SerializedStore", "SideTrial", "check_measurement", "crossover_sides", "pair_trials",
            "run_pair", "shared_layout", "side_options", "split_layout"]

@@ -14,14 +14,17 @@ type                   text form                                   used for
 :class:`Verdict`       ``matters``, ``not comparable``, ...         stats, reports
 =====================  ==========================================  ==================================
 
-The enums are ``str`` enums: ``TrialStatus.OK == "ok"``, so stored text and JSON stay plain strings.
+The states are ``str`` enums: ``TrialStatus.OK == "ok"``, so stored text and JSON stay plain strings.
+The kinds (:class:`AnalysisKind`, :class:`DesignType`, :class:`MeasurementKind`, :class:`PartKind`) are
+plain enums that never equal a string: they are parsed from text at the edges (``Kind.parse``).
+tests/architecture/test_enum_compare.py fails when any enum's value is compared with a string literal.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Self
 
 from tunelab.errors import TunelabError
 
@@ -217,7 +220,7 @@ class Metric:
         if not isinstance(self.name, str) or not self.name:
             raise ParseError(f"a metric needs a name, got {self.name!r}")
         direction = self.direction.value if isinstance(self.direction, Direction) else self.direction
-        if direction not in ("maximize", "minimize"):
+        if direction not in (Direction.MAXIMIZE, Direction.MINIMIZE):
             raise ParseError(f"metric {self.name}: direction {self.direction!r} must be maximize or minimize")
         object.__setattr__(self, "direction", direction)
         try:
@@ -251,11 +254,11 @@ class Metric:
     @property
     def sign(self) -> float:
         """Multiply the metric by this to get a value to minimise."""
-        return -1.0 if self.direction == "maximize" else 1.0
+        return -1.0 if self.direction == Direction.MAXIMIZE else 1.0
 
     @property
     def maximize(self) -> bool:
-        return self.direction == "maximize"
+        return self.direction == Direction.MAXIMIZE
 
     @classmethod
     def parse(cls, text: str, default_sesoi_pct: float = DEFAULT_SESOI_PCT,
@@ -381,7 +384,34 @@ VERDICTS = tuple(Verdict)
 DECIDED_VERDICTS = (Verdict.MATTERS, Verdict.EQUIVALENT, Verdict.NOT_COMPARABLE)
 
 
-class AnalysisKind(_ValueEnum):
+class _Kind(Enum):
+    """A kind: a plain :class:`~enum.Enum`, equal only to itself (``DesignType.OAT == "oat"`` and
+    ``AnalysisKind.OAT == DesignType.OAT`` are False), so code compares members, never text.
+
+    Its text (``str(kind)``, ``kind.value``) is what design files, JSON and the store hold; :meth:`parse`
+    reads it back at the edges (a file, a flag, a mapping given to :func:`tunelab.stats.screen`).
+    """
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, value: Any) -> Self:
+        """The member whose text is ``value`` (a member passes through); one ParseError line otherwise.
+
+        >>> DesignType.parse("oat") is DesignType.OAT, MeasurementKind.parse(MeasurementKind.DUET).value
+        (True, 'duet')
+        """
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            words = ", ".join(member.value for member in cls)
+            raise ParseError(f"{cls.__name__} {value!r} must be one of {words}") from None
+
+
+class AnalysisKind(_Kind):
     """How the screen reads a study's runs (``ScreenResult.design``, the JSON's ``design``)."""
 
     #: one-at-a-time: every run has at most one knob away from its baseline; each knob is compared on
@@ -393,14 +423,44 @@ class AnalysisKind(_ValueEnum):
     RANGE = "range"
 
 
-class DesignType(_ValueEnum):
-    """The design generators (a design file's ``design.type``); ``Design.design_type`` holds the value."""
+class DesignType(_Kind):
+    """The design generators (a design file's ``design.type``; ``Design.design_type``); the generators'
+    registry (:data:`tunelab.designs.generators.GENERATORS`) holds each under its text, and ``get`` takes the member."""
 
     OAT = "oat"
     FULL_FACTORIAL = "full_factorial"
     FRACTIONAL_FACTORIAL = "fractional_factorial"
     PLACKETT_BURMAN = "plackett_burman"
     LATIN_HYPERCUBE = "latin_hypercube"
+    MORRIS = "morris"
+
+
+class MeasurementKind(_Kind):
+    """How trials are measured (a design's or change file's ``measurement:``, ``validate --measurement``).
+
+    "Sequential" means only this in tunelab: one trial at a time. Rounds of replicates until the screen
+    decides are *rounds* (``RoundsSpec``, ``BlockRule.in_rounds``), and validate's A-B-B-A order is *ABBA*.
+    """
+
+    #: one trial at a time on one target (validate orders them in ABBA blocks)
+    SEQUENTIAL = "sequential"
+    #: each trial beside a concurrent baseline on a second target of the same spec (:mod:`tunelab.duet`)
+    DUET = "duet"
+
+
+class PartKind(_Kind):
+    """What a tested part of the screen is (a part's ``kind``): it picks the part's verdict rule
+    (:data:`tunelab.stats.look.VERDICT_RULES`)."""
+
+    #: one knob's levels against its baseline (one-way comparison; a duet's pairs too)
+    ONEWAY = "oneway"
+    #: a knob's main effect in the model of all runs
+    MAIN = "main"
+    #: an interaction term of the model (it only qualifies the main effects' verdicts)
+    INTERACTION = "interaction"
+    #: a knob's effect over its range (Latin hypercube regression)
+    RANGE = "range"
+    #: a knob's elementary effects (Morris)
     MORRIS = "morris"
 
 
@@ -459,6 +519,6 @@ RANGE_DESIGNS = (DesignType.LATIN_HYPERCUBE, DesignType.MORRIS)
 
 __all__ = ["AnalysisKind", "COUNTER_PREFIX", "DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES",
            "DesignType",
-           "Direction", "FINAL_STATUSES", "HOSTS", "KnobId", "Metric", "PHASES", "ParseError", "Phase", "Role", "Traffic",
+           "Direction", "FINAL_STATUSES", "HOSTS", "KnobId", "MeasurementKind", "Metric", "PHASES", "ParseError", "PartKind", "Phase", "Role", "Traffic",
            "RANGE_DESIGNS", "TrialStatus", "USABLE_STATUSES", "VERDICTS", "Verdict", "counter_columns", "is_counter_column", "json_value", "knob_id",
            "level_from_json", "level_to_json", "level_value"]

@@ -23,6 +23,7 @@ LookupError: No target named 'nope'; known: (none)
 """
 from __future__ import annotations
 
+from enum import Enum
 from typing import Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -67,9 +68,11 @@ class Registry(Generic[T]):
     def add(self, name: str, obj: T) -> None:
         self.register(name)(obj)
 
-    def get(self, name: str) -> T:
+    def get(self, name: str | Enum) -> T:
+        """The object registered as ``name``; an :class:`~enum.Enum` member (``DesignType.OAT``) is looked up by
+        its text (``"oat"``), the name it is registered under."""
         try:
-            return self._items[name]
+            return self._items[name.value if isinstance(name, Enum) else name]
         except KeyError:
             known = ", ".join(sorted(self._items)) or "(none)"
             raise self.error(f"No {self.kind} named {name!r}; known: {known}") from None

@@ -1,10 +1,10 @@
 """A study's runs, in rounds: fixed designs in one round, sequential designs until every verdict is decided.
 
 A sequential design (``replicates: {min, max, step, until: decided}``, see
-:class:`tunelab.designs.SequentialSpec`) runs like this:
+:class:`tunelab.designs.RoundsSpec`) runs like this:
 
 1. round 1 is the design's plan with ``min`` replicates (``designs.make_plan``);
-2. after each round the study is screened with :func:`tunelab.stats.sequential_screen`, which
+2. after each round the study is screened with :func:`tunelab.stats.screen_in_rounds`, which
    replays every look so far at its alpha-spending level (the verdicts a report gets later are
    exactly these);
 3. the knob levels still ``inconclusive`` (:func:`tunelab.stats.pending_levels`) get ``step`` more
@@ -38,7 +38,7 @@ import pandas as pd
 from tunelab.designs import Design, make_plan, round_plan
 from tunelab.display import Displayed
 from tunelab.formatting import fmt_pct, level_label
-from tunelab.model import json_value
+from tunelab.model import Verdict, json_value
 from tunelab.runner import PlanRunner, RunSummary
 from tunelab.store import Store
 from tunelab.study_data import design_info
@@ -114,7 +114,7 @@ class StudyBudget:
 def budget_of(design: Design, store: Store, clock: Callable[[], float] = time.monotonic) -> StudyBudget | None:
     """The :class:`StudyBudget` of a sequential design with ``budget_minutes`` (None otherwise), timed from
     now; a resumed study starts with the time its recorded attempts (:data:`STUDY_PHASES`) took."""
-    spec = design.sequential
+    spec = design.rounds
     if spec is None or spec.budget_minutes is None:
         return None
     trials = store.trials()
@@ -252,7 +252,7 @@ def run_study(design: Design, store: Store, run_plan: PlanRunner, budget: StudyB
     ``budget_minutes`` (default: :func:`budget_of`, timed from here); give ``run_plan`` its
     ``may_start`` too, so the runner stops within a round when the budget is spent.
     """
-    if design.sequential is None:
+    if design.rounds is None:
         return StudyRun.of(run_plan("screen", None))
     budget = budget if budget is not None else budget_of(design, store)
     plan, number, result = make_plan(design), 1, None
@@ -282,7 +282,7 @@ def _round(design: Design, store: Store, study: StudyRun, number: int, plan: pd.
     data = data[data["round"] <= number] if "round" in data.columns else data.iloc[0:0]
     result = _look(design, data, previous)
     pending = _pending(design, data, result)
-    decided = 0 if result is None else int((result.verdicts["verdict"] != "inconclusive").sum())
+    decided = 0 if result is None else int((result.verdicts["verdict"] != Verdict.INCONCLUSIVE).sum())
     verdicts = 0 if result is None else len(result.verdicts)
     study.rounds.append(RoundRecord(number, len(plan), pending, decided, verdicts))
     return result
@@ -291,7 +291,7 @@ def _round(design: Design, store: Store, study: StudyRun, number: int, plan: pd.
 def _next_round(design: Design, study: StudyRun, number: int, result: Any, budget: StudyBudget | None,
                 next_run_id: int) -> tuple[str | None, pd.DataFrame | None]:
     """Why the study stops after round ``number``, or the next round's plan."""
-    spec, pending = design.sequential, study.rounds[-1].pending
+    spec, pending = design.rounds, study.rounds[-1].pending
     more = min(spec.step, spec.max - (spec.min + spec.step * (number - 1)))
     if budget is not None and budget.refused:          # a round cut short: its look is not the design's
         return (f"budget_minutes={budget.minutes:g} reached during round {number} ({budget.spent_s() / 60:.1f} min "
@@ -333,7 +333,7 @@ def _warn_if_busy(design: Design, study: StudyRun, budget: StudyBudget | None, f
     """After round 1: when busy repeats mean the time budget cannot buy the trials the design plans,
     say so (stderr and the summary) with the measured busy share."""
     fits = budget.trials_that_fit(study.busy_share()) if budget is not None else None
-    spec = design.sequential
+    spec = design.rounds
     planned = first_round * spec.max // spec.min
     planned = min(planned, spec.budget_trials) if spec.budget_trials is not None else planned
     buys = study.ok + study.flagged + study.failed + (fits or 0)
@@ -355,19 +355,19 @@ def _look(design: Design, data: pd.DataFrame, previous: Any = None) -> Any:
 
     ``previous`` (the look after the last round) lets it screen only the newest round.
     """
-    from tunelab.stats import sequential_screen   # deferred: scipy/statsmodels, ~2 s
+    from tunelab.stats import screen_in_rounds   # deferred: scipy/statsmodels, ~2 s
 
     if data.empty:
         return None
-    return sequential_screen(data, [m.to_json() for m in design.metrics], design.knob_ids, design.baseline,
-                             max_replicates=design.sequential.max, alpha=design.analysis.alpha,
+    return screen_in_rounds(data, [m.to_json() for m in design.metrics], design.knob_ids, design.baseline,
+                             max_replicates=design.rounds.max, alpha=design.analysis.alpha,
                              correction=design.analysis.correction, n_boot=INTERIM_N_BOOT,
                              design=_screen_design(design), previous=previous, **_spending(design))
 
 
 def _screen_design(design: Design) -> dict[str, Any]:
     """What the screen knows of the design (:func:`tunelab.study_data.design_info`), its looks made here."""
-    return {key: value for key, value in design_info(design).items() if key != "sequential"}
+    return {key: value for key, value in design_info(design).items() if key != "rounds"}
 
 
 def _pending(design: Design, data: pd.DataFrame, result: Any) -> dict[str, tuple[Any, ...]]:
@@ -381,13 +381,13 @@ def _pending(design: Design, data: pd.DataFrame, result: Any) -> dict[str, tuple
 
 
 def _spending(design: Design) -> dict[str, Any]:
-    return {"spending": design.sequential.spending} if design.sequential.spending else {}
+    return {"spending": design.rounds.spending} if design.rounds.spending else {}
 
 
 def _over_budget(design: Design, planned: int, next_trials: int) -> str | None:
     """Why the next round must not start (its trials overrun ``budget_trials``), or None; the minutes
     are held by the :class:`StudyBudget` (:func:`_fit_in_budget`)."""
-    spec = design.sequential
+    spec = design.rounds
     if spec.budget_trials is not None and planned + next_trials > spec.budget_trials:
         return (f"the next round ({next_trials} trials) would pass budget_trials={spec.budget_trials} "
                 f"({planned} planned so far)")

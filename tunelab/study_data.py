@@ -19,7 +19,7 @@ from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS
 from tunelab.errors import DataError
 from tunelab.loads.metrics import METRICS
 from tunelab.formatting import level_label
-from tunelab.model import RANGE_DESIGNS, Metric, ParseError
+from tunelab.model import RANGE_DESIGNS, Direction, MeasurementKind, Metric, ParseError
 from tunelab.store import TIDY_COLUMNS, Store, store_path_for
 
 # tunelab.stats (scipy, statsmodels: about two seconds) is imported inside the two functions that
@@ -181,7 +181,7 @@ def check_positive_metrics(data: pd.DataFrame, metrics: Sequence[dict[str, Any]]
             kind = "on the log scale (scale: log)" if scale == "log" else "as % changes (no scale or sesoi_abs given)"
             raise DataError(f"{source}: metric {name!r} has {bad} value(s) <= 0 (lowest {values.min():g}), which cannot "
                             f"be compared {kind}; set `scale: linear` and a `sesoi_abs` for it (on the command line "
-                            f"--metric {name}:{'min' if metric.get('direction') == 'minimize' else 'max'}:linear:abs=N), "
+                            f"--metric {name}:{'min' if metric.get('direction') == Direction.MINIMIZE else 'max'}:linear:abs=N), "
                             "see designs/README.md")
 
 
@@ -257,8 +257,8 @@ def design_info(design: Any) -> dict[str, Any]:
     """What the screen needs to know about a study's design beyond its runs (``stats.screen(design=…)``).
 
     ``type`` (the design generator) and ``interactions`` (``analysis.interactions``); for a
-    sequential design ``sequential`` (``max_replicates`` and ``spending``: the screen replays its
-    looks, :func:`tunelab.stats.sequential_screen`); for a profile-crossed design ``profiles``
+    design in rounds ``rounds`` (``max_replicates`` and ``spending``: the screen replays its
+    looks, :func:`tunelab.stats.screen_in_rounds`); for a profile-crossed design ``profiles``
     (the load profiles in design order: the screen's ``profile`` factor); for Latin
     hypercube and Morris designs the generator's ``ranges`` (every knob's low, high and scale),
     and for Morris designs its ``points`` in trajectory order and grid ``levels``. Aliases are not
@@ -273,13 +273,12 @@ def design_info(design: Any) -> dict[str, Any]:
 
     info: dict[str, Any] = {"type": design.design_type, "interactions": design.analysis.interactions,
                             "guards": design_guards(design)}
-    sequential = getattr(design, "sequential", None)
-    if sequential is not None:
-        info["sequential"] = {"max_replicates": sequential.max,
-                              **({"spending": sequential.spending} if sequential.spending else {})}
+    rounds = getattr(design, "rounds", None)
+    if rounds is not None:
+        info["rounds"] = {"max_replicates": rounds.max, **({"spending": rounds.spending} if rounds.spending else {})}
     if design.load.crossed:      # the screen models the load profile as a factor (the first is its reference)
         info["profiles"] = list(design.load.profiles)
-    if getattr(design, "measurement", "sequential") != "sequential":   # a duet: the screen pairs each level's runs
+    if getattr(design, "measurement", None) is MeasurementKind.DUET:   # a duet: the screen pairs each level's runs
         info["measurement"] = design.measurement                       # with their concurrent baselines
     if design.design_type not in RANGE_DESIGNS:
         return info              # building a factorial's rows would only import pyDOE3 for nothing

@@ -38,6 +38,7 @@ from tunelab.designs import Design, make_plan
 from tunelab.errors import DesignError, KnobError, TargetError
 from tunelab.knobs import get_knob
 from tunelab.loads import Load
+from tunelab.model import MeasurementKind
 from tunelab.preflight import design_preflight
 from tunelab.rounds import StudyBudget, StudyRun, budget_of, run_study
 from tunelab.run_owner import owned_run
@@ -215,7 +216,7 @@ def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: 
 def duet_specs(design: Design, spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The target spec of each side: ``(spec, None)`` unless the design is a duet, whose two labs get their
     CPUs from the default layout (:func:`tunelab.duet.side_options`); a duet on ssh needs two hosts: testbeds."""
-    if design.measurement != "duet":
+    if design.measurement is not MeasurementKind.DUET:
         return spec, None
     from tunelab.designs.schema import DUET_TESTBED_TARGETS
     from tunelab.duet import DuetError, side_options
@@ -249,7 +250,7 @@ def _preview(design: Design, store: Store, live: Any, run_plan: runner.PlanRunne
     study = StudyRun.of(run_plan("screen", make_plan(design)))
     if calibration is not None:
         study.add(calibration)
-    if design.sequential is not None:
+    if design.rounds is not None:
         study.stop_reason = ("a sequential design's later rounds depend on what its first round measures; "
                              "a dry run measures nothing, so it shows the first round only")
     study.preview = live.preview(store.trials()["run_key"].tolist())
@@ -271,7 +272,7 @@ def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | Non
                     path: Path, options: RunOptions) -> StudyRun:
     """The study across the testbeds of a testbeds file (see :func:`tunelab.run`); everything is checked
     before Dask starts."""
-    if design.measurement == "duet":
+    if design.measurement is MeasurementKind.DUET:
         return run_duet_on_testbeds(design, design_text, testbeds, scheduler, path, options)
     beds, warnings = checked_testbeds(design, testbeds, options.allow_design_commands)
     design = _without_busy_rule_on_one_machine(design, warnings)
@@ -336,7 +337,7 @@ def _one_load(design: Design, beds: list[Any]) -> tuple[Load, dict[str, Any]]:
 def _nothing_left(design: Design, store: Store, finished: runner.RunSetup) -> bool:
     """A fixed design whose trials and A/A calibration are all recorded: nothing to run."""
     calibrated = len(store.completed_run_keys(CALIBRATE)) >= design.noise.calibration_runs
-    return design.sequential is None and not finished.todo and calibrated
+    return design.rounds is None and not finished.todo and calibrated
 
 
 def run_study_of(design: Design, design_text: str, *, target: str | None = None, store: Path | str | None = None,

@@ -22,6 +22,11 @@ NOT_ENUMS: dict[tuple[str, str], str] = {
     ("tunelab/loads/dnsperf.py", "tcp"): "dnsperf's -m mode option (the load's setting)",
     ("tunelab/optimize/workflow.py", "inconclusive"): "a word of the --knobs option (screened+inconclusive)",
     ("tunelab/report/wording.py", "note"): "part of a column name (notes, guard_note)",
+    ("tunelab/designs/schema.py", "block"): "the knob family block (block devices), not a model term",
+    ("tunelab/optimize/export.py", "block"): "the knob family block (block devices), not a model term",
+    ("tunelab/optimize/confirm.py", "block"): "the ABBA measurements' block column",
+    ("tunelab/report/figures.py", "block"): "the ABBA measurements' block column",
+    ("tunelab/stats/model_route.py", "block"): "the runs' block column (a design's blocks)",
 }
 
 

@@ -9,6 +9,7 @@ import pytest
 import tunelab.simulator  # noqa: F401 - registers the simulator target some shipped designs use
 from tunelab.designs import load_design, make_plan, plan_summary
 from tunelab.errors import DesignError
+from tunelab.model import DesignType
 
 knobs = pytest.importorskip("tunelab.knobs", reason="the knob catalogue (tunelab.knobs) is not available yet")
 if not hasattr(knobs, "get_knob"):
@@ -41,9 +42,9 @@ def test_default_study_fits_its_time_budget() -> None:
     # sequential: the first round takes about 4 minutes; no round starts past 8.5 minutes of trials,
     # so with the lab, the calibration, the looks and the report the study ends within 10 minutes
     assert 3 * 60 <= summary["estimated_wall_s"] <= 5 * 60
-    assert design.sequential is not None and design.sequential.budget_minutes == 8.5
+    assert design.rounds is not None and design.rounds.budget_minutes == 8.5
     assert summary["sequential"]["max_wall_s"] <= 8.5 * 60
-    assert design.design_type == "oat" and design.target.type == "lab"
+    assert design.design_type is DesignType.OAT and design.target.type == "lab"
     assert {k.id for k in design.knobs} == {"net.core.somaxconn", "link.mtu[@link]",
                                             "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_syncookies"}
     assert summary["host_global"] == []

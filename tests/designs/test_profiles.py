@@ -20,6 +20,7 @@ import pytest
 from tunelab.designs import Design, LoadSpec, load_design, load_design_text, make_plan, plan_summary
 from tunelab.errors import DesignError, LoadError
 from tunelab.store import Store
+from tunelab.model import DesignType
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "data" / "examples"
@@ -176,7 +177,7 @@ def test_the_shipped_profile_design_plans() -> None:
     design = load_design(ROOT / "designs" / "overload_profiles.yaml")
     plan = make_plan(design)
     summary = plan_summary(design, plan)
-    assert design.load.profiles == ("low", "overload") and design.design_type == "full_factorial"
+    assert design.load.profiles == ("low", "overload") and design.design_type is DesignType.FULL_FACTORIAL
     assert len(plan) == 2 * 2 * 2 * design.replicates
     assert summary["estimated_wall_s"] < 6 * 60                        # small: a few minutes in the lab
     assert json.loads(json.dumps(summary))["design"]["load"]["profiles"] == ["low", "overload"]

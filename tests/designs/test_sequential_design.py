@@ -31,14 +31,14 @@ def design(replicates: str, design_type: str = "oat", extra: str = ""):
 
 def test_the_fixed_form_is_unchanged() -> None:
     fixed = design("5")
-    assert fixed.sequential is None and fixed.replicates == 5
+    assert fixed.rounds is None and fixed.replicates == 5
     assert "round" not in make_plan(fixed).columns
 
 
 def test_the_sequential_form_runs_min_replicates_first() -> None:
     seq = design("{min: 3, max: 12, step: 2, until: decided, budget_trials: 50, budget_minutes: 9.5}")
-    assert (seq.replicates, seq.sequential.max, seq.sequential.step) == (3, 12, 2)
-    assert (seq.sequential.budget_trials, seq.sequential.budget_minutes) == (50, 9.5)
+    assert (seq.replicates, seq.rounds.max, seq.rounds.step) == (3, 12, 2)
+    assert (seq.rounds.budget_trials, seq.rounds.budget_minutes) == (50, 9.5)
     plan = make_plan(seq)
     assert set(plan["round"]) == {1} and len(plan) == 3 * 5       # 3 varied + 2 baselines per replicate
     summary = plan_summary(seq, plan)["sequential"]
@@ -47,7 +47,7 @@ def test_the_sequential_form_runs_min_replicates_first() -> None:
 
 def test_step_defaults_to_min_and_the_hash_sees_the_rule() -> None:
     a, b = design("{min: 3, max: 12}"), design("{min: 3, max: 15}")
-    assert a.sequential.step == 3
+    assert a.rounds.step == 3
     assert a.design_hash != b.design_hash != design("3").design_hash
 
 

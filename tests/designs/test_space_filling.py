@@ -16,6 +16,7 @@ from tunelab.designs import GENERATORS, generators, load_design_text, make_plan,
 from tunelab.designs.generators import latin_hypercube, morris_trajectories, runs_per_replicate
 from tunelab.errors import DesignError
 from tunelab.stats.response import morris_effects, range_effects
+from tunelab.model import DesignType
 
 DESIGNS = Path(__file__).resolve().parents[2] / "designs"
 RANGE_KNOBS = [{"name": "fake.k00", "low": 0, "high": 1000, "baseline": 500},
@@ -200,7 +201,7 @@ def test_shipped_space_filling_designs_load_and_plan() -> None:
     lhs = load_design(DESIGNS / "lhs_buffers.yaml")
     assert len(make_plan(lhs)) == 14
     morris = load_design(DESIGNS / "morris_buffers.yaml")
-    assert morris.design_type == "morris" and morris.knob_ids == lhs.knob_ids
+    assert morris.design_type is DesignType.MORRIS and morris.knob_ids == lhs.knob_ids
     assert len(make_plan(morris)) == runs_per_replicate(morris) == 6 * 5
     assert (DESIGNS / "morris_buffers.yaml").read_text().startswith("# ")      # a header says what it answers
 

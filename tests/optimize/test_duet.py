@@ -27,6 +27,7 @@ from tunelab.stats.duet_route import crossover_fit
 from tunelab.runner import bind_knob_ids
 from tunelab.simulator import InterferedEvaluator, SimulatorTarget, get_surface
 from tunelab.store import Store
+from tunelab.model import MeasurementKind
 
 CV, COMMON_CV = 0.02, 0.10
 
@@ -207,6 +208,6 @@ def test_a_duet_design_hashes_apart_from_its_sequential_twin():
 
     duet = load_design_text(duet_screen_design("twin", 4), source="a.yaml")
     sequential = load_design_text(duet_screen_design("twin", 4).replace("measurement: duet\n", ""), source="b.yaml")
-    assert duet.measurement == "duet" and sequential.measurement == "sequential"
+    assert duet.measurement is MeasurementKind.DUET and sequential.measurement is MeasurementKind.SEQUENTIAL
     assert duet.design_hash != sequential.design_hash
     assert "measurement" not in sequential.to_dict()          # a sequential design keeps its old hash

@@ -15,6 +15,7 @@ import pytest
 from scipy import stats as ss
 
 import tunelab
+from tunelab.model import MeasurementKind
 from tunelab.report import refinement
 from tunelab.report.loading import load_study
 from tunelab.seeds import s001_diiner as s001
@@ -136,8 +137,8 @@ def _judged(rows: list[tuple[str, float, float, int]]) -> pd.DataFrame:
                                             ((-70.0, 130.0), "1.4 times wider than"),     # 2.0369 / 1.4596 = 1.395
                                             ((-60.0, 130.0), "about as wide as")])        # 1.7492 / 1.4596 = 1.198
 def test_ci_width_sentence(duet_ci: tuple[float, float], words: str, tmp_path: Path) -> None:
-    judged = {"sequential": _judged([("lost", -54.0, 98.0, 6), ("qps", -10.0, 12.0, 6)]),
-              "duet": _judged([("qps", -2.0, 3.0, 12), ("lost", *duet_ci, 12)])}
+    judged = {MeasurementKind.SEQUENTIAL: _judged([("lost", -54.0, 98.0, 6), ("qps", -10.0, 12.0, 6)]),
+              MeasurementKind.DUET: _judged([("qps", -2.0, 3.0, 12), ("lost", *duet_ci, 12)])}
     sequential_width = math.log(198 / 46)                    # 1.4598
     duet_width = math.log((100 + duet_ci[1]) / (100 + duet_ci[0]))
     ratio = sequential_width / duet_width
@@ -154,7 +155,7 @@ def test_ci_width_sentence(duet_ci: tuple[float, float], words: str, tmp_path: P
 
 
 def test_a_missing_duet_says_not_recorded_with_the_command(tmp_path: Path) -> None:
-    judged = {"sequential": _judged([("lost", -54.0, 98.0, 6)])}
+    judged = {MeasurementKind.SEQUENTIAL: _judged([("lost", -54.0, 98.0, 6)])}
     text = s001.ci_width_sentence(judged, tmp_path)
     assert text.startswith("The duet validation is not recorded yet: `tunelab gallery --record --only 001 --stores "
                            f"{tmp_path}`")
@@ -183,11 +184,11 @@ def test_duet_comparisons_read_back_the_validation(tmp_path: Path) -> None:
     study = load_study(tmp_path / "duet.sqlite")
     assert refinement.abba_comparisons(study) == []
     (comparison,) = refinement.duet_comparisons(study)
-    assert comparison.measurement == "duet" and len(comparison.measurements) == 12
+    assert comparison.measurement is MeasurementKind.DUET and len(comparison.measurements) == 12
     a_sides = comparison.measurements[comparison.measurements["arm"] == "A"].sort_values("pair")["side"].tolist()
     assert a_sides == [0, 1, 1, 0, 0, 1]                                  # the crossover: 0 1 1 0 repeated
     assert (comparison.measurements.groupby("pair")["arm"].apply(lambda a: "".join(sorted(a))) == "AB").all()
-    judged = s001.validation_table(tmp_path / "duet.sqlite", "duet")
+    judged = s001.validation_table(tmp_path / "duet.sqlite", MeasurementKind.DUET)
     recorded = run.confirmation.table.set_index("metric")
     for row in judged.itertuples(index=False):
         assert row.blocks == 6

@@ -14,6 +14,7 @@ from tunelab.cli import main
 from tunelab.errors import DataError
 from tunelab.stats import ScreenResult, design_kind, schema, screen
 from tunelab.stats.screen_common import VERDICT_COLUMNS
+from tunelab.model import AnalysisKind
 
 Q = ss.norm.ppf((np.arange(1, 11) - 0.5) / 10)  # deterministic "normal sample" of 10
 E = ss.expon.ppf((np.arange(1, 11) - 0.5) / 10) ** 2  # deterministic, strongly skewed
@@ -89,7 +90,7 @@ METRICS = [{"name": "qps", "direction": "maximize", "sesoi_pct": 5},
 def test_oat_uses_the_knob_subset_and_adjusts_over_all_tests() -> None:
     data = _oat_two_knobs()
     result = screen(data, METRICS, ["a", "b"], {"a": 1, "b": "x"}, n_boot=300)
-    assert result.design == "oat"
+    assert result.design is AnalysisKind.OAT
     assert result.verdicts.columns.tolist() == VERDICT_COLUMNS
     assert len(result.verdicts) == 4
     n = result.assumptions.query("knob == 'b' and test == 'shapiro_wilk'")["n"]
@@ -110,9 +111,9 @@ def test_factorial_design_reads_its_verdicts_from_one_model() -> None:
     rng = np.random.default_rng(1)
     grid = pd.DataFrame([(a, b) for a in (1, 2, 3) for b in ("x", "y") for _ in range(3)], columns=["a", "b"])
     grid["qps"] = 1000 + 60 * (grid["a"] == 3) + rng.normal(0, 20, len(grid))
-    assert design_kind(grid, ["a", "b"], {"a": 1, "b": "x"}) == "factorial"
+    assert design_kind(grid, ["a", "b"], {"a": 1, "b": "x"}) is AnalysisKind.FACTORIAL
     result = screen(grid, METRICS[:1], ["a", "b"], {"a": 1, "b": "x"}, n_boot=300)
-    assert result.design == "factorial"
+    assert result.design is AnalysisKind.FACTORIAL
     assert result.model_terms["term"].tolist() == ["a", "b", "a:b"]
     assert result.verdicts["knob"].tolist() == ["a", "b", "a:b"]
     assert set(result.verdicts["test"]) <= {"ols_type2", "hc3_wald", "freedman_lane"}

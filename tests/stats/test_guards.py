@@ -74,7 +74,7 @@ def test_default_study_fin_timeout_unchanged(default_screen) -> None:
     data, metrics, knobs, baseline, alpha, correction = tunelab.study_data.screen_inputs(STORE)
     # one look at alpha over all runs: the study's own sequential looks depend on which rows the guards
     # decided, so a replay without them would be a different study
-    design = {k: v for k, v in tunelab.study_data.screen_design(STORE).items() if k != "sequential"}
+    design = {k: v for k, v in tunelab.study_data.screen_design(STORE).items() if k != "rounds"}
     plain = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=200,
                    design=design, guards=NO_GUARDS).verdicts.set_index(["knob", "metric"])
     one_look = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=200, design=design)

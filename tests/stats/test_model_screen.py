@@ -21,6 +21,7 @@ from tunelab.designs.generators import plackett_burman
 from tunelab.errors import DataError, DesignError
 from tunelab.stats import screen
 from tunelab.stats.linear_model import fit_model
+from tunelab.model import AnalysisKind
 
 REFERENCE_DIR = Path(__file__).parent / "reference"
 EXAMPLE = Path(__file__).parents[2] / "data" / "examples" / "abort-on-overflow.sqlite"
@@ -157,7 +158,7 @@ def test_a_latin_hypercube_is_never_untestable() -> None:
                                             + rng.normal(0, 0.02, len(plan)))
     result = screen(plan, [m.to_json() for m in design.metrics], design.knob_ids, design.baseline,
                     design=design_info(design))
-    assert result.design == "range"
+    assert result.design is AnalysisKind.RANGE
     assert "untestable" not in set(result.verdicts["verdict"])
     assert set(result.verdicts["test"]) == {"range_regression"}
     assert set(result.response["knob"]) == set(design.knob_ids)
@@ -251,6 +252,6 @@ def test_a_morris_design_with_a_list_knob_is_screened_over_the_generators_ranges
                                             + rng.normal(0, 0.01, len(plan)))
     result = screen(plan, [m.to_json() for m in design.metrics], design.knob_ids, design.baseline,
                     design=design_info(design))
-    assert result.design == "range" and set(result.verdicts["test"]) == {"morris"}
+    assert result.design is AnalysisKind.RANGE and set(result.verdicts["test"]) == {"morris"}
     assert result.morris["knob"].iloc[0] == lowat                      # the only active knob ranks first
     assert set(result.morris["knob"]) == set(design.knob_ids)

@@ -14,7 +14,7 @@ per look costs ~0.1 s, so (as in test_simulation_screen.py) the p-values of ever
 simulated study are computed in one vectorised pass with the scipy functions that tunelab's own
 functions reproduce, and the rule itself uses tunelab's ``recommend``, ``adjust`` and
 ``look_alphas`` unchanged. ``test_pipeline_matches_sequential_screen`` guards the substitution:
-on a sample of the simulated studies the real :func:`sequential_screen` on the data the rule
+on a sample of the simulated studies the real :func:`screen_in_rounds` on the data the rule
 collected gives the same verdicts, decision rounds and adjusted p-values.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pytest
 from scipy import stats as ss
 
 from tunelab.errors import DataError
-from tunelab.stats import (SPENDING, adjust, look_alphas, pending_levels, recommend, screen, sequential_screen,
+from tunelab.stats import (SPENDING, adjust, look_alphas, pending_levels, recommend, screen, screen_in_rounds,
                            spent_alpha)
 
 ALPHA = 0.05
@@ -110,7 +110,7 @@ def test_one_look_is_the_plain_screen() -> None:
     data = _oat(np.random.default_rng(1), {"a": 6, "b": 6}, 1, {"a": 0.2, "b": 0.0})
     plain = screen(data.drop(columns="round"), METRICS, ["a", "b"], {"a": 0, "b": 0}, n_boot=200)
     for frame in (data.drop(columns="round"), data):   # no round column; one round with every replicate (t = 1)
-        result = sequential_screen(frame, METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=6, n_boot=200)
+        result = screen_in_rounds(frame, METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=6, n_boot=200)
         pd.testing.assert_frame_equal(_without_sequential_columns(result), plain.verdicts)
         for name in plain.tables[1:]:
             pd.testing.assert_frame_equal(getattr(result, name), getattr(plain, name))
@@ -130,7 +130,7 @@ def _two_rounds(seed: int = 3) -> pd.DataFrame:
 def test_a_row_decided_at_round_one_keeps_its_round_one_row() -> None:
     data = _two_rounds()
     first_look, second_look = look_alphas([3 / 20, 6 / 20], ALPHA, "pocock")
-    result = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20, spending="pocock",
+    result = screen_in_rounds(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20, spending="pocock",
                                n_boot=200)
     round1 = screen(data[data["round"] == 1], METRICS, ["a", "b"], {"a": 0, "b": 0}, alpha=first_look, n_boot=200)
     a = result.verdicts.set_index("knob").loc["a"]
@@ -158,8 +158,8 @@ def test_a_rejected_row_leaves_the_family_of_later_looks() -> None:
     (p_adj = p); without, the family is {b, a := 1} and b's adjusted p is twice its p."""
     data = _two_rounds()
     kwargs = {"max_replicates": 20, "n_boot": 200}
-    recycled = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs)
-    kept = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, recycle=False, **kwargs)
+    recycled = screen_in_rounds(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs)
+    kept = screen_in_rounds(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, recycle=False, **kwargs)
     for result, factor in ((recycled, 1), (kept, 2)):
         assert result.verdicts.set_index("knob").loc["a", "verdict"] == "matters"
         b = result.verdicts.set_index("knob").loc["b"]
@@ -168,7 +168,7 @@ def test_a_rejected_row_leaves_the_family_of_later_looks() -> None:
         assert b["significant"] == (b["p_adj"] < b["alpha_nominal"])
     assert recycled.settings["sequential"]["recycle"] is True and kept.settings["sequential"]["recycle"] is False
     with pytest.raises(DataError, match="recycle must be True or False"):
-        sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, recycle="yes", **kwargs)
+        screen_in_rounds(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, recycle="yes", **kwargs)
 
 
 def test_an_equivalent_row_stays_in_the_family_with_p_one() -> None:
@@ -181,7 +181,7 @@ def test_an_equivalent_row_stays_in_the_family_with_p_one() -> None:
             if knob in knobs:
                 rows += [{"a": int(knob == "a"), "b": int(knob == "b"), "round": number,
                           "y": 1000 * (1 + effect) * math.exp(rng.normal(0, cv))} for _ in range(3)]
-    result = sequential_screen(pd.DataFrame(rows), METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20,
+    result = screen_in_rounds(pd.DataFrame(rows), METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20,
                                n_boot=200)
     v = result.verdicts.set_index("knob")
     assert v.loc["a", "verdict"] == "no effect (equivalent)" and v.loc["a", "round"] == 1
@@ -192,22 +192,22 @@ def test_an_equivalent_row_stays_in_the_family_with_p_one() -> None:
 def test_resuming_from_a_previous_look_equals_the_full_replay() -> None:
     data = _two_rounds()
     kwargs = {"max_replicates": 20, "n_boot": 200, "seed": 4}
-    earlier = sequential_screen(data[data["round"] == 1], METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs)
-    resumed = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, previous=earlier, **kwargs)
-    full = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs)
+    earlier = screen_in_rounds(data[data["round"] == 1], METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs)
+    resumed = screen_in_rounds(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, previous=earlier, **kwargs)
+    full = screen_in_rounds(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs)
     for name in full.tables:
         pd.testing.assert_frame_equal(getattr(resumed, name), getattr(full, name))
     with pytest.raises(DataError, match="same settings"):
-        sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, previous=earlier,
+        screen_in_rounds(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, previous=earlier,
                           **{**kwargs, "max_replicates": 12})
     with pytest.raises(DataError, match="previous saw 9 runs up to round 1"):
-        sequential_screen(data.iloc[1:], METRICS, ["a", "b"], {"a": 0, "b": 0}, previous=earlier, **kwargs)
+        screen_in_rounds(data.iloc[1:], METRICS, ["a", "b"], {"a": 0, "b": 0}, previous=earlier, **kwargs)
 
 
 def test_the_json_of_a_sequential_screen_follows_the_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     from tunelab.stats import schema
-    result = sequential_screen(_two_rounds(), METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20, n_boot=200)
+    result = screen_in_rounds(_two_rounds(), METRICS, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20, n_boot=200)
     document = result.to_json()
     jsonschema.validate(document, schema())
     assert [row["round"] for row in document["rounds"]] == [1, 2]
@@ -218,13 +218,13 @@ def test_sequential_input_errors() -> None:
     data = _two_rounds()
     base = {"a": 0, "b": 0}
     with pytest.raises(DataError, match="max_replicates must be a whole number"):
-        sequential_screen(data, METRICS, ["a", "b"], base, max_replicates=0)
+        screen_in_rounds(data, METRICS, ["a", "b"], base, max_replicates=0)
     with pytest.raises(DataError, match="must hold each trial's round as a whole number"):
-        sequential_screen(data.assign(round=data["round"] - 1.5), METRICS, ["a", "b"], base, max_replicates=20)
+        screen_in_rounds(data.assign(round=data["round"] - 1.5), METRICS, ["a", "b"], base, max_replicates=20)
     factorial = data.copy()
     factorial.loc[factorial.index[-1], ["a", "b"]] = 1
     with pytest.raises(DataError, match="need a one-at-a-time design"):
-        sequential_screen(factorial, METRICS, ["a", "b"], base, max_replicates=20)
+        screen_in_rounds(factorial, METRICS, ["a", "b"], base, max_replicates=20)
 
 
 def test_pending_levels() -> None:
@@ -380,7 +380,7 @@ def _collected(base: np.ndarray, levels: np.ndarray, study: int, rounds: np.ndar
 
 
 def test_pipeline_matches_sequential_screen() -> None:
-    """The vectorised rule above is tunelab's: the real sequential_screen on the collected runs agrees."""
+    """The vectorised rule above is tunelab's: the real screen_in_rounds on the collected runs agrees."""
     knobs = [f"k{j}" for j in range(K)]
     base, levels = simulate(np.random.default_rng(11), 4, [0.10, -0.10, 0.0, 0.05])
     looks = [look_values(base, levels, n) for n in SCHEDULE]
@@ -389,7 +389,7 @@ def test_pipeline_matches_sequential_screen() -> None:
     assert (rule["round"] < len(SCHEDULE)).any() and (rule["round"] > 1).any()   # early and late decisions
     for study in range(len(base)):
         data = _collected(base, levels, study, rule["round"][study])
-        result = sequential_screen(data, METRICS, knobs, {k: 0 for k in knobs}, max_replicates=SCHEDULE[-1],
+        result = screen_in_rounds(data, METRICS, knobs, {k: 0 for k in knobs}, max_replicates=SCHEDULE[-1],
                                    spending="pocock", n_boot=100)
         v = result.verdicts.set_index("knob").loc[knobs]
         assert v["verdict"].tolist() == rule["verdict"][study].tolist()
@@ -422,8 +422,8 @@ def test_a_row_that_loses_significance_in_the_padded_family_loses_its_significan
     the means of its runs and the baseline runs (pandas). With recycling the same row matters."""
     data = _two_rounds(35)
     kwargs = {"max_replicates": 20, "n_boot": 200}
-    recycled = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs).verdicts.set_index("knob")
-    kept = sequential_screen(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, recycle=False,
+    recycled = screen_in_rounds(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, **kwargs).verdicts.set_index("knob")
+    kept = screen_in_rounds(data, METRICS, ["a", "b"], {"a": 0, "b": 0}, recycle=False,
                              **kwargs).verdicts.set_index("knob")
     rows = data[data["a"] == 0]
     change = 100 * (rows.loc[rows["b"] == 1, "y"].mean() / rows.loc[rows["b"] == 0, "y"].mean() - 1)
@@ -459,7 +459,7 @@ def test_a_frozen_row_is_the_row_of_the_look_that_decided_it() -> None:
     metrics = [{"name": "y", "direction": "maximize", "sesoi_pct": SESOI},
                {"name": "z", "direction": "maximize", "sesoi_pct": SESOI}]
     first_look, _ = look_alphas([3 / 20, 6 / 20], ALPHA, "pocock")
-    result = sequential_screen(data, metrics, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20, spending="pocock",
+    result = screen_in_rounds(data, metrics, ["a", "b"], {"a": 0, "b": 0}, max_replicates=20, spending="pocock",
                                n_boot=200)
     round1 = screen(data[data["round"] == 1].drop(columns="round"), metrics, ["a", "b"], {"a": 0, "b": 0},
                     alpha=first_look, n_boot=200).verdicts.set_index(["knob", "metric"])

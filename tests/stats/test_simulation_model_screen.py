@@ -45,6 +45,7 @@ from scipy import stats as ss
 
 from tunelab.designs.generators import fractional_factorial, plackett_burman
 from tunelab.stats import screen
+from tunelab.model import AnalysisKind
 
 ALPHA = 0.05
 NOISE_SD = 0.04
@@ -107,7 +108,7 @@ def run_studies(matrix01: np.ndarray, knobs: list[str], seed: int, effects_pct: 
             warnings.simplefilter("ignore")
             result = screen(data, METRICS, knobs, {k: 0 for k in knobs}, alpha=ALPHA, correction="holm",
                             n_boot=100, seed=study)
-        assert result.design == "factorial"
+        assert result.design is AnalysisKind.FACTORIAL
         out.append(result.verdicts.set_index("knob"))
     return out
 

@@ -31,6 +31,7 @@ import pytest
 from scipy import stats as ss
 
 from tunelab import stats
+from tunelab.model import AnalysisKind
 
 ALPHA = 0.05
 N_KNOBS = 10
@@ -155,7 +156,7 @@ def test_full_screen_agrees_with_vectorised_pipeline(shifts: dict | None) -> Non
     frame, knobs, baseline = oat_frame(values[0])
     result = stats.screen(frame, [{"name": "y", "direction": "maximize", "sesoi_pct": 5}], knobs, baseline,
                           alpha=ALPHA, n_boot=100)
-    assert result.design == "oat"
+    assert result.design is AnalysisKind.OAT
     verdicts = result.verdicts.set_index("knob").loc[knobs]
     assert verdicts["test"].tolist() == routes[0].tolist()
     assert verdicts["p"].tolist() == pytest.approx(chosen[0].tolist(), rel=1e-9)

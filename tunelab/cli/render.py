@@ -88,7 +88,7 @@ def plan_table(summary: dict[str, Any], plan: Any) -> str:
         f"wall time   ~{duration(summary['estimated_wall_s'])} (runs x (warmup {t['warmup_s']:g} s + "
         f"measure {t['measure_s']:g} s + {t['run_overhead_s']:g} s) + "
         f"{summary['restarts']} restarts x {t['restart_s']:g} s)",
-        *_sequential_lines(summary.get("sequential")),
+        *_rounds_lines(summary.get("sequential")),
         "",
     ]
     knobs = pd.DataFrame([{
@@ -128,7 +128,7 @@ def _profile_text(load: dict[str, Any]) -> str:
     return f"profile {profiles[0] if isinstance(profiles, (list, tuple)) else profiles}"
 
 
-def _sequential_lines(rule: dict[str, Any] | None) -> list[str]:
+def _rounds_lines(rule: dict[str, Any] | None) -> list[str]:
     """What a sequential design's plan shows beyond its first round."""
     if not rule:
         return []

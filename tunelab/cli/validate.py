@@ -64,6 +64,7 @@ import tunelab
 from tunelab.cli import render
 from tunelab.cli.parsing import parse_baseline, parse_config, parse_options
 from tunelab.errors import TunelabError
+from tunelab.model import MeasurementKind
 
 
 #: flags that describe the validation itself: with a change file the file says these, so they are refused
@@ -101,7 +102,8 @@ def register(subparsers: Any) -> None:
     add("--sesoi", type=float, metavar="PCT", help="smallest effect of interest in %% for every metric")
     add("--profile", action="append", default=[], help="load profile (repeatable; default overload)")
     add("--blocks", type=int, help="ABBA blocks per profile (default 6)")
-    add("--measurement", choices=("sequential", "duet"), help="sequential ABBA blocks on one target (default), "
+    add("--measurement", choices=[kind.value for kind in MeasurementKind],
+        help="sequential ABBA blocks on one target (default), "
         "or duet: two targets measure A and B at once, then swap sides (docs/duet.md)")
     add("--pairs", type=int, metavar="N", help="duet pairs per profile (default: twice --blocks)")
     add("--cpu-layout", choices=("shared", "split"), help="how two duet labs share the CPUs (default shared)")
@@ -139,7 +141,8 @@ def flag_arguments(args: argparse.Namespace) -> dict[str, Any]:
                 load=args.load, load_settings=parse_options(args.load_setting, "--load-setting"),
                 sesoi_pct=args.sesoi, profiles=args.profile, blocks=given["blocks"], warmup_s=given["warmup"],
                 measure_s=given["measure"], allow_host_global=args.allow_host_global,
-                measurement=args.measurement or "sequential", pairs=args.pairs, cpu_layout=args.cpu_layout,
+                measurement=MeasurementKind.parse(args.measurement or MeasurementKind.SEQUENTIAL), pairs=args.pairs,
+                cpu_layout=args.cpu_layout,
                 **({"testbeds": args.testbeds} if args.testbeds is not None else {}))
 
 

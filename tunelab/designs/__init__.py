@@ -13,7 +13,7 @@ from tunelab.designs.schema import (
     Design,
     KnobSpec,
     LoadSpec,
-    SequentialSpec,
+    RoundsSpec,
     TargetSpec,
     check_design_commands,
     design_commands,
@@ -25,6 +25,6 @@ from tunelab.designs.schema import (
 __all__ = [
     "GENERATORS", "Generator", "fractional_factorial", "hadamard", "plackett_burman",
     "estimated_wall_s", "make_plan", "plan_records", "plan_summary", "round_plan",
-    "AnalysisSpec", "Design", "KnobSpec", "LoadSpec", "SequentialSpec", "TargetSpec",
+    "AnalysisSpec", "Design", "KnobSpec", "LoadSpec", "RoundsSpec", "TargetSpec",
     "check_design_commands", "design_commands", "load_design", "load_design_text", "parse_design",
 ]

@@ -70,7 +70,7 @@ from tunelab.designs.schema import (MAX_DURATION_S, MAX_FILE_BYTES, MAX_REPLICAT
 from tunelab.errors import DesignError, TunelabError, quoted
 from tunelab.knobs import get_knob
 from tunelab.loads import Load, get_load
-from tunelab.model import KnobId, Metric, ParseError
+from tunelab.model import KnobId, MeasurementKind, Metric, ParseError
 from tunelab.paths import read_capped_text
 from tunelab.store import check_study_name
 from tunelab.targets import check_target_spec
@@ -109,7 +109,7 @@ class BlockRule:
         return cls(blocks, blocks, blocks)
 
     @property
-    def sequential(self) -> bool:
+    def in_rounds(self) -> bool:
         return self.max > self.min
 
     def looks(self) -> list[int]:
@@ -162,7 +162,7 @@ class ChangeFile:
     restart: tuple[str, ...] | None = None
     software: str | None = None
     #: ``measurement``: ``sequential`` or ``duet``; ``pairs`` and ``cpu_layout`` of a duet (None: the defaults)
-    measurement: str = "sequential"
+    measurement: MeasurementKind = MeasurementKind.SEQUENTIAL
     pairs: int | None = None
     cpu_layout: str | None = None
 
@@ -417,9 +417,10 @@ def _blocks(ctx: ChangeContext, raw: Any) -> BlockRule:
 def _measurement(ctx: ChangeContext, data: Mapping[str, Any]) -> dict[str, Any]:
     """``measurement`` (``sequential`` or ``duet``) and a duet's ``pairs`` and ``cpu_layout``; their ranges, the
     layout's name and the target type are checked where the flags' are (validate's own checks)."""
-    kind = ctx.string(data.get("measurement", "sequential"), ("measurement",), MEASUREMENTS)
+    kind = MeasurementKind(ctx.string(data.get("measurement", MeasurementKind.SEQUENTIAL.value), ("measurement",),
+                                      MEASUREMENTS))
     given = [key for key in ("pairs", "cpu_layout") if data.get(key) is not None]
-    if given and kind != "duet":
+    if given and kind is not MeasurementKind.DUET:
         raise ctx.error((given[0],), f"{given[0]} goes with measurement: duet; add it or leave {given[0]} out")
     pairs = data.get("pairs")
     return {"measurement": kind,

@@ -173,7 +173,7 @@ def make_plan(design: Design) -> pd.DataFrame:
     })
     if design.load.crossed:
         frame.insert(len(PLAN_COLUMNS), "profile", pd.Series(records["profile"], dtype=object))
-    if design.sequential is not None:
+    if design.rounds is not None:
         frame.insert(len(PLAN_COLUMNS), "round", pd.Series([1] * len(frame), dtype="int64"))
     return frame.sort_values("run_order", kind="stable").reset_index(drop=True)
 
@@ -197,7 +197,7 @@ def round_plan(design: Design, pending: Mapping[str, Sequence[Any]], round_numbe
     >>> sorted(set(later["varied_knob"].dropna())), int(later["run_id"].min()), set(later["round"])
     (['net.ipv4.tcp_fin_timeout'], 100, {2})
     """
-    if design.sequential is None:
+    if design.rounds is None:
         raise DesignError(f"design {design.name!r} has a fixed number of replicates; only a sequential design "
                           "(replicates: {min, max, until: decided}) has later rounds")
     unknown = sorted(set(pending) - set(design.knob_ids))
@@ -206,7 +206,7 @@ def round_plan(design: Design, pending: Mapping[str, Sequence[Any]], round_numbe
     knobs = tuple(replace(k, levels=(k.baseline, *[v for v in k.levels if v != k.baseline
                                                    and v in set(pending.get(k.id, ()))]))
                   for k in design.knobs)
-    sub = replace(design, knobs=knobs, replicates=replicates or design.sequential.step, blocks=1,
+    sub = replace(design, knobs=knobs, replicates=replicates or design.rounds.step, blocks=1,
                   seed=design.seed + round_number - 1)
     frame = make_plan(sub)
     ids = design.knob_ids
@@ -217,7 +217,7 @@ def round_plan(design: Design, pending: Mapping[str, Sequence[Any]], round_numbe
     frame["config_id"] = [known[config] for config in configs]
     frame["run_id"] += first_run_id
     frame["run_order"] += first_run_id
-    frame["replicate"] += design.sequential.min + design.sequential.step * (round_number - 2)
+    frame["replicate"] += design.rounds.min + design.rounds.step * (round_number - 2)
     frame["block"] = round_number - 1
     frame["round"] = round_number
     return frame
@@ -278,7 +278,7 @@ def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
     order = apply_order_summary(design)
     return {
         "design": {
-            "name": design.name, "type": design.design_type, "source": design.source, "hash": design.design_hash,
+            "name": design.name, "type": design.design_type.value, "source": design.source, "hash": design.design_hash,
             "seed": design.seed, "replicates": design.replicates, "blocks": design.blocks,
             "options": level_to_json(design.options), "target": design.target.type,
             "allow_host_global": design.target.allow_host_global,
@@ -299,7 +299,7 @@ def plan_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any]:
         "timing": {"warmup_s": design.warmup_s, "measure_s": design.measure_s,
                    "run_overhead_s": RUN_OVERHEAD_S, "restart_s": RESTART_S},
         "fractional": fractional,
-        "sequential": _sequential_summary(design, plan),
+        "sequential": _rounds_summary(design, plan),
         **({"excluded": excluded_summary(design, plan)} if design.constraints.exclude else {}),
         # only when a knob has a rank other than 0 (its own, the design's list or a built-in one)
         **({"apply_order": order} if any(k["rank"] for k in order) else {}),
@@ -345,9 +345,9 @@ def apply_order_summary(design: Design) -> list[dict[str, Any]]:
     return [{"id": k.id, "rank": write_rank(k.name, k.apply_order)} for k in ordered]
 
 
-def _sequential_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any] | None:
+def _rounds_summary(design: Design, plan: pd.DataFrame) -> dict[str, Any] | None:
     """A sequential design's rule and its worst case: every level run to ``max`` replicates."""
-    spec = design.sequential
+    spec = design.rounds
     if spec is None:
         return None
     most = len(plan) * spec.max // spec.min

@@ -30,8 +30,8 @@ from tunelab.paths import read_capped_text
 from tunelab.knobs import Knob, get_knob
 from tunelab.knobs.families import check_design_device
 from tunelab.loads import Load, get_load
-from tunelab.model import (HOSTS, METRIC_SCALES, RANGE_DESIGNS, DesignType, Direction, Metric, ParseError, knob_id,
-                           level_from_json, level_to_json)
+from tunelab.model import (HOSTS, METRIC_SCALES, RANGE_DESIGNS, DesignType, Direction, MeasurementKind, Metric, ParseError,
+                           knob_id, level_from_json, level_to_json)
 from tunelab.targets import TARGETS, check_target_spec, target_commands
 
 #: target types of Contract 4 (the targets registry may add more)
@@ -77,7 +77,7 @@ MAX_MESSAGE_CHARS = 600
 TOP_KEYS = ("name", "description", "target", "load", "warmup_s", "measure_s", "metrics", "knobs", "design", "analysis",
             "noise", "guards", "constraints", "measurement", "preflight")
 #: ``measurement:``: one trial at a time, or a duet (tunelab.duet: two targets at once; OAT designs on one target)
-MEASUREMENTS = ("sequential", "duet")
+MEASUREMENTS = tuple(kind.value for kind in MeasurementKind)
 #: the target types a duet can run two of at once on one machine
 DUET_TARGETS = ("lab", "simulator", "dry-run")
 #: target types a duet design may name that run only as two testbeds of a testbeds file (``--testbeds``: two
@@ -218,7 +218,7 @@ SPENDING_FUNCTIONS = ("obrien-fleming", "pocock", "linear")
 
 
 @dataclass(frozen=True)
-class SequentialSpec:
+class RoundsSpec:
     """``replicates: {min, max, step, until: decided}``: replicates added in rounds until decided.
 
     Round 1 runs ``min`` replicates of every level; each later round runs ``step`` more of the
@@ -283,23 +283,29 @@ class Design:
     measure_s: float
     metrics: tuple[Metric, ...]
     knobs: tuple[KnobSpec, ...]
-    design_type: str
+    design_type: DesignType
     replicates: int
     blocks: int
     seed: int
     options: Mapping[str, Any]
     analysis: AnalysisSpec
     source: str = "<string>"
-    sequential: SequentialSpec | None = None
+    #: replicates in rounds until decided (``replicates: {min, max, ...}``), else None
+    rounds: RoundsSpec | None = None
     noise: NoiseSpec = NoiseSpec()
     guards: "GuardSpec" = field(default_factory=lambda: GuardSpec())
     #: ``constraints:`` (exclusions and the design-level apply order; tunelab.designs.constraints)
     constraints: Constraints = Constraints()
     #: ``measurement:`` ``sequential`` (one trial at a time) or ``duet`` (each trial beside a concurrent baseline)
-    measurement: str = "sequential"
+    measurement: MeasurementKind = MeasurementKind.SEQUENTIAL
     #: ``preflight: {controls: [KNOB_ID, ...]}``: negative controls, knobs kept although (or because) their mechanism
     #: cannot act under this load; the pre-flight notes them instead of refusing (:mod:`tunelab.preflight`)
     controls: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # the edge for designs built in Python (Design(design_type="oat")): the kinds as members from here on
+        object.__setattr__(self, "design_type", DesignType.parse(self.design_type))
+        object.__setattr__(self, "measurement", MeasurementKind.parse(self.measurement))
 
     @property
     def knob_ids(self) -> list[str]:
@@ -329,8 +335,8 @@ class Design:
             "measure_s": self.measure_s,
             "metrics": [m.to_json() for m in self.metrics],
             "knobs": [k.to_dict() for k in self.knobs],
-            "design": {"type": self.design_type,
-                       "replicates": self.sequential.to_dict() if self.sequential else self.replicates,
+            "design": {"type": self.design_type.value,
+                       "replicates": self.rounds.to_dict() if self.rounds else self.replicates,
                        "blocks": self.blocks, "seed": self.seed, "options": level_to_json(self.options)},
             "analysis": {"alpha": self.analysis.alpha, "correction": self.analysis.correction},
             # only when set: a design without a noise section keeps its canonical form
@@ -339,8 +345,8 @@ class Design:
             **({"guards": self.guards.to_dict()} if self.guards.declared else {}),
             # only when given: a design without constraints keeps its hash
             **({"constraints": self.constraints.to_dict()} if self.constraints else {}),
-            # only for a duet: a sequential design keeps its hash
-            **({"measurement": self.measurement} if self.measurement != "sequential" else {}),
+            # only for a duet: a design measured one trial at a time keeps its hash
+            **({"measurement": self.measurement.value} if self.measurement is not MeasurementKind.SEQUENTIAL else {}),
             **({"preflight": {"controls": list(self.controls)}} if self.controls else {}),
         }
 
@@ -977,11 +983,11 @@ def _parse_design_section(ctx: _Context, raw: Any) -> dict[str, Any]:
     raw = ctx.mapping(raw, ("design",), ("type", "replicates", "blocks", "seed", "options"))
     if "type" not in raw:
         raise ctx.error(("design",), f"`type` is required; one of {', '.join(GENERATORS.names())}")
-    design_type = ctx.string(raw["type"], ("design", "type"), GENERATORS.names())
-    sequential = None
+    design_type = DesignType(ctx.string(raw["type"], ("design", "type"), GENERATORS.names()))
+    rounds = None
     if isinstance(raw.get("replicates"), dict):
-        sequential = _parse_sequential(ctx, raw["replicates"])
-        replicates = sequential.min
+        rounds = _parse_rounds(ctx, raw["replicates"])
+        replicates = rounds.min
     else:
         replicates = ctx.integer(raw.get("replicates", 1), ("design", "replicates"), minimum=1,
                                  maximum=("MAX_REPLICATES", MAX_REPLICATES))
@@ -995,18 +1001,18 @@ def _parse_design_section(ctx: _Context, raw: Any) -> dict[str, Any]:
     for key, value in options.items():
         if isinstance(value, int) and not isinstance(value, bool) and value > MAX_OPTION_VALUE:
             raise ctx.limit(("design", "options", key), ("MAX_OPTION_VALUE", MAX_OPTION_VALUE), value)
-    if sequential is not None and design_type != DesignType.OAT:
+    if rounds is not None and design_type is not DesignType.OAT:
         raise ctx.error(("design", "replicates"), f"sequential replicates add runs to the undecided levels of a "
                         f"one-at-a-time (oat) design; a {design_type} design is read through one model of all its "
                         "runs, so give it a fixed number: replicates: N")
-    if sequential is not None and blocks != 1:
+    if rounds is not None and blocks != 1:
         raise ctx.error(("design", "blocks"), "a sequential design (replicates: {min, max, ...}) blocks by round "
                         "itself; leave `blocks` out")
     return {"design_type": design_type, "replicates": replicates, "blocks": blocks, "seed": seed,
-            "options": _freeze(options), "sequential": sequential}
+            "options": _freeze(options), "rounds": rounds}
 
 
-def _parse_sequential(ctx: _Context, raw: dict[str, Any]) -> SequentialSpec:
+def _parse_rounds(ctx: _Context, raw: dict[str, Any]) -> RoundsSpec:
     """``replicates: {min, max, step, until: decided, budget_trials, budget_minutes, spending}``."""
     path = ("design", "replicates")
     raw = ctx.mapping(raw, path, ("min", "max", "step", "until", "budget_trials", "budget_minutes", "spending"))
@@ -1028,7 +1034,7 @@ def _parse_sequential(ctx: _Context, raw: dict[str, Any]) -> SequentialSpec:
         raw["budget_minutes"], path + ("budget_minutes",), 0.0, strict=True)
     spending = None if raw.get("spending") is None else ctx.string(raw["spending"], path + ("spending",),
                                                                     SPENDING_FUNCTIONS)
-    return SequentialSpec(min=low, max=high, step=step, until=until, budget_trials=budget_trials,
+    return RoundsSpec(min=low, max=high, step=step, until=until, budget_trials=budget_trials,
                           budget_minutes=budget_minutes, spending=spending)
 
 
@@ -1168,7 +1174,8 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
     constraints, knobs = _parse_constraints(ctx, data.get("constraints"), knobs, knob_lookup or _default_knob_lookup)
     design = Design(**identity, target=target, load=load, **durations, metrics=metrics, knobs=knobs, **section,
                     analysis=analysis, source=source, noise=noise, guards=guards, constraints=constraints,
-                    measurement=_parse_measurement(ctx, data.get("measurement", "sequential"), section, target))
+                    measurement=_parse_measurement(ctx, data.get("measurement", MeasurementKind.SEQUENTIAL.value),
+                                                                section, target))
     design = replace(design, controls=_parse_controls(ctx, data.get("preflight", {}), design))
     _check_exclusions(ctx, design)
     _check_plan_size(ctx, design)
@@ -1178,22 +1185,25 @@ def parse_design(data: Any, source: str = "<string>", lines: Mapping[Path_, int]
     return design
 
 
-def _parse_measurement(ctx: _Context, raw: Any, section: Mapping[str, Any], target: TargetSpec) -> str:
+def _parse_measurement(ctx: _Context, raw: Any, section: Mapping[str, Any], target: TargetSpec) -> MeasurementKind:
     """``measurement``: ``sequential`` or ``duet``; a duet screens a one-at-a-time design on a lab (or the
     simulator): each level is measured beside a concurrent baseline on a second target of the same spec."""
     if raw not in MEASUREMENTS:
         raise ctx.error(("measurement",), f"must be one of {', '.join(MEASUREMENTS)}, got {quoted(raw)}")
-    if raw == "duet" and section["design_type"] != DesignType.OAT:
+    kind = MeasurementKind(raw)
+    if kind is MeasurementKind.SEQUENTIAL:
+        return kind
+    if section["design_type"] is not DesignType.OAT:
         raise ctx.error(("measurement",), f"duet measures each level against a concurrent baseline, so it needs "
-                        f"`design: {{type: oat}}`, not {section['design_type']!r}")
-    if raw == "duet" and section["replicates"] < DUET_MIN_REPLICATES:
+                        f"`design: {{type: oat}}`, not {section['design_type'].value!r}")
+    if section["replicates"] < DUET_MIN_REPLICATES:
         raise ctx.error(("measurement",), f"a duet judges each level from its pairs (the effect, the side difference "
                         f"and a variance): it needs at least {DUET_MIN_REPLICATES} replicates per level (4 balance the "
                         f"sides), got {section['replicates']}")
-    if raw == "duet" and target.type not in DUET_TARGETS + DUET_TESTBED_TARGETS:
+    if target.type not in DUET_TARGETS + DUET_TESTBED_TARGETS:
         raise ctx.error(("measurement",), f"duet runs two targets of one spec at once on this machine: "
                         f"{', '.join(DUET_TARGETS)} (or two ssh testbeds with --testbeds), not {target.type!r}")
-    return str(raw)
+    return kind
 
 
 def _parse_constraints(ctx: _Context, raw: Any, knobs: tuple[KnobSpec, ...],
@@ -1257,7 +1267,7 @@ def _check_exclusions(ctx: _Context, design: Design) -> None:
         return
     if design.design_type not in EXCLUDABLE_TYPES:
         raise ctx.error(("constraints", "exclude"), f"a {design.design_type} design cannot leave runs out (its runs "
-                        f"are balanced as a whole); exclusions work with {' and '.join(EXCLUDABLE_TYPES)} designs. "
+                        f"are balanced as a whole); exclusions work with {' and '.join(map(str, EXCLUDABLE_TYPES))} designs. "
                         "Drop the level that cannot be set, or use one of those types")
     for i, entry in enumerate(exclude):
         if matches(design.baseline, entry):
@@ -1268,7 +1278,7 @@ def _check_exclusions(ctx: _Context, design: Design) -> None:
 def _check_plan_size(ctx: _Context, design: Design) -> None:
     """Refuse a plan above MAX_PLAN_RUNS before any of it is generated."""
     per_replicate = plan_runs_per_replicate(design)     # a profile-crossed design: x its profiles
-    replicates = design.sequential.max if design.sequential else design.replicates
+    replicates = design.rounds.max if design.rounds else design.replicates
     runs = per_replicate * replicates
     if runs > MAX_PLAN_RUNS:
         shown = f"{runs}" if runs < 10**12 else f"about 10^{len(str(runs)) - 1}"
@@ -1325,7 +1335,7 @@ def load_design(path: str | Path, knob_lookup: Callable[[str], Knob] | None = No
     Examples
     --------
     >>> design = load_design("designs/default.yaml")      # relative to the repository root
-    >>> design.design_type, design.knob_ids[:1]
+    >>> design.design_type.value, design.knob_ids[:1]
     ('oat', ['net.core.somaxconn'])
     """
     path = Path(path)

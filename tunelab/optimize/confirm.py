@@ -46,7 +46,7 @@ from tunelab.designs.change import BlockRule
 from tunelab.errors import TunelabError
 from tunelab.formatting import fmt_ci, fmt_pct, level_label
 from tunelab.loads import Load
-from tunelab.model import Metric, ParseError, TrialStatus
+from tunelab.model import Direction, MeasurementKind, Metric, ParseError, TrialStatus, Verdict
 from tunelab.optimize.evaluators import Evaluator
 from tunelab.runner import BoundKnob, bind_knob_ids, check_host_global
 from tunelab.store import Store
@@ -187,7 +187,7 @@ def judge_log_change(mean: float, se: float, df: int, goal: Metric, alpha: float
         p_lower = 0.0 if mean > lower_bound else 1.0
         p_upper = 0.0 if mean < upper_bound else 1.0
     tost_p = max(p_lower, p_upper)
-    sign = 1.0 if goal.direction == "maximize" else -1.0
+    sign = 1.0 if goal.direction == Direction.MAXIMIZE else -1.0
     better_low, better_high = sorted((sign * low, sign * high))
     equivalent = tost_p < alpha
     if better_high < 0:
@@ -199,7 +199,7 @@ def judge_log_change(mean: float, se: float, df: int, goal: Metric, alpha: float
     else:
         verdict = "inconclusive"
     more = None
-    if verdict == "inconclusive" and needed:
+    if verdict == Verdict.INCONCLUSIVE and needed:
         more = blocks_needed(mean, se * math.sqrt(df + fitted) if sd is None else sd,
                              min(-lower_bound, upper_bound), alpha, fitted)
     return {"pct_change": 100 * math.expm1(mean), "ci_low": 100 * math.expm1(low),
@@ -322,7 +322,7 @@ class ConfirmResult:
         if self.table.empty:
             return "nothing was judged"
         row = self.table.iloc[0]
-        change = (f"untestable ({row.get('reason') or 'no usable blocks'})" if row["verdict"] == "untestable" else
+        change = (f"untestable ({row.get('reason') or 'no usable blocks'})" if row["verdict"] == Verdict.UNTESTABLE else
                   f"{fmt_pct(row['pct_change'])} {fmt_ci(row['ci_low'], row['ci_high'], row['pct_change'])}")
         return f"{row['metric']} {change} ({row['profile']})"
 
@@ -343,9 +343,9 @@ class ConfirmResult:
 def row_text(row: Any) -> str:
     """One (profile, metric) row of :meth:`ConfirmResult.summary`."""
     side = " (side effect, not judged)" if getattr(row, "role", "objective") == "side effect" else ""
-    if row.verdict == "untestable":
+    if row.verdict == Verdict.UNTESTABLE:
         return f"  [{row.profile}] {row.metric}: untestable ({getattr(row, 'reason', None) or 'no usable blocks'}){side}"
-    needed, unit = row.blocks_needed, "pairs" if getattr(row, "measurement", None) == "duet" else "blocks"
+    needed, unit = row.blocks_needed, "pairs" if getattr(row, "measurement", None) == MeasurementKind.DUET.value else "blocks"
     extra = f"; about {int(needed)} {unit} in total would decide" if needed is not None and not pd.isna(needed) else ""
     alpha = getattr(row, "alpha_nominal", None)
     level = 95.0 if alpha is None or pd.isna(alpha) else 100 * (1 - float(alpha))

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.formatting import fmt_config
-from tunelab.model import Metric, level_value
+from tunelab.model import Direction, Metric, level_value
 from tunelab.optimize.engines import (ENGINES, Candidate, EngineSettings, Refiner, RefineError, get_preset,
                                       make_engine, objectives_of, typed_config)
 from tunelab.optimize.evaluators import Evaluator
@@ -128,7 +128,7 @@ def check_request(space: SearchSpace, objectives: Sequence[Metric | str], engine
         raise RefineError(f"race_share must be in [0, 1), got {share}")
     race_budget = race_budget_of(share, budget)
     settings = {"engine": engine, "preset": preset, "seed": int(seed), "budget": budget,
-                "objectives": [f"{o.name}:{'max' if o.direction == 'maximize' else 'min'}" for o in objs],
+                "objectives": [f"{o.name}:{'max' if o.direction == Direction.MAXIMIZE else 'min'}" for o in objs],
                 "knobs": space.ids, "baseline": dict(baseline) if baseline else None, "race_share": share,
                 "options": dict(options)}
     return Request(objs, engine, preset, budget, race_budget, int(seed), settings)
@@ -246,8 +246,8 @@ class _Search:
         first = self.objectives[0]
         means = np.array([self.tally.estimate(e["config"])[first.name]["mean"] for e in entries], dtype=float)
         means = means[np.isfinite(means)]
-        better = np.max if first.direction == "maximize" else np.min
-        worse = np.min if first.direction == "maximize" else np.max
+        better = np.max if first.direction == Direction.MAXIMIZE else np.min
+        worse = np.min if first.direction == Direction.MAXIMIZE else np.max
         inc = self.tally.estimate(incumbent)[first.name] if incumbent is not None else {"mean": math.nan, "se": None}
         base = (self.tally.estimate(self.baseline)[first.name]["mean"]
                 if self.baseline is not None and self.tally.n(self.baseline) else math.nan)

@@ -139,7 +139,7 @@ def check_pair_rule(rule: BlockRule) -> BlockRule:
     tunelab.optimize.confirm.ValidationError: a duet's rounds count pairs, in even numbers (best multiples of 4), got min=4, step=3, max=12; e.g. {min: 4, max: 16, step: 4}
     """
     check_pairs(rule.min)
-    if rule.sequential and any(n % 2 for n in (rule.min, rule.step, rule.max)):
+    if rule.in_rounds and any(n % 2 for n in (rule.min, rule.step, rule.max)):
         raise ValidationError("a duet's rounds count pairs, in even numbers (best multiples of 4), got "
                               f"min={rule.min}, step={rule.step}, max={rule.max}; e.g. {{min: 4, max: 16, step: 4}}")
     return rule

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from tunelab.designs.change import BlockRule
-from tunelab.model import Metric
+from tunelab.model import Metric, Verdict
 from tunelab.optimize.confirm import (ConfirmResult, Evaluator, analyse_blocks, goals_of, measure_blocks,
                                       overall_verdict)
 
@@ -54,7 +54,7 @@ def frozen(row: Mapping[str, Any] | None) -> bool:
     """A judged row that needs no more blocks: decided, or untestable with no usable block at all."""
     if row is None:
         return False
-    return row["verdict"] in DECIDED or (row["verdict"] == "untestable" and row["blocks"] == 0)
+    return row["verdict"] in DECIDED or (row["verdict"] == Verdict.UNTESTABLE and row["blocks"] == 0)
 
 
 #: ``analyse(frame, goal, nominal, final)``: one metric's judged row at a look (``final``: the last look, which
@@ -122,7 +122,7 @@ def stop_note(rule: BlockRule, looks: list[dict[str, Any]], rows: Mapping[tuple[
     """One line: the looks made and why the blocks (a duet's pairs: ``unit``) stopped."""
     counts = ", ".join(str(look["blocks"]) for look in looks)
     why = "every metric decided" if all(frozen(r) for r in rows.values()) else f"max={rule.max} {unit} reached"
-    if all(r["verdict"] == "untestable" and r["blocks"] == 0 for r in rows.values()):
+    if all(r["verdict"] == Verdict.UNTESTABLE and r["blocks"] == 0 for r in rows.values()):
         why = f"no usable {unit[:-1]} (every trial failed)"
     return (f"{unit}: looks at {counts} of at most {rule.max} per profile ({rule.spending} alpha spending); "
             f"stopped: {why}")
@@ -161,7 +161,7 @@ def judge_in_rounds(profiles: Sequence[str], goals: Sequence[Metric], rule: Bloc
     table = pd.DataFrame([rows[(p, g.name)] for p in profiles for g in goals])
     table["blocks_needed"] = table["blocks_needed"].astype("Int64")
     measurements = pd.concat([frame for frames in parts.values() for frame in frames], ignore_index=True)
-    return Rounds(table, measurements, stop_note(rule, looks, rows, unit) if rule.sequential else None)
+    return Rounds(table, measurements, stop_note(rule, looks, rows, unit) if rule.in_rounds else None)
 
 
 def confirm_in_rounds(evaluators: Mapping[str, Evaluator], baseline: Mapping[str, Any], candidate: Mapping[str, Any],

@@ -151,7 +151,7 @@ def rounds_text(rule: BlockRule, unit: str) -> str:
     looks = ", ".join(f"{n} (alpha {a:.3g})" for n, a in block_looks(rule))
     return f"{unit} per profile: {rule.min}" + (f" first, then {rule.step} more per round while a metric is "
                                                  f"undecided, at most {rule.max}; looks at {looks} "
-                                                 f"({rule.spending} alpha spending)" if rule.sequential else "")
+                                                 f"({rule.spending} alpha spending)" if rule.in_rounds else "")
 
 
 def estimate_line(seconds: tuple[float, float], count: str, per: str, warmup_s: float, measure_s: float,
@@ -170,7 +170,7 @@ def time_lines(checked: CheckedRequest, profiles: int, warmup_s: float, measure_
     if checked.sides:
         return duet_time_lines(checked, profiles, per_trial, warmup_s, measure_s)
     low, high = (TRIALS_PER_BLOCK * n * profiles * per_trial for n in (rule.min, rule.max))
-    lines = [rounds_text(rule, "blocks") if rule.sequential else f"blocks per profile: {rule.min} first",
+    lines = [rounds_text(rule, "blocks") if rule.in_rounds else f"blocks per profile: {rule.min} first",
              "order: each profile in turn; within a block A B B A (A = baseline, B = candidate), every trial "
              "applies its configuration, warms up, measures and puts the knobs back",
              estimate_line((low, high), f"blocks x {profiles} profile(s) x {TRIALS_PER_BLOCK} trials", "trial",

@@ -36,7 +36,7 @@ from tunelab.display import Displayed
 from tunelab.duet import DuetError, check_measurement, side_options, sides_on_testbeds
 from tunelab.errors import DesignError, SafetyError, TargetError, TunelabError
 from tunelab.loads import Load, get_load
-from tunelab.model import Metric, json_value, level_to_json
+from tunelab.model import MeasurementKind, Metric, json_value, level_to_json
 from tunelab.optimize.confirm import (EXIT_STATUS, ConfirmResult, ValidationPlan, block_rule, check_durations,
                                       checked_goals, compared_configs, config_digest, plan_validation,
                                       profile_settings, row_text, trial_failures, validation_provenance)
@@ -124,9 +124,12 @@ class Measurement:
     (:mod:`tunelab.duet`; ``pairs`` per profile, default twice a fixed blocks count: as many trials; blocks in
     rounds count pairs; ``cpu_layout`` of two labs, default :data:`tunelab.duet.DEFAULT_CPU_LAYOUT`)."""
 
-    kind: str = "sequential"
+    kind: MeasurementKind = MeasurementKind.SEQUENTIAL
     pairs: int | None = None
     cpu_layout: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", check_measurement(self.kind))     # the text of a flag or an API call
 
     def pair_rule(self, rule: BlockRule) -> BlockRule:
         """A duet's pairs per profile as a rule: ``pairs`` fixed (checked by
@@ -137,17 +140,17 @@ class Measurement:
         >>> duet.pair_rule(BlockRule.fixed(6)).looks(), duet.pair_rule(BlockRule(4, 8, 4)).looks()
         ([12], [4, 8])
         """
-        if self.pairs is not None and rule.sequential:
+        if self.pairs is not None and rule.in_rounds:
             raise DuetError(f"give a duet's rounds in blocks: {{min: {rule.min}, max: {rule.max}, step: {rule.step}}} "
                             f"(counted in pairs) or a fixed pairs: {self.pairs}, not both")
         if self.pairs is not None:
             return BlockRule.fixed(check_pairs(self.pairs))
-        return rule if rule.sequential else BlockRule.fixed(2 * rule.max)
+        return rule if rule.in_rounds else BlockRule.fixed(2 * rule.max)
 
     def pairs_json(self, rule: BlockRule) -> Any:
         """The pairs for the provenance: a count, or the rounds ``{min, max, step, spending}``."""
         pairs = self.pair_rule(rule)
-        return pairs.max if not pairs.sequential else {"min": pairs.min, "max": pairs.max, "step": pairs.step,
+        return pairs.max if not pairs.in_rounds else {"min": pairs.min, "max": pairs.max, "step": pairs.step,
                                                         "spending": pairs.spending}
 
 
@@ -318,10 +321,10 @@ def duet_sides(how: Measurement, spec: Mapping[str, Any], rule: BlockRule,
     which run on this machine at once (unless the sides are ``testbeds``: :func:`duet_testbed_sides`), enough
     pairs (rounds in even numbers of pairs) and a CPU layout that fits the options."""
     check_measurement(how.kind)
-    if how.kind != "duet" and testbeds:
+    if how.kind is not MeasurementKind.DUET and testbeds:
         raise DuetError("--testbeds goes with --measurement duet (its two testbeds measure A and B at once); a "
                         "sequential validation runs on one target: give --target instead of --testbeds")
-    if how.kind != "duet":
+    if how.kind is not MeasurementKind.DUET:
         if how.pairs is not None or how.cpu_layout is not None:
             raise DuetError("pairs and cpu_layout go with measurement duet; add --measurement duet "
                             "(measurement: duet) or drop them")
@@ -569,7 +572,7 @@ def flags_request(target: str | None, candidate: Mapping[str, Any], *, baseline:
     base = dict(baseline) if isinstance(baseline, Mapping) else baseline
     settings = dict(rest.pop("load_settings", None) or {})
     store = rest.pop("store", None)
-    how = Measurement(rest.pop("measurement", None) or "sequential", rest.pop("pairs", None),
+    how = Measurement(rest.pop("measurement", None) or MeasurementKind.SEQUENTIAL, rest.pop("pairs", None),
                       rest.pop("cpu_layout", None))
     return ValidateRequest(spec=spec, candidate=candidate, baseline=base,
                            metrics=tuple(metrics), profiles=tuple(rest.pop("profiles", ()) or ()),

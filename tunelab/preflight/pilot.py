@@ -30,6 +30,7 @@ from tunelab.errors import DesignError, TunelabError
 from tunelab.loads import Load
 from tunelab.preflight.checks import KnobChange
 from tunelab.targets import Target
+from tunelab.model import TrialStatus
 
 #: knobs whose larger value loosens the cap they set (a longer queue, a bigger buffer): raising one can act only
 #: where the current value binds
@@ -256,7 +257,7 @@ class PilotReport:
         seconds = self.windows[0].seconds if self.windows else 0.0
         out = [f"pilot: the target as it stands (nothing applied), {seconds:g} s per profile"]
         for window in self.windows:
-            if window.status != "ok":
+            if window.status != TrialStatus.OK:
                 out.append(f"  [{window.profile}] the load's window is {window.status}: "
                            f"{'; '.join(window.problems)[:200]}")
             out += [f"  [{window.profile}] {b.label}: {b.text}" for b in self.bindings.get(window.profile, ())]

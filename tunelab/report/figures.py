@@ -30,7 +30,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from scipy import stats as ss
 
 from tunelab.errors import DataError
-from tunelab.model import AnalysisKind
+from tunelab.model import AnalysisKind, Direction
 from tunelab.formatting import fmt_plain, level_label
 from tunelab.stats import sorted_levels
 from tunelab.stats.model_screen import profile_effects
@@ -710,7 +710,7 @@ def progress_figure(history: pd.DataFrame, metric: str, direction: str = "maximi
     _require(history, ["measurement", metric, "is_baseline"])
     fig, ax = _single(7, 3.6)
     values = history[metric].astype(float)
-    best = values.cummax() if direction == "maximize" else values.cummin()
+    best = values.cummax() if direction == Direction.MAXIMIZE else values.cummin()
     base = history["is_baseline"].astype(bool)
     ax.scatter(history["measurement"], values, s=16, color=LEVEL_COLOR, edgecolor="0.3", lw=0.4, label="measurement")
     ax.plot(history["measurement"], best, color=CANDIDATE_COLOR, label="best so far")

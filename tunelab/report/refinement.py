@@ -33,7 +33,7 @@ from tunelab.designs.change import BlockRule
 from tunelab.errors import LoadError, TunelabError
 from tunelab.formatting import fmt_pct, level_label
 from tunelab.loads import get_load
-from tunelab.model import USABLE_STATUSES, Metric, TrialStatus, level_value
+from tunelab.model import USABLE_STATUSES, Direction, MeasurementKind, Metric, Phase, TrialStatus, level_value
 from tunelab.optimize.confirm import analyse_blocks, block_rule, goals_of
 from tunelab.optimize.driver import non_dominated
 from tunelab.optimize.duet_confirm import analyse_pairs, duet_look
@@ -588,7 +588,7 @@ def settings_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def search_knobs(study: Study) -> list[str]:
     """Knob ids the refinement searched (the keys of its trials' configurations)."""
-    trials = study.trials[study.trials["phase"] == "refine"]
+    trials = study.trials[study.trials["phase"] == Phase.REFINE]
     knobs: dict[str, None] = {}
     for config in trials["config"]:
         knobs.update(dict.fromkeys(config or {}))
@@ -652,7 +652,7 @@ def search_history(study: Study) -> pd.DataFrame:
     ``refine:``), ``stage`` (``search``/``race``), ``batch`` (race round for the race; missing in
     stores written before the search was stored), ``replicate, status``, the knob columns, the
     metric columns and ``is_baseline``."""
-    trials = study.trials[study.trials["phase"] == "refine"]
+    trials = study.trials[study.trials["phase"] == Phase.REFINE]
     rows = []
     for row in trials.itertuples():
         match = REFINE_KEY.match(row.run_key)
@@ -696,7 +696,7 @@ def pareto_points(means: pd.DataFrame, x: str, y: str, directions: Mapping[str, 
     """``means`` (:func:`config_means` or :func:`candidate_estimates`) with ``front`` (non-dominated in
     ``x`` and ``y`` by their directions) and ``is_winner``."""
     points = means.dropna(subset=[x, y]).reset_index(drop=True)
-    signs = [-1.0 if directions.get(m, "maximize") == "maximize" else 1.0 for m in (x, y)]
+    signs = [-1.0 if directions.get(m, "maximize") == Direction.MAXIMIZE else 1.0 for m in (x, y)]
     vectors = np.column_stack([signs[0] * points[x].to_numpy(float), signs[1] * points[y].to_numpy(float)])
     points["front"] = non_dominated(vectors) if len(points) else []
     if winner and knobs:
@@ -717,7 +717,7 @@ class Comparison:
     baseline: dict[str, Any]
     candidate: dict[str, Any]
     measurements: pd.DataFrame
-    measurement: str = "sequential"
+    measurement: MeasurementKind = MeasurementKind.SEQUENTIAL
     #: how ``tunelab validate`` judged it, as its newest trial recorded (:func:`stored_judging`): the block rule,
     #: the goals as asked (metrics and SESOI) and the level; None/empty for a confirmation or an older store
     rule: BlockRule | None = None
@@ -731,17 +731,17 @@ class Comparison:
 
 def abba_comparisons(study: Study) -> list[Comparison]:
     """Every ABBA comparison recorded in the confirm and validate phases, oldest first."""
-    return _keyed_comparisons(study, ABBA_KEY, ("block", "position"), "sequential")
+    return _keyed_comparisons(study, ABBA_KEY, ("block", "position"), MeasurementKind.SEQUENTIAL)
 
 
 def duet_comparisons(study: Study) -> list[Comparison]:
     """Every duet validation (``tunelab validate --measurement duet``) recorded in the validate phase, one
     per profile, oldest first; judge them with :func:`judge` (the crossover fit of the paired log ratios)."""
-    return _keyed_comparisons(study, DUET_KEY, ("pair", "side"), "duet")
+    return _keyed_comparisons(study, DUET_KEY, ("pair", "side"), MeasurementKind.DUET)
 
 
 def _keyed_comparisons(study: Study, pattern: re.Pattern[str], fields: Sequence[str],
-                       measurement: str) -> list[Comparison]:
+                       measurement: MeasurementKind) -> list[Comparison]:
     """The comparisons whose run keys match ``pattern`` (groups phase, profile, digest, arm and ``fields``)."""
     trials = study.trials[study.trials["phase"].isin(("confirm", "validate"))]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
@@ -826,7 +826,7 @@ def comparison_goals(study: Study, measured: Sequence[str], metric: str | None =
     if metric:
         name = metric.split(":")[0]
         known = {g.name: g for g in goals}
-        default = "min" if directions.get(name) == "minimize" else "max"
+        default = "min" if directions.get(name) == Direction.MINIMIZE else "max"
         goal = known[name] if name in known and ":" not in metric else goals_of(
             [metric if ":" in metric else f"{metric}:{default}"])[0]
         goals = [goal] + [g for g in goals if g.name != name]
@@ -859,7 +859,7 @@ def judge(comparison: Comparison, goals: Sequence[Metric], alpha: float | None =
     level = comparison_alpha(comparison, alpha)
     frame = comparison.measurements
     measured = [goal for goal in goals if goal.name in frame.columns]
-    duet = {"analyse": duet_look, "unit": "pair"} if comparison.measurement == "duet" else {}
+    duet = {"analyse": duet_look, "unit": "pair"} if comparison.measurement is MeasurementKind.DUET else {}
     if comparison.rule is not None:
         rows = replay_looks(frame, measured, comparison.rule, level, comparison.profile, **duet)
     elif duet:

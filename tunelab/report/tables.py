@@ -21,6 +21,7 @@ from tunelab.report.loading import Study, StudyInputs
 from tunelab.report.wording import MODEL_TEST_SHORT, MODEL_TEST_TEXT, present, short_test_name
 from tunelab.stats import ScreenResult, compact_letters, to_matrix
 from tunelab.stats.mechanisms import change_text, counter_name, top_mechanisms
+from tunelab.model import Direction
 
 
 def cell_texts(frame: pd.DataFrame, digits: int = 4) -> list[list[str]]:
@@ -202,7 +203,7 @@ def posthoc_detail(result: ScreenResult, inputs: StudyInputs, knob: str, metric:
     long = result.posthoc[(result.posthoc["knob"] == knob) & (result.posthoc["metric"] == metric)
                           & (result.posthoc["method"] == method)]
     letters = {} if method in BASELINE_ONLY_METHODS else letters_by_level(
-        result.posthoc, knob, metric, method, means, inputs.alpha, maximize=direction == "maximize")
+        result.posthoc, knob, metric, method, means, inputs.alpha, maximize=direction == Direction.MAXIMIZE)
     table = long.drop(columns=["knob", "metric", "method", "recommended"]).assign(
         group1=long["group1"].map(level_label), group2=long["group2"].map(level_label)).reset_index(drop=True)
     return {"table": table, "matrix": to_matrix(long, "p_adj"), "letters": letters, "rows": rows, "means": means}

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from tunelab.formatting import fmt_abs, fmt_ci, fmt_number, fmt_p, fmt_pct, fmt_sig
-from tunelab.model import AnalysisKind, DesignType
+from tunelab.model import AnalysisKind, DesignType, Phase, Verdict
 from tunelab.formatting import level_label
 from tunelab.report.loading import (Study, StudyInputs, foreign_load, machine, pinning_text, planned_runs,
                                     repeated_trials, software_versions, trial_provenance)
@@ -23,7 +23,7 @@ from tunelab.runner import FOREIGN_LOAD_WARN
 from tunelab.stats import ScreenResult
 from tunelab.stats.blocking import spread_phrase
 from tunelab.stats.mechanisms import change_text, counter_name, top_mechanisms
-from tunelab.stats.linear_model import MIN_RESIDUAL_DF, NORMALITY_ALPHA as MODEL_NORMALITY_ALPHA
+from tunelab.stats.linear_model import MIN_RESIDUAL_DF, NORMALITY_ALPHA as MODEL_NORMALITY_ALPHA, TermKind
 from tunelab.stats.linear_model import VARIANCE_ALPHA as MODEL_VARIANCE_ALPHA
 
 ROUTE_SHORT = {"anova+tukey": "ANOVA + Tukey", "welch+games_howell": "Welch + Games–Howell",
@@ -159,14 +159,14 @@ def _interaction_sentence(row: Any, band: str, absolute: bool, aliases: str = ""
                    "them apart)")
     test = short_test_name(row.test)
     size = _change_text(row, absolute)
-    if row.verdict == "matters":
+    if row.verdict == Verdict.MATTERS:
         where = f"; it matters only when {condition_text(row.only_when)}" if present(row.only_when) else ""
         return (f"The effect of `{a}` on {row.metric} **depends on** `{b}` (interaction, {fmt_p(row.p_adj)}, {test}; "
                 f"the effects differ by up to {size}): {simple}{where}.")
-    if row.verdict == "no effect (equivalent)":
+    if row.verdict == Verdict.EQUIVALENT:
         return (f"The effect of `{a}` on {row.metric} does **not depend on** `{b}` beyond {band} (the interaction "
                 f"is within the smallest effect of interest, {fmt_p(row.p_adj)}): {simple}.")
-    if row.verdict == "untestable" or not present(row.test):
+    if row.verdict == Verdict.UNTESTABLE or not present(row.test):
         return f"Whether the effect of `{a}` on {row.metric} depends on `{b}` could **not be tested**: {row.reason}."
     return (f"Whether the effect of `{a}` on {row.metric} depends on `{b}` is **inconclusive** (interaction "
             f"{fmt_p(row.p_adj)}, {test}; the effects differ by up to {size}): {simple}.")
@@ -216,21 +216,21 @@ def summary_sentences(result: ScreenResult, inputs: StudyInputs) -> list[str]:
         only_when = getattr(row, "only_when", None)
         effect = float(row.effect_abs) if absolute and math.isfinite(float(getattr(row, "effect_abs", math.nan))) \
             else float(row.effect_pct)
-        if row.verdict == "matters":
+        if row.verdict == Verdict.MATTERS:
             verdict = (f"**matters only when {condition_text(only_when)}**" if present(only_when) else "**matters**")
             lines.append(f"`{row.knob}` = {level} {_verb(effect)} {row.metric} by {_change_text(row, absolute, False)} "
                          f"against the baseline {base}, {fmt_p(row.p_adj)} ({test}): {verdict} ({row.direction}).")
-        elif row.verdict == "no effect (equivalent)":
+        elif row.verdict == Verdict.EQUIVALENT:
             lines.append(f"`{row.knob}` has **no effect** on {row.metric} that matters: every level is within {band} "
                          f"of the baseline {base} (TOST equivalence); the largest change, at {level}, is "
                          f"{_change_text(row, absolute)}, {fmt_p(row.p_adj)}.")
-        elif row.verdict == "not comparable":
+        elif row.verdict == Verdict.NOT_COMPARABLE:
             # the reason starts with the guard's plain-words sentence (tunelab.stats.guards.guard_sentence)
             head, _, detail = str(row.reason).split("; ")[0].partition(": ")
             where = head.partition(f" at {row.knob}=")[2] or level
             lines.append(f"`{row.knob}` = {where}: {row.metric} **cannot be compared** with the baseline {base}: "
                          f"{detail}.")
-        elif row.verdict == "untestable" or row.test is None or pd.isna(row.test):
+        elif row.verdict == Verdict.UNTESTABLE or row.test is None or pd.isna(row.test):
             lines.append(f"`{row.knob}` × {row.metric} could **not be tested**: {row.reason}.")
         else:
             others = partners.get((row.metric, row.knob), [])
@@ -247,7 +247,7 @@ def summary_sentences(result: ScreenResult, inputs: StudyInputs) -> list[str]:
 def summary_markdown(result: ScreenResult, inputs: StudyInputs) -> str:
     """The results summary as a Markdown bullet list, with a one-line headline."""
     verdicts = result.verdicts
-    matters = verdicts[verdicts["verdict"] == "matters"]
+    matters = verdicts[verdicts["verdict"] == Verdict.MATTERS]
     interacting = matters[matters["knob"].astype(str).str.contains(":", regex=False)
                           & ~matters["knob"].isin(inputs.knobs)]
     knobs = [k for k in dict.fromkeys(matters["knob"]) if k not in set(interacting["knob"])]
@@ -259,7 +259,7 @@ def summary_markdown(result: ScreenResult, inputs: StudyInputs) -> str:
                  zip(interacting["knob"].astype(str).str.partition(":").itertuples(index=False, name=None),
                      interacting["metric"])]
         head += " The effect of " + "; of ".join(pairs) + "."
-    guarded = verdicts[verdicts["verdict"] == "not comparable"]
+    guarded = verdicts[verdicts["verdict"] == Verdict.NOT_COMPARABLE]
     if len(guarded):
         head += (f" {len(guarded)} verdict(s) are **not comparable**: a guard metric (answered queries, losses, "
                  "errors or retransmissions) degraded beyond its smallest effect of interest, so the metric there "
@@ -309,7 +309,7 @@ def _metric_changes(result: ScreenResult, inputs: StudyInputs, knob: str, level:
     """``'qps -99.5 %, latency_mean_ms +31.0 %'``: the metrics for which ``knob = level`` matters (the row's
     decisive ``level``, or another of its significant ``levels``)."""
     specs = {m["name"]: m for m in inputs.metrics}
-    rows = result.verdicts[(result.verdicts["knob"] == knob) & (result.verdicts["verdict"] == "matters")]
+    rows = result.verdicts[(result.verdicts["knob"] == knob) & (result.verdicts["verdict"] == Verdict.MATTERS)]
     parts = []
     for row in rows.to_dict(orient="records"):
         entries = [row] if row["level"] == level else \
@@ -382,7 +382,7 @@ def model_lines(result: ScreenResult, inputs: StudyInputs | None = None) -> list
         scale, test = str(terms["scale"].iloc[0]), str(terms["test"].iloc[0])
         lhs = f"log({metric})" if scale == "log" else metric
         formula = f"{lhs} ~ " + " + ".join(terms["term"].astype(str))
-        judged = terms[terms["kind"] != "block"]
+        judged = terms[terms["kind"] != TermKind.BLOCK.value]
         df_res = float(judged["df2"].iloc[0]) if len(judged) else math.nan
         runs = int(inputs.runs[metric].notna().sum()) if inputs is not None and metric in inputs.runs else None
         omnibus = result.omnibus[(result.omnibus["metric"] == metric) & result.omnibus["recommended"].astype(bool)]
@@ -554,7 +554,7 @@ def rounds_markdown(result: ScreenResult, design: Any) -> str:
     """The **Sequential replicates** paragraph: the rule, the looks and how the alpha was spent; empty
     for a study with a fixed number of replicates."""
     rounds = getattr(result, "rounds", None)
-    spec = getattr(design, "sequential", None)
+    spec = getattr(design, "rounds", None)
     if spec is None or rounds is None or rounds.empty:
         return ""
     spending = result.settings.get("sequential", {}).get("spending", spec.spending or "default")
@@ -621,10 +621,10 @@ def runs_text(study: Study, result: ScreenResult) -> str:
     if planned is None:
         return ""
     rounds = getattr(result, "rounds", None)
-    if getattr(study.design, "sequential", None) is None or rounds is None or rounds.empty:
+    if getattr(study.design, "rounds", None) is None or rounds is None or rounds.empty:
         return f"{planned} runs planned"
-    screen = study.trials[study.trials["phase"] == "screen"]
-    ran = len(screen) - int((repeated_trials(study)["phase"] == "screen").sum())
+    screen = study.trials[study.trials["phase"] == Phase.SCREEN]
+    ran = len(screen) - int((repeated_trials(study)["phase"] == Phase.SCREEN).sum())
     looks = len(rounds)
     return f"{planned} runs planned in round 1, {ran} run in {looks} round{'s' if looks != 1 else ''}"
 
@@ -632,9 +632,9 @@ def runs_text(study: Study, result: ScreenResult) -> str:
 def _design_paragraph(study: Study, inputs: StudyInputs, result: ScreenResult) -> str:
     """**Design.**: the design, its replicates, blocks and seed, the runs planned and run, and what was usable."""
     design = study.design
-    counts = study.trials[study.trials["phase"] == "screen"]["status"].value_counts()
+    counts = study.trials[study.trials["phase"] == Phase.SCREEN]["status"].value_counts()
     usable = int(counts.get("ok", 0)) + (int(counts.get("flagged", 0)) if study.include_flagged else 0)
-    repeated = int((repeated_trials(study)["phase"] == "screen").sum())
+    repeated = int((repeated_trials(study)["phase"] == Phase.SCREEN).sum())
     flagged = (f" ({int(counts.get('flagged', 0))} flagged by the runner and "
                f"{'included' if study.include_flagged else 'left out'})" if counts.get("flagged", 0) else "")
     runs = runs_text(study, result)

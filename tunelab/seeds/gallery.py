@@ -38,6 +38,7 @@ from tunelab.seeds import load_studies
 from tunelab.seeds.arguments import DEFAULT_OUT, RECORDED, add_arguments
 from tunelab.seeds.contract import SEED_STUDIES, FigureImage, RecordContext, SeedStudy, StudyPage, Table
 from tunelab.store import Store
+from tunelab.model import MeasurementKind, Phase, TrialStatus
 #: the claim row's columns, on the index and on each study page
 CLAIM_COLUMNS = ("Paper", "The paper's claim", "tunelab measured (95 % CI)", "Verdict", "Agreement", "Why")
 
@@ -96,7 +97,7 @@ def store_provenance(path: str | os.PathLike[str]) -> dict[str, Any]:
     by_phase: dict[str, dict[str, int]] = {}
     for (phase, status), n in (trials.groupby(["phase", "status"]).size().items() if not trials.empty else ()):
         by_phase.setdefault(str(phase), {})[str(status)] = int(n)
-    duet = trials["provenance"].map(lambda p: isinstance(p, Mapping) and "duet" in p) if not trials.empty \
+    duet = trials["provenance"].map(lambda p: isinstance(p, Mapping) and MeasurementKind.DUET.value in p) if not trials.empty \
         else pd.Series(dtype=bool)
     share = busy_shares(trials[~duet.astype(bool)] if not trials.empty else trials, nproc)
     wall_s = (ended - started).dt.total_seconds() if not trials.empty else pd.Series(dtype=float)
@@ -149,7 +150,7 @@ def provenance_text(prov: Mapping[str, Any]) -> str:
     ...                  "kernel": "6.18", "nproc": 2, "busy_pct": 12.5, "busy_max_pct": 40.0})
     's.sqlite: 4 trials (screen: 3 ok, 1 failed), 0.5 lab minutes, recorded 2026-01-02 10:00 to 2026-01-02 10:01 UTC on Linux 6.18 (2 CPUs); busy share: other processes used a median 12 % of the machine during a trial (max 40 %)'
     """
-    phases = "; ".join(f"{phase}: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: (kv[0] != "ok", kv[0])))
+    phases = "; ".join(f"{phase}: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: (kv[0] != TrialStatus.OK, kv[0])))
                        for phase, counts in (prov.get("by_phase") or {}).items())
     text = f"{prov.get('store', '?')}: {prov.get('trials', 0)} trials" + (f" ({phases})" if phases else "")
     if prov.get("lab_minutes") is not None:
@@ -311,7 +312,7 @@ def _full_reports(study: SeedStudy, page: StudyPage, out_dir: Path, echo: Callab
     built = []
     for store in page.stores:
         store = Path(store)
-        if "screen" not in phases_of(store):
+        if Phase.SCREEN not in phases_of(store):
             page.notes.append(f"{store.name} holds no screen trials (a search or a validation, shown on this page), "
                               "so it has no full report of its own.")
             continue

@@ -28,6 +28,7 @@ from tunelab.report.loading import Study, load_study, screen_study
 from tunelab.seeds.contract import (DESIGNS, SEED_STUDIES, Claim, FigureImage, Measured, RecordContext, SeedStudy,
                                  StudyPage, Table, recorded_store)
 from tunelab.targets.lab import NETEM_MISSING, netem_available
+from tunelab.model import Phase, Verdict
 
 DESIGN = DESIGNS / "000_gembala_table2.yaml"
 NAME = "000-gembala-table2"
@@ -113,7 +114,7 @@ def ga_generations(study: Study) -> pd.DataFrame:
 
 def confirmation_table(study: Study) -> pd.DataFrame:
     """The winner against the defaults in ABBA blocks, judged on throughput and RTT (gain, 95 % CI, verdict)."""
-    confirms = [c for c in refinement.abba_comparisons(study) if c.phase == "confirm"]
+    confirms = [c for c in refinement.abba_comparisons(study) if c.phase == Phase.CONFIRM]
     if not confirms:
         raise SeedError(f"{study.path} holds no confirmation of the GA's winner: record seed 000 again")
     return refinement.judge(confirms[-1], goals_of(list(GOALS)))
@@ -135,7 +136,7 @@ def _pct(row: pd.Series) -> str:
 
 
 def _matters(verdicts: pd.DataFrame, metric: str) -> list[str]:
-    rows = verdicts[(verdicts["metric"] == metric) & (verdicts["verdict"] == "matters")
+    rows = verdicts[(verdicts["metric"] == metric) & (verdicts["verdict"] == Verdict.MATTERS)
                     & ~verdicts["knob"].astype(str).str.contains(":")]
     return list(rows.reindex(rows["effect_pct"].abs().sort_values(ascending=False).index)["knob"])
 
@@ -166,7 +167,7 @@ def measured_row(confirmation: pd.DataFrame, verdicts: pd.DataFrame) -> Measured
         agreement = "differs"
         why = (f"The GA's winner does not beat the defaults (verdict {gain['verdict']}): {lab}; "
                f"the screen finds {named} to matter for throughput.")
-        if gain["verdict"] == "inconclusive" and pd.notna(gain.get("blocks_needed")):
+        if gain["verdict"] == Verdict.INCONCLUSIVE and pd.notna(gain.get("blocks_needed")):
             why += (f" The confirmation is too noisy to tell (veth throughput is CPU-bound); about "
                     f"{int(gain['blocks_needed'])} ABBA blocks would be needed.")
     return Measured(effect=effect, verdict=verdict, agreement=agreement, why=why)

@@ -28,7 +28,7 @@ from tunelab.errors import SeedError
 from tunelab.optimize.confirm import goals_of
 from tunelab.optimize.duet_confirm import MIN_PAIRS
 from tunelab.formatting import fmt_number, fmt_p_exact, fmt_p_value, fmt_pct_interval
-from tunelab.model import COUNTER_PREFIX, USABLE_STATUSES, counter_columns
+from tunelab.model import COUNTER_PREFIX, USABLE_STATUSES, MeasurementKind, counter_columns
 from tunelab.report import figures, refinement
 from tunelab.report.loading import load_study, screen_study
 from tunelab.report.tables import mechanism_frames
@@ -55,7 +55,7 @@ SCREEN_STORE = f"{NAME}.sqlite"
 VALIDATE_STORE = f"{NAME}-validate.sqlite"
 DUET_STORE = f"{NAME}-validate-duet.sqlite"
 #: how the page names each validation
-VALIDATION_NAMES = {"sequential": "sequential ABBA", "duet": "duet"}
+VALIDATION_NAMES = {MeasurementKind.SEQUENTIAL: "sequential ABBA", MeasurementKind.DUET: "duet"}
 #: the heading of the page's counter section
 MECHANISMS_TITLE = "Mechanisms: the kernel counters under overload"
 #: the listen-queue counters the paper's reading rests on (server side): the overflows, then the resets of
@@ -136,11 +136,11 @@ def interaction_row(result: Any, metric: str = "lost") -> pd.Series:
     return rows.iloc[0]
 
 
-def validation_table(path: Path, measurement: str = "sequential") -> pd.DataFrame:
+def validation_table(path: Path, measurement: MeasurementKind = MeasurementKind.SEQUENTIAL) -> pd.DataFrame:
     """The recorded validation judged on the paper's four metrics (gain, 95 % CI, TOST, verdict per metric):
     ABBA blocks (``sequential``) or duet pairs (``duet``, ``blocks`` counting the pairs)."""
     study = load_study(path)
-    read = refinement.duet_comparisons if measurement == "duet" else refinement.abba_comparisons
+    read = refinement.duet_comparisons if measurement is MeasurementKind.DUET else refinement.abba_comparisons
     comparisons = read(study)
     if not comparisons:
         raise SeedError(f"{path} holds no {measurement} validation: record seed 001 again "
@@ -148,14 +148,14 @@ def validation_table(path: Path, measurement: str = "sequential") -> pd.DataFram
     return refinement.judge(comparisons[-1], goals_of(list(VALIDATE_METRICS)))
 
 
-def recorded_validations(stores: Path) -> dict[str, tuple[Path, pd.DataFrame]]:
+def recorded_validations(stores: Path) -> dict[MeasurementKind, tuple[Path, pd.DataFrame]]:
     """The validations recorded in ``stores``: measurement -> (store, judged table). The sequential one is
     required (a missing store is one SeedError line); the duet one is left out when its store is absent or
     holds no pair yet (a recording stopped early: recording again resumes it)."""
-    found = {"sequential": (path := recorded_store(stores, VALIDATE_STORE, NAME), validation_table(path))}
+    found = {MeasurementKind.SEQUENTIAL: (path := recorded_store(stores, VALIDATE_STORE, NAME), validation_table(path))}
     duet = stores / DUET_STORE
     if duet.is_file() and refinement.duet_comparisons(load_study(duet)):
-        found["duet"] = (duet, validation_table(duet, "duet"))
+        found[MeasurementKind.DUET] = (duet, validation_table(duet, MeasurementKind.DUET))
     return found
 
 
@@ -191,7 +191,7 @@ def _factorial_text(term: pd.Series, effects: pd.DataFrame, alpha: float) -> tup
             float(e["ci_high"]) < 0, float(e["ci_low"]) > 0)
 
 
-def _measured(term: pd.Series, effects: pd.DataFrame, validations: Mapping[str, pd.DataFrame],
+def _measured(term: pd.Series, effects: pd.DataFrame, validations: Mapping[MeasurementKind, pd.DataFrame],
               alpha: float = 0.05) -> Measured:
     """The claim row from the overload interaction, abort_on_overflow's simple effects and the validations."""
     p_text, p_adj_text = fmt_p_value(float(term["p"])), fmt_p_value(float(term["p_adj"]))
@@ -258,7 +258,7 @@ def log_width(ci_low: Any, ci_high: Any) -> float:
     return math.log((100 + high) / (100 + low)) if low > -100 and high > low else float("nan")
 
 
-def validations_frame(validations: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+def validations_frame(validations: Mapping[MeasurementKind, pd.DataFrame]) -> pd.DataFrame:
     """Both validations in one table: per measurement and metric, the units measured, the change with its
     95 % CI, the CI's width on the log-ratio scale, TOST p and the verdict; a duet not recorded is one row
     saying so."""
@@ -278,20 +278,20 @@ def validations_frame(validations: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _units(measurement: str, units: Any) -> str:
+def _units(measurement: MeasurementKind, units: Any) -> str:
     """``'12 pairs (24 trials)'`` or ``'6 ABBA blocks (24 trials)'``."""
-    unit, per_unit = ("pairs", 2) if measurement == "duet" else ("ABBA blocks", 4)
+    unit, per_unit = ("pairs", 2) if measurement is MeasurementKind.DUET else ("ABBA blocks", 4)
     return f"{int(units)} {unit} ({per_unit * int(units)} trials)"
 
 
-def ci_width_sentence(validations: Mapping[str, pd.DataFrame], stores: Path, metric: str = "lost") -> str:
+def ci_width_sentence(validations: Mapping[MeasurementKind, pd.DataFrame], stores: Path, metric: str = "lost") -> str:
     """One sentence comparing the two validations' 95 % CI widths on ``metric`` (the first metric both judged
     when they did not both judge it) on the log-ratio scale, or saying how to record the duet when it is
     missing."""
-    if "duet" not in validations:
+    if MeasurementKind.DUET not in validations:
         return (f"The duet validation is not recorded yet: `{record_command(NAME, stores)}` measures it (recording "
                 "resumes, so the factorial and the ABBA validation already in the stores are kept).")
-    sequential, duet = validations["sequential"], validations["duet"]
+    sequential, duet = validations[MeasurementKind.SEQUENTIAL], validations[MeasurementKind.DUET]
     both = [m for m in sequential["metric"] if m in set(duet["metric"])]
     if not both:
         return "The two validations judged no metric in common, so their intervals cannot be compared."
@@ -304,12 +304,13 @@ def ci_width_sentence(validations: Mapping[str, pd.DataFrame], stores: Path, met
     how = (f"{fmt_number(ratio, 1)} times narrower than" if ratio >= 1.25 else
            f"{fmt_number(1 / ratio, 1)} times wider than" if ratio <= 0.8 else "about as wide as")
     interval = {id(r): fmt_pct_interval(r["pct_change"], r["ci_low"], r["ci_high"], decimals=0) for r in (a, b)}
-    return (f"On {metric}, the duet's 95 % CI, {interval[id(b)]} from {_units('duet', b['blocks'])}, is {how} the "
-            f"sequential one, {interval[id(a)]} from {_units('sequential', a['blocks'])}, on the log-ratio scale "
+    duet_units, sequential_units = _units(MeasurementKind.DUET, b["blocks"]), _units(MeasurementKind.SEQUENTIAL, a["blocks"])
+    return (f"On {metric}, the duet's 95 % CI, {interval[id(b)]} from {duet_units}, is {how} the "
+            f"sequential one, {interval[id(a)]} from {sequential_units}, on the log-ratio scale "
             "both are computed on.")
 
 
-def validation_section(validations: Mapping[str, pd.DataFrame], stores: Path) -> Section:
+def validation_section(validations: Mapping[MeasurementKind, pd.DataFrame], stores: Path) -> Section:
     """The two validations of abort_on_overflow=1 at somaxconn 128 under overload, side by side."""
     return Section(
         title="Validation: sequential ABBA and duet",

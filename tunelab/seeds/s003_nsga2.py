@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 import tunelab
 from tunelab.errors import SeedError
 from tunelab.formatting import fmt_number, fmt_pct_interval
-from tunelab.model import level_value
+from tunelab.model import Direction, level_value
 from tunelab.optimize import non_dominated
 from tunelab.report import figures, refinement
 from tunelab.report.loading import load_study
@@ -149,13 +149,13 @@ def better_beyond_ci(a: Sequence[float], b: Sequence[float], direction: str) -> 
     a_low, a_high, b_low, b_high = float(a[1]), float(a[2]), float(b[1]), float(b[2])
     if any(math.isnan(x) for x in (a_low, a_high, b_low, b_high)):
         return False
-    return a_low > b_high if direction == "maximize" else a_high < b_low
+    return a_low > b_high if direction == Direction.MAXIMIZE else a_high < b_low
 
 
 def dominates_by_means(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]],
                        directions: Mapping[str, str]) -> bool:
     """Pareto dominance on the means: ``a`` no worse than ``b`` on every objective and better on one."""
-    signs = {m: (-1.0 if d == "maximize" else 1.0) for m, d in directions.items()}
+    signs = {m: (-1.0 if d == Direction.MAXIMIZE else 1.0) for m, d in directions.items()}
     pairs = [(signs[m] * float(a[m][0]), signs[m] * float(b[m][0])) for m in directions]
     if any(math.isnan(x) or math.isnan(y) for x, y in pairs):
         return False
@@ -184,7 +184,7 @@ def front_mask(frame: pd.DataFrame, x: str, y: str, directions: Mapping[str, str
     mask = np.zeros(len(frame), dtype=bool)
     valid = frame[[x, y]].notna().all(axis=1).to_numpy()
     if valid.any():
-        signs = [-1.0 if directions[m] == "maximize" else 1.0 for m in (x, y)]
+        signs = [-1.0 if directions[m] == Direction.MAXIMIZE else 1.0 for m in (x, y)]
         vectors = np.column_stack([signs[0] * frame.loc[valid, x].to_numpy(float),
                                    signs[1] * frame.loc[valid, y].to_numpy(float)])
         mask[valid] = non_dominated(vectors)
@@ -349,8 +349,8 @@ def pareto_pairs_figure(configs: pd.DataFrame, marked: pd.DataFrame, pairs: Sequ
                             mew=0.6, ecolor=color, elinewidth=1.1, capsize=3, zorder=5)
             handles.setdefault(str(row["label"]), h)
             ax.annotate(str(row["label"]), (row[x], row[y]), xytext=(5, 4), textcoords="offset points", fontsize=7)
-        ax.set_xlabel(f"{x} ({'higher' if dirs[x] == 'maximize' else 'lower'} is better)")
-        ax.set_ylabel(f"{y} ({'higher' if dirs[y] == 'maximize' else 'lower'} is better)")
+        ax.set_xlabel(f"{x} ({'higher' if dirs[x] == Direction.MAXIMIZE else 'lower'} is better)")
+        ax.set_ylabel(f"{y} ({'higher' if dirs[y] == Direction.MAXIMIZE else 'lower'} is better)")
         ax.set_title(f"{x} vs {y}", fontsize=9)
         for metric, set_scale in ((x, ax.set_xscale), (y, ax.set_yscale)):
             if metric in SYMLOG:

@@ -26,7 +26,7 @@ from matplotlib.ticker import MaxNLocator
 import tunelab
 from tunelab.errors import SeedError
 from tunelab.formatting import fmt_pct, fmt_pct_interval, fmt_plain
-from tunelab.model import level_value
+from tunelab.model import Phase, TrialStatus, Verdict, level_value
 from tunelab.report import figures
 from tunelab.report.refinement import REFINE_KEY, config_label
 from tunelab.report.loading import Study, load_study, screen_study
@@ -76,7 +76,7 @@ def _evaluation_rows(trials: pd.DataFrame, knobs: Sequence[str], metrics: Sequen
     rows = []
     for row in trials.sort_values("trial_id").itertuples(index=False):
         config = {k: level_value(v) for k, v in (row.config or {}).items()}
-        values = row.metrics or {} if row.status == "ok" else {}
+        values = row.metrics or {} if row.status == TrialStatus.OK else {}
         rows.append({"trial_id": row.trial_id, "status": row.status, **{k: config.get(k) for k in knobs},
                      **{m: float(values[m]) if values.get(m) is not None else math.nan for m in metrics}})
     return pd.DataFrame(rows, columns=["trial_id", "status", *knobs, *metrics])
@@ -88,8 +88,8 @@ def method_runs(study: Study, knobs: Sequence[str],
     frame per stored search (named by its engine), with ``trial_id, status``, the knob columns and ``metrics``.
     A failed trial is an evaluation with NaN metrics (it used up budget)."""
     trials = study.trials
-    runs = {"lhs": _evaluation_rows(trials[trials["phase"] == "screen"], knobs, metrics)}
-    refine = trials[trials["phase"] == "refine"]
+    runs = {"lhs": _evaluation_rows(trials[trials["phase"] == Phase.SCREEN], knobs, metrics)}
+    refine = trials[trials["phase"] == Phase.REFINE]
     searches = [REFINE_KEY.match(key) for key in refine["run_key"]]
     ids = pd.Series([m["search"] if m is not None else None for m in searches], index=refine.index, dtype=object)
     for search_id in dict.fromkeys(ids.dropna()):
@@ -357,7 +357,7 @@ def page(stores: Path) -> StudyPage:
     change = pct_change_ci(best_values, default_values)
     _, result = screen_study(study)
     verdicts = result.verdicts
-    matters = [r.knob for r in verdicts.itertuples() if r.verdict == "matters" and r.metric == OBJECTIVE]
+    matters = [r.knob for r in verdicts.itertuples() if r.verdict == Verdict.MATTERS and r.metric == OBJECTIVE]
     common = int(curve.groupby("method")["evaluation"].max().min())   # every method compared at the same count
     finals = final_best(curve, common)
     fig = best_found_figure(curve, OBJECTIVE, default_mean, METHOD_NAMES)

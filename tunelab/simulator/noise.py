@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from tunelab.simulator.surface import stable_seed
+from tunelab.model import Direction
 
 
 def slot_factor(seed: int, slot: Any, common_cv: float) -> float:
@@ -37,5 +38,5 @@ def with_interference(metrics: Mapping[str, float], directions: Mapping[str, str
     {'qps': 45.0, 'latency_ms': 4.444444444444445}
     """
     total = factor * (1 + side_bias_pct / 100 if side == 1 else 1.0)
-    return {name: value * total if directions.get(name) == "maximize" else value / total
+    return {name: value * total if directions.get(name) == Direction.MAXIMIZE else value / total
             for name, value in metrics.items()}

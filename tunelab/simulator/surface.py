@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from tunelab.model import DirectionName, level_from_json, level_to_json
+from tunelab.model import Direction, DirectionName, level_from_json, level_to_json
 from tunelab.optimize.space import SearchSpace, space_from_spec
 
 
@@ -100,7 +100,7 @@ class Surface:
         """The configuration with the best true value of ``metric`` (default: the first metric)."""
         metric = metric or next(iter(self.metrics))
         table = self.table()
-        index = table[metric].idxmax() if self.metrics[metric] == "maximize" else table[metric].idxmin()
+        index = table[metric].idxmax() if self.metrics[metric] == Direction.MAXIMIZE else table[metric].idxmin()
         return {k: level_from_json(level_to_json(table.at[index, k])) for k in self.space}
 
     def within(self, config: Mapping[str, Any], tolerance_pct: float = 2.0, metric: str | None = None) -> bool:
@@ -108,6 +108,6 @@ class Surface:
         metric = metric or next(iter(self.metrics))
         best = self.truth(self.optimum(metric))[metric]
         value = self.truth(config)[metric]
-        if self.metrics[metric] == "maximize":
+        if self.metrics[metric] == Direction.MAXIMIZE:
             return value >= best * (1 - tolerance_pct / 100)
         return value <= best * (1 + tolerance_pct / 100)

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.errors import TargetError
-from tunelab.model import DirectionName, level_value
+from tunelab.model import Direction, DirectionName, level_value
 from tunelab.registry import Registry
 from tunelab.simulator.surface import Surface
 
@@ -294,7 +294,7 @@ def is_within(value: Any, best: float, direction: DirectionName, tolerance_pct: 
     >>> is_within(98.5, 100.0, "maximize"), is_within(103.0, 100.0, "minimize")
     (True, False)
     """
-    if direction == "maximize":
+    if direction == Direction.MAXIMIZE:
         return value >= best * (1 - tolerance_pct / 100)
     return value <= best * (1 + tolerance_pct / 100)
 
@@ -314,7 +314,7 @@ def best_configs(surface: Surface, k: int = 5, metric: str | None = None) -> lis
     table["_changed"] = [sum(level_value(row[kid]) != baseline[kid] for kid in surface.space)
                          for row in table[list(surface.space)].to_dict("records")]
     table["_value"] = table[metric].round(_SCORE_DIGITS)
-    ascending = surface.metrics[metric] != "maximize"
+    ascending = surface.metrics[metric] != Direction.MAXIMIZE
     table = table.sort_values(["_value", "_changed"], ascending=[ascending, True], kind="stable")
     top = table.drop_duplicates("_value").head(k)
     return [{kid: level_value(row[kid]) for kid in surface.space} for row in top.to_dict("records")]
@@ -330,7 +330,7 @@ def count_within(surface: Surface, tolerance_pct: float = 2.0, metric: str | Non
         return surface.count_within(tolerance_pct, metric)
     metric = metric or next(iter(surface.metrics))
     values = surface.table()[metric].to_numpy(float)
-    best = values.max() if surface.metrics[metric] == "maximize" else values.min()
+    best = values.max() if surface.metrics[metric] == Direction.MAXIMIZE else values.min()
     return int(np.sum(is_within(values, best, surface.metrics[metric], tolerance_pct)))
 
 

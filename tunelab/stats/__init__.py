@@ -24,7 +24,7 @@ from tunelab.stats.oneway import recommend
 from tunelab.stats.screen_data import design_kind
 from tunelab.stats.screen_result import ScreenResult, schema
 from tunelab.stats.screening import screen
-from tunelab.stats.sequential import SPENDING, look_alphas, pending_levels, sequential_screen, spent_alpha
+from tunelab.stats.sequential import SPENDING, look_alphas, pending_levels, screen_in_rounds, spent_alpha
 from tunelab.stats.workloads import share_improved, workload_improvements
 
 __all__ = [
@@ -37,5 +37,5 @@ __all__ = [
     "tost",
     "replicates_needed", "achieved_power",
     "screen", "ScreenResult", "design_kind", "recommend", "schema",
-    "sequential_screen", "pending_levels", "look_alphas", "spent_alpha", "SPENDING",
+    "screen_in_rounds", "pending_levels", "look_alphas", "spent_alpha", "SPENDING",
 ]

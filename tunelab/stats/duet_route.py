@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as ss
 
+from tunelab.model import PartKind
 from tunelab.stats._validate import level_matches, sorted_levels
 from tunelab.stats.multiplicity import adjust
 from tunelab.stats.screen_common import (ASSUMPTION_COLUMNS, EFFECT_COLUMNS, EQUIVALENCE_COLUMNS, OMNIBUS_COLUMNS,
@@ -125,7 +126,7 @@ def duet_part(rows: list[dict[str, dict[str, Any]]], knob: str) -> dict[str, Any
     return {"assumptions": pd.DataFrame(columns=ASSUMPTION_COLUMNS[2:]), "omnibus": omnibus, "posthoc": posthoc,
             "effects": pd.DataFrame([row["effects"] for row in rows], columns=EFFECT_COLUMNS[2:]),
             "equivalence": pd.DataFrame([row["equivalence"] for row in rows], columns=EQUIVALENCE_COLUMNS[2:]),
-            "route": ROUTE, "reason": reason, "p": family_p, "eta2": math.nan, "kind": "oneway"}
+            "route": ROUTE, "reason": reason, "p": family_p, "eta2": math.nan, "kind": PartKind.ONEWAY}
 
 
 def knob_metric(runs: ScreenRuns, knob: str, metric: dict[str, Any]) -> RouteParts:

@@ -41,7 +41,7 @@ from scipy import stats as sps
 
 from tunelab.errors import DataError
 from tunelab.formatting import fmt_abs, fmt_pct, is_number, level_label
-from tunelab.model import AnalysisKind, Verdict
+from tunelab.model import AnalysisKind, Direction, Verdict
 from tunelab.stats._validate import level_matches, sorted_levels
 from tunelab.stats.screen_common import rows_per_knob
 
@@ -73,7 +73,7 @@ def check_guards(guards: Mapping[str, Any] | None, metrics: Sequence[Mapping[str
     for spec in guards.get("guards") or ():
         if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
             raise DataError(f"each guard must be a dict with a 'name', got {spec!r}")
-        if spec.get("direction", "maximize") not in ("maximize", "minimize"):
+        if spec.get("direction", "maximize") not in (Direction.MAXIMIZE, Direction.MINIMIZE):
             raise DataError(f"guard {spec['name']!r}: direction must be 'maximize' or 'minimize', "
                             f"got {spec.get('direction')!r}")
         sesoi = spec.get("sesoi_abs") if spec.get("sesoi_abs") is not None else spec.get("sesoi_pct", 5.0)
@@ -166,7 +166,7 @@ def _effect_row(x: np.ndarray, base: np.ndarray, spec: Mapping[str, Any], confid
         effect, sesoi, units = pct, float(spec.get("sesoi_pct", 5.0)), "%"
     else:
         effect, ci, sesoi, units = pct, _ratio_ci(x, base, confidence), float(spec.get("sesoi_pct", 5.0)), "%"
-    bad = -1.0 if spec.get("direction", "maximize") == "maximize" else 1.0
+    bad = -1.0 if spec.get("direction", "maximize") == Direction.MAXIMIZE else 1.0
     no_degradation_excluded = (ci[1] < 0) if bad < 0 else (ci[0] > 0)
     tripped = bool(math.isfinite(effect) and bad * effect >= sesoi and no_degradation_excluded)
     return {"n": len(x), "baseline_n": len(base), "mean": mean, "baseline_mean": base_mean, "effect_pct": pct,

@@ -34,6 +34,7 @@ import itertools
 import math
 import warnings
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -74,12 +75,23 @@ INTERACTION_COLUMNS = ["term", "knob", "level", "baseline", "other", "other_leve
                        "df", "t", "p", "ci_low", "ci_high"]
 
 
+class TermKind(Enum):
+    """What a model term is; its text is the terms table's ``kind`` column (``terms["kind"] == TermKind.MAIN.value``)."""
+
+    MAIN = "main"
+    INTERACTION = "interaction"
+    BLOCK = "block"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Term:
     """A model term: its factors (one for a main effect or block, two for an interaction) and columns."""
 
     name: str
-    kind: str
+    kind: TermKind
     factors: tuple[str, ...]
     columns: slice
 
@@ -169,7 +181,7 @@ class _Design:
         chosen = self.terms if terms is None else terms
         return np.column_stack([np.ones(len(self.y))] + [self.columns_of(t.factors) for t in chosen])
 
-    def add(self, name: str, kind: str, factors: tuple[str, ...]) -> None:
+    def add(self, name: str, kind: TermKind, factors: tuple[str, ...]) -> None:
         start = 1 + sum(t.columns.stop - t.columns.start for t in self.terms)
         width = self.columns_of(factors).shape[1]
         self.terms.append(Term(name, kind, factors, slice(start, start + width)))
@@ -270,11 +282,11 @@ def _columns_except(design: _Design, drop: Sequence[Term]) -> np.ndarray:
 
 def _contains(term: Term, other: Term) -> bool:
     """True when ``other`` is a higher-order term containing every factor of ``term``."""
-    return other is not term and other.kind == "interaction" and set(term.factors) <= set(other.factors)
+    return other is not term and other.kind is TermKind.INTERACTION and set(term.factors) <= set(other.factors)
 
 
 def _type_ss(design: _Design, term: Term, typ: int, rss_full: float) -> float:
-    if typ == 3 or term.kind == "interaction":
+    if typ == 3 or term.kind is TermKind.INTERACTION:
         return _lstsq(_columns_except(design, [term]), design.y)[1] - rss_full
     higher = [t for t in design.terms if _contains(term, t)]
     without_higher = _lstsq(_columns_except(design, higher), design.y)[1]
@@ -473,7 +485,7 @@ def _contrasts(design: _Design, factors: list[str], baseline: Mapping[str, Any],
                df: float, alpha: float, seed: int) -> pd.DataFrame:
     width = len(beta)
     rows: list[dict[str, Any]] = []
-    interactions = [t for t in design.terms if t.kind == "interaction"]
+    interactions = [t for t in design.terms if t.kind is TermKind.INTERACTION]
     for knob in factors:
         levels, coding = design.levels[knob], design.coding[knob]
         base = levels.index(baseline[knob])
@@ -502,7 +514,7 @@ def _contrasts(design: _Design, factors: list[str], baseline: Mapping[str, Any],
 def _interaction_contrasts(design: _Design, baseline: Mapping[str, Any], beta: np.ndarray, cov: np.ndarray,
                            df: float, alpha: float) -> pd.DataFrame:
     rows = []
-    for term in (t for t in design.terms if t.kind == "interaction"):
+    for term in (t for t in design.terms if t.kind is TermKind.INTERACTION):
         knob, other = term.factors
         k_levels, o_levels = design.levels[knob], design.levels[other]
         kb, ob = k_levels.index(baseline[knob]), o_levels.index(baseline[other])
@@ -533,7 +545,7 @@ def _emmeans(design: _Design, factors: list[str], beta: np.ndarray, cov: np.ndar
             vector = _vector(design, width, {knob: design.coding[knob][i]})
             vector[0] = 1.0
             add(knob, level, None, None, vector)
-    for term in (t for t in design.terms if t.kind == "interaction"):
+    for term in (t for t in design.terms if t.kind is TermKind.INTERACTION):
         a, b = term.factors
         for i, level in enumerate(design.levels[a]):
             for j, by_level in enumerate(design.levels[b]):
@@ -558,10 +570,10 @@ def _effects(design: _Design, beta: np.ndarray, cov: np.ndarray, df: float) -> p
     """Standardised effects of the one-degree-of-freedom terms (high minus low level)."""
     rows = []
     for term in design.terms:
-        if term.kind == "block" or term.columns.stop - term.columns.start != 1:
+        if term.kind is TermKind.BLOCK or term.columns.stop - term.columns.start != 1:
             continue
         vector = np.zeros(len(beta))
-        vector[term.columns] = -2.0 if term.kind == "main" else 2.0   # contr.sum codes the first level +1
+        vector[term.columns] = -2.0 if term.kind is TermKind.MAIN else 2.0   # contr.sum codes the first level +1
         estimate, se = float(vector @ beta), float(math.sqrt(max(vector @ cov @ vector, 0.0)))
         t = estimate / se if se > 0 else math.nan
         rows.append({"term": term.name, "estimate": estimate, "se": se, "t": t,
@@ -654,9 +666,9 @@ def fit_model(data: pd.DataFrame, dv: str, factors: list[str], *, baseline: Mapp
     design = _Design(y=y, levels=levels, codes={f: encode(clean[f], levels[f]) for f in levels},
                      coding={f: contr_sum(len(levels[f])) for f in levels}, shift=shift)
     if block and len(levels[block]) > 1:
-        design.add(block, "block", (block,))
+        design.add(block, TermKind.BLOCK, (block,))
     for factor in factors:
-        design.add(factor, "main", (factor,))
+        design.add(factor, TermKind.MAIN, (factor,))
     x_main = design.matrix()
     if _rank(x_main) < x_main.shape[1]:
         raise DataError(f"the main effects of {factors} are confounded in the usable runs of {dv!r} (two knobs always "
@@ -665,7 +677,7 @@ def fit_model(data: pd.DataFrame, dv: str, factors: list[str], *, baseline: Mapp
     aliases: dict[str, list[str]] = {}
     _, points = np.unique(np.column_stack([design.codes[f] for f in factors]), axis=0, return_index=True)
     for a, b in _interaction_pairs(design, factors, interactions, points, notes, aliases):
-        design.add(f"{a}:{b}", "interaction", (a, b))
+        design.add(f"{a}:{b}", TermKind.INTERACTION, (a, b))
     x = design.matrix()
     n, p = x.shape
     if _rank(x) < p:
@@ -717,7 +729,7 @@ def _ols_fit(design: _Design, clean: pd.DataFrame, factors: list[str], baseline:
         if route == "freedman_lane":
             f_value = _wald(model.params, np.asarray(model.cov_params()), term.columns)[0]
             p_value = _freedman_lane(design, x, term, f_value, df_res, rng, n_perm)
-        rows.append({"term": term.name, "kind": term.kind, "df1": float(width), "df2": df_res, "statistic": f_value,
+        rows.append({"term": term.name, "kind": term.kind.value, "df1": float(width), "df2": df_res, "statistic": f_value,
                      "p": p_value, "partial_eta2": ss_term / (ss_term + rss) if ss_term + rss > 0 else math.nan,
                      "test": f"ols_type{typ}" if route == "ols" else route,
                      "aliases": " = ".join(aliases.get(term.name, []))})
@@ -736,7 +748,7 @@ def _lenth_fit(design: _Design, factors: list[str], baseline: Mapping[str, Any],
     """A saturated two-level design: every term's effect is judged against Lenth's (1989) PSE."""
     x = design.matrix()
     beta = np.linalg.lstsq(x, design.y, rcond=None)[0]
-    effects = np.array([2.0 * beta[t.columns][0] for t in design.terms if t.kind != "block"])
+    effects = np.array([2.0 * beta[t.columns][0] for t in design.terms if t.kind is not TermKind.BLOCK])
     pse = lenth_pse(effects)
     m = len(effects)
     d = m / 3.0
@@ -745,10 +757,10 @@ def _lenth_fit(design: _Design, factors: list[str], baseline: Mapping[str, Any],
     cov = np.eye(len(beta)) * (pse / 2.0) ** 2
     rows = []
     for term in design.terms:
-        if term.kind == "block":
+        if term.kind is TermKind.BLOCK:
             continue
         t = 2.0 * beta[term.columns][0] / pse if pse > 0 else math.nan
-        rows.append({"term": term.name, "kind": term.kind, "df1": 1.0, "df2": d, "statistic": t * t,
+        rows.append({"term": term.name, "kind": term.kind.value, "df1": 1.0, "df2": d, "statistic": t * t,
                      "p": float(2 * ss.t.sf(abs(t), d)) if not math.isnan(t) else math.nan, "partial_eta2": math.nan,
                      "test": "lenth", "aliases": " = ".join(aliases.get(term.name, []))})
     reason = (f"no residual degrees of freedom (an unreplicated two-level design): each of the {m} effects is judged "

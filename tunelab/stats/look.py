@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from tunelab.model import AnalysisKind, Metric
+from tunelab.model import AnalysisKind, DesignType, MeasurementKind, Metric, PartKind
 from tunelab.stats.duet_route import duet_route
 from tunelab.stats.guards import apply_guards, guard_notes, guard_table, trade_off_texts
 from tunelab.stats.model_route import model_route
@@ -35,21 +35,23 @@ Route = Callable[[ScreenRuns], RouteParts]
 ROUTES: dict[AnalysisKind, Route] = {AnalysisKind.OAT: oat_route, AnalysisKind.FACTORIAL: model_route,
                                      AnalysisKind.RANGE: range_route}
 #: routes of a design's ``measurement`` other than one trial at a time (``design["measurement"]``), per kind
-MEASUREMENT_ROUTES: dict[tuple[str, AnalysisKind], Route] = {("duet", AnalysisKind.OAT): duet_route}
+MEASUREMENT_ROUTES: dict[tuple[MeasurementKind, AnalysisKind], Route] = {
+    (MeasurementKind.DUET, AnalysisKind.OAT): duet_route}
 
 
 def route_of(runs: ScreenRuns) -> Route:
     """The route for the runs: their measurement's (:data:`MEASUREMENT_ROUTES`), else their kind's."""
-    return MEASUREMENT_ROUTES.get((runs.design.get("measurement", "sequential"), runs.kind), ROUTES[runs.kind])
+    measurement = runs.design.get("measurement", MeasurementKind.SEQUENTIAL)
+    return MEASUREMENT_ROUTES.get((measurement, runs.kind), ROUTES[runs.kind])
 
 #: a part's verdict rule: ``(part, label, metric, p_adj, alpha, significant interaction terms) -> row``
 VerdictRule = Callable[[dict[str, Any], str, dict[str, Any], float, float, set[str]], dict[str, Any]]
-VERDICT_RULES: dict[str, VerdictRule] = {
-    "oneway": lambda part, label, metric, q, alpha, terms: oneway_verdict(part, metric, q, alpha),
-    "main": model_verdict,
-    "interaction": model_verdict,
-    "range": lambda part, label, metric, q, alpha, terms: range_verdict(part, metric, q, alpha),
-    "morris": lambda part, label, metric, q, alpha, terms: range_verdict(part, metric, q, alpha),
+VERDICT_RULES: dict[PartKind, VerdictRule] = {
+    PartKind.ONEWAY: lambda part, label, metric, q, alpha, terms: oneway_verdict(part, metric, q, alpha),
+    PartKind.MAIN: model_verdict,
+    PartKind.INTERACTION: model_verdict,
+    PartKind.RANGE: lambda part, label, metric, q, alpha, terms: range_verdict(part, metric, q, alpha),
+    PartKind.MORRIS: lambda part, label, metric, q, alpha, terms: range_verdict(part, metric, q, alpha),
 }
 
 
@@ -114,11 +116,11 @@ def verdict_rows(tested: list[TestedPart], p_adj: Sequence[float], alpha: float)
     """Each tested part's verdict row, by the rule of its kind (:data:`VERDICT_RULES`); a model's main
     effect learns which of its interactions are significant in the family."""
     significant_terms = {(t.metric["name"], t.label) for t, q in zip(tested, p_adj)
-                         if t.part.get("kind") == "interaction" and q < alpha}
+                         if t.part.get("kind") is PartKind.INTERACTION and q < alpha}
     rows = []
     for t, q in zip(tested, p_adj):
         terms = {term for name, term in significant_terms if name == t.metric["name"]}
-        rule = VERDICT_RULES[t.part.get("kind", "oneway")]
+        rule = VERDICT_RULES[t.part.get("kind", PartKind.ONEWAY)]
         rows.append({"knob": t.label, "metric": t.metric["name"], **rule(t.part, t.label, t.metric, float(q), alpha,
                                                                           terms)})
     return rows
@@ -141,7 +143,7 @@ def _settings(runs: ScreenRuns, notes: list[str]) -> dict[str, Any]:
     settings = {"alpha": runs.alpha, "correction": runs.correction, "n_boot": runs.n_boot, "seed": runs.seed,
                 "metrics": runs.metrics, "knobs": runs.knobs, "baseline": runs.baseline, "n_runs": len(runs.data),
                 "normality_alpha": NORMALITY_ALPHA, "variance_alpha": VARIANCE_ALPHA, "sd_ratio_max": SD_RATIO_MAX,
-                "design_type": runs.design.get("type"), "notes": notes,
+                "design_type": _text(runs.design.get("type")), "notes": notes,
                 "guards": {"guards": runs.guard_specs,
                            "conditional_on": {m: list(g) for m, g in runs.dependents.items()},
                            "trade_offs": {m: list(g) for m, g in runs.trade_offs.items()}}}
@@ -150,3 +152,8 @@ def _settings(runs: ScreenRuns, notes: list[str]) -> dict[str, Any]:
     if runs.testbeds:
         settings["testbeds"] = runs.testbeds
     return settings
+
+
+def _text(kind: DesignType | None) -> str | None:
+    """A design type's text for the settings (None without a type)."""
+    return None if kind is None else kind.value

@@ -16,7 +16,8 @@ import pandas as pd
 
 from tunelab.errors import DataError
 from tunelab.stats.blocking import TESTBED
-from tunelab.stats.linear_model import MIN_RESIDUAL_DF
+from tunelab.model import PartKind
+from tunelab.stats.linear_model import MIN_RESIDUAL_DF, TermKind
 from tunelab.stats.model_screen import model_parts
 from tunelab.stats.screen_common import (ASSUMPTION_COLUMNS, EFFECT_COLUMNS, EQUIVALENCE_COLUMNS, OMNIBUS_COLUMNS,
                                          POSTHOC_TABLE_COLUMNS, PROFILE, RouteParts, TestedPart, failure_summary,
@@ -80,7 +81,7 @@ def _metric_model(runs: ScreenRuns, metric: dict[str, Any]) -> RouteParts:
         model_part_tables(part, label)
     notes = [f"{name}: {note}" for note in parts[0][1]["fit"].notes]
     terms = tables["model_terms"]
-    aliased = terms[(terms["kind"] == "main") & (terms["aliases"] != "")]
+    aliased = terms[(terms["kind"] == TermKind.MAIN.value) & (terms["aliases"] != "")]
     if len(aliased):
         pairs = "; ".join(f"{t} = {a}" for t, a in zip(aliased["term"], aliased["aliases"]))
         notes.append(f"{name}: main effects are aliased with two-factor interactions (resolution III): {pairs}; "
@@ -149,7 +150,7 @@ def model_part_tables(part: dict[str, Any], knob: str) -> None:
          "p": checks.get("shapiro_p", math.nan), "n": n},
         {"test": "model_brown_forsythe", "statistic": math.nan, "df1": math.nan, "df2": math.nan,
          "p": checks.get("variance_p", math.nan), "n": n}], columns=ASSUMPTION_COLUMNS[2:])
-    if part["kind"] == "main":
+    if part["kind"] is PartKind.MAIN:
         part["model_effects"] = part["effects"]
         part["effects"] = part["effects"][EFFECT_COLUMNS[2:]]
         part["equivalence"] = part["equivalence"][EQUIVALENCE_COLUMNS[2:]]

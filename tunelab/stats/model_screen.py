@@ -22,8 +22,8 @@ from scipy import stats as ss
 
 from tunelab.errors import DataError
 from tunelab.formatting import fmt_abs_interval, fmt_pct_interval
-from tunelab.model import Verdict
-from tunelab.stats.linear_model import ModelFit, fit_model
+from tunelab.model import Direction, PartKind, Verdict
+from tunelab.stats.linear_model import ModelFit, TermKind, fit_model
 from tunelab.stats.numerics import first_best
 from tunelab.stats.screen_common import direction_of
 from tunelab.stats.verdict_level import choose_level, level_comparisons, level_entries, posthoc_note
@@ -112,7 +112,7 @@ def _knob_part(fit: ModelFit, knob: str, metric: Mapping[str, Any], scale: str, 
                             "estimate": contrasts["estimate"], "ci_low": contrasts["adj_ci_low"],
                             "ci_high": contrasts["adj_ci_high"], "statistic": contrasts["t"], "p": contrasts["p"],
                             "p_adj": contrasts["p_adj"], "method": "model_dunnett", "recommended": True})
-    return {"kind": "main", "p": float(term["p"]), "route": fit.test, "reason": fit.reason,
+    return {"kind": PartKind.MAIN, "p": float(term["p"]), "route": fit.test, "reason": fit.reason,
             "eta2": float(term["partial_eta2"]), "effects": pd.DataFrame(effects), "equivalence": pd.DataFrame(equivalence),
             "posthoc": posthoc, "scale": scale, "base_mean": base_mean, "fit": fit}
 
@@ -120,7 +120,7 @@ def _knob_part(fit: ModelFit, knob: str, metric: Mapping[str, Any], scale: str, 
 def _interaction_part(fit: ModelFit, term: pd.Series, parts: Mapping[str, dict[str, Any]], scale: str,
                       alpha: float) -> dict[str, Any]:
     a, b = term["term"].split(":")
-    return {"kind": "interaction", "p": float(term["p"]), "route": fit.test, "reason": fit.reason, "alpha": alpha,
+    return {"kind": PartKind.INTERACTION, "p": float(term["p"]), "route": fit.test, "reason": fit.reason, "alpha": alpha,
             "eta2": float(term["partial_eta2"]), "factors": (a, b), "scale": scale, "fit": fit,
             "base_mean": parts[a]["base_mean"] if a in parts else math.nan, "effects": pd.DataFrame(),
             "equivalence": pd.DataFrame(), "posthoc": pd.DataFrame()}
@@ -143,7 +143,7 @@ def model_parts(data: pd.DataFrame, metric: Mapping[str, Any], knobs: list[str],
     for knob in knobs:
         parts[knob] = _knob_part(fit, knob, metric, scale, alpha)
     out = [(knob, parts[knob]) for knob in knobs]
-    for term in fit.terms[fit.terms["kind"] == "interaction"].itertuples(index=False):
+    for term in fit.terms[fit.terms["kind"] == TermKind.INTERACTION.value].itertuples(index=False):
         out.append((term.term, _interaction_part(fit, pd.Series(term._asdict()), parts, scale, alpha)))
     return out, model_tables(fit, metric, scale, parts)
 
@@ -222,10 +222,10 @@ def model_verdict(part: dict[str, Any], label: str, metric: Mapping[str, Any], p
     absolute = metric.get("sesoi_abs") is not None
     sesoi = float(metric["sesoi_abs"]) if absolute else float(metric["sesoi_pct"])
     scale, base_mean = part["scale"], part["base_mean"]
-    sign = 1.0 if metric["direction"] == "maximize" else -1.0
+    sign = 1.0 if metric["direction"] == Direction.MAXIMIZE else -1.0
     row: dict[str, Any] = {"test": part["route"], "reason": part["reason"], "p": part["p"], "p_adj": p_adj,
                            "significant": significant, "eta2": part["eta2"], "scale": scale, "only_when": None}
-    if part["kind"] == "interaction":
+    if part["kind"] is PartKind.INTERACTION:
         return {**row, **_interaction_verdict(part, label, metric, significant, sesoi, absolute, sign)}
     effects = part.get("model_effects", part["effects"]).reset_index(drop=True)
     comparisons = model_comparisons(part, effects)

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from tunelab.model import Verdict
+from tunelab.model import Direction, PartKind, Verdict
 from tunelab.stats._validate import Groups, check_input, encode, sorted_levels
 from tunelab.stats.assumptions import homoscedasticity_rows, normality_row, samples_sd_ratio
 from tunelab.stats.blocking import (TESTBED, fit_blocked, lsmeans_effects, lsmeans_equivalence,
@@ -118,7 +118,7 @@ def analyse_levels(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: A
     p = {"anova+tukey": aov["p"], "welch+games_howell": wel["p"], "kruskal+dunn": kw["p"]}[route]
     return {"assumptions": assumptions, "omnibus": omnibus, "posthoc": posthoc, "effects": effects,
             "equivalence": equivalence, "route": route, "reason": reason, "p": float(p), "eta2": float(aov["eta2"]),
-            "kind": "oneway"}
+            "kind": PartKind.ONEWAY}
 
 
 def _regrouped(groups: Groups, y: np.ndarray) -> Groups:
@@ -177,7 +177,7 @@ def analyse_levels_blocked(sub: pd.DataFrame, knob: str, metric: dict[str, Any],
     p = {"anova+tukey": aov["p"], "welch+games_howell": hc3["p"], "kruskal+dunn": kw["p"]}[route]
     return {"assumptions": assumptions, "omnibus": omnibus, "posthoc": posthoc, "effects": effects,
             "equivalence": equivalence, "route": route, "reason": reason, "p": float(p),
-            "eta2": float(aov["partial_eta2"]), "kind": "oneway"}
+            "eta2": float(aov["partial_eta2"]), "kind": PartKind.ONEWAY}
 
 
 def _omnibus_rows(knob: str, route: str, reason: str, anova: tuple[Any, ...], welch: tuple[Any, ...],
@@ -234,7 +234,7 @@ def oneway_verdict(part: dict[str, Any], metric: dict[str, Any], p_adj: float, a
     relevant = significant and abs(effect) >= metric["sesoi_pct"]
     equivalent = bool(part["equivalence"]["equivalent"].all())
     verdict = Verdict.MATTERS if relevant else Verdict.EQUIVALENT if equivalent else Verdict.INCONCLUSIVE
-    gain = effect if metric["direction"] == "maximize" else -effect
+    gain = effect if metric["direction"] == Direction.MAXIMIZE else -effect
     return {"test": part["route"], "reason": part["reason"], "p": part["p"], "p_adj": p_adj,
             "significant": significant, "level": level, "effect_pct": effect,
             "effect_ci_low": float(decisive["ci_low"]), "effect_ci_high": float(decisive["ci_high"]),

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from tunelab.errors import DataError
-from tunelab.model import DesignType, Verdict
+from tunelab.model import DesignType, Direction, PartKind, Verdict
 from tunelab.stats.model_screen import metric_scale, to_metric_scale
 from tunelab.stats.screen_common import direction_of
 from tunelab.stats.response import morris_effects, range_effects
@@ -92,7 +92,7 @@ def reported_change(better: tuple[float, ...], worse: tuple[float, ...], sesoi: 
 
 def _regression_part(row: Any, metric: Mapping[str, Any], scale: str, sesoi: float, mean: float,
                      alpha: float) -> dict[str, Any]:
-    maximize = metric["direction"] == "maximize"
+    maximize = metric["direction"] == Direction.MAXIMIZE
     better = (row.change_max, row.change_max_low, row.change_max_high, row.x_at_max) if maximize else \
         (row.change_min, row.change_min_low, row.change_min_high, row.x_at_min)
     worse = (row.change_min, row.change_min_low, row.change_min_high, row.x_at_min) if maximize else \
@@ -102,7 +102,7 @@ def _regression_part(row: Any, metric: Mapping[str, Any], scale: str, sesoi: flo
               f"value ({row.shape} term{'s' if row.shape == 'quadratic' else ''} for this knob); the effect is the "
               f"predicted change from the baseline {row.baseline:g} to {chosen[3]:g}, the most extreme value in "
               f"[{row.x_min:g}, {row.x_max:g}]")
-    return {"kind": "range", "p": float(row.p), "route": "range_regression", "reason": reason, "eta2": math.nan,
+    return {"kind": PartKind.RANGE, "p": float(row.p), "route": "range_regression", "reason": reason, "eta2": math.nan,
             "scale": scale, "sesoi": sesoi, "mean": mean, "change": chosen, "max_abs_ci": float(row.max_abs_ci),
             "effects": pd.DataFrame(), "equivalence": pd.DataFrame(), "posthoc": pd.DataFrame(),
             "omnibus": pd.DataFrame([{"test": "range_regression", "source": row.knob, "statistic": row.statistic,
@@ -116,7 +116,7 @@ def _morris_part(row: Any, metric: Mapping[str, Any], scale: str, sesoi: float, 
     reason = (f"Morris elementary effects: mu*={row.mu_star:.3g} (±{row.mu_star_conf:.3g}), sigma={row.sigma:.3g} over "
               f"the knob's range on the {scale} scale, against a SESOI of {sesoi:.3g}; elementary effects give no "
               "p-value, so these verdicts carry no multiplicity control")
-    return {"kind": DesignType.MORRIS.value, "p": math.nan, "route": "morris", "reason": reason, "eta2": math.nan,
+    return {"kind": PartKind.MORRIS, "p": math.nan, "route": "morris", "reason": reason, "eta2": math.nan,
             "scale": scale,
             "sesoi": sesoi, "mean": mean, "change": (float(row.mu_star), low, high, math.nan), "mu": float(row.mu),
             "max_abs_ci": float(high), "morris_low": float(low), "effects": pd.DataFrame(),
@@ -129,7 +129,7 @@ def range_verdict(part: dict[str, Any], metric: Mapping[str, Any], p_adj: float,
     scale, sesoi, mean = part["scale"], part["sesoi"], part["mean"]
     estimate, low, high, at = part["change"]
     absolute = metric.get("sesoi_abs") is not None
-    if part["kind"] == DesignType.MORRIS:
+    if part["kind"] is PartKind.MORRIS:
         significant = bool(part["morris_low"] > sesoi)
         relevant = significant
     else:
@@ -137,7 +137,7 @@ def range_verdict(part: dict[str, Any], metric: Mapping[str, Any], p_adj: float,
         relevant = significant and abs(estimate) >= sesoi
     equivalent = bool(part["max_abs_ci"] < sesoi)
     verdict = Verdict.MATTERS if relevant else (Verdict.EQUIVALENT if equivalent else Verdict.INCONCLUSIVE)
-    sign = 1.0 if metric["direction"] == "maximize" else -1.0
+    sign = 1.0 if metric["direction"] == Direction.MAXIMIZE else -1.0
     linear = scale == "linear"
     pct = [to_metric_scale(v, scale, mean) for v in (estimate, low, high)] if not absolute else [math.nan] * 3
     return {"test": part["route"], "reason": part["reason"], "p": part["p"], "p_adj": p_adj,

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from tunelab.errors import DataError
-from tunelab.model import (DEFAULT_SESOI_PCT, METRIC_SCALES, RANGE_DESIGNS, USABLE_STATUSES, AnalysisKind, Metric)
+from tunelab.model import (DEFAULT_SESOI_PCT, METRIC_SCALES, RANGE_DESIGNS, USABLE_STATUSES, AnalysisKind, DesignType,
+                           Direction, MeasurementKind, Metric, ParseError)
 from tunelab.stats._validate import level_matches, sorted_levels
 from tunelab.stats.blocking import TESTBED, TESTBED_COLUMNS, between_testbed_spread, present_testbeds, spread_note
 from tunelab.stats.effects import check_bootstrap
@@ -68,7 +69,7 @@ def prepare_runs(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]],
         raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}")
     metrics = normalise_metrics(metrics, data)
     knobs = list(knobs) if not isinstance(knobs, str) else knobs
-    design = dict(design or {})
+    design = design_kinds(design or {})
     guard_specs, dependents, trade_offs = check_guards(guards if guards is not None else design.get("guards"), metrics)
     check_knobs(data, knobs, baseline, need_runs=design.get("type") not in RANGE_DESIGNS)
     failed = data.iloc[0:0]
@@ -91,6 +92,21 @@ def prepare_runs(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]],
                          "testbeds are pooled, so a testbed offset adds to the noise (see the testbeds table)")
     return ScreenRuns(data, failed, metrics, knobs, dict(baseline), kind, alpha, correction, n_boot, seed, design,
                       profiles, testbeds, guard_specs, dependents, trade_offs, spread, notes)
+
+
+def design_kinds(design: Mapping[str, Any]) -> dict[str, Any]:
+    """The design mapping with its ``type`` and ``measurement`` as members (:class:`DesignType`,
+    :class:`MeasurementKind`): the screen's edge, where a caller's text is parsed once.
+
+    >>> design_kinds({"type": "oat", "measurement": "duet"})["measurement"] is MeasurementKind.DUET
+    True
+    """
+    kinds = {"type": DesignType, "measurement": MeasurementKind}
+    try:
+        parsed = {key: kind.parse(design[key]) for key, kind in kinds.items() if design.get(key) is not None}
+        return {**design, **parsed}
+    except ParseError as exc:
+        raise DataError(f"design: {exc}") from None
 
 
 def check_alpha(alpha: float) -> None:
@@ -136,7 +152,7 @@ def normalise_metrics(metrics: Sequence[Metric | dict[str, Any]], data: pd.DataF
             raise DataError(f"each metric must be a dict with a 'name', got {spec!r}")
         name = spec["name"]
         direction = spec.get("direction", "maximize")
-        if direction not in ("maximize", "minimize"):
+        if direction not in (Direction.MAXIMIZE, Direction.MINIMIZE):
             raise DataError(f"metric {name!r}: direction must be 'maximize' or 'minimize', got {direction!r}")
         sesoi, sesoi_abs, scale = spec.get("sesoi_pct"), spec.get("sesoi_abs"), spec.get("scale", "auto")
         if sesoi_abs is not None and sesoi is not None:

@@ -1,7 +1,7 @@
 """The screen: which knobs matter for which metric, and by how much? (:func:`screen`)
 
-:func:`screen` is a dispatcher: a study run in rounds (a design with ``sequential`` and a
-``round`` column) is replayed look by look (:func:`tunelab.stats.sequential.sequential_screen`),
+:func:`screen` is a dispatcher: a study run in rounds (a design with ``rounds`` and a
+``round`` column) is replayed look by look (:func:`tunelab.stats.sequential.screen_in_rounds`),
 anything else is one look (:func:`tunelab.stats.look.screen_look`), which picks the route of the
 runs' :class:`~tunelab.model.AnalysisKind`:
 
@@ -74,7 +74,7 @@ from tunelab.stats.look import screen_look
 from tunelab.stats.mechanisms import counter_columns, mechanism_settings, mechanism_table
 from tunelab.stats.screen_data import check_alpha
 from tunelab.stats.screen_result import ScreenResult
-from tunelab.stats.sequential import sequential_screen
+from tunelab.stats.sequential import screen_in_rounds
 
 
 def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str], baseline: dict[str, Any],
@@ -104,9 +104,9 @@ def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs
         Bootstrap resamples and seed of the percent-change intervals.
     design : dict, optional
         What the screen knows of the design beyond the runs (:func:`tunelab.study_data.design_info`):
-        ``type``, ``interactions``, ranges, profiles, guards; with ``sequential``
+        ``type``, ``interactions``, ranges, profiles, guards; with ``rounds``
         (``{max_replicates, spending}``) and a ``round`` column the study's looks are replayed by
-        :func:`tunelab.stats.sequential.sequential_screen`.
+        :func:`tunelab.stats.sequential.screen_in_rounds`.
     guards : dict, optional
         ``{"guards": [{name, direction, sesoi_pct | sesoi_abs}], "conditional_on": {metric: [guard]}}``
         (:func:`tunelab.study_data.design_info` builds it from the design and its load); None takes
@@ -124,11 +124,11 @@ def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs
         counter columns).
     """
     check_alpha(alpha)
-    sequential = dict(design or {}).get("sequential")
-    if sequential and isinstance(data, pd.DataFrame) and "round" in data.columns:
-        result = sequential_screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=n_boot,
-                                   seed=seed, guards=guards, **sequential,
-                                   design={k: v for k, v in dict(design or {}).items() if k != "sequential"})
+    rounds = dict(design or {}).get("rounds")
+    if rounds and isinstance(data, pd.DataFrame) and "round" in data.columns:
+        result = screen_in_rounds(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=n_boot,
+                                  seed=seed, guards=guards, **rounds,
+                                  design={k: v for k, v in dict(design or {}).items() if k != "rounds"})
     else:
         result = screen_look(data, metrics, knobs, baseline, alpha, correction, n_boot, seed, design, guards)
     return with_mechanisms(result, data)

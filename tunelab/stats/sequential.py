@@ -17,7 +17,7 @@ first false ``matters`` at look ``r`` needs, as in Holm's own proof, some true n
 (every true null is still in the family then), which has probability at most ``alpha_r``; summing
 over the looks gives a family-wise error at most ``alpha``.
 
-:func:`sequential_screen` replays the looks from the data alone, so the run loop and a report that
+:func:`screen_in_rounds` replays the looks from the data alone, so the run loop and a report that
 re-screens the stored study get the same verdicts. :func:`pending_levels` says which levels need
 more replicates.
 
@@ -178,7 +178,7 @@ def pending_levels(result_or_verdicts: ScreenResult | pd.DataFrame, data: pd.Dat
     return out
 
 
-def sequential_screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str],
+def screen_in_rounds(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str],
                       baseline: dict[str, Any], *, max_replicates: int, alpha: float = 0.05, correction: str = "holm",
                       spending: str = DEFAULT_SPENDING, round_column: str = "round", n_boot: int = 1000, seed: int = 0,
                       design: Mapping[str, Any] | None = None, guards: Mapping[str, Any] | None = None,
@@ -237,8 +237,8 @@ def sequential_screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, A
     """
     options = _options(data, alpha, spending, max_replicates, round_column, recycle)
     knobs = list(knobs) if not isinstance(knobs, str) else knobs
-    # each look is a plain screen: a `sequential` entry would make `screen` replay the looks again
-    design = None if design is None else {k: v for k, v in design.items() if k != "sequential"}
+    # each look is a plain screen: a `rounds` entry would make `screen` replay the looks again
+    design = None if design is None else {k: v for k, v in design.items() if k != "rounds"}
     screen_args = {"metrics": metrics, "correction": correction, "n_boot": n_boot, "seed": seed, "design": design,
                    **({"guards": guards} if guards is not None else {})}
     if round_column not in data.columns:
@@ -404,14 +404,14 @@ def _resume(previous: ScreenResult | None, data: pd.DataFrame, round_of: pd.Seri
     if previous is None:
         return {}, [], None, None, 0.0
     if not isinstance(previous, ScreenResult):
-        raise DataError(f"previous must be a ScreenResult of sequential_screen, got {type(previous).__name__}")
+        raise DataError(f"previous must be a ScreenResult of screen_in_rounds, got {type(previous).__name__}")
     settings = previous.settings
     earlier = settings.get("sequential") or {}
     same = ({k: earlier.get(k) for k in options} == options and settings.get("alpha") == alpha
             and settings.get("knobs") == knobs and settings.get("correction") == screen_args["correction"]
             and settings.get("n_boot") == screen_args["n_boot"] and settings.get("seed") == screen_args["seed"])
     if not same or not len(previous.rounds):
-        raise DataError("previous must be the sequential_screen result of the same study with the same settings "
+        raise DataError("previous must be the screen_in_rounds result of the same study with the same settings "
                         "(alpha, correction, spending, max_replicates, knobs, n_boot, seed); re-screen without it")
     rounds = previous.rounds.to_dict(orient="records")
     for row in rounds:

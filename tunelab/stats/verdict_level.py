@@ -26,6 +26,7 @@ import pandas as pd
 
 from tunelab.formatting import fmt_ci, fmt_p_exact, fmt_pct, level_label
 from tunelab.stats.numerics import first_best
+from tunelab.model import Direction
 
 #: the keys of each entry of a verdict row's ``levels``
 LEVEL_KEYS = ["level", "effect_pct", "ci_low", "ci_high", "effect_abs", "abs_ci_low", "abs_ci_high", "p_adj"]
@@ -74,7 +75,7 @@ def choose_level(comparisons: pd.DataFrame, family_significant: bool, alpha: flo
     (0, [])
     """
     size = comparisons["effect_abs" if absolute else "effect_pct"].astype(float).tolist()
-    gain = [s if direction == "maximize" else -s for s in size]
+    gain = [s if direction == Direction.MAXIMIZE else -s for s in size]
     p_adj = comparisons["p_adj"].astype(float).tolist()
     significant = [i for i, p in enumerate(p_adj) if family_significant and p < alpha] if len(size) else []
     if significant:
