@@ -65,7 +65,7 @@ import pandas as pd
 from scipy import stats as ss
 
 from tunelab.stats import adjust, pending_levels, recommend, screen_in_rounds, spent_alpha
-from tunelab.stats.sequential import DEFAULT_SPENDING
+from tunelab.stats.rounds import DEFAULT_SPENDING
 
 ALPHA = 0.05
 Z_MC = 1.96

@@ -7,7 +7,7 @@ SYNTHETIC validations through the real decision functions (no bootstrap): one pr
 0.05, with the screen's default (linear) alpha spending:
 
 * ``sequential`` / ``fixed max``: ABBA blocks ``{min, max, step}`` against the fixed design of ``max`` blocks
-  (one look at the full alpha), :func:`tunelab.optimize.sequential_blocks.confirm_in_rounds`;
+  (one look at the full alpha), :func:`tunelab.optimize.blocks_in_rounds.confirm_in_rounds`;
 * ``duet rounds`` / ``duet fixed``: duet pairs (:func:`tunelab.optimize.duet_confirm.confirm_duet_in_rounds`)
   in rounds of twice as many pairs (``{2 min, 2 max, 2 step}``: a pair is 2 trials, a block 4, so every look
   has as many trials as the ABBA look) against the fixed ``2 max`` pairs. Each pair also shares a common-mode
@@ -36,7 +36,7 @@ import numpy as np
 
 from tunelab.designs.change import BlockRule
 from tunelab.optimize.duet_confirm import confirm_duet_in_rounds
-from tunelab.optimize.sequential_blocks import confirm_in_rounds
+from tunelab.optimize.blocks_in_rounds import confirm_in_rounds
 from tunelab.simulator.known_effect import BASELINE, CANDIDATE, KnownEffectEvaluator, KnownEffectPairEvaluator
 
 

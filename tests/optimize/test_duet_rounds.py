@@ -1,4 +1,4 @@
-"""Duet pairs in rounds until decided (tunelab/optimize/duet_confirm.py over tunelab/optimize/sequential_blocks.py) on
+"""Duet pairs in rounds until decided (tunelab/optimize/duet_confirm.py over tunelab/optimize/blocks_in_rounds.py) on
 SYNTHETIC pairs with a known truth (tunelab.simulator.known_effect.KnownEffectPairEvaluator).
 
 Each pair's log ratio is ``log(1 + effect) + side term + e_B - e_A``: the common-mode factor cancels within the pair,
@@ -19,7 +19,7 @@ from tunelab.designs.change import BlockRule
 from tunelab.duet import crossover_sides
 from tunelab.optimize.confirm import ValidationError
 from tunelab.optimize.duet_confirm import confirm_duet, confirm_duet_in_rounds
-from tunelab.optimize.sequential_blocks import block_looks
+from tunelab.optimize.blocks_in_rounds import block_looks
 from tunelab.simulator.known_effect import BASELINE, CANDIDATE, KnownEffectPairEvaluator
 
 RULE = BlockRule(4, 16, 4)

@@ -1,4 +1,4 @@
-"""Blocks in rounds until decided (tunelab/optimize/sequential_blocks.py) on SYNTHETIC data with a known truth.
+"""Blocks in rounds until decided (tunelab/optimize/blocks_in_rounds.py) on SYNTHETIC data with a known truth.
 
 A large effect stops at the first look; an effect that sits on the SESOI with noise that cannot resolve it runs
 to ``max``; under A/A (no effect) the rate of a false ``improve``/``regress`` stays within alpha (the union bound
@@ -14,9 +14,9 @@ import pytest
 
 from tunelab.designs.change import BlockRule
 from tunelab.optimize.confirm import ValidationError, block_rule
-from tunelab.optimize.sequential_blocks import block_looks, confirm_in_rounds
+from tunelab.optimize.blocks_in_rounds import block_looks, confirm_in_rounds
 from tunelab.simulator.known_effect import BASELINE, CANDIDATE, KnownEffectEvaluator
-from tunelab.stats.sequential import spent_alpha
+from tunelab.stats.rounds import spent_alpha
 
 RULE = BlockRule(4, 16, 4)
 

@@ -1,5 +1,5 @@
 """A stored ``tunelab validate`` read back by the report (tunelab/report/refinement.py) states the CLI's verdict:
-the same judge (:func:`tunelab.optimize.sequential_blocks.replay_looks`) with the parameters the validation stored
+the same judge (:func:`tunelab.optimize.blocks_in_rounds.replay_looks`) with the parameters the validation stored
 in its trials (block rule, the metrics and SESOI asked, the level). SYNTHETIC: the simulator target, seeded, so
 every figure below is exact for this seed (no verdict here depends on noise left to chance)."""
 from __future__ import annotations

@@ -62,10 +62,10 @@ def test_stats_modules_import_no_private_names_of_each_other() -> None:
     assert not private, f"private names imported across stats modules: {private}"
 
 
-def test_sequential_looks_do_not_import_the_dispatcher() -> None:
+def test_looks_in_rounds_do_not_import_the_dispatcher() -> None:
     # the whole package's graph has no cycle (tests/architecture/test_no_cycles.py); here, the direction
     graph = {path.stem: {module for module, _ in _stats_imports(path)} for path in STATS.glob("*.py")}
-    assert "screening" not in graph["sequential"] and "sequential" in graph["screening"]
+    assert "screening" not in graph["rounds"] and "rounds" in graph["screening"]
 
 
 def test_screen_is_the_function_and_no_module_hides_it() -> None:

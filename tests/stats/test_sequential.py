@@ -1,4 +1,4 @@
-"""Sequential replicates (tunelab.stats.sequential): spending functions, looks, replay, and error rates.
+"""Sequential replicates (tunelab.stats.rounds): spending functions, looks, replay, and error rates.
 
 Reference values of the spending functions are computed here from their published formulas with
 the standard library only (``math.erfc``, ``math.log``), not with the code under test:

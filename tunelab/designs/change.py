@@ -86,7 +86,7 @@ METRIC_KEYS = ("name", "goal", "sesoi")
 TRANSPORTS = ("udp", "tcp")
 #: ``blocks: {until: ...}``: the only stopping rule
 UNTIL = ("decided",)
-#: alpha-spending functions ``blocks: {spending: ...}`` may name (those of :mod:`tunelab.stats.sequential`)
+#: alpha-spending functions ``blocks: {spending: ...}`` may name (those of :mod:`tunelab.stats.rounds`)
 SPENDING_NAMES = ("linear", "obrien-fleming", "pocock")
 DEFAULT_SPENDING = "linear"
 #: the first block count of a sequential validation: ABBA needs 2 blocks for a variance

@@ -213,7 +213,7 @@ class AnalysisSpec:
 
 #: what ``replicates: {until: ...}`` may say: keep adding rounds until every verdict is decided
 SEQUENTIAL_UNTIL = ("decided",)
-#: the alpha-spending functions of ``tunelab.stats.sequential`` a design may name (kept in step by a test)
+#: the alpha-spending functions of ``tunelab.stats.rounds`` a design may name (kept in step by a test)
 SPENDING_FUNCTIONS = ("obrien-fleming", "pocock", "linear")
 
 
@@ -225,7 +225,7 @@ class RoundsSpec:
     levels whose knob is still ``inconclusive`` (with fresh baseline runs), until every verdict is
     decided, a knob level has ``max`` replicates, or ``budget_trials`` / ``budget_minutes`` (of the
     whole study) would be exceeded. ``spending`` names the alpha-spending function of the looks
-    (``tunelab.stats.sequential``); None takes its default.
+    (``tunelab.stats.rounds``); None takes its default.
     """
 
     min: int

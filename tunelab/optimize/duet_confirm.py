@@ -14,7 +14,7 @@ With as many pairs of each orientation (an even count) ``mu`` is the mean of the
 difference cancels exactly; its own estimate is reported as ``side_diff_pct``.
 
 Pairs in rounds (:func:`confirm_duet_in_rounds`; ``blocks: {min, max, step, until: decided}`` of a change file
-counts pairs under a duet) are the rounds of ABBA blocks (:func:`tunelab.optimize.sequential_blocks.judge_in_rounds`:
+counts pairs under a duet) are the rounds of ABBA blocks (:func:`tunelab.optimize.blocks_in_rounds.judge_in_rounds`:
 the same looks, alpha spending, freezing and stopping), each look judged by the crossover fit at its nominal
 level. Every count is even (:func:`check_pair_rule`), so every look is balanced; a multiple of 4 also cancels a
 linear drift of the side difference within each round.
@@ -35,7 +35,7 @@ from tunelab.model import USABLE_STATUSES, Metric
 from tunelab.optimize.confirm import (ConfirmResult, ValidationError, config_digest, goals_of, judge_log_change,
                                       overall_verdict, trial_failures, validation_provenance)
 from tunelab.optimize.evaluators import ResumableEvaluator
-from tunelab.optimize.sequential_blocks import judge_in_rounds
+from tunelab.optimize.blocks_in_rounds import judge_in_rounds
 from tunelab.runner import BoundKnob, describe_target, keyed_settings
 from tunelab.store import Store
 from tunelab.targets import Target
@@ -157,7 +157,7 @@ def measure_pairs(evaluator: PairEvaluator, configs: Mapping[str, Mapping[str, A
 
 
 def duet_look(frame: pd.DataFrame, goal: Metric, nominal: float, final: bool) -> dict[str, Any]:
-    """One metric at one look of a duet (:data:`tunelab.optimize.sequential_blocks.LookAnalysis`)."""
+    """One metric at one look of a duet (:data:`tunelab.optimize.blocks_in_rounds.LookAnalysis`)."""
     return {"measurement": "duet", **analyse_pairs(frame, goal, nominal, needed=final)}
 
 
@@ -180,7 +180,7 @@ def confirm_duet_in_rounds(evaluators: Mapping[str, PairEvaluator], baseline: Ma
     """Measure duet pairs of ``baseline`` (A) and ``candidate`` (B) per profile (``evaluators``: profile ->
     pair evaluator) in the rounds of ``rule``, counted in pairs (:func:`check_pair_rule`), and judge each look
     with :func:`analyse_pairs` at the look's nominal level: the rounds and alpha spending of ABBA blocks
-    (:func:`tunelab.optimize.sequential_blocks.judge_in_rounds`). Keys are ``key_prefix(profile)`` +
+    (:func:`tunelab.optimize.blocks_in_rounds.judge_in_rounds`). Keys are ``key_prefix(profile)`` +
     ``p<pair>:s<side><arm>``, so a pair is the same (stored, resumable) pair in every round.
 
     >>> from tunelab.simulator import InterferedEvaluator, get_surface

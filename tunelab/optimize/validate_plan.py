@@ -28,7 +28,7 @@ from tunelab.errors import TunelabError
 from tunelab.formatting import level_label
 from tunelab.loads import Load
 from tunelab.optimize.confirm import ValidationPlan
-from tunelab.optimize.sequential_blocks import block_looks
+from tunelab.optimize.blocks_in_rounds import block_looks
 from tunelab.optimize.trial_time import RESTART_S, TRIAL_OVERHEAD_S, TRIALS_PER_BLOCK
 from tunelab.optimize.validation import (ALLOW_FLAG, CheckedRequest, CommandsNotAllowed, ValidateRequest,
                                          change_preflight, check_request, plan_on_target, version_argv)

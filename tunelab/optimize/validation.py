@@ -12,7 +12,7 @@
    candidate equal to it is refused; the pre-flight (:func:`change_preflight`). Nothing is applied and no store
    is written until here.
 3. Open the store once, measure the ABBA blocks (in rounds for ``blocks: {min, max, until: decided}``,
-   :mod:`tunelab.optimize.sequential_blocks`), or with ``measurement: duet`` the duet pairs on two targets at
+   :mod:`tunelab.optimize.blocks_in_rounds`), or with ``measurement: duet`` the duet pairs on two targets at
    once (:mod:`tunelab.optimize.duet_confirm`; in the same rounds, counted in pairs; on the two testbeds of
    ``--testbeds FILE``: :func:`duet_testbed_sides`, their files and hosts checked first), and judge them; count
    the failed trials; the load's private directories are removed before the target goes down.
@@ -44,7 +44,7 @@ from tunelab.optimize.deploy import SysctlFiles, not_deployable, provenance, wri
 from tunelab.optimize.duet_confirm import check_pair_rule, check_pairs, run_duet_validation
 from tunelab.optimize.evaluators import RunnerEvaluator
 from tunelab.optimize.pilot_noise import pilot_for, pilot_json
-from tunelab.optimize.sequential_blocks import confirm_in_rounds
+from tunelab.optimize.blocks_in_rounds import confirm_in_rounds
 from tunelab.preflight import KnobChange, Preflight, exercises_of, preflight
 from tunelab.preflight.pilot import check_pilot
 from tunelab.runner import bind_knob_ids, check_host_global, cleanup_load, prepare_load

@@ -38,7 +38,7 @@ from tunelab.optimize.confirm import analyse_blocks, block_rule, goals_of
 from tunelab.optimize.driver import non_dominated
 from tunelab.optimize.duet_confirm import analyse_pairs, duet_look
 from tunelab.optimize.evaluators import trial_metrics
-from tunelab.optimize.sequential_blocks import block_looks, replay_looks
+from tunelab.optimize.blocks_in_rounds import block_looks, replay_looks
 from tunelab.report.loading import ReportError, Study
 from tunelab.simulator import Surface, get_surface
 
@@ -850,7 +850,7 @@ def judge(comparison: Comparison, goals: Sequence[Metric], alpha: float | None =
     """Gain, CI, TOST and verdict of each goal at :func:`comparison_alpha` (default: the stored level, else 0.05).
 
     A validation that stored its block rule is judged as ``tunelab validate`` judged it:
-    :func:`tunelab.optimize.sequential_blocks.replay_looks` makes the same looks at the same nominal levels
+    :func:`tunelab.optimize.blocks_in_rounds.replay_looks` makes the same looks at the same nominal levels
     (``look``, ``alpha_nominal``: the interval is ``1 - alpha_nominal``), so with the stored goals the verdict
     is the one validate printed; so is a duet's, look by look on its pairs (``blocks`` counts the pairs; an older
     duet store: :func:`tunelab.optimize.duet_confirm.analyse_pairs` on all of them); other ABBA blocks

@@ -24,7 +24,7 @@ from tunelab.stats.oneway import recommend
 from tunelab.stats.screen_data import design_kind
 from tunelab.stats.screen_result import ScreenResult, schema
 from tunelab.stats.screening import screen
-from tunelab.stats.sequential import SPENDING, look_alphas, pending_levels, screen_in_rounds, spent_alpha
+from tunelab.stats.rounds import SPENDING, look_alphas, pending_levels, screen_in_rounds, spent_alpha
 from tunelab.stats.workloads import share_improved, workload_improvements
 
 __all__ = [

@@ -1,7 +1,7 @@
 """One look of the screen: pick the route for the runs, adjust the family, state the verdicts.
 
 :func:`screen_look` is :func:`tunelab.stats.screen` without sequential looks (which
-:mod:`tunelab.stats.sequential` replays by calling it once per look): it prepares the runs
+:mod:`tunelab.stats.rounds` replays by calling it once per look): it prepares the runs
 (:func:`tunelab.stats.screen_data.prepare_runs`), runs the route of their
 :class:`~tunelab.model.AnalysisKind` (:data:`ROUTES`), adjusts the tested parts' p-values over the
 whole knob × metric family (padded by the rows that earlier looks of a sequential screen decided:

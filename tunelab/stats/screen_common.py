@@ -30,7 +30,7 @@ POSTHOC_TABLE_COLUMNS = ["knob", "metric", "method", *POSTHOC_COLUMNS, "recommen
 EFFECT_COLUMNS = ["knob", "metric", "level", "baseline", "mean", "baseline_mean", "pct_change", "ci_low", "ci_high"]
 EQUIVALENCE_COLUMNS = ["knob", "metric", "level", "baseline", "pct_change", "lower_bound", "upper_bound",
                        "p_lower", "p_upper", "p", "equivalent", "sesoi_pct"]
-#: the looks of a sequential screen (:attr:`ScreenResult.rounds`, see :mod:`tunelab.stats.sequential`)
+#: the looks of a sequential screen (:attr:`ScreenResult.rounds`, see :mod:`tunelab.stats.rounds`)
 ROUND_COLUMNS = ["round", "runs", "replicates", "information_fraction", "alpha_spent", "alpha_nominal", "decided",
                  "inconclusive"]
 #: the per-part tables every tested part carries (without its ``knob`` and ``metric`` columns)

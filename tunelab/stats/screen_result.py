@@ -77,7 +77,7 @@ class ScreenResult(Displayed):
         Each guard metric's change at each non-baseline level (:func:`tunelab.stats.guards.guard_table`,
         columns :data:`tunelab.stats.guards.GUARD_COLUMNS`); empty without guards.
     rounds : DataFrame
-        One row per look of a sequential study (:func:`tunelab.stats.sequential.screen_in_rounds`),
+        One row per look of a sequential study (:func:`tunelab.stats.rounds.screen_in_rounds`),
         columns :data:`tunelab.stats.screen_common.ROUND_COLUMNS`; empty, and not in ``tables`` (so not in the JSON), for a plain screen.
     testbeds : DataFrame
         The between-testbed spread per metric × testbed of a study run on several testbeds

@@ -1,7 +1,7 @@
 """The screen: which knobs matter for which metric, and by how much? (:func:`screen`)
 
 :func:`screen` is a dispatcher: a study run in rounds (a design with ``rounds`` and a
-``round`` column) is replayed look by look (:func:`tunelab.stats.sequential.screen_in_rounds`),
+``round`` column) is replayed look by look (:func:`tunelab.stats.rounds.screen_in_rounds`),
 anything else is one look (:func:`tunelab.stats.look.screen_look`), which picks the route of the
 runs' :class:`~tunelab.model.AnalysisKind`:
 
@@ -11,7 +11,7 @@ kind                      route                                  module
 ``oat``                   each knob on the baseline + its runs   :mod:`tunelab.stats.oat_route`
 ``factorial``             one model per metric                   :mod:`tunelab.stats.model_route`
 ``range``                 response model / Morris effects        :mod:`tunelab.stats.range_route`
-(rounds)                  sequential looks                       :mod:`tunelab.stats.sequential`
+(rounds)                  looks in rounds                        :mod:`tunelab.stats.rounds`
 ========================  =====================================  ==========================================
 
 The verdict table
@@ -74,7 +74,7 @@ from tunelab.stats.look import screen_look
 from tunelab.stats.mechanisms import counter_columns, mechanism_settings, mechanism_table
 from tunelab.stats.screen_data import check_alpha
 from tunelab.stats.screen_result import ScreenResult
-from tunelab.stats.sequential import screen_in_rounds
+from tunelab.stats.rounds import screen_in_rounds
 
 
 def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str], baseline: dict[str, Any],
@@ -106,7 +106,7 @@ def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs
         What the screen knows of the design beyond the runs (:func:`tunelab.study_data.design_info`):
         ``type``, ``interactions``, ranges, profiles, guards; with ``rounds``
         (``{max_replicates, spending}``) and a ``round`` column the study's looks are replayed by
-        :func:`tunelab.stats.sequential.screen_in_rounds`.
+        :func:`tunelab.stats.rounds.screen_in_rounds`.
     guards : dict, optional
         ``{"guards": [{name, direction, sesoi_pct | sesoi_abs}], "conditional_on": {metric: [guard]}}``
         (:func:`tunelab.study_data.design_info` builds it from the design and its load); None takes

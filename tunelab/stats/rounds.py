@@ -1,4 +1,4 @@
-"""Sequential (adaptive) replicates: screen after every round, stop each knob once its verdicts are final.
+"""Replicates in rounds (adaptive): screen after every round, stop each knob once its verdicts are final.
 
 A study with ``replicates: {min, max, step, until: decided}`` runs ``min`` replicates of every
 level, screens, and then runs ``step`` more replicates (plus fresh baseline runs) only of the

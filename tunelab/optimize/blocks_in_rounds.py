@@ -2,7 +2,7 @@
 
 Each profile first runs ``min`` blocks; at every look the open metrics are judged
 (:func:`tunelab.optimize.confirm.analyse_blocks`) at the look's nominal level, the increment of the
-screen's alpha-spending function (:func:`tunelab.stats.sequential.look_alphas`, information fraction
+screen's alpha-spending function (:func:`tunelab.stats.rounds.look_alphas`, information fraction
 = blocks so far / ``max``): ``alpha_r = spent(t_r) - spent(t_{r-1})``. A metric whose verdict is
 ``improve``, ``regress`` or ``equivalent`` at a look is frozen with that look's analysis; a profile
 whose metrics are all frozen stops; the others run ``step`` more blocks, never beyond ``max``, where
@@ -44,7 +44,7 @@ DECIDED = ("improve", "regress", "equivalent")
 
 def block_looks(rule: BlockRule, alpha: float = 0.05) -> list[tuple[int, float]]:
     """``(blocks, nominal alpha)`` of every look of ``rule``."""
-    from tunelab.stats.sequential import look_alphas
+    from tunelab.stats.rounds import look_alphas
 
     counts = rule.looks()
     return list(zip(counts, look_alphas([n / rule.max for n in counts], alpha, rule.spending)))
