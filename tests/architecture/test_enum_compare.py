@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[2] / "tunelab"
 
 #: literals that equal an enum's value but mean something else where they are compared (file, literal): reason
@@ -123,3 +125,17 @@ def test_the_exceptions_are_still_needed() -> None:
     unused = [f"{path} {literal!r}" for path, literal in NOT_ENUMS
               if path not in trees or literal not in values or literal not in _compared_literals(trees[path])]
     assert unused == [], "remove these NOT_ENUMS entries: " + ", ".join(unused)
+
+
+def test_kinds_never_equal_their_text_nor_each_other() -> None:
+    """At run time too: a kind compared with its text, or with the same text of another kind, is unequal;
+    its text is read back only by ``parse`` (one ParseError line for anything else)."""
+    from tunelab.model import AnalysisKind, DesignType, MeasurementKind, ParseError, PartKind
+
+    kinds = [*AnalysisKind, *DesignType, *MeasurementKind, *PartKind]
+    assert all(kind != kind.value and str(kind) == kind.value for kind in kinds)
+    assert AnalysisKind.OAT != DesignType.OAT and AnalysisKind.RANGE != PartKind.RANGE
+    assert {kind: kind.value for kind in kinds}.get("oat") is None          # text is no key of a kind's table
+    assert all(type(kind).parse(kind.value) is kind and type(kind).parse(kind) is kind for kind in kinds)
+    with pytest.raises(ParseError, match="MeasurementKind 'ABBA' must be one of sequential, duet"):
+        MeasurementKind.parse("ABBA")
