@@ -31,7 +31,7 @@ import pandas as pd
 from tunelab.designs.change import BlockRule
 from tunelab.duet import PairSetup, SideTrial, on_testbeds, pair_trials, run_pair
 from tunelab.loads import Load
-from tunelab.model import USABLE_STATUSES, Metric
+from tunelab.model import USABLE_STATUSES, MeasurementKind, Metric
 from tunelab.optimize.confirm import (ConfirmResult, ValidationError, config_digest, goals_of, judge_log_change,
                                       overall_verdict, trial_failures, validation_provenance)
 from tunelab.optimize.evaluators import ResumableEvaluator
@@ -158,7 +158,7 @@ def measure_pairs(evaluator: PairEvaluator, configs: Mapping[str, Mapping[str, A
 
 def duet_look(frame: pd.DataFrame, goal: Metric, nominal: float, final: bool) -> dict[str, Any]:
     """One metric at one look of a duet (:data:`tunelab.optimize.blocks_in_rounds.LookAnalysis`)."""
-    return {"measurement": "duet", **analyse_pairs(frame, goal, nominal, needed=final)}
+    return {"measurement": MeasurementKind.DUET.value, **analyse_pairs(frame, goal, nominal, needed=final)}
 
 
 def side_effect_rows(measurements: pd.DataFrame, goals: Sequence[Metric],
@@ -168,7 +168,8 @@ def side_effect_rows(measurements: pd.DataFrame, goals: Sequence[Metric],
     sides = [g for g in goals_of(side_metrics) if g.name in measurements.columns and g.name not in names]
     if not sides:
         return []
-    return [{"profile": profile, "role": "side effect", "measurement": "duet", **analyse_pairs(frame, g, alpha)}
+    return [{"profile": profile, "role": "side effect", "measurement": MeasurementKind.DUET.value,
+             **analyse_pairs(frame, g, alpha)}
             for profile, frame in measurements.groupby("profile", sort=False) for g in sides]
 
 
@@ -295,7 +296,7 @@ def run_duet_validation(plan: Any, targets: Sequence[Target], loads: Sequence[Lo
                                                measure_s=plan.measure_s, load_settings=settings,
                                                allow_host_global=allow_host_global,
                                                provenance=validation_provenance(plan, profile, alpha,
-                                                                                measurement="duet",
+                                                                                measurement=MeasurementKind.DUET.value,
                                                                                 validate_pairs=asdict(rule)),
                                                testbeds=testbeds)
                   for profile, settings in plan.profiles.items()}
