@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from tunelab.errors import DataError
 from tunelab.report import figures, rendering
+from tunelab.model import AnalysisKind
 
 
 @pytest.fixture
@@ -40,9 +41,9 @@ def test_levels_figure_one_axes_per_knob_and_baseline_marked(runs: pd.DataFrame)
 
 
 def test_levels_figure_oat_panels_use_only_their_runs(runs: pd.DataFrame) -> None:
-    rows = figures.knob_rows(runs, "a", ["a", "b"], {"a": 1, "b": (1, 2)}, "oat")
+    rows = figures.knob_rows(runs, "a", ["a", "b"], {"a": 1, "b": (1, 2)}, AnalysisKind.OAT)
     assert len(rows) == 6 and set(rows["b"]) == {(1, 2)}
-    assert len(figures.knob_rows(runs, "a", ["a", "b"], {"a": 1, "b": (1, 2)}, "factorial")) == len(runs)
+    assert len(figures.knob_rows(runs, "a", ["a", "b"], {"a": 1, "b": (1, 2)}, AnalysisKind.FACTORIAL)) == len(runs)
 
 
 def test_interaction_figure_one_axes_per_pair(runs: pd.DataFrame) -> None:

@@ -21,6 +21,7 @@ from scipy import stats as ss
 from report_helpers import EXAMPLES, copy_store, nb_outputs
 from tunelab.errors import DataError
 from tunelab.report import figures, methods
+from tunelab.model import AnalysisKind
 
 ABORT = EXAMPLES / "abort-on-overflow.sqlite"
 SOMAXCONN, ABORT_KNOB = "net.core.somaxconn", "net.ipv4.tcp_abort_on_overflow"
@@ -74,7 +75,7 @@ def _residual_df(result, metric: str) -> float:
 
 def test_abort_example_is_read_through_the_model(abort: tuple) -> None:
     _, inputs, result = abort
-    assert result.design == "factorial"
+    assert result.design is AnalysisKind.FACTORIAL
     assert set(result.model_terms["metric"]) == {m["name"] for m in inputs.metrics}
     interaction = f"{SOMAXCONN}:{ABORT_KNOB}"
     assert interaction in set(result.verdicts["knob"])
@@ -243,7 +244,7 @@ def test_summary_says_matters_only_when_and_describes_interactions() -> None:
                  effect_abs_ci_high=20.0, scale="linear", direction="worse"),
     ])
     terms = pd.DataFrame({"metric": ["qps"], "term": ["k:b"], "aliases": ["c:d"]})
-    result = SimpleNamespace(verdicts=verdicts, model_terms=terms, design="factorial")
+    result = SimpleNamespace(verdicts=verdicts, model_terms=terms, design=AnalysisKind.FACTORIAL)
     inputs = SimpleNamespace(metrics=[{"name": "qps", "direction": "maximize", "sesoi_pct": 5.0},
                                       {"name": "lost", "direction": "minimize", "sesoi_abs": 10.0}],
                              baseline={"k": 4096, "b": 1}, knobs=["k", "b"])

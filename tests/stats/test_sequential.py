@@ -13,7 +13,7 @@ The simulation test runs the sequential rule on thousands of simulated studies. 
 per look costs ~0.1 s, so (as in test_simulation_screen.py) the p-values of every look of every
 simulated study are computed in one vectorised pass with the scipy functions that tunelab's own
 functions reproduce, and the rule itself uses tunelab's ``recommend``, ``adjust`` and
-``look_alphas`` unchanged. ``test_pipeline_matches_sequential_screen`` guards the substitution:
+``look_alphas`` unchanged. ``test_pipeline_matches_screen_in_rounds`` guards the substitution:
 on a sample of the simulated studies the real :func:`screen_in_rounds` on the data the rule
 collected gives the same verdicts, decision rounds and adjusted p-values.
 """
@@ -379,7 +379,7 @@ def _collected(base: np.ndarray, levels: np.ndarray, study: int, rounds: np.ndar
     return pd.DataFrame(rows)
 
 
-def test_pipeline_matches_sequential_screen() -> None:
+def test_pipeline_matches_screen_in_rounds() -> None:
     """The vectorised rule above is tunelab's: the real screen_in_rounds on the collected runs agrees."""
     knobs = [f"k{j}" for j in range(K)]
     base, levels = simulate(np.random.default_rng(11), 4, [0.10, -0.10, 0.0, 0.05])
