@@ -16,13 +16,10 @@ import pandas as pd
 
 from tunelab.errors import DataError
 from tunelab.stats.blocking import TESTBED
-from tunelab.model import PartKind
 from tunelab.stats.linear_model import MIN_RESIDUAL_DF, TermKind
-from tunelab.stats.model_screen import model_parts
-from tunelab.stats.screen_common import (ASSUMPTION_COLUMNS, EFFECT_COLUMNS, EQUIVALENCE_COLUMNS, OMNIBUS_COLUMNS,
-                                         POSTHOC_TABLE_COLUMNS, PROFILE, RouteParts, TestedPart, failure_summary,
-                                         untestable)
-from tunelab.stats.screen_data import ScreenRuns
+from tunelab.stats.model_screen import model_part_tables, model_parts
+from tunelab.stats.screen_common import PROFILE, RouteParts, TestedPart, untestable
+from tunelab.stats.screen_data import ScreenRuns, metric_runs
 
 #: the model route's block column when the design's blocks and the testbeds both vary: one block per pair
 BLOCK_BY_TESTBED = f"block|{TESTBED}"
@@ -37,20 +34,6 @@ def model_route(runs: ScreenRuns) -> RouteParts:
     vary too, one block per design block × testbed (:func:`model_block`).
     """
     return RouteParts.combine([_metric_model(runs, metric) for metric in runs.metrics])
-
-
-def metric_runs(runs: ScreenRuns, name: str) -> tuple[pd.DataFrame, list[str], RouteParts]:
-    """The runs with a value of metric ``name``, the knobs that vary among them, and the notes and
-    untestable rows of the others (shared by the model and range routes)."""
-    data = runs.data
-    sub = data.dropna(subset=[name])
-    found = RouteParts(notes=[f"{name}: {len(data) - len(sub)} run(s) without a value left out"]
-                       if len(sub) < len(data) else [])
-    active = [k for k in runs.knobs if sub[k].nunique() > 1]
-    for knob in (k for k in runs.knobs if k not in active):
-        failures = failure_summary(runs.failed, knob, runs.baseline[knob]) if len(runs.failed) else ""
-        found = found + untestable(knob, name, f"only one level of {knob} has usable runs of {name}{failures}")
-    return sub, active, found
 
 
 def _metric_model(runs: ScreenRuns, metric: dict[str, Any]) -> RouteParts:
@@ -132,26 +115,3 @@ def model_block(sub: pd.DataFrame, design_block: str | None, testbeds: bool) -> 
         return sub, TESTBED
     label = sub[design_block].astype(str) + "|" + sub[TESTBED].astype(str)
     return sub.assign(**{BLOCK_BY_TESTBED: label}), BLOCK_BY_TESTBED
-
-
-def model_part_tables(part: dict[str, Any], knob: str) -> None:
-    """Add to a model part (fresh from :func:`~tunelab.stats.model_screen.model_parts`) the per-part
-    tables the screen gathers (assumptions, omnibus) in the shared columns."""
-    fit = part["fit"]
-    term = fit.terms[fit.terms["term"] == knob].iloc[0]
-    part["omnibus"] = pd.DataFrame([{"test": fit.test, "source": knob, "statistic": term["statistic"],
-                                     "df1": term["df1"], "df2": term["df2"], "p": term["p"],
-                                     "effect_size": term["partial_eta2"], "effect_size_name": "partial_eta2",
-                                     "recommended": True, "reason": fit.reason}], columns=OMNIBUS_COLUMNS[2:])
-    checks = fit.assumptions
-    n = float(len(fit.residuals))
-    part["assumptions"] = pd.DataFrame([
-        {"test": "model_shapiro_wilk", "statistic": math.nan, "df1": math.nan, "df2": math.nan,
-         "p": checks.get("shapiro_p", math.nan), "n": n},
-        {"test": "model_brown_forsythe", "statistic": math.nan, "df1": math.nan, "df2": math.nan,
-         "p": checks.get("variance_p", math.nan), "n": n}], columns=ASSUMPTION_COLUMNS[2:])
-    if part["kind"] is PartKind.MAIN:
-        part["model_effects"] = part["effects"]
-        part["effects"] = part["effects"][EFFECT_COLUMNS[2:]]
-        part["equivalence"] = part["equivalence"][EQUIVALENCE_COLUMNS[2:]]
-        part["posthoc"] = part["posthoc"][POSTHOC_TABLE_COLUMNS[2:]]

@@ -25,7 +25,8 @@ from tunelab.formatting import fmt_abs_interval, fmt_pct_interval
 from tunelab.model import Direction, PartKind, Verdict
 from tunelab.stats.linear_model import ModelFit, TermKind, fit_model
 from tunelab.stats.numerics import first_best
-from tunelab.stats.screen_common import direction_of
+from tunelab.stats.screen_common import (ASSUMPTION_COLUMNS, EFFECT_COLUMNS, EQUIVALENCE_COLUMNS, OMNIBUS_COLUMNS,
+                                         POSTHOC_TABLE_COLUMNS, direction_of)
 from tunelab.stats.verdict_level import choose_level, level_comparisons, level_entries, posthoc_note
 
 #: permutations of the Freedman–Lane test: its smallest p is 1 / (N + 1), which must survive a Holm
@@ -351,3 +352,26 @@ def profile_effects(contrasts: pd.DataFrame, factor: str = "profile") -> pd.Data
     at = contrasts["at"].astype(str)
     rows = contrasts[at.str.startswith(prefix) & (contrasts["knob"] != factor)]
     return rows.assign(profile=rows["at"].astype(str).str[len(prefix):])[PROFILE_EFFECT_COLUMNS].reset_index(drop=True)
+
+
+def model_part_tables(part: dict[str, Any], knob: str) -> None:
+    """Add to a model part (fresh from :func:`~tunelab.stats.model_screen.model_parts`) the per-part
+    tables the screen gathers (assumptions, omnibus) in the shared columns."""
+    fit = part["fit"]
+    term = fit.terms[fit.terms["term"] == knob].iloc[0]
+    part["omnibus"] = pd.DataFrame([{"test": fit.test, "source": knob, "statistic": term["statistic"],
+                                     "df1": term["df1"], "df2": term["df2"], "p": term["p"],
+                                     "effect_size": term["partial_eta2"], "effect_size_name": "partial_eta2",
+                                     "recommended": True, "reason": fit.reason}], columns=OMNIBUS_COLUMNS[2:])
+    checks = fit.assumptions
+    n = float(len(fit.residuals))
+    part["assumptions"] = pd.DataFrame([
+        {"test": "model_shapiro_wilk", "statistic": math.nan, "df1": math.nan, "df2": math.nan,
+         "p": checks.get("shapiro_p", math.nan), "n": n},
+        {"test": "model_brown_forsythe", "statistic": math.nan, "df1": math.nan, "df2": math.nan,
+         "p": checks.get("variance_p", math.nan), "n": n}], columns=ASSUMPTION_COLUMNS[2:])
+    if part["kind"] is PartKind.MAIN:
+        part["model_effects"] = part["effects"]
+        part["effects"] = part["effects"][EFFECT_COLUMNS[2:]]
+        part["equivalence"] = part["equivalence"][EQUIVALENCE_COLUMNS[2:]]
+        part["posthoc"] = part["posthoc"][POSTHOC_TABLE_COLUMNS[2:]]

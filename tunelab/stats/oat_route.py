@@ -17,8 +17,7 @@ from tunelab.errors import DataError
 from tunelab.model import AnalysisKind
 from tunelab.stats._validate import level_matches, sorted_levels
 from tunelab.stats.blocking import TESTBED
-from tunelab.stats.model_route import model_part_tables
-from tunelab.stats.model_screen import model_parts
+from tunelab.stats.model_screen import model_part_tables, model_parts
 from tunelab.stats.oneway import analyse_levels, analyse_levels_blocked
 from tunelab.stats.screen_common import PROFILE, RouteParts, TestedPart, failure_summary, rows_per_knob, untestable
 from tunelab.stats.screen_data import ScreenRuns

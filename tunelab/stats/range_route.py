@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from tunelab.errors import DataError
-from tunelab.stats.model_route import metric_runs
 from tunelab.stats.range_screen import range_parts
 from tunelab.stats.screen_common import RouteParts, TestedPart, untestable
-from tunelab.stats.screen_data import ScreenRuns
+from tunelab.stats.screen_data import ScreenRuns, metric_runs
 
 
 def range_route(runs: ScreenRuns) -> RouteParts:

@@ -4,6 +4,8 @@
 :class:`ScreenRuns`: every argument checked (one :class:`~tunelab.errors.DataError` naming the
 fix), the metrics as dicts, the usable runs apart from the failed ones, the :class:`AnalysisKind`
 that picks the route, the load profiles and testbeds in the data, and the guards.
+
+:func:`metric_runs` is what the model and range routes share: one metric's runs and the knobs that vary in them.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from tunelab.stats.blocking import TESTBED, TESTBED_COLUMNS, between_testbed_spr
 from tunelab.stats.effects import check_bootstrap
 from tunelab.stats.guards import check_guards
 from tunelab.stats.multiplicity import METHODS
-from tunelab.stats.screen_common import PROFILE
+from tunelab.stats.screen_common import PROFILE, RouteParts, failure_summary, untestable
 
 
 @dataclass(frozen=True)
@@ -256,3 +258,17 @@ def with_testbeds(data: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     if not missing:
         return data, []
     return data[data[TESTBED].notna()], [f"{missing} run(s) without a testbed left out (the other runs name one)"]
+
+
+def metric_runs(runs: ScreenRuns, name: str) -> tuple[pd.DataFrame, list[str], RouteParts]:
+    """The runs with a value of metric ``name``, the knobs that vary among them, and the notes and
+    untestable rows of the others (shared by the model and range routes)."""
+    data = runs.data
+    sub = data.dropna(subset=[name])
+    found = RouteParts(notes=[f"{name}: {len(data) - len(sub)} run(s) without a value left out"]
+                       if len(sub) < len(data) else [])
+    active = [k for k in runs.knobs if sub[k].nunique() > 1]
+    for knob in (k for k in runs.knobs if k not in active):
+        failures = failure_summary(runs.failed, knob, runs.baseline[knob]) if len(runs.failed) else ""
+        found = found + untestable(knob, name, f"only one level of {knob} has usable runs of {name}{failures}")
+    return sub, active, found
