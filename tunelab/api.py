@@ -66,7 +66,7 @@ from tunelab.store import Store, check_study_name, default_store_path, store_pat
 from tunelab.study_run import (RunOptions, checked_testbeds, run_study_of, study_store,
                                target_spec_for, with_busy_rule)
 from tunelab.targets import build_target, check_target_spec
-from tunelab.study_data import screen_design, screen_inputs
+from tunelab.study_data import screen_inputs
 
 PathLike = str | os.PathLike[str]
 
@@ -213,24 +213,20 @@ def run(design_path: PathLike, *, target: str | None = None, store: PathLike | N
 # ---- screen ---------------------------------------------------------------------------------------
 
 
-def screen(source: PathLike, *, metrics: Sequence[str] = (), knobs: Sequence[str] = (),
-           baselines: Sequence[str] = (), alpha: float | None = None, correction: str | None = None,
+def screen(source: PathLike, *, metrics: Sequence[Metric] = (), knobs: Sequence[str] = (),
+           baselines: Mapping[str, Any] | None = None, alpha: float | None = None, correction: str | None = None,
            n_boot: int = 1000, seed: int = 0, include_flagged: bool = False,
            data_dir: PathLike = "data") -> Any:
     """Screen a study (name or ``.sqlite`` path) or a tidy CSV; return a ``stats.ScreenResult``.
 
-    ``metrics`` are ``NAME[:max|:min][:SESOI]`` strings, ``baselines`` ``COL=VALUE`` strings, as
-    on the command line; for a study they default to the stored design's. The result's
+    ``metrics`` (``Metric.parse("qps:max:5")``) and ``knobs`` default to a study's stored design; ``baselines``
+    maps a knob column to its baseline level (or its text, ``"4096"``). The result's
     ``settings`` hold the alpha, correction and baselines used; ``to_json()`` follows
     ``tunelab/stats/screen.schema.json``.
     """
-    from tunelab.stats import screen as run_screen   # scipy, statsmodels, pingouin: ~4 s, only when screening
-
-    data, metric_specs, knob_ids, baseline, alpha_used, correction_used = screen_inputs(
-        source, metrics=metrics, knobs=knobs, baselines=baselines, alpha=alpha, correction=correction,
-        include_flagged=include_flagged, data_dir=data_dir)
-    return run_screen(data, metric_specs, knob_ids, baseline, alpha=alpha_used, correction=correction_used,
-                      n_boot=n_boot, seed=seed, design=screen_design(source, data_dir))
+    inputs = screen_inputs(source, metrics=metrics, knobs=knobs, baselines=baselines, alpha=alpha,
+                           correction=correction, include_flagged=include_flagged, data_dir=data_dir)
+    return inputs.screen(n_boot=n_boot, seed=seed)
 
 
 # ---- refine and validate --------------------------------------------------------------------------

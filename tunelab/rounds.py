@@ -362,12 +362,7 @@ def _look(design: Design, data: pd.DataFrame, previous: Any = None) -> Any:
     return screen_in_rounds(data, [m.to_json() for m in design.metrics], design.knob_ids, design.baseline,
                              max_replicates=design.rounds.max, alpha=design.analysis.alpha,
                              correction=design.analysis.correction, n_boot=INTERIM_N_BOOT,
-                             design=_screen_design(design), previous=previous, **_spending(design))
-
-
-def _screen_design(design: Design) -> dict[str, Any]:
-    """What the screen knows of the design (:func:`tunelab.study_data.design_info`), its looks made here."""
-    return {key: value for key, value in design_info(design).items() if key != "rounds"}
+                             design=design_info(design), previous=previous, **_spending(design))
 
 
 def _pending(design: Design, data: pd.DataFrame, result: Any) -> dict[str, tuple[Any, ...]]:

@@ -1,15 +1,18 @@
 """Where a screen's inputs come from: a tidy CSV or a study's store (with its stored design).
 
-:func:`screen_inputs` turns ``tunelab screen``'s arguments (``--metric NAME[:max|:min][:SESOI]``,
-``--knob``, ``--baseline COL=VALUE``, ...) into what :func:`tunelab.stats.screen` takes; the CLI,
+:func:`screen_inputs` turns typed choices (metrics, knob columns, baseline levels by column; the
+command line parses ``--metric``/``--baseline`` in :mod:`tunelab.cli.parsing`) into a
+:class:`ScreenInputs`: what :func:`tunelab.stats.screen` takes, with the study's design read once
+as a :class:`~tunelab.stats.screen_design.ScreenDesign` (:func:`design_info`). The CLI,
 :func:`tunelab.api.screen` and the reports all call it, so they analyse the same thing.
 """
 from __future__ import annotations
 
 import csv
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -19,34 +22,59 @@ from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS
 from tunelab.errors import DataError
 from tunelab.loads.metrics import METRICS
 from tunelab.formatting import level_label
-from tunelab.model import RANGE_DESIGNS, Direction, MeasurementKind, Metric, ParseError
+from tunelab.model import RANGE_DESIGNS, Direction, Metric
 from tunelab.store import TIDY_COLUMNS, Store, store_path_for
 
-# tunelab.stats (scipy, statsmodels: about two seconds) is imported inside the two functions that
-# sort levels, so importing this module (as tunelab.api does) stays cheap.
+if TYPE_CHECKING:
+    from tunelab.stats import ScreenResult
+    from tunelab.stats.screen_design import ScreenDesign
+
+# tunelab.stats (scipy, statsmodels: about two seconds) is imported inside the functions that sort
+# levels, build the design view and screen, so importing this module (as tunelab.api does) stays cheap.
 
 #: columns of a tidy trial table that are neither knobs nor metrics (the store's own bookkeeping, and
 #: the plan columns only some studies have: ``round``, the load ``profile``)
 BOOKKEEPING = (*TIDY_COLUMNS, *OPTIONAL_PLAN_COLUMNS)
 
 
-def _metrics(texts: Sequence[str]) -> list[dict[str, Any]]:
-    """``--metric`` texts (:meth:`tunelab.model.Metric.parse`) as the dicts :func:`tunelab.stats.screen` takes.
+@dataclass(frozen=True)
+class ScreenInputs:
+    """What :func:`tunelab.stats.screen` takes for a CSV or a study (:func:`screen_inputs`)."""
 
-    >>> _metrics(["qps:max:5", "latency_mean_ms:min"])[1]
-    {'name': 'latency_mean_ms', 'direction': 'minimize', 'sesoi_pct': 5.0}
-    """
-    try:
-        return [Metric.parse(text).to_json() for text in texts]
-    except ParseError as exc:
-        # the model's message starts "metric 'TEXT'": on the command line that is the --metric flag
-        raise DataError(f"--{exc}") from None
+    #: the tidy trials (a study's screen phase, failed trials included: they explain untestable levels)
+    data: pd.DataFrame
+    #: the metrics as ``{name, direction, sesoi_pct | sesoi_abs, scale}`` dicts
+    metrics: list[dict[str, Any]]
+    knobs: list[str]
+    #: knob -> its baseline level (a level of the data)
+    baseline: dict[str, Any]
+    alpha: float
+    correction: str
+    #: a study's stored design as the screen reads it; None for a CSV
+    design: ScreenDesign | None = None
+
+    def screen(self, n_boot: int = 1000, seed: int = 0) -> ScreenResult:
+        """:func:`tunelab.stats.screen` of these inputs."""
+        from tunelab.stats import screen   # scipy, statsmodels: ~2 s, only when screening
+
+        return screen(self.data, self.metrics, self.knobs, self.baseline, alpha=self.alpha,
+                      correction=self.correction, n_boot=n_boot, seed=seed, design=self.design)
 
 
-def match_level(data: pd.DataFrame, column: str, text: str) -> Any:
-    """The level of ``column`` whose text is ``text`` (``'4096'`` -> 4096, ``'True'`` -> True)."""
+def _metric_dicts(metrics: Sequence[Metric]) -> list[dict[str, Any]]:
+    """The metrics as the dicts :func:`tunelab.stats.screen` takes; DataError for one that is not a Metric."""
+    for metric in metrics:
+        if not isinstance(metric, Metric):
+            raise DataError(f"metrics must be tunelab.model.Metric values, got {str(metric)[:60]!r}; write "
+                            "Metric.parse('qps:max:5') (the command line's --metric text)")
+    return [metric.to_json() for metric in metrics]
+
+
+def match_level(data: pd.DataFrame, column: str, value: Any) -> Any:
+    """The level of ``column`` that ``value`` (or its text) names (``'4096'`` -> 4096, ``'True'`` -> True)."""
     from tunelab.stats import sorted_levels
 
+    text = str(value)
     levels = sorted_levels(data[column].dropna())
     for level in levels:
         if level_label(level) == text or str(level) == text:
@@ -74,23 +102,18 @@ def default_baseline(data: pd.DataFrame, knob: str) -> Any:
     return sorted_levels(data[knob].dropna())[0]
 
 
-def _parse_baselines(data: pd.DataFrame, items: list[str]) -> dict[str, Any]:
+def _match_baselines(data: pd.DataFrame, baselines: Mapping[str, Any]) -> dict[str, Any]:
+    """Column -> the level of the data that each chosen baseline names (:func:`match_level`)."""
     out = {}
-    for item in items:
-        column, sep, text = item.partition("=")
-        if not sep or not column:
-            raise DataError(f"--baseline {item!r} must be COL=VALUE, e.g. --baseline net.core.somaxconn=4096")
+    for column, value in baselines.items():
         if column not in data.columns:
-            raise DataError(f"--baseline {item!r}: unknown column {column!r}; the data has: "
+            raise DataError(f"--baseline {column}={value}: unknown column {column!r}; the data has: "
                             f"{', '.join(map(str, data.columns))}")
-        out[column] = match_level(data, column, text)
+        out[column] = match_level(data, column, value)
     return out
 
 
-ScreenInputs = tuple[pd.DataFrame, list[dict[str, Any]], list[str], dict[str, Any], float, str]
-
-
-def _from_csv(source: str, metric: Sequence[str], knob: Sequence[str], baseline_items: Sequence[str],
+def _from_csv(source: str, metric: Sequence[Metric], knob: Sequence[str], baselines: Mapping[str, Any],
               alpha: float | None, correction: str | None) -> ScreenInputs:
     path = Path(source)
     data = read_csv(path)
@@ -99,7 +122,7 @@ def _from_csv(source: str, metric: Sequence[str], knob: Sequence[str], baseline_
                    and pd.api.types.is_numeric_dtype(data[c])]
         raise DataError(f"name the metric(s) to analyse with --metric NAME[:max|:min][:SESOI]; numeric columns in "
                         f"{path.name}: {', '.join(numeric) or '(none)'}")
-    metrics = _metrics(metric)
+    metrics = _metric_dicts(metric)
     names = {m["name"] for m in metrics}
     # by default every column that is not bookkeeping or a metric; the metrics tunelab's loads report
     # and the kernel counters (tunelab export writes all of them) are never guessed to be knobs
@@ -115,10 +138,10 @@ def _from_csv(source: str, metric: Sequence[str], knob: Sequence[str], baseline_
     for name in names & set(data.columns):
         data[name] = numeric_column(data, name, path)
     check_positive_metrics(data, metrics, path.name)
-    baseline = _parse_baselines(data, baseline_items)
+    baseline = _match_baselines(data, baselines)
     for column in knobs:
         baseline.setdefault(column, default_baseline(data, column))
-    return data, metrics, knobs, baseline, 0.05 if alpha is None else alpha, correction or "holm"
+    return ScreenInputs(data, metrics, knobs, baseline, 0.05 if alpha is None else alpha, correction or "holm")
 
 
 #: longest CSV cell text and column name accepted (a knob level or a metric name is short)
@@ -215,7 +238,7 @@ def check_level_column(data: pd.DataFrame, column: str, path: Path) -> None:
                             f"{CSV_TEXT_MAX} printable characters: {value[:40]!r}")
 
 
-def _from_study(source: str, metric: Sequence[str], knob: Sequence[str], baseline_items: Sequence[str],
+def _from_study(source: str, metric: Sequence[Metric], knob: Sequence[str], baselines: Mapping[str, Any],
                 alpha: float | None, correction: str | None, include_flagged: bool,
                 data_dir: str | Path) -> ScreenInputs:
     path = store_path_for(source, data_dir)
@@ -225,26 +248,29 @@ def _from_study(source: str, metric: Sequence[str], knob: Sequence[str], baselin
     if not design_text:
         raise DataError(f"the store {str(path)!r} holds no design; screen an exported CSV with --metric instead")
     design = load_design_text(design_text, source=str(path))
-    metrics = _metrics(metric) if metric else [m.to_json() for m in design.metrics]
+    metrics = _metric_dicts(metric or design.metrics)
     knobs = list(knob) or design.knob_ids
     baseline = {k: v for k, v in design.baseline.items() if k in knobs}
-    baseline.update(_parse_baselines(data, baseline_items))
+    baseline.update(_match_baselines(data, baselines))
     if data.empty:
         raise DataError(f"the store {str(path)!r} has no usable screen trials yet; run `tunelab run` first")
     check_positive_metrics(data, metrics, str(path))
-    return (data, metrics, knobs, baseline, design.analysis.alpha if alpha is None else alpha,
-            correction or design.analysis.correction)
+    return ScreenInputs(data, metrics, knobs, baseline, design.analysis.alpha if alpha is None else alpha,
+                        correction or design.analysis.correction, design_info(design))
 
 
-def screen_inputs(source: str | Path, *, metrics: Sequence[str] = (), knobs: Sequence[str] = (),
-                  baselines: Sequence[str] = (), alpha: float | None = None, correction: str | None = None,
-                  include_flagged: bool = False, data_dir: str | Path = "data",
+def screen_inputs(source: str | Path, *, metrics: Sequence[Metric] = (), knobs: Sequence[str] = (),
+                  baselines: Mapping[str, Any] | None = None, alpha: float | None = None,
+                  correction: str | None = None, include_flagged: bool = False, data_dir: str | Path = "data",
                   ) -> ScreenInputs:
-    """What :func:`tunelab.stats.screen` needs for a CSV or a study, as ``tunelab screen``'s flags give it.
+    """What :func:`tunelab.stats.screen` needs for a CSV or a study, as ``tunelab screen``'s flags choose it.
 
-    Returns ``(data, metrics, knobs, baseline, alpha, correction)``; raises :class:`DataError`
-    naming the problem (no such CSV, no metric named for a CSV, unknown column, empty store).
+    ``metrics`` and ``knobs`` default to a study's design (a CSV needs its metrics named);
+    ``baselines`` maps a column to the level (or its text, ``"4096"``) to compare against. A study's
+    design is parsed once, into :attr:`ScreenInputs.design`. Raises :class:`DataError` naming the
+    problem (no such CSV, no metric named for a CSV, unknown column, empty store).
     """
+    baselines = dict(baselines or {})
     text = str(source)
     if text.lower().endswith(".csv"):
         if not Path(text).exists():
@@ -253,49 +279,31 @@ def screen_inputs(source: str | Path, *, metrics: Sequence[str] = (), knobs: Seq
     return _from_study(text, metrics, knobs, baselines, alpha, correction, include_flagged, data_dir)
 
 
-def design_info(design: Any) -> dict[str, Any]:
-    """What the screen needs to know about a study's design beyond its runs (``stats.screen(design=…)``).
+def design_info(design: Any) -> ScreenDesign:
+    """What the screen knows of a study's design beyond its runs (``stats.screen(design=…)``), built once.
 
-    ``type`` (the design generator) and ``interactions`` (``analysis.interactions``); for a
-    design in rounds ``rounds`` (``max_replicates`` and ``spending``: the screen replays its
-    looks, :func:`tunelab.stats.screen_in_rounds`); for a profile-crossed design ``profiles``
-    (the load profiles in design order: the screen's ``profile`` factor); for Latin
-    hypercube and Morris designs the generator's ``ranges`` (every knob's low, high and scale),
-    and for Morris designs its ``points`` in trajectory order and grid ``levels``. Aliases are not
-    passed: the screen's model finds them in the runs themselves. ``guards``
-    (:func:`tunelab.designs.schema.design_guards`): the guard metrics and what each metric is
-    conditional on, from the design and its load's defaults. ``measurement`` for a duet (tunelab.duet).
+    The design type and ``analysis.interactions``; the guards (:func:`tunelab.designs.schema.design_guards`:
+    the guard metrics and what each metric is conditional on, from the design and its load's defaults);
+    for a design run in rounds its looks (``replicates.max`` and the spending: the screen replays them,
+    :func:`tunelab.stats.screen_in_rounds`); for a profile-crossed design the load profiles in design
+    order (the screen's ``profile`` factor); the measurement (a duet pairs each level's runs with their
+    concurrent baselines); for Latin hypercube and Morris designs the generator's ranges (every knob's
+    low, high and scale), and for Morris designs its points in trajectory order and grid levels. Aliases
+    are not passed: the screen's model finds them in the runs themselves.
     """
     from tunelab.designs.generators import GENERATORS
     from tunelab.designs.schema import design_guards
+    from tunelab.stats.screen_design import ScreenDesign, SequentialLooks
 
     import numpy as np
 
-    info: dict[str, Any] = {"type": design.design_type, "interactions": design.analysis.interactions,
-                            "guards": design_guards(design)}
-    rounds = getattr(design, "rounds", None)
-    if rounds is not None:
-        info["rounds"] = {"max_replicates": rounds.max, **({"spending": rounds.spending} if rounds.spending else {})}
-    if design.load.crossed:      # the screen models the load profile as a factor (the first is its reference)
-        info["profiles"] = list(design.load.profiles)
-    if getattr(design, "measurement", None) is MeasurementKind.DUET:   # a duet: the screen pairs each level's runs
-        info["measurement"] = design.measurement                       # with their concurrent baselines
-    if design.design_type not in RANGE_DESIGNS:
-        return info              # building a factorial's rows would only import pyDOE3 for nothing
-    generated = GENERATORS.get(design.design_type).build(design, np.random.default_rng(design.seed)).info
-    for key in ("ranges", "levels"):
-        if key in generated:
-            info[key] = generated[key]
-    if "points" in generated:
-        info["points"] = pd.DataFrame(generated["points"])
-    return info
-
-
-def screen_design(source: str | Path, data_dir: str | Path = "data") -> dict[str, Any] | None:
-    """:func:`design_info` of a study's stored design; None for a CSV or a store without a design."""
-    if str(source).lower().endswith(".csv"):
-        return None
-    path = store_path_for(str(source), data_dir)
-    with Store(path, readonly=True) as store:
-        text = store.study.design_text if store.study else ""
-    return design_info(load_design_text(text, source=str(path))) if text else None
+    spec = design.rounds
+    generated: dict[str, Any] = {}
+    if design.design_type in RANGE_DESIGNS:      # building a factorial's rows would only import pyDOE3 for nothing
+        generated = GENERATORS.get(design.design_type).build(design, np.random.default_rng(design.seed)).info
+    return ScreenDesign(
+        type=design.design_type, interactions=design.analysis.interactions, guards=design_guards(design),
+        looks=SequentialLooks(spec.max, spec.spending or None) if spec is not None else None,
+        profiles=tuple(design.load.profiles) if design.load.crossed else (), measurement=design.measurement,
+        ranges=generated.get("ranges"), levels=generated.get("levels"),
+        points=pd.DataFrame(generated["points"]) if "points" in generated else None)

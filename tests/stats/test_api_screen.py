@@ -212,6 +212,7 @@ def test_csv_screen_never_guesses_a_reported_metric_to_be_a_knob(tmp_path: Path)
     """`tunelab export` writes every metric the load reported; screening one of them must not take
     the others (continuous, one level per run) for knobs. That made a factorial model with
     hundreds of thousands of columns, which crashed statsmodels (segfault) before the fix."""
+    from tunelab.model import Metric
     from tunelab.study_data import screen_inputs
 
     frame = _oat_two_knobs()
@@ -220,9 +221,9 @@ def test_csv_screen_never_guesses_a_reported_metric_to_be_a_knob(tmp_path: Path)
     frame["achieved_qps"] = rng.normal(1000, 50, len(frame))
     csv = tmp_path / "export.csv"
     frame.to_csv(csv, index=False)
-    _, _, knobs, _, _, _ = screen_inputs(csv, metrics=["qps:max:5"])
+    knobs = screen_inputs(csv, metrics=[Metric.parse("qps:max:5")]).knobs
     assert knobs == ["a", "b", "lat"]                             # 'lat' is no known metric: a knob
-    assert screen_inputs(csv, metrics=["qps"], knobs=["achieved_qps"])[2] == ["achieved_qps"]   # unless asked
+    assert screen_inputs(csv, metrics=[Metric("qps")], knobs=["achieved_qps"]).knobs == ["achieved_qps"]  # unless asked
 
 
 def test_factorial_anova_refuses_a_model_with_more_parameters_than_runs() -> None:

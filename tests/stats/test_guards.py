@@ -6,6 +6,7 @@ or from simulation with a known truth, never from the rule's own output.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -71,10 +72,12 @@ def test_default_study_guard_effects_match_the_data(default_screen) -> None:
 
 def test_default_study_fin_timeout_unchanged(default_screen) -> None:
     """No guard moves at tcp_fin_timeout: its verdicts equal those of a screen without guards."""
-    data, metrics, knobs, baseline, alpha, correction = tunelab.study_data.screen_inputs(STORE)
+    inputs = tunelab.study_data.screen_inputs(STORE)
+    data, metrics, knobs, baseline = inputs.data, inputs.metrics, inputs.knobs, inputs.baseline
+    alpha, correction = inputs.alpha, inputs.correction
     # one look at alpha over all runs: the study's own sequential looks depend on which rows the guards
     # decided, so a replay without them would be a different study
-    design = {k: v for k, v in tunelab.study_data.screen_design(STORE).items() if k != "rounds"}
+    design = replace(inputs.design, looks=None)
     plain = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=200,
                    design=design, guards=NO_GUARDS).verdicts.set_index(["knob", "metric"])
     one_look = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=200, design=design)

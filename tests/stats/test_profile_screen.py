@@ -81,10 +81,9 @@ def profile_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def recorded_result(profile_store: Path):
     inputs = screen_inputs(profile_store, data_dir=profile_store.parent)
-    data, metrics, knobs, baseline, alpha, correction = inputs
     with Store(profile_store, readonly=True) as store:
-        info = design_info(load_design_text(store.study.design_text))
-    return data, screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=200, design=info)
+        assert inputs.design == design_info(load_design_text(store.study.design_text))   # the stored design, read once
+    return inputs.data, inputs.screen(n_boot=200)
 
 
 def test_the_tidy_table_names_each_runs_profile(recorded_result) -> None:

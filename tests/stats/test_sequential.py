@@ -405,10 +405,10 @@ def test_a_replay_under_other_guards_says_why_its_looks_tested_nothing() -> None
     import tunelab.study_data
 
     store = Path(__file__).resolve().parents[2] / "data" / "examples" / "default.sqlite"
-    data, metrics, knobs, baseline, alpha, correction = tunelab.study_data.screen_inputs(store)
-    design = tunelab.study_data.screen_design(store)
-    own = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=200, design=design)
-    other = screen(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=200, design=design,
+    inputs = tunelab.study_data.screen_inputs(store)
+    own = inputs.screen(n_boot=200)
+    other = screen(inputs.data, inputs.metrics, inputs.knobs, inputs.baseline, alpha=inputs.alpha,
+                   correction=inputs.correction, n_boot=200, design=inputs.design,
                    guards={"guards": [], "conditional_on": {}})
     assert not [n for n in own.settings["notes"] if "had no runs in this round" in n]
     idle = [n for n in other.settings["notes"] if "had no runs in this round" in n]

@@ -1,4 +1,5 @@
-"""Command-line strings -> the typed values the API takes: ``KEY=VALUE`` options, knob configs, ``-p`` parameters.
+"""Command-line strings -> the typed values the API takes: ``KEY=VALUE`` options, knob configs, ``-p`` parameters,
+the screen's ``--metric`` and ``--baseline COL=VALUE``.
 
 The API (:mod:`tunelab.api`) takes dicts of typed values; only the CLI reads text, here.
 
@@ -13,7 +14,8 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from tunelab.errors import DesignError, TunelabError
+from tunelab.errors import DataError, DesignError, TunelabError
+from tunelab.model import Metric, ParseError
 
 
 def parse_options(items: Sequence[str], flag: str = "--target-option") -> dict[str, Any]:
@@ -94,4 +96,34 @@ def parse_parameters(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["parse_baseline", "parse_config", "parse_options", "parse_parameters"]
+def parse_metrics(texts: Sequence[str]) -> list[Metric]:
+    """``--metric NAME[:max|:min][:SESOI]`` texts as metrics (:meth:`tunelab.model.Metric.parse`).
+
+    >>> parse_metrics(["qps:max:5", "latency_mean_ms:min"])[1].to_json()
+    {'name': 'latency_mean_ms', 'direction': 'minimize', 'sesoi_pct': 5.0}
+    """
+    try:
+        return [Metric.parse(text) for text in texts]
+    except ParseError as exc:
+        # the model's message starts "metric 'TEXT'": on the command line that is the --metric flag
+        raise DataError(f"--{exc}") from None
+
+
+def parse_screen_baselines(items: Sequence[str]) -> dict[str, str]:
+    """``--baseline COL=VALUE`` items of ``tunelab screen`` -> column -> the level's text (matched to the
+    data's levels by :func:`tunelab.study_data.match_level`).
+
+    >>> parse_screen_baselines(["net.core.somaxconn=4096"])
+    {'net.core.somaxconn': '4096'}
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        column, sep, text = item.partition("=")
+        if not sep or not column:
+            raise DataError(f"--baseline {item!r} must be COL=VALUE, e.g. --baseline net.core.somaxconn=4096")
+        out[column] = text
+    return out
+
+
+__all__ = ["parse_baseline", "parse_config", "parse_metrics", "parse_options", "parse_parameters",
+           "parse_screen_baselines"]

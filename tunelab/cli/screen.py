@@ -33,6 +33,7 @@ from typing import Any
 
 import tunelab
 from tunelab.cli import render
+from tunelab.cli.parsing import parse_metrics, parse_screen_baselines
 
 
 def register(subparsers: Any) -> None:
@@ -62,7 +63,8 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.json is not None:
         render.check_output_file(args.json, "--json")
-    result = tunelab.screen(args.source, metrics=args.metric, knobs=args.knob, baselines=args.baseline,
+    result = tunelab.screen(args.source, metrics=parse_metrics(args.metric), knobs=args.knob,
+                            baselines=parse_screen_baselines(args.baseline),
                             alpha=args.alpha, correction=args.correction, n_boot=args.n_boot, seed=args.seed,
                             include_flagged=args.include_flagged, data_dir=args.data_dir)
     print(render.screen_text(result, levels=args.levels))

@@ -33,11 +33,11 @@ from tunelab.formatting import level_label
 from tunelab.errors import DesignError, TunelabError
 from tunelab.model import PHASES, USABLE_STATUSES, Metric
 from tunelab.store import SEARCH_BATCH_COLUMNS, SEARCH_COLUMNS, Store, store_path_for
-from tunelab.study_data import design_info
 from tunelab.study_data import screen_inputs as read_screen_inputs
 
 if TYPE_CHECKING:
     from tunelab.stats import ScreenResult
+    from tunelab.stats.screen_design import ScreenDesign
 
 
 class ReportError(TunelabError):
@@ -128,6 +128,8 @@ class StudyInputs:
     alpha: float
     correction: str
     metric: dict[str, Any] = field(default_factory=dict)
+    #: the stored design as the screen reads it (:func:`tunelab.study_data.design_info`)
+    design: ScreenDesign | None = None
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -233,10 +235,10 @@ def study_inputs(study: Study, metric: str | None = None, alpha: float | None = 
         Override the smallest effect of interest (%) of the metric in focus.
     """
     require_screen(study)
-    data, metrics, knobs, baseline, alpha_, correction_ = read_screen_inputs(
-        study.path, alpha=alpha, correction=correction, include_flagged=study.include_flagged,
-        data_dir=study.path.parent)
-    metrics = [dict(m) for m in metrics]
+    read = read_screen_inputs(study.path, alpha=alpha, correction=correction, include_flagged=study.include_flagged,
+                              data_dir=study.path.parent)
+    data, knobs = read.data, read.knobs
+    metrics = [dict(m) for m in read.metrics]
     focus = metrics[0]
     if metric:
         name = metric.partition(":")[0]      # the bare name picks the design's own direction and SESOI
@@ -255,8 +257,8 @@ def study_inputs(study: Study, metric: str | None = None, alpha: float | None = 
             raise ReportError(f"sesoi_pct must be a positive percentage, got {sesoi_pct!r}")
         focus = {**focus, "sesoi_pct": float(sesoi_pct)}
         metrics = [focus if m["name"] == focus["name"] else m for m in metrics]
-    return StudyInputs(data=data, metrics=metrics, knobs=list(knobs), baseline=dict(baseline), alpha=float(alpha_),
-                        correction=str(correction_), metric=focus)
+    return StudyInputs(data=data, metrics=metrics, knobs=list(knobs), baseline=dict(read.baseline),
+                       alpha=float(read.alpha), correction=str(read.correction), metric=focus, design=read.design)
 
 
 def screen_study(study: Study, metric: str | None = None, alpha: float | None = None,
@@ -267,7 +269,7 @@ def screen_study(study: Study, metric: str | None = None, alpha: float | None = 
     inputs = study_inputs(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct)
     result = screen(inputs.data, inputs.metrics, inputs.knobs, inputs.baseline, alpha=inputs.alpha,
                     correction=inputs.correction, n_boot=n_boot, seed=seed,
-                    design=design_info(study.design) if study.design is not None else None)
+                    design=inputs.design)
     return inputs, result
 
 

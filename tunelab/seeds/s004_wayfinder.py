@@ -323,7 +323,7 @@ def _response_figures(study: Study, response: pd.DataFrame | None, default: Mapp
     rows = response[response["metric"] == OBJECTIVE]
     if rows.empty:
         return []
-    ranges = design_info(study.design).get("ranges") or {}
+    ranges = design_info(study.design).ranges or {}
     sesoi = float(next((m.sesoi_pct for m in study.design.metrics if m.name == OBJECTIVE), 10.0))
     fig = figures.response_curves_figure(
         rows, OBJECTIVE, baseline=default, band=(-sesoi, sesoi),

@@ -28,21 +28,21 @@ from tunelab.stats.range_route import range_route
 from tunelab.stats.range_screen import range_verdict
 from tunelab.stats.screen_common import PART_TABLES, VERDICT_COLUMNS, RouteParts, TestedPart
 from tunelab.stats.screen_data import ScreenRuns, prepare_runs
+from tunelab.stats.screen_design import ScreenDesign
 from tunelab.stats.screen_result import ScreenResult
 
 #: a route: the checked runs in, the tested parts, untestable rows, tables and notes out
 Route = Callable[[ScreenRuns], RouteParts]
 ROUTES: dict[AnalysisKind, Route] = {AnalysisKind.OAT: oat_route, AnalysisKind.FACTORIAL: model_route,
                                      AnalysisKind.RANGE: range_route}
-#: routes of a design's ``measurement`` other than one trial at a time (``design["measurement"]``), per kind
+#: routes of a design's ``measurement`` other than one trial at a time (``ScreenDesign.measurement``), per kind
 MEASUREMENT_ROUTES: dict[tuple[MeasurementKind, AnalysisKind], Route] = {
     (MeasurementKind.DUET, AnalysisKind.OAT): duet_route}
 
 
 def route_of(runs: ScreenRuns) -> Route:
     """The route for the runs: their measurement's (:data:`MEASUREMENT_ROUTES`), else their kind's."""
-    measurement = runs.design.get("measurement", MeasurementKind.SEQUENTIAL)
-    return MEASUREMENT_ROUTES.get((measurement, runs.kind), ROUTES[runs.kind])
+    return MEASUREMENT_ROUTES.get((runs.design.measurement, runs.kind), ROUTES[runs.kind])
 
 #: a part's verdict rule: ``(part, label, metric, p_adj, alpha, significant interaction terms) -> row``
 VerdictRule = Callable[[dict[str, Any], str, dict[str, Any], float, float, set[str]], dict[str, Any]]
@@ -57,7 +57,7 @@ VERDICT_RULES: dict[PartKind, VerdictRule] = {
 
 def screen_look(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str],
                 baseline: dict[str, Any], alpha: float = 0.05, correction: str = "holm", n_boot: int = 1000,
-                seed: int = 0, design: Mapping[str, Any] | None = None,
+                seed: int = 0, design: ScreenDesign | Mapping[str, Any] | None = None,
                 guards: Mapping[str, Any] | None = None,
                 settled: Mapping[tuple[str, str], bool] | None = None) -> ScreenResult:
     """One look of :func:`tunelab.stats.screen` (same arguments and answer, without sequential looks).
@@ -143,7 +143,7 @@ def _settings(runs: ScreenRuns, notes: list[str]) -> dict[str, Any]:
     settings = {"alpha": runs.alpha, "correction": runs.correction, "n_boot": runs.n_boot, "seed": runs.seed,
                 "metrics": runs.metrics, "knobs": runs.knobs, "baseline": runs.baseline, "n_runs": len(runs.data),
                 "normality_alpha": NORMALITY_ALPHA, "variance_alpha": VARIANCE_ALPHA, "sd_ratio_max": SD_RATIO_MAX,
-                "design_type": _text(runs.design.get("type")), "notes": notes,
+                "design_type": _text(runs.design.type), "notes": notes,
                 "guards": {"guards": runs.guard_specs,
                            "conditional_on": {m: list(g) for m, g in runs.dependents.items()},
                            "trade_offs": {m: list(g) for m, g in runs.trade_offs.items()}}}

@@ -45,7 +45,7 @@ def _metric_model(runs: ScreenRuns, metric: dict[str, Any]) -> RouteParts:
     data = runs.data
     design_block = "block" if "block" in data.columns and data["block"].nunique(dropna=True) > 1 else None
     sub, block = model_block(sub, design_block, bool(runs.testbeds))
-    interactions = runs.design.get("interactions", "auto")
+    interactions = runs.design.interactions
     try:
         if runs.profiles and sub[PROFILE].nunique() > 1:
             reference = next(p for p in runs.profiles if (sub[PROFILE] == p).any())

@@ -18,11 +18,14 @@ from tunelab.errors import DataError
 from tunelab.model import DesignType, Direction, PartKind, Verdict
 from tunelab.stats.model_screen import metric_scale, to_metric_scale
 from tunelab.stats.screen_common import direction_of
+from tunelab.stats.screen_design import ScreenDesign
 from tunelab.stats.response import morris_effects, range_effects
 
 RESPONSE_COLUMNS = ["metric", "knob", "x", "scale", "estimate", "ci_low", "ci_high", "effect_pct", "effect_ci_low",
                     "effect_ci_high"]
 MORRIS_COLUMNS = ["metric", "knob", "scale", "mu", "mu_star", "sigma", "mu_star_conf"]
+#: a Morris grid's levels when the design does not say
+MORRIS_LEVELS = 4
 
 
 def _sesoi(metric: Mapping[str, Any], scale: str, values: pd.Series) -> tuple[float, float]:
@@ -39,19 +42,19 @@ def _sesoi(metric: Mapping[str, Any], scale: str, values: pd.Series) -> tuple[fl
 
 
 def range_parts(data: pd.DataFrame, metric: Mapping[str, Any], knobs: list[str], baseline: Mapping[str, Any],
-                design: Mapping[str, Any], alpha: float, seed: int) -> tuple[list[tuple[str, dict]], dict]:
+                design: ScreenDesign, alpha: float, seed: int) -> tuple[list[tuple[str, dict]], dict]:
     """Parts (one per knob) and tables (``response`` or ``morris``) of a range design's metric."""
     name = metric["name"]
     values = pd.to_numeric(data[name], errors="coerce").dropna()
     scale = metric_scale(metric, values)
     sesoi, mean = _sesoi(metric, scale, values)
-    ranges = design.get("ranges") or {}
-    if design.get("type") == DesignType.MORRIS:
-        points = design.get("points")
+    ranges = design.ranges or {}
+    if design.type == DesignType.MORRIS:
+        points = design.points
         if points is None:
             raise DataError("a Morris screen needs the design's points in trajectory order; screen the study's store")
         bounds = {k: (ranges[k]["low"], ranges[k]["high"]) for k in knobs}
-        table = morris_effects(points[knobs], data, name, knobs, bounds, levels=int(design.get("levels", 4)),
+        table = morris_effects(points[knobs], data, name, knobs, bounds, levels=int(design.levels or MORRIS_LEVELS),
                                log_y=scale == "log", seed=seed)
         parts = [(row.knob, _morris_part(row, metric, scale, sesoi, mean)) for row in table.itertuples(index=False)]
         return parts, {"morris": table.assign(metric=name, scale=scale)[MORRIS_COLUMNS]}

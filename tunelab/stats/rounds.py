@@ -62,6 +62,7 @@ from tunelab.stats._validate import level_matches, sorted_levels
 from tunelab.stats.look import screen_look
 from tunelab.stats.screen_common import ROUND_COLUMNS, VERDICT_COLUMNS, rows_per_knob
 from tunelab.stats.screen_data import check_alpha, design_kind
+from tunelab.stats.screen_design import ScreenDesign, as_screen_design
 from tunelab.stats.screen_result import ScreenResult
 
 #: an alpha-spending function: ``(information fraction in [0, 1], alpha) -> alpha spent so far``
@@ -181,7 +182,7 @@ def pending_levels(result_or_verdicts: ScreenResult | pd.DataFrame, data: pd.Dat
 def screen_in_rounds(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str],
                       baseline: dict[str, Any], *, max_replicates: int, alpha: float = 0.05, correction: str = "holm",
                       spending: str = DEFAULT_SPENDING, round_column: str = "round", n_boot: int = 1000, seed: int = 0,
-                      design: Mapping[str, Any] | None = None, guards: Mapping[str, Any] | None = None,
+                      design: ScreenDesign | Mapping[str, Any] | None = None, guards: Mapping[str, Any] | None = None,
                       previous: ScreenResult | None = None, recycle: bool = True) -> ScreenResult:
     """Screen a study run in rounds, replaying the looks so that early stopping keeps the error rates.
 
@@ -237,9 +238,9 @@ def screen_in_rounds(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, An
     """
     options = _options(data, alpha, spending, max_replicates, round_column, recycle)
     knobs = list(knobs) if not isinstance(knobs, str) else knobs
-    # each look is a plain screen: a `rounds` entry would make `screen` replay the looks again
-    design = None if design is None else {k: v for k, v in design.items() if k != "rounds"}
-    screen_args = {"metrics": metrics, "correction": correction, "n_boot": n_boot, "seed": seed, "design": design,
+    # each look is one screen_look, which reads no `looks` of the design: the looks are made here
+    screen_args = {"metrics": metrics, "correction": correction, "n_boot": n_boot, "seed": seed,
+                   "design": as_screen_design(design),
                    **({"guards": guards} if guards is not None else {})}
     if round_column not in data.columns:
         return _single_look(data, knobs, baseline, alpha, options, screen_args)

@@ -17,14 +17,15 @@ import numpy as np
 import pandas as pd
 
 from tunelab.errors import DataError
-from tunelab.model import (DEFAULT_SESOI_PCT, METRIC_SCALES, RANGE_DESIGNS, USABLE_STATUSES, AnalysisKind, DesignType,
-                           Direction, MeasurementKind, Metric, ParseError)
+from tunelab.model import (DEFAULT_SESOI_PCT, METRIC_SCALES, RANGE_DESIGNS, USABLE_STATUSES, AnalysisKind, Direction,
+                           Metric)
 from tunelab.stats._validate import level_matches, sorted_levels
 from tunelab.stats.blocking import TESTBED, TESTBED_COLUMNS, between_testbed_spread, present_testbeds, spread_note
 from tunelab.stats.effects import check_bootstrap
 from tunelab.stats.guards import check_guards
 from tunelab.stats.multiplicity import METHODS
 from tunelab.stats.screen_common import PROFILE, RouteParts, failure_summary, untestable
+from tunelab.stats.screen_design import ScreenDesign, as_screen_design
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class ScreenRuns:
     correction: str
     n_boot: int
     seed: int
-    design: dict[str, Any] = field(default_factory=dict)
+    #: what the screen knows of the design (an empty view when none was given)
+    design: ScreenDesign = field(default_factory=ScreenDesign)
     profiles: list[Any] = field(default_factory=list)
     testbeds: list[Any] = field(default_factory=list)
     #: guards, the metrics measured on survivors of each guard, and trade-offs
@@ -61,7 +63,7 @@ class ScreenRuns:
 
 def prepare_runs(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str],
                  baseline: dict[str, Any], alpha: float, correction: str, n_boot: int, seed: int,
-                 design: Mapping[str, Any] | None, guards: Mapping[str, Any] | None) -> ScreenRuns:
+                 design: ScreenDesign | Mapping[str, Any] | None, guards: Mapping[str, Any] | None) -> ScreenRuns:
     """The arguments of :func:`tunelab.stats.screen` checked and prepared (see :class:`ScreenRuns`)."""
     check_alpha(alpha)
     check_bootstrap(n_boot, seed)
@@ -71,14 +73,15 @@ def prepare_runs(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]],
         raise DataError(f"data must be a pandas DataFrame, got {type(data).__name__}")
     metrics = normalise_metrics(metrics, data)
     knobs = list(knobs) if not isinstance(knobs, str) else knobs
-    design = design_kinds(design or {})
-    guard_specs, dependents, trade_offs = check_guards(guards if guards is not None else design.get("guards"), metrics)
-    check_knobs(data, knobs, baseline, need_runs=design.get("type") not in RANGE_DESIGNS)
+    view = as_screen_design(design)
+    design = view or ScreenDesign()
+    guard_specs, dependents, trade_offs = check_guards(guards if guards is not None else design.guards, metrics)
+    check_knobs(data, knobs, baseline, need_runs=design.type not in RANGE_DESIGNS)
     failed = data.iloc[0:0]
     if "status" in data.columns:
         usable = data["status"].isin(USABLE_STATUSES)
         data, failed = data[usable], data[~usable]
-    kind = analysis_kind(data, knobs, baseline, design)
+    kind = analysis_kind(data, knobs, baseline, view)
     notes: list[str] = []
     profiles = profile_levels(data, knobs, design)
     if profiles:
@@ -96,21 +99,6 @@ def prepare_runs(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]],
                       profiles, testbeds, guard_specs, dependents, trade_offs, spread, notes)
 
 
-def design_kinds(design: Mapping[str, Any]) -> dict[str, Any]:
-    """The design mapping with its ``type`` and ``measurement`` as members (:class:`DesignType`,
-    :class:`MeasurementKind`): the screen's edge, where a caller's text is parsed once.
-
-    >>> design_kinds({"type": "oat", "measurement": "duet"})["measurement"] is MeasurementKind.DUET
-    True
-    """
-    kinds = {"type": DesignType, "measurement": MeasurementKind}
-    try:
-        parsed = {key: kind.parse(design[key]) for key, kind in kinds.items() if design.get(key) is not None}
-        return {**design, **parsed}
-    except ParseError as exc:
-        raise DataError(f"design: {exc}") from None
-
-
 def check_alpha(alpha: float) -> None:
     """DataError unless ``0 < alpha < 1``."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0 < alpha < 1:
@@ -118,12 +106,13 @@ def check_alpha(alpha: float) -> None:
 
 
 def analysis_kind(data: pd.DataFrame, knobs: list[str], baseline: dict[str, Any],
-                  design: Mapping[str, Any]) -> AnalysisKind:
+                  design: ScreenDesign | None) -> AnalysisKind:
     """The route's kind: ``RANGE`` for a space-filling design (by its type, or without a design by
     :func:`looks_like_ranges`), else :func:`design_kind` of the runs."""
     kind = design_kind(data, knobs, baseline)
-    if design.get("type") in RANGE_DESIGNS or (not design and kind == AnalysisKind.FACTORIAL
-                                                and looks_like_ranges(data, knobs)):
+    if design is None:
+        return AnalysisKind.RANGE if kind == AnalysisKind.FACTORIAL and looks_like_ranges(data, knobs) else kind
+    if design.type in RANGE_DESIGNS:
         return AnalysisKind.RANGE
     return kind
 
@@ -213,15 +202,15 @@ def looks_like_ranges(data: pd.DataFrame, knobs: list[str]) -> bool:
     return False
 
 
-def profile_levels(data: pd.DataFrame, knobs: Sequence[str], design: Mapping[str, Any] | None = None) -> list[Any]:
+def profile_levels(data: pd.DataFrame, knobs: Sequence[str], design: ScreenDesign | None = None) -> list[Any]:
     """The load profiles of a profile-crossed study, reference first; empty unless the data's
     ``profile`` column holds two or more profiles (and is not one of ``knobs``).
 
-    The order is the design's (``design['profiles']``, from :func:`tunelab.study_data.design_info`),
+    The order is the design's (``design.profiles``, from :func:`tunelab.study_data.design_info`),
     then any other profile in sorted order; the first profile is the reference level of the
     profile factor (its contrasts and the interaction contrasts are against it).
 
-    >>> profile_levels(pd.DataFrame({"profile": ["overload", "low", "low"]}), ["k"], {"profiles": ["low", "overload"]})
+    >>> profile_levels(pd.DataFrame({"profile": ["overload", "low", "low"]}), ["k"], ScreenDesign(profiles=("low", "overload")))
     ['low', 'overload']
     >>> profile_levels(pd.DataFrame({"profile": ["low", "low"]}), ["k"])
     []
@@ -231,7 +220,7 @@ def profile_levels(data: pd.DataFrame, knobs: Sequence[str], design: Mapping[str
     present = sorted_levels(data[PROFILE].dropna())
     if len(present) < 2:
         return []
-    listed = [p for p in (design or {}).get("profiles") or () if p in present]
+    listed = [p for p in (design.profiles if design else ()) if p in present]
     return listed + [p for p in present if p not in listed]
 
 

@@ -74,12 +74,14 @@ from tunelab.stats.look import screen_look
 from tunelab.stats.mechanisms import counter_columns, mechanism_settings, mechanism_table
 from tunelab.stats.screen_data import check_alpha
 from tunelab.stats.screen_result import ScreenResult
-from tunelab.stats.rounds import screen_in_rounds
+from tunelab.stats.rounds import DEFAULT_SPENDING, screen_in_rounds
+from tunelab.stats.screen_design import ScreenDesign, as_screen_design
 
 
 def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str], baseline: dict[str, Any],
            alpha: float = 0.05, correction: str = "holm", n_boot: int = 1000, seed: int = 0,
-           design: Mapping[str, Any] | None = None, guards: Mapping[str, Any] | None = None) -> ScreenResult:
+           design: ScreenDesign | Mapping[str, Any] | None = None,
+           guards: Mapping[str, Any] | None = None) -> ScreenResult:
     """Screen knobs: which change which metric, by how much, and is the evidence strong enough?
 
     Parameters
@@ -102,15 +104,15 @@ def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs
         for Dunn's pairwise p; ``'none'`` falls back to Holm there).
     n_boot, seed : int
         Bootstrap resamples and seed of the percent-change intervals.
-    design : dict, optional
-        What the screen knows of the design beyond the runs (:func:`tunelab.study_data.design_info`):
-        ``type``, ``interactions``, ranges, profiles, guards; with ``rounds``
-        (``{max_replicates, spending}``) and a ``round`` column the study's looks are replayed by
-        :func:`tunelab.stats.rounds.screen_in_rounds`.
+    design : ScreenDesign or dict, optional
+        What the screen knows of the design beyond the runs (:class:`tunelab.stats.screen_design.ScreenDesign`,
+        which :func:`tunelab.study_data.design_info` builds; or its dict form): type, interactions, ranges,
+        profiles, guards; with ``looks`` (a dict's ``rounds``: ``{max_replicates, spending}``) and a
+        ``round`` column the study's looks are replayed by :func:`tunelab.stats.rounds.screen_in_rounds`.
     guards : dict, optional
         ``{"guards": [{name, direction, sesoi_pct | sesoi_abs}], "conditional_on": {metric: [guard]}}``
         (:func:`tunelab.study_data.design_info` builds it from the design and its load); None takes
-        ``design["guards"]``. A screened metric conditional on a guard that degrades beyond its SESOI
+        ``design.guards``. A screened metric conditional on a guard that degrades beyond its SESOI
         at the reported level becomes ``'not comparable'`` with the ``guard`` text (see
         :mod:`tunelab.stats.guards`); the ``guards`` table holds every guard's change per level.
 
@@ -124,13 +126,14 @@ def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs
         counter columns).
     """
     check_alpha(alpha)
-    rounds = dict(design or {}).get("rounds")
-    if rounds and isinstance(data, pd.DataFrame) and "round" in data.columns:
+    view = as_screen_design(design)
+    looks = view.looks if view else None
+    if looks and isinstance(data, pd.DataFrame) and "round" in data.columns:
         result = screen_in_rounds(data, metrics, knobs, baseline, alpha=alpha, correction=correction, n_boot=n_boot,
-                                  seed=seed, guards=guards, **rounds,
-                                  design={k: v for k, v in dict(design or {}).items() if k != "rounds"})
+                                  seed=seed, guards=guards, max_replicates=looks.max_replicates,
+                                  spending=looks.spending or DEFAULT_SPENDING, design=view)
     else:
-        result = screen_look(data, metrics, knobs, baseline, alpha, correction, n_boot, seed, design, guards)
+        result = screen_look(data, metrics, knobs, baseline, alpha, correction, n_boot, seed, view, guards)
     return with_mechanisms(result, data)
 
 
