@@ -270,6 +270,9 @@ def screen_inputs(source: str | Path, *, metrics: Sequence[Metric] = (), knobs: 
     design is parsed once, into :attr:`ScreenInputs.design`. Raises :class:`DataError` naming the
     problem (no such CSV, no metric named for a CSV, unknown column, empty store).
     """
+    if baselines is not None and not isinstance(baselines, Mapping):
+        raise DataError(f"baselines must map a knob column to its baseline level, e.g. {{'net.core.somaxconn': 4096}}; "
+                        f"got {type(baselines).__name__}")
     baselines = dict(baselines or {})
     text = str(source)
     if text.lower().endswith(".csv"):
