@@ -61,8 +61,8 @@ def test_a_dict_without_a_type_still_finds_a_range_design_by_its_runs() -> None:
 
 
 def test_a_bad_design_or_input_is_one_clear_error() -> None:
-    with pytest.raises(DataError, match="unknown key.*sequentail"):
-        as_screen_design({"type": "oat", "sequentail": {"max_replicates": 3}})
+    with pytest.raises(DataError, match="must be a ScreenDesign or a dict"):
+        as_screen_design(["oat"])
     with pytest.raises(DataError, match="design type 'oats' is unknown"):
         ScreenDesign(type="oats")
     with pytest.raises(DataError, match=r"Metric.parse\('qps:max:5'\)"):

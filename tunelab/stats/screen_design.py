@@ -71,7 +71,8 @@ MAPPING_KEYS = tuple(field.name for field in fields(ScreenDesign) if field.name 
 
 
 def as_screen_design(design: ScreenDesign | Mapping[str, Any] | None) -> ScreenDesign | None:
-    """``design`` as a :class:`ScreenDesign`; None for no design (None or an empty dict).
+    """``design`` as a :class:`ScreenDesign`; None for no design (None or an empty dict). A dict's keys
+    other than :data:`MAPPING_KEYS` are ignored.
 
     >>> as_screen_design({"type": "oat", "measurement": "duet"}).measurement is MeasurementKind.DUET
     True
@@ -86,11 +87,8 @@ def as_screen_design(design: ScreenDesign | Mapping[str, Any] | None) -> ScreenD
         raise DataError(f"design must be a ScreenDesign or a dict, got {type(design).__name__}")
     if not design:
         return None
-    unknown = sorted(map(str, set(design) - set(MAPPING_KEYS)))
-    if unknown:
-        raise DataError(f"design has unknown key(s) {', '.join(unknown)}; the screen knows {', '.join(MAPPING_KEYS)} "
-                        "(tunelab.study_data.design_info builds them from a design)")
-    values = {key: value for key, value in design.items() if key != "rounds"}
+    # other keys (a design's ``aliases``, say) are not the screen's business: the model finds aliases in the runs
+    values = {key: value for key, value in design.items() if key in MAPPING_KEYS and key != "rounds"}
     if "profiles" in values:
         values["profiles"] = tuple(values["profiles"] or ())
     rounds = design.get("rounds")
