@@ -296,7 +296,7 @@ def design_info(design: Any) -> ScreenDesign:
     """
     from tunelab.designs.generators import GENERATORS
     from tunelab.designs.schema import design_guards
-    from tunelab.stats.screen_design import ScreenDesign, SequentialLooks
+    from tunelab.stats.screen_design import RoundLooks, ScreenDesign
 
     import numpy as np
 
@@ -306,7 +306,7 @@ def design_info(design: Any) -> ScreenDesign:
         generated = GENERATORS.get(design.design_type).build(design, np.random.default_rng(design.seed)).info
     return ScreenDesign(
         type=design.design_type, interactions=design.analysis.interactions, guards=design_guards(design),
-        looks=SequentialLooks(spec.max, spec.spending or None) if spec is not None else None,
+        looks=RoundLooks(spec.max, spec.spending or None) if spec is not None else None,
         profiles=tuple(design.load.profiles) if design.load.crossed else (), measurement=design.measurement,
         ranges=generated.get("ranges"), levels=generated.get("levels"),
         points=pd.DataFrame(generated["points"]) if "points" in generated else None)

@@ -1,6 +1,6 @@
 """The screen's typed hand-offs: :class:`ScreenInputs` and :class:`ScreenDesign`, read once per call.
 
-On the recorded default study (data/examples, a sequential OAT design with guards), so nothing runs.
+On the recorded default study (data/examples, an OAT design run in rounds, with guards), so nothing runs.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import tunelab.study_data
 from tunelab.errors import DataError
 from tunelab.model import AnalysisKind, DesignType, Metric
 from tunelab.stats import screen
-from tunelab.stats.screen_design import ScreenDesign, SequentialLooks, as_screen_design
+from tunelab.stats.screen_design import RoundLooks, ScreenDesign, as_screen_design
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 
@@ -38,12 +38,12 @@ def test_the_inputs_and_the_design_are_typed_and_frozen() -> None:
 
 
 def test_the_dict_form_and_the_view_screen_alike() -> None:
-    """A notebook's dict (with the looks as ``sequential``) reads as the same view."""
+    """A notebook's dict (with the looks as ``rounds``) reads as the same view."""
     inputs = tunelab.study_data.screen_inputs("default", data_dir=EXAMPLES)
     view = inputs.design
     as_dict = {"type": "oat", "interactions": view.interactions, "guards": view.guards,
-               "sequential": {"max_replicates": view.looks.max_replicates, "spending": view.looks.spending}}
-    assert as_screen_design(as_dict) == replace(view, looks=SequentialLooks(view.looks.max_replicates,
+               "rounds": {"max_replicates": view.looks.max_replicates, "spending": view.looks.spending}}
+    assert as_screen_design(as_dict) == replace(view, looks=RoundLooks(view.looks.max_replicates,
                                                                             view.looks.spending))
     assert as_screen_design({}) is None and as_screen_design(None) is None
 
@@ -63,7 +63,7 @@ def test_a_dict_without_a_type_still_finds_a_range_design_by_its_runs() -> None:
 def test_a_bad_design_or_input_is_one_clear_error() -> None:
     with pytest.raises(DataError, match="must be a ScreenDesign or a dict"):
         as_screen_design(["oat"])
-    with pytest.raises(DataError, match="design type 'oats' is unknown"):
+    with pytest.raises(DataError, match="design: DesignType 'oats' must be one of"):
         ScreenDesign(type="oats")
     with pytest.raises(DataError, match=r"Metric.parse\('qps:max:5'\)"):
         tunelab.screen("default", data_dir=EXAMPLES, metrics=["qps:max"])

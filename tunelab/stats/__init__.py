@@ -22,7 +22,7 @@ from tunelab.stats.posthoc import compact_letters, dunn, games_howell, to_matrix
 from tunelab.stats.power import achieved_power, replicates_needed
 from tunelab.stats.oneway import recommend
 from tunelab.stats.screen_data import design_kind
-from tunelab.stats.screen_design import ScreenDesign, SequentialLooks
+from tunelab.stats.screen_design import RoundLooks, ScreenDesign
 from tunelab.stats.screen_result import ScreenResult, schema
 from tunelab.stats.screening import screen
 from tunelab.stats.rounds import SPENDING, look_alphas, pending_levels, screen_in_rounds, spent_alpha
@@ -37,6 +37,6 @@ __all__ = [
     "adjust",
     "tost",
     "replicates_needed", "achieved_power",
-    "screen", "ScreenResult", "ScreenDesign", "SequentialLooks", "design_kind", "recommend", "schema",
+    "screen", "ScreenResult", "RoundLooks", "ScreenDesign", "design_kind", "recommend", "schema",
     "screen_in_rounds", "pending_levels", "look_alphas", "spent_alpha", "SPENDING",
 ]

@@ -14,7 +14,7 @@ from tunelab.errors import DataError
 from tunelab.model import DesignType, MeasurementKind, ParseError
 
 @dataclass(frozen=True)
-class SequentialLooks:
+class RoundLooks:
     """The looks of a design run in rounds (its ``replicates.max`` and alpha-spending function)."""
 
     max_replicates: int
@@ -35,7 +35,7 @@ class ScreenDesign:
     guards : mapping, optional
         The guard metrics and what each metric is conditional on
         (:func:`tunelab.designs.schema.design_guards`).
-    looks : SequentialLooks, optional
+    looks : RoundLooks, optional
         A design run in rounds: the screen replays its looks (:func:`tunelab.stats.screen_in_rounds`).
     profiles : tuple
         The load profiles of a profile-crossed design, in design order (the first is the reference).
@@ -49,7 +49,7 @@ class ScreenDesign:
     type: DesignType | None = None
     interactions: Any = "auto"
     guards: Mapping[str, Any] | None = None
-    looks: SequentialLooks | None = None
+    looks: RoundLooks | None = None
     profiles: tuple[Any, ...] = ()
     measurement: MeasurementKind = MeasurementKind.SEQUENTIAL
     ranges: Mapping[str, Any] | None = None
@@ -77,7 +77,7 @@ def as_screen_design(design: ScreenDesign | Mapping[str, Any] | None) -> ScreenD
     >>> as_screen_design({"type": "oat", "measurement": "duet"}).measurement is MeasurementKind.DUET
     True
     >>> as_screen_design({"rounds": {"max_replicates": 6}}).looks
-    SequentialLooks(max_replicates=6, spending=None)
+    RoundLooks(max_replicates=6, spending=None)
     >>> as_screen_design({}) is None
     True
     """
@@ -93,5 +93,5 @@ def as_screen_design(design: ScreenDesign | Mapping[str, Any] | None) -> ScreenD
         values["profiles"] = tuple(values["profiles"] or ())
     rounds = design.get("rounds")
     if rounds:
-        values["looks"] = SequentialLooks(rounds["max_replicates"], rounds.get("spending"))
+        values["looks"] = RoundLooks(rounds["max_replicates"], rounds.get("spending"))
     return ScreenDesign(**values)
