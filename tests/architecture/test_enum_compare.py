@@ -69,9 +69,10 @@ def _literals(node: ast.expr, op: ast.cmpop) -> list[str]:
     return []
 
 
-def string_compared_enums(trees: dict[str, ast.Module]) -> list[str]:
-    """``path:line: comparison  ['literal' is a value of Enum]`` for every offending comparison."""
-    values = enum_values(trees)
+def string_compared_enums(trees: dict[str, ast.Module], values: dict[str, set[str]] | None = None) -> list[str]:
+    """``path:line: comparison  ['literal' is a value of Enum]`` for every offending comparison (``values``: the
+    enums' values, by default those the trees define)."""
+    values = enum_values(trees) if values is None else values
     found = []
     for path, tree in trees.items():
         for node in ast.walk(tree):
@@ -139,3 +140,30 @@ def test_kinds_never_equal_their_text_nor_each_other() -> None:
     assert all(type(kind).parse(kind.value) is kind and type(kind).parse(kind) is kind for kind in kinds)
     with pytest.raises(ParseError, match="MeasurementKind 'ABBA' must be one of sequential, duet"):
         MeasurementKind.parse("ABBA")
+
+
+def _notebook_trees() -> dict[str, ast.Module]:
+    """The code cells of notebooks/*.ipynb, each notebook as one module (IPython magics left out)."""
+    import nbformat
+
+    trees = {}
+    for path in sorted((PACKAGE.parent / "notebooks").glob("*.ipynb")):
+        cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        code = "\n".join(line for cell in cells for line in cell.splitlines() if not line.lstrip().startswith(("%", "!")))
+        trees[str(path.relative_to(PACKAGE.parent))] = ast.parse(code, filename=str(path))
+    return trees
+
+
+def test_no_notebook_compares_a_plain_kind_with_its_text() -> None:
+    """The notebooks run tunelab's results through papermill: a plain kind (AnalysisKind, DesignType, ...) compared
+    with its text there is always unequal, and no test of tunelab/ would see it."""
+    from enum import Enum
+
+    import tunelab.model as model
+
+    plain = {member.value for obj in vars(model).values() if isinstance(obj, type) and issubclass(obj, Enum)
+             and not issubclass(obj, str) for member in obj}
+    assert {"oat", "range", "duet"} <= plain
+    values = {value: enums for value, enums in enum_values(_trees()).items() if value in plain}
+    found = string_compared_enums(_notebook_trees(), values)
+    assert found == [], "\n".join(found)
