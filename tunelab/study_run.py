@@ -278,11 +278,10 @@ def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | Non
     design = _without_busy_rule_on_one_machine(design, warnings)
     load, load_settings = _one_load(design, beds)
     design_preflight(design, load).check(options.force)
-    runner.prepare_run(design, None, allow_host_global=options.allow_host_global, load=load,
-                       load_settings=load_settings)                           # bad values stop here
+    checked = runner.prepare_run(design, None, allow_host_global=options.allow_host_global, load=load,
+                                 load_settings=load_settings)                 # bad values stop here, before the store
     with study_store(design.name, design.design_hash, design_text, target_spec_for(design), path) as (opened, removed):
-        finished = runner.prepare_run(design, opened, allow_host_global=options.allow_host_global, load=load,
-                                      load_settings=load_settings, retry_failed=options.retry_failed)
+        finished = checked.resumed(opened, options.retry_failed)
         if _nothing_left(design, opened, finished):                          # no cluster to start
             study = StudyRun(finished.study, opened.path, len(finished.rows), len(finished.rows))
         else:

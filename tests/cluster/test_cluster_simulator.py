@@ -262,6 +262,19 @@ def test_a_bad_testbeds_file_is_one_error_line_before_anything_runs(case: str, t
     assert not (tmp_path / "data").exists()           # no store: nothing was run or recorded
 
 
+def test_a_refused_plan_on_testbeds_is_one_error_line_before_the_store_opens(tmp_path: Path, capsys,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan is checked once, before the store: a host-global knob not allowed opens no store and starts no Dask."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "beds.yaml").write_text("testbeds:\n  - {name: a, type: simulator}\n")
+    (tmp_path / "sim.yaml").write_text(DESIGN.replace("design:", "  - {name: vm.swappiness, levels: [60, 10], "
+                                                                     "baseline: 60}\ndesign:"))
+    assert main(["run", "sim.yaml", "--testbeds", "beds.yaml", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "refusing to change host-global knob(s) vm.swappiness" in err, err
+    assert not (tmp_path / "data").exists()
+
+
 def test_an_existing_scheduler_and_named_workers_run_the_study(tmp_path: Path, capsys,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """`dask scheduler` and one `dask worker --name TESTBED --resources testbed=1` per testbed, as the

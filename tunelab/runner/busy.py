@@ -58,4 +58,4 @@ def repeat_while_busy(outcome: TrialOutcome, measure: Callable[[Mapping[str, Any
     return outcome
 
 
-__all__ = ['BusyRule', 'busy_rule', 'repeat_while_busy']
+__all__ = ["BusyRule", "busy_rule", "repeat_while_busy"]

@@ -73,4 +73,4 @@ def durations(design: Design) -> tuple[float, float]:
     return warmup_s, measure_s
 
 
-__all__ = ['PlannedTrial', 'durations', 'load_for', 'load_of', 'planned_trials', 'profile_settings', 'target_spec_of']
+__all__ = ["PlannedTrial", "durations", "load_for", "load_of", "planned_trials", "profile_settings", "target_spec_of"]

@@ -16,6 +16,7 @@ from tunelab.targets import Target
 
 
 def knob_text(knob: Knob, value: Any) -> str:
+    """``value`` as the knob writes it, for a message (its ``repr`` when the knob cannot format it)."""
     try:
         return knob.to_text(value)
     except Exception:  # noqa: BLE001 - only for the message
@@ -96,4 +97,4 @@ def _put_back_resets(target: Target, items: Sequence[tuple[int, BoundKnob, str |
     return problems
 
 
-__all__ = ['host_identities', 'knob_text', 'reset_by_writes', 'write_back']
+__all__ = ["host_identities", "knob_text", "reset_by_writes", "write_back"]

@@ -89,4 +89,4 @@ def keyed_settings(load: Load, settings: Mapping[str, Any], run_key: str) -> dic
     return settings
 
 
-__all__ = ['StorePrivateDirs', 'cleanup_load', 'keyed_settings', 'prepare_load']
+__all__ = ["StorePrivateDirs", "cleanup_load", "keyed_settings", "prepare_load"]

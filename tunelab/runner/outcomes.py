@@ -85,4 +85,4 @@ class RunSummary:
         return "\n".join(lines)
 
 
-__all__ = ['FOREIGN_LOAD_WARN', 'RunSummary', 'TrialOutcome']
+__all__ = ["FOREIGN_LOAD_WARN", "RunSummary", "TrialOutcome"]

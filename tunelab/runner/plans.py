@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
@@ -79,6 +79,12 @@ class RunSetup:
     def machine_cpu_s(self, nproc: int | None) -> float:
         """CPU seconds of the whole machine during one trial's load (turns foreign CPU into a share)."""
         return (nproc or os.cpu_count() or 1) * (self.warmup_s + self.measure_s)
+
+    def resumed(self, store: Store, retry_failed: bool = False) -> RunSetup:
+        """This setup, checked before any store opened, with only the planned trials ``store`` has no outcome for
+        (failed ones too with ``retry_failed``): what :func:`prepare_run` with the store returns, without
+        binding and checking the plan again."""
+        return replace(self, todo=_still_to_run(store, self.rows, self.phase, retry_failed))
 
 
 def prepare_run(
@@ -287,4 +293,4 @@ def run_provenance_of(store: Store, load: Load, description: Mapping[str, Any]) 
     }
 
 
-__all__ = ['PlanRunner', 'RunSetup', 'describe_target', 'preflight', 'prepare_run', 'recover_journal', 'run_design', 'run_provenance_of']
+__all__ = ["PlanRunner", "RunSetup", "describe_target", "preflight", "prepare_run", "recover_journal", "run_design", "run_provenance_of"]

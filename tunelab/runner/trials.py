@@ -374,4 +374,4 @@ def supersede_failed(store: Store, phase: str, run_key: str, trial_id: int) -> N
         supersede(phase, run_key, trial_id)
 
 
-__all__ = ['Checkpoint', 'run_trial', 'server_cpu_metric', 'supersede_failed']
+__all__ = ["Checkpoint", "run_trial", "server_cpu_metric", "supersede_failed"]
