@@ -322,14 +322,5 @@ def interrupt_testbed(stop: bool = True) -> str | None:
     return runtime.bed.name
 
 
-def close_testbed() -> str | None:
-    """Run on every worker (``client.run``): take its testbed down now (labs are removed)."""
-    _, runtime = _runtime()
-    if runtime is None:
-        return None
-    runtime.close()
-    return runtime.bed.name
-
-
 __all__ = ["BedSpec", "KEEP_TRIALS", "PLUGIN_NAME", "RunContext", "TestbedPlugin", "TestbedRuntime", "TrialReply",
-           "TrialRequest", "close_testbed", "interrupt_testbed", "journal_path", "run_on_testbed"]
+           "TrialRequest", "interrupt_testbed", "journal_path", "run_on_testbed"]
