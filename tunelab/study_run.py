@@ -40,8 +40,9 @@ from tunelab.knobs import get_knob
 from tunelab.loads import Load
 from tunelab.model import MeasurementKind
 from tunelab.preflight import design_preflight
-from tunelab.rounds import StudyBudget, StudyRun, budget_of, run_study
+from tunelab.rounds import StudyBudget, budget_of, run_study
 from tunelab.run_owner import owned_run
+from tunelab.study_result import StudyRun
 from tunelab.store import Store, default_store_path
 from tunelab.targets import Target, build_target, check_target_spec
 
