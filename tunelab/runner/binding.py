@@ -106,4 +106,5 @@ def check_trial(specs: Sequence[BoundKnob], config: Mapping[str, Any], allow_hos
     return validate_config(specs, config)
 
 
-__all__ = ["BoundKnob", "KnobLookup", "bind_knob_ids", "bind_knobs", "check_host_global", "check_trial", "validate_config"]
+__all__ = ["BoundKnob", "KnobLookup", "bind_knob_ids", "bind_knobs", "check_host_global", "check_trial",
+           "validate_config"]

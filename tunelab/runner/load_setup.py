@@ -1,6 +1,7 @@
 """The load's files on its host around a run: put there and checked once before the first trial
-(:func:`prepare_load`), its private directories journalled in the study's store (:class:`StorePrivateDirs`), removed
-at the end (:func:`cleanup_load`); and the per-trial settings of a load seeded by the run key (:func:`keyed_settings`)."""
+(:func:`prepare_load`), its private directories journalled in the study's store (:class:`StorePrivateDirs`),
+removed at the end (:func:`cleanup_load`); and the per-trial settings of a load seeded by the run key
+(:func:`keyed_settings`)."""
 from __future__ import annotations
 
 import sys

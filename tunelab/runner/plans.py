@@ -293,4 +293,5 @@ def run_provenance_of(store: Store, load: Load, description: Mapping[str, Any]) 
     }
 
 
-__all__ = ["PlanRunner", "RunSetup", "describe_target", "preflight", "prepare_run", "recover_journal", "run_design", "run_provenance_of"]
+__all__ = ["PlanRunner", "RunSetup", "describe_target", "preflight", "prepare_run", "recover_journal", "run_design",
+           "run_provenance_of"]
