@@ -20,7 +20,8 @@ from tunelab.cli import main
 from tunelab.cluster import (QUARANTINE_AFTER, BedSpec, Dispatcher, TestbedCluster, journal_path,
                              run_design_on_testbeds)
 from tunelab.designs import load_design_text, make_plan
-from tunelab.runner import load_for, run_design
+from tunelab.runner.design_access import load_for
+from tunelab.runner.plans import run_design
 from tunelab.simulator import SimulatorTarget
 from tunelab.errors import StoreError
 from tunelab.store import Store

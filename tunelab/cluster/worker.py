@@ -30,8 +30,12 @@ from tunelab.errors import TunelabError
 from tunelab.journal import host_identity, remove_orphan_labs, restore_journal
 from tunelab.loads import Load
 from tunelab.paths import testbed_dir
-from tunelab.runner import (BoundKnob, BusyRule, RunSummary, cleanup_load, describe_target, preflight,
-                            StorePrivateDirs, recover_journal, repeat_while_busy, run_trial)
+from tunelab.runner.binding import BoundKnob
+from tunelab.runner.busy import BusyRule, repeat_while_busy
+from tunelab.runner.load_setup import StorePrivateDirs, cleanup_load
+from tunelab.runner.outcomes import RunSummary
+from tunelab.runner.plans import describe_target, preflight, recover_journal
+from tunelab.runner.trials import run_trial
 from tunelab.store import Store
 from tunelab.targets import Target
 
