@@ -20,6 +20,7 @@ from tunelab.errors import DesignError, KnobError, SafetyError
 from tunelab.knobs import Knob, get_knob
 from tunelab.model import KnobId
 
+#: knob name -> catalogue :class:`~tunelab.knobs.Knob` (default :func:`~tunelab.knobs.get_knob`; tests pass fakes)
 KnobLookup = Callable[[str], Knob]
 
 

@@ -57,6 +57,7 @@ from tunelab.signals import deferred_interrupts
 from tunelab.store import Store
 from tunelab.targets import CommandResult, Target
 
+#: called with the name of each point a trial reaches (see the module docstring); tests kill the process there
 Checkpoint = Callable[[str], None]
 
 
