@@ -10,7 +10,7 @@ knob and lab verbs live in :mod:`tunelab.knobs.discovery` and :mod:`tunelab.labs
 function                  does                                        returns
 ========================  ==========================================  ===========================
 :func:`plan`              validate a design, build its plan           :class:`PlanResult`
-:func:`run`               run the plan, record trials in the store    :class:`RunResult`
+:func:`run`               run the plan, record trials in the store    :class:`StudyRun`
 :func:`screen`            which knobs matter (a study or a CSV)       ``stats.ScreenResult``
 :func:`refine`            GA / NSGA-II search, ABBA confirmation      :class:`RefineRun`
 :func:`validate`          candidate vs baseline in ABBA blocks        :class:`ValidateRun`
@@ -35,7 +35,6 @@ PosixPath('reports/default/index.html')
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,11 +42,10 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
-from tunelab import journal, leases
 from tunelab import testbeds as testbeds_mod
 from tunelab.display import Displayed
 from tunelab.designs import Design, check_design_commands, load_design, make_plan, plan_records, plan_summary
-from tunelab.errors import DesignError, StoreDamagedError, StoreError, TargetError, TunelabError
+from tunelab.errors import DesignError, StoreError
 from tunelab.formatting import fmt_config
 from tunelab.knobs.discovery import KnobList, knob_check, knob_info, knob_list
 from tunelab.labs import LabDown, LabStatus, LabUp, lab_down, lab_status, lab_up
@@ -58,14 +56,16 @@ from tunelab.optimize.confirm import EXIT_STATUS
 from tunelab.optimize.export import design_fragment, sysctl_conf
 from tunelab.optimize.validation import ValidateRun, flags_request, run_validate
 from tunelab.optimize.workflow import check_warm_start, refine_study, setup_from_design
+from tunelab.preflight import plan_preflight
+from tunelab.probe_run import probe_plan
+from tunelab.recovery import RestoreResult, restore_stores
 from tunelab.report import build_report
-from tunelab.rounds import StudyRun
+from tunelab.study_result import StudyRun
 from tunelab.runner import Checkpoint
 from tunelab.simulator import refine_setup        # importing it registers the SYNTHETIC "simulator" target
 from tunelab.store import Store, check_study_name, default_store_path, store_path_for
-from tunelab.study_run import (RunOptions, checked_testbeds, run_study_of, study_store,
-                               target_spec_for, with_busy_rule)
-from tunelab.targets import build_target, check_target_spec
+from tunelab.study_run import RunOptions, checked_testbeds, run_study_of, with_busy_rule
+from tunelab.targets import check_target_spec
 from tunelab.study_data import screen_inputs
 
 PathLike = str | os.PathLike[str]
@@ -121,7 +121,7 @@ def plan(design_path: PathLike, *, allow_design_commands: bool = False, probe: b
     allow_design_commands : accept target options that run commands as root (``service_commands``);
         without it such a design is refused exactly as :func:`run` would refuse it
     probe : apply each distinct planned configuration on the design's target (or ``target``) in
-        write order, read it back and restore it (:func:`tunelab.constraints.probe_design`); the
+        write order, read it back and restore it (:func:`tunelab.probe_run.probe_plan`); the
         combinations the kernel refuses and the ``exclude:`` entries to paste go to
         ``summary["probe"]``. Without it no machine is touched.
     allow_host_global : let the probe change host-global knobs (as ``tunelab run --allow-host-global``)
@@ -135,56 +135,21 @@ def plan(design_path: PathLike, *, allow_design_commands: bool = False, probe: b
     commands = check_design_commands(design, allow_design_commands)
     frame = make_plan(design)
     summary = plan_summary(design, frame)
-    summary["preflight"] = _design_preflight(design).to_json()
+    summary["preflight"] = plan_preflight(design).to_json()
     if probe:
-        summary["probe"] = _probe(design, Path(design_path), frame, target, allow_host_global, allow_design_commands,
-                                  store).to_json()
+        summary["probe"] = probe_plan(design, design_path, frame, target=target, allow_host_global=allow_host_global,
+                                      allow_design_commands=allow_design_commands, store=store).to_json()
     return PlanResult(design, frame, summary, list(commands))
 
 
-def _design_preflight(design: Design) -> Any:
-    """The pre-flight from the design alone (:func:`tunelab.preflight.design_preflight`; no target is reached)."""
-    from tunelab.loads import get_load
-    from tunelab.preflight import design_preflight
-
-    target_cls = check_target_spec(target_spec_for(design), allow_commands=True)
-    paired = target_cls.paired_load(dict(design.target.options), design.load.profile)
-    return design_preflight(design, paired[0] if paired is not None else get_load(design.load.generator)())
-
-
-def _probe(design: Design, design_path: Path, frame: pd.DataFrame, target: str | None, allow_host_global: bool,
-           allow_design_commands: bool, store: PathLike | None) -> Any:
-    """The feasibility probe of :func:`plan`, under the run's safety rules (lease, crashed runs, journal).
-
-    Its journal is a store of its own, keyed by the study name only, so editing the design after a
-    probe (adding the suggested exclusions) neither clashes with it nor with the study's store.
-    """
-    from tunelab.constraints import probe_design
-
-    spec = target_spec_for(design, target)
-    target_cls = check_target_spec(spec, allow_commands=allow_design_commands)
-    if getattr(target_cls, "writes_nothing", False):
-        raise TargetError(f"the {spec['type']} target writes nothing, so it cannot tell which knob combinations the "
-                          "kernel refuses; probe on the target the study runs on (lab, local, ssh, simulator)")
-    path = Path(store) if store is not None else default_store_path(design.name).with_suffix(".probe.sqlite")
-    key = hashlib.sha256(f"probe:{design.name}".encode()).hexdigest()
-    with study_store(design.name, key, Path(design_path).read_text(), spec, path) as (opened, _):
-        with build_target(spec, allow_commands=allow_design_commands) as live:
-            return probe_design(design, live, opened, plan=frame, allow_host_global=allow_host_global)
-
-
 # ---- run ------------------------------------------------------------------------------------------
-
-
-#: what :func:`run` returns: the runner's counts over every round, the rounds, the calibration, the labs removed
-RunResult = StudyRun
 
 
 def run(design_path: PathLike, *, target: str | None = None, store: PathLike | None = None,
         allow_host_global: bool = False, progress: bool = True, retry_failed: bool = False,
         allow_design_commands: bool = False, checkpoint: Checkpoint | None = None,
         repeat_busy_pct: float | None = None, testbeds: PathLike | None = None,
-        scheduler: str | None = None, force: bool = False) -> RunResult:
+        scheduler: str | None = None, force: bool = False) -> StudyRun:
     """Run a design's plan on its target (or ``target``) and record every trial in the store.
 
     Resumes: trials already recorded are skipped. Target options that run commands (e.g.
@@ -540,83 +505,29 @@ def export(study: PathLike, *, phase: str = "screen", include_flagged: bool = Fa
     return ExportResult(name, phase, tidy)
 
 
-@dataclass
-class StoreRestore:
-    """One store's restore: the report's lines, whether all is back, or the error that stopped it."""
-
-    path: Path
-    lines: list[str]
-    ok: bool
-    error: str | None = None
-
-
-@dataclass
-class RestoreResult:
-    """What :func:`restore` did: orphaned labs removed, then each store's restore."""
-
-    labs_removed: list[str]
-    stores: list[StoreRestore]
-
-    @property
-    def ok(self) -> bool:
-        return all(s.ok for s in self.stores)
-
-    @property
-    def exit_status(self) -> int:
-        """0 when everything is back, 1 when some entry was refused or failed."""
-        return 0 if self.ok else 1
-
-    def to_json(self) -> dict[str, Any]:
-        return {"labs_removed": list(self.labs_removed), "ok": self.ok,
-                "stores": [{"path": str(s.path), "lines": list(s.lines), "ok": s.ok, "error": s.error}
-                           for s in self.stores]}
-
-
-def _restore_store(path: Path, allow_host_global: bool) -> journal.RestoreReport:
-    """Restore one store's journal; a damaged store (its integrity check failed) is read, never written."""
-    try:
-        with Store(path) as opened:
-            return journal.restore_journal(opened, allow_host_global=allow_host_global, remove_orphans=False)
-    except StoreDamagedError:
-        return journal.restore_damaged(path, allow_host_global=allow_host_global)
-
-
 def restore(studies: Sequence[PathLike] = (), *, all_stores: bool = False, data_dir: PathLike = "data",
             allow_host_global: bool = False, testbeds: PathLike | None = None) -> RestoreResult:
     """Put back every knob a crashed or interrupted run left changed (see ``tunelab restore --help``).
 
-    Orphaned labs are removed first. With ``all_stores`` every store in ``data_dir`` is restored
-    and one bad store does not stop the others (its error is recorded); otherwise the first
-    error is raised. Never replays another machine's entries, host-global knobs (unless
-    ``allow_host_global``) or commands.
+    The sequence is :func:`tunelab.recovery.restore_stores`'s: orphaned labs are removed first. With
+    ``all_stores`` every store in ``data_dir`` is restored and one bad store does not stop the others (its
+    error is recorded); otherwise the first error is raised. Never replays another machine's entries,
+    host-global knobs (unless ``allow_host_global``) or commands.
     With ``testbeds`` (a testbeds file) each testbed's own journal on this machine is restored too:
     what a lost Dask worker left changed (:mod:`tunelab.cluster`).
     """
     if all_stores == bool(studies) and testbeds is None:
         raise StoreError("name the studies to restore, or pass --all (not both), or --testbeds FILE")
-    removed = journal.remove_orphan_labs()
     paths = sorted(Path(data_dir).glob("*.sqlite")) if all_stores else [store_path_for(s, data_dir) for s in studies]
     if testbeds is not None:
         from tunelab.cluster import journal_path
 
         paths += [journal_path(bed.name) for bed in testbeds_mod.load_testbeds(testbeds)
                   if journal_path(bed.name).exists()]
-    if not paths:
-        return RestoreResult(removed, [])
-    done = []
-    for path in paths:
-        try:
-            result = _restore_store(path, allow_host_global)
-            done.append(StoreRestore(path, result.lines(), result.ok))
-        except TunelabError as exc:
-            if not all_stores:
-                raise
-            done.append(StoreRestore(path, [], False, str(exc)))   # one bad store must not stop the others
-    leases.sweep()                                                  # leases of dead runs whose stores are now clean
-    return RestoreResult(removed, done)
+    return restore_stores(paths, allow_host_global=allow_host_global, keep_going=all_stores)
 
 
 __all__ = ["ExportResult", "KnobList", "LabDown", "LabStatus", "LabUp", "PlanResult", "RefineRun", "ReportResult",
-           "RestoreResult", "RunResult", "ValidateRun", "export", "knob_check", "knob_info", "knob_list", "lab_down",
+           "RestoreResult", "StudyRun", "ValidateRun", "export", "knob_check", "knob_info", "knob_list", "lab_down",
            "lab_status", "lab_up", "plan", "refine", "report", "restore", "run",
            "screen", "validate", "validate_change", "preview_validate"]

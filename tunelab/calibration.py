@@ -32,11 +32,12 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab import runner
 from tunelab.designs import Design
 from tunelab.designs.generators import runs_per_replicate
 from tunelab.designs.plan import PLAN_COLUMNS
 from tunelab.model import RANGE_DESIGNS, DesignType, MeasurementKind, Phase, json_value
+from tunelab.runner.outcomes import RunSummary
+from tunelab.runner.plans import PlanRunner
 from tunelab.store import Store
 
 #: the phase of the A/A trials
@@ -84,7 +85,7 @@ class Calibration:
     table: pd.DataFrame
     replicates: int
     warnings: list[str] = field(default_factory=list)
-    summary: "runner.RunSummary | None" = None
+    summary: "RunSummary | None" = None
 
     @property
     def paired(self) -> bool:
@@ -173,7 +174,7 @@ def assess_noise(frame: pd.DataFrame, design: Design, runs: int | None = None) -
                        replicates=replicates, warnings=warnings)
 
 
-def run_calibration(design: Design, store: Store, run_plan: runner.PlanRunner) -> Calibration | None:
+def run_calibration(design: Design, store: Store, run_plan: PlanRunner) -> Calibration | None:
     """Run the design's ``noise.calibration_runs`` A/A trials (skipping those already recorded) with
     ``run_plan(phase, plan)`` (:func:`tunelab.study_run.plan_runner`) and assess them; None when the
     design asks for none. On many testbeds the A/A trials are spread over them, and the noise is

@@ -26,8 +26,10 @@ from tunelab.designs.constraints import entry_text, in_write_order
 from tunelab.errors import KnobError, TunelabError
 from tunelab.journal import host_identity
 from tunelab.model import level_to_json
-from tunelab.runner import (BoundKnob, KnobLookup, bind_knobs, check_trial, recover_journal, reset_by_writes,
-                            target_spec_of, write_back)
+from tunelab.runner.binding import BoundKnob, KnobLookup, bind_knobs, check_trial
+from tunelab.runner.design_access import target_spec_of
+from tunelab.runner.knob_writes import reset_by_writes, write_back
+from tunelab.runner.plans import recover_journal
 from tunelab.signals import deferred_interrupts
 from tunelab.store import Store
 from tunelab.targets import Target

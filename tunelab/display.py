@@ -1,7 +1,7 @@
 """How a result shows itself in a notebook: a short HTML summary (``_repr_html_``) and its first figure (``plot()``).
 
 A result is made in a low layer (a :class:`~tunelab.stats.ScreenResult` in ``stats``, a
-:class:`~tunelab.rounds.StudyRun` in ``rounds``, a ``ValidateRun`` in ``optimize``), but its HTML and
+:class:`~tunelab.study_result.StudyRun` in ``study_result``, a ``ValidateRun`` in ``optimize``), but its HTML and
 figures are the report's (:mod:`tunelab.report`, layer 8), which a low layer may not import. So each
 result class derives from :class:`Displayed`, and :mod:`tunelab.report.reprs` registers a :class:`View`
 of it in :data:`VIEWS`, under the class's name, when :mod:`tunelab.report` is imported

@@ -380,8 +380,6 @@ class Verdict(_ValueEnum):
 
 
 VERDICTS = tuple(Verdict)
-#: verdicts that need no more replicates: a relevant effect, equivalence, or a guard that tripped
-DECIDED_VERDICTS = (Verdict.MATTERS, Verdict.EQUIVALENT, Verdict.NOT_COMPARABLE)
 
 
 class _Kind(Enum):
@@ -517,7 +515,7 @@ def counter_columns(frame: Any) -> list[str]:
 #: design types the screen reads as space-filling (range) designs: regression or elementary effects, not levels
 RANGE_DESIGNS = (DesignType.LATIN_HYPERCUBE, DesignType.MORRIS)
 
-__all__ = ["AnalysisKind", "COUNTER_PREFIX", "DECIDED_VERDICTS", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES",
+__all__ = ["AnalysisKind", "COUNTER_PREFIX", "DEFAULT_SESOI_PCT", "DIRECTION_WORDS", "DONE_STATUSES",
            "DesignType",
            "Direction", "FINAL_STATUSES", "HOSTS", "KnobId", "MeasurementKind", "Metric", "PHASES", "ParseError", "PartKind", "Phase", "Role", "Traffic",
            "RANGE_DESIGNS", "TrialStatus", "USABLE_STATUSES", "VERDICTS", "Verdict", "counter_columns", "is_counter_column", "json_value", "knob_id",

@@ -40,8 +40,9 @@ from tunelab.knobs import get_knob
 from tunelab.loads import Load
 from tunelab.model import MeasurementKind
 from tunelab.preflight import design_preflight
-from tunelab.rounds import StudyBudget, StudyRun, budget_of, run_study
+from tunelab.rounds import StudyBudget, budget_of, run_study
 from tunelab.run_owner import owned_run
+from tunelab.study_result import StudyRun
 from tunelab.store import Store, default_store_path
 from tunelab.targets import Target, build_target, check_target_spec
 
@@ -278,11 +279,10 @@ def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | Non
     design = _without_busy_rule_on_one_machine(design, warnings)
     load, load_settings = _one_load(design, beds)
     design_preflight(design, load).check(options.force)
-    runner.prepare_run(design, None, allow_host_global=options.allow_host_global, load=load,
-                       load_settings=load_settings)                           # bad values stop here
+    checked = runner.prepare_run(design, None, allow_host_global=options.allow_host_global, load=load,
+                                 load_settings=load_settings)                 # bad values stop here, before the store
     with study_store(design.name, design.design_hash, design_text, target_spec_for(design), path) as (opened, removed):
-        finished = runner.prepare_run(design, opened, allow_host_global=options.allow_host_global, load=load,
-                                      load_settings=load_settings, retry_failed=options.retry_failed)
+        finished = checked.resumed(opened, options.retry_failed)
         if _nothing_left(design, opened, finished):                          # no cluster to start
             study = StudyRun(finished.study, opened.path, len(finished.rows), len(finished.rows))
         else:

@@ -20,7 +20,8 @@ from tunelab.cli import main
 from tunelab.cluster import (QUARANTINE_AFTER, BedSpec, Dispatcher, TestbedCluster, journal_path,
                              run_design_on_testbeds)
 from tunelab.designs import load_design_text, make_plan
-from tunelab.runner import load_for, run_design
+from tunelab.runner.design_access import load_for
+from tunelab.runner.plans import run_design
 from tunelab.simulator import SimulatorTarget
 from tunelab.errors import StoreError
 from tunelab.store import Store
@@ -260,6 +261,19 @@ def test_a_bad_testbeds_file_is_one_error_line_before_anything_runs(case: str, t
     assert len(err.splitlines()) == 1 and err.startswith("tunelab: error:"), err
     assert expected.replace("PORT", str(port)) in err, err
     assert not (tmp_path / "data").exists()           # no store: nothing was run or recorded
+
+
+def test_a_refused_plan_on_testbeds_is_one_error_line_before_the_store_opens(tmp_path: Path, capsys,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan is checked once, before the store: a host-global knob not allowed opens no store and starts no Dask."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "beds.yaml").write_text("testbeds:\n  - {name: a, type: simulator}\n")
+    (tmp_path / "sim.yaml").write_text(DESIGN.replace("design:", "  - {name: vm.swappiness, levels: [60, 10], "
+                                                                     "baseline: 60}\ndesign:"))
+    assert main(["run", "sim.yaml", "--testbeds", "beds.yaml", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "refusing to change host-global knob(s) vm.swappiness" in err, err
+    assert not (tmp_path / "data").exists()
 
 
 def test_an_existing_scheduler_and_named_workers_run_the_study(tmp_path: Path, capsys,

@@ -15,7 +15,7 @@ import pytest
 from tunelab.counters import CounterRequest, CounterSource
 from tunelab.errors import StoreError
 from tunelab.loads.base import Load, LoadResult, MetricInfo
-from tunelab.runner import run_trial
+from tunelab.runner.trials import run_trial
 from tunelab.store import SCHEMA_VERSION, Store
 from tunelab.targets.base import CommandResult, Target
 

@@ -26,7 +26,8 @@ from tunelab.designs import Design, load_design_text, make_plan, plan_summary  #
 from tunelab.designs.constraints import entry_text, write_rank  # noqa: E402
 from tunelab.errors import DesignError, SafetyError, TargetError  # noqa: E402
 from tunelab.journal import restore_journal  # noqa: E402
-from tunelab.runner import bind_knobs, run_trial  # noqa: E402
+from tunelab.runner.binding import bind_knobs  # noqa: E402
+from tunelab.runner.trials import run_trial  # noqa: E402
 from tunelab.store import Store  # noqa: E402
 
 

@@ -210,7 +210,7 @@ def _crossed_plan(fakes: Any, profiles: tuple[str, ...]) -> pd.DataFrame:
 
 
 def test_each_trial_runs_with_its_profiles_settings(fakes: Any, tmp_path: Path) -> None:
-    from tunelab.runner import run_design
+    from tunelab.runner.plans import run_design
 
     target = fakes.FileTarget(tmp_path / "machine")
     target.seed(fakes.INITIAL)
@@ -235,7 +235,7 @@ def test_each_trial_runs_with_its_profiles_settings(fakes: Any, tmp_path: Path) 
 
 
 def test_a_plan_naming_an_unknown_profile_stops_before_anything_runs(fakes: Any, tmp_path: Path) -> None:
-    from tunelab.runner import run_design
+    from tunelab.runner.plans import run_design
 
     target = fakes.FileTarget(tmp_path / "machine")
     target.seed(fakes.INITIAL)

@@ -23,7 +23,8 @@ import pytest
 import tunelab
 from tunelab.designs import load_design, make_plan
 from tunelab.errors import SafetyError
-from tunelab.runner import prepare_run, run_design, target_spec_of
+from tunelab.runner.design_access import target_spec_of
+from tunelab.runner.plans import prepare_run, run_design
 from tunelab.store import Store
 from tunelab.targets import build_target
 

@@ -60,7 +60,7 @@ import tunelab.cli  # noqa: E402
 import tunelab.designs  # noqa: E402,F401
 import tunelab.knobs  # noqa: E402,F401
 import tunelab.loads  # noqa: E402,F401
-import tunelab.runner  # noqa: E402
+import tunelab.runner.trials  # noqa: E402
 import tunelab.journal  # noqa: E402,F401
 import tunelab.store  # noqa: E402,F401
 import tunelab.targets.base  # noqa: E402
@@ -146,8 +146,8 @@ def _append_line(path: str | None, data: Any) -> None:
 
 def install_hooks(killer: Killer, labs_log: str | None) -> None:
     """Route the runner's checkpoints and the injected points to ``killer``; log every lab created."""
-    runner, api = tunelab.runner, tunelab.api
-    real_run, real_run_trial = api.run, runner.run_trial
+    trials, api = tunelab.runner.trials, tunelab.api
+    real_run, real_run_trial = api.run, trials.run_trial
 
     def run(*args: Any, **kwargs: Any) -> Any:
         given: Callable[[str], None] | None = kwargs.get("checkpoint")
@@ -168,7 +168,7 @@ def install_hooks(killer: Killer, labs_log: str | None) -> None:
             killer.in_flight = None
 
     api.run = run                    # `tunelab run` calls tunelab.api.run, which passes checkpoint to run_design
-    runner.run_trial = run_trial
+    trials.run_trial = run_trial     # run_design calls each trial as tunelab.runner.trials.run_trial
 
     base = tunelab.targets.base.Target
     real_enter = base.__enter__

@@ -21,7 +21,7 @@ from runner_fakes import INITIAL, FakeKnob, FakeLoad, FileTarget, fake_design, m
 
 from tunelab.errors import SafetyError  # noqa: E402
 from tunelab.paths import private_dir  # noqa: E402
-from tunelab.runner import run_design  # noqa: E402
+from tunelab.runner.plans import run_design  # noqa: E402
 from tunelab.journal import BOOT_ID_PATH, MACHINE_ID_PATH, restore_journal  # noqa: E402
 from tunelab.store import HostIdentity, Store  # noqa: E402
 

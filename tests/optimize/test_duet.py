@@ -24,7 +24,7 @@ from tunelab.errors import TargetError
 from tunelab.optimize.confirm import ValidationError, confirm
 from tunelab.optimize.duet_confirm import confirm_duet, pair_log_ratios
 from tunelab.stats.duet_route import crossover_fit
-from tunelab.runner import bind_knob_ids
+from tunelab.runner.binding import bind_knob_ids
 from tunelab.simulator import InterferedEvaluator, SimulatorTarget, get_surface
 from tunelab.store import Store
 from tunelab.model import MeasurementKind

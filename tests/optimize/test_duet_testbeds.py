@@ -20,7 +20,7 @@ from tunelab.cli import main
 from tunelab.designs import load_design, make_plan
 from tunelab.duet import DuetError, SideJournal, sides_on_testbeds
 from tunelab.knobs import get_knob
-from tunelab.runner import recover_journal
+from tunelab.runner.plans import recover_journal
 from tunelab.simulator import SimulatorTarget
 from tunelab.store import Store
 from tunelab.testbeds import Testbed

@@ -81,7 +81,8 @@ def test_pilot_window_on_the_lab() -> None:
         if shutil.which(tool) is None and shutil.which(tool, path="/usr/sbin:/sbin") is None:
             pytest.skip(f"needs Debian's {tool}")
     from tunelab.loads import get_load
-    from tunelab.runner import bind_knob_ids, cleanup_load
+    from tunelab.runner.binding import bind_knob_ids
+    from tunelab.runner.load_setup import cleanup_load
     from tunelab.targets.lab import LabTarget
 
     load = get_load("dnsperf")()

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tunelab.report import load_study, methods, screen_study
+from tunelab import formatting
+from tunelab.report import load_study, loading, screen_study, tables, wording
 
 
 @pytest.fixture(scope="module")
@@ -19,11 +20,11 @@ def screened(default_store: Path) -> tuple:
 
 def test_summary_has_one_sentence_per_knob_and_metric(screened: tuple) -> None:
     _, inputs, result = screened
-    lines = methods.summary_sentences(result, inputs)
+    lines = wording.summary_sentences(result, inputs)
     assert len(lines) == len(result.verdicts)
     matters = re.compile(r"^`[^`]+` = \S.* (lowers|raises) \w+ by \d+(\.\d+)? % \[95 % CI [-+]\d.* % to [-+]\d.* %\] "
                          r"against the baseline \S.*, p_adj (< 0\.001|= [\d.e-]+) \(.+\): \*\*matters\*\*")
-    for row, line in zip(result.verdicts.sort_values("verdict", key=lambda v: v.map(methods.VERDICT_ORDER),
+    for row, line in zip(result.verdicts.sort_values("verdict", key=lambda v: v.map(wording.VERDICT_ORDER),
                                                      kind="stable").itertuples(), lines):
         assert f"`{row.knob}`" in line and row.metric in line
         if row.verdict == "matters":
@@ -32,7 +33,7 @@ def test_summary_has_one_sentence_per_knob_and_metric(screened: tuple) -> None:
 
 def test_methods_text(screened: tuple) -> None:
     study, inputs, result = screened
-    text = methods.methods_markdown(study, inputs, result)
+    text = wording.methods_markdown(study, inputs, result)
     design = study.design
     assert f"`{design.design_type}`" in text and f"{design.replicates} replicates" in text
     assert f"Load generator `{design.load.generator}`, profile `{design.load.profile}`" in text
@@ -41,23 +42,23 @@ def test_methods_text(screened: tuple) -> None:
         assert f"`{knob}`" in text
     for package in ("tunelab", "numpy", "scipy", "statsmodels", "pingouin"):
         assert re.search(rf"{package} \d", text), package
-    host = methods.machine(study)
+    host = loading.machine(study)
     assert host.get("kernel") and f"Linux kernel {host['kernel']}" in text
     assert str(host.get("cpu_model")) in text
 
 
 def test_verdict_frame_formats(screened: tuple) -> None:
     _, _, result = screened
-    frame = methods.verdict_frame(result.verdicts)
+    frame = tables.verdict_frame(result.verdicts)
     assert list(frame.columns[:3]) == ["knob", "metric", "verdict"]
     assert frame["p_adj"].str.match(r"^(< 0\.001|n/a|[\d.e-]+)$").all()
 
 
 def test_formatting_helpers() -> None:
-    assert methods.fmt_ci(-99.12, -98.95) == "[95 % CI -99.1 % to -99.0 %]"
-    assert methods.fmt_ci(-99.04, -98.96) == "[95 % CI -99.04 % to -98.96 %]"
-    assert methods.fmt_p(0.0004) == "p_adj < 0.001"
-    assert methods.fmt_pct(float("nan")) == "n/a"
+    assert formatting.fmt_ci(-99.12, -98.95) == "[95 % CI -99.1 % to -99.0 %]"
+    assert formatting.fmt_ci(-99.04, -98.96) == "[95 % CI -99.04 % to -98.96 %]"
+    assert formatting.fmt_p(0.0004) == "p_adj < 0.001"
+    assert formatting.fmt_pct(float("nan")) == "n/a"
 
 
 def test_methods_report_the_foreign_cpu_load(screened: tuple) -> None:
@@ -66,9 +67,9 @@ def test_methods_report_the_foreign_cpu_load(screened: tuple) -> None:
 
     study, inputs, result = screened
     cpu_s = study.tidy["screen"]["foreign_cpu_s"].dropna()
-    text = methods.methods_markdown(study, inputs, result)
+    text = wording.methods_markdown(study, inputs, result)
     assert f"a median of {cpu_s.median():.2g} CPU-seconds" in text
-    busy = methods.foreign_load(pd.DataFrame({"foreign_cpu_s": [0.1, 4.0, None]}), n_cpus=2, trial_s=8)
+    busy = loading.foreign_load(pd.DataFrame({"foreign_cpu_s": [0.1, 4.0, None]}), n_cpus=2, trial_s=8)
     assert busy.tolist() == pytest.approx([0.1 / 16, 0.25])
 
 
@@ -77,7 +78,7 @@ def test_methods_counts_the_runs_of_a_sequential_design_per_round(screened: tupl
     how many runs round 1 planned and how many ran in how many rounds, never "27 runs planned, 54 usable".
     The expected numbers are read from the store's trials, not from the screen."""
     study, inputs, result = screened
-    text = methods.methods_markdown(study, inputs, result)
+    text = wording.methods_markdown(study, inputs, result)
     screen = study.tidy["screen"]
     rounds = int(screen["round"].nunique())
     first_round = int((screen["round"] == screen["round"].min()).sum())
@@ -100,8 +101,8 @@ def test_result_notes_finds_the_screen_notes_of_one_knob_and_metric(screened: tu
     notes = [f"`{knob}` × {metric}: a second sentence.", f"`{knob}` × {other_metric}: not this one.",
              {"knob": knob, "metric": metric, "text": "a third, as a mapping"}, f"{metric}: a model note"]
     carrying = SimpleNamespace(verdicts=verdicts, settings={**result.settings, "notes": notes})
-    assert methods.result_notes(carrying, knob, metric) == [why, notes[0], "a third, as a mapping"]
-    assert methods.result_notes(carrying, knob, other_metric) == [notes[1]]
+    assert wording.result_notes(carrying, knob, metric) == [why, notes[0], "a third, as a mapping"]
+    assert wording.result_notes(carrying, knob, other_metric) == [notes[1]]
 
 
 def test_every_posthoc_method_the_report_can_choose_has_its_name_and_estimate_wording():

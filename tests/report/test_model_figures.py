@@ -20,8 +20,8 @@ from scipy import stats as ss
 
 from report_helpers import EXAMPLES, copy_store, nb_outputs
 from tunelab.errors import DataError
-from tunelab.report import figures, methods
 from tunelab.model import AnalysisKind
+from tunelab.report import figures, tables, wording
 
 ABORT = EXAMPLES / "abort-on-overflow.sqlite"
 SOMAXCONN, ABORT_KNOB = "net.core.somaxconn", "net.ipv4.tcp_abort_on_overflow"
@@ -186,7 +186,7 @@ def test_saturated_design_has_a_half_normal_plot_and_no_residuals() -> None:
         figures.residuals_figure(result.residuals, "y")
     fig = figures.half_normal_figure(result.standardized_effects, "y", 0.05, _residual_df(result, "y"))
     assert {t.get_text() for t in fig.axes[0].texts} == {"a (+)"}
-    text = methods.model_markdown(result)
+    text = wording.model_markdown(result)
     assert "Lenth's pseudo standard error" in text and "`a` = `b:d = c:e = f:g`" in text
 
 
@@ -248,7 +248,7 @@ def test_summary_says_matters_only_when_and_describes_interactions() -> None:
     inputs = SimpleNamespace(metrics=[{"name": "qps", "direction": "maximize", "sesoi_pct": 5.0},
                                       {"name": "lost", "direction": "minimize", "sesoi_abs": 10.0}],
                              baseline={"k": 4096, "b": 1}, knobs=["k", "b"])
-    lines = methods.summary_sentences(result, inputs)
+    lines = wording.summary_sentences(result, inputs)
     text = "\n".join(lines)
     assert "`k` = 16 lowers qps by 40.0 % [95 % CI -50.0 % to -30.0 %]" in text
     assert "**matters only when `b` = 0** (worse)" in text
@@ -259,39 +259,39 @@ def test_summary_says_matters_only_when_and_describes_interactions() -> None:
     assert "model residuals" not in interaction          # the model's route is in the methods, not here
     assert "`b` = 1 changes qps by +1.0 %" in text and "its effect depends on `k`" in text
     assert "`k` = 16 raises lost by 12 [95 % CI +4 to +20]" in text
-    head = methods.summary_markdown(result, inputs).split("\n")[0]
+    head = wording.summary_markdown(result, inputs).split("\n")[0]
     assert head.startswith("1 of 2 knobs") and "The effect of `k` depends on `b` (qps)" in head
-    frame = methods.verdict_frame(verdicts, inputs.metrics)
+    frame = tables.verdict_frame(verdicts, inputs.metrics)
     assert frame["only when"].tolist() == ["b=0", "-", "b=0", "-"]
     assert frame.loc[3, "change vs baseline"] == "+12 [+4, +20]"
     assert frame.loc[2, "change vs baseline"].startswith("effects differ by +58")
 
 
 def test_sesoi_text_for_absolute_smallest_effects() -> None:
-    assert methods.sesoi_text({"name": "lost", "sesoi_abs": 10.0}) == "±10 (absolute)"
-    assert methods.sesoi_text({"name": "qps", "sesoi_pct": 5.0}) == "±5 %"
+    assert wording.sesoi_text({"name": "lost", "sesoi_abs": 10.0}) == "±10 (absolute)"
+    assert wording.sesoi_text({"name": "qps", "sesoi_pct": 5.0}) == "±5 %"
 
 
 def test_methods_name_the_model_and_its_tests(abort: tuple) -> None:
     study, inputs, result = abort
-    text = methods.methods_markdown(study, inputs, result)
+    text = wording.methods_markdown(study, inputs, result)
     assert "one linear model per metric" in text
     assert "Shapiro–Wilk" not in text.split("**Tests chosen and why.**")[0]
     for words in ("Breusch–Pagan", "HC3 Wald", "Freedman–Lane", "Lenth", "Dunnett", "qps ±5 %",
                   "latency_mean_ms ±10 %", f"log(qps) ~ block + {SOMAXCONN} + {ABORT_KNOB} + {SOMAXCONN}:{ABORT_KNOB}"):
         assert words in text, words
     tests = set(result.model_terms["test"])
-    assert any(methods.MODEL_TEST_TEXT[t] in text for t in tests)
+    assert any(wording.MODEL_TEST_TEXT[t] in text for t in tests)
     assert "bootstrap" not in text                       # the model's intervals, not the OAT bootstrap
 
 
 def test_model_markdown_lists_aliases(fractional: tuple) -> None:
     inputs, result = fractional
-    text = methods.model_markdown(result, inputs)
+    text = wording.model_markdown(result, inputs)
     assert "`log(y) ~ block + a + b + c + d + a:b + a:c + a:d`" in text
     assert "`a:b` = `c:d`; `a:c` = `b:d`; `a:d` = `b:c`" in text
     assert "aliases of the design" not in text           # said once
-    terms = methods.model_terms_frame(result.model_terms)
+    terms = tables.model_terms_frame(result.model_terms)
     assert list(terms.columns) == ["metric", "term", "kind", "df", "statistic", "p", "p_adj", "partial η²", "test",
                                    "aliases"]
 

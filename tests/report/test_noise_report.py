@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from report_helpers import DEFAULT_EXAMPLE, MISSING, copy_store, nb_outputs
 
-from tunelab.report import methods
+from tunelab.report import loading, wording
 from tunelab.report.loading import load_study
 from tunelab.stats.noise import replicates_for_sesoi
 from tunelab.store import Store
@@ -62,12 +62,12 @@ def noisy_store(tmp_path: Path) -> Path:
 
 def test_methods_state_the_noise_cv_the_pinning_and_the_repeats(noisy_store: Path) -> None:
     study = load_study(noisy_store)
-    text = methods.noise_markdown(study)
+    text = wording.noise_markdown(study)
     cv = 100 * np.std(QPS, ddof=1) / np.mean(QPS)
     assert f"qps CV {cv:.1f} %" in text and PINNED in text
     assert f"qps ±10 %: {replicates_for_sesoi(cv, 10.0)}" in text     # the default design's qps SESOI
     assert "1 attempt(s) during which other processes were busy" in text
-    repeated = methods.repeated_trials(study)
+    repeated = loading.repeated_trials(study)
     assert repeated[["phase", "busy_pct"]].values.tolist() == [["screen", 34.0]]
     assert repeated["reason"].iloc[0].startswith("repeated: other processes used 34 %")
     # the busy attempt is not a usable run: the screen sees the same trials as before

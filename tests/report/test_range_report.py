@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tunelab.report.build import index_html
-from tunelab.report.methods import RANGE_TESTS, significant_pairs
+from tunelab.report.tables import RANGE_TESTS, significant_pairs
 from tunelab.report.loading import load_study, screen_study
 
 STORE = Path(__file__).resolve().parents[2] / "data" / "examples" / "seeds" / "004-wayfinder-space.sqlite"

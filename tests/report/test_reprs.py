@@ -166,7 +166,7 @@ def test_plot_draws_the_first_figure(study: dict[str, Any]) -> None:
 
 def test_every_api_result_has_a_view() -> None:
     from tunelab.api import PlanResult, RefineRun, ValidateRun
-    from tunelab.rounds import StudyRun
+    from tunelab.study_result import StudyRun
     from tunelab.stats import ScreenResult
 
     for cls in (PlanResult, StudyRun, ScreenResult, RefineRun, ValidateRun):

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runner_fakes import (FakeLoad, FileTarget, crash_arguments, fake_design, killer, make_knobs,  # noqa: E402
                           oat_plan)
 
-from tunelab.runner import run_design  # noqa: E402
+from tunelab.runner.plans import run_design  # noqa: E402
 from tunelab.store import Store  # noqa: E402
 
 

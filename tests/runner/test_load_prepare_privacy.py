@@ -21,7 +21,8 @@ from tunelab.formatting import QUOTE_LIMIT, quote, shorten
 from tunelab.knobs import get_knob
 from tunelab.loads import LOADS
 from tunelab.loads.dnsperf import DnsperfLoad
-from tunelab.runner import BoundKnob, run_trial
+from tunelab.runner.binding import BoundKnob
+from tunelab.runner.trials import run_trial
 from tunelab.store import Store
 from tunelab.targets.local import LocalTarget
 

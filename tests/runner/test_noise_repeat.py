@@ -10,7 +10,7 @@ from runner_fakes import FakeLoad, FileTarget, fake_design, make_knobs, oat_plan
 
 from tunelab.designs import Design
 from tunelab.designs.schema import NoiseSpec
-from tunelab.runner import run_design
+from tunelab.runner.plans import run_design
 from tunelab.store import Store
 
 #: CPUs the fake machine reports; with measure_s = 1 a trial's machine has 4 CPU seconds

@@ -7,7 +7,9 @@ import pytest
 from runner_fakes import BASELINE, INITIAL, FakeKnob, FakeLoad, FileTarget, expected_qps, fake_design, make_knobs, oat_plan
 
 from tunelab.errors import KnobError, SafetyError
-from tunelab.runner import BoundKnob, run_design, run_trial
+from tunelab.runner.binding import BoundKnob
+from tunelab.runner.plans import run_design
+from tunelab.runner.trials import run_trial
 from tunelab.journal import restore_journal
 from tunelab.store import Store
 
@@ -194,7 +196,7 @@ def test_a_knob_the_target_lacks_or_a_missing_tool_stops_the_run_before_any_writ
 def test_run_summary_warns_when_other_processes_load_the_machine() -> None:
     """Other processes are the main noise source: the summary says so when the median trial
     shared more than 10 % of the machine, and stays quiet otherwise."""
-    from tunelab.runner import RunSummary, TrialOutcome
+    from tunelab.runner.outcomes import RunSummary, TrialOutcome
 
     def outcome(cpu_s: float) -> TrialOutcome:
         return TrialOutcome(1, "screen:0", "ok", None, {}, {"qps": 1.0}, {}, True, cpu_s)

@@ -349,7 +349,8 @@ def test_profile_crossed_knob_gets_the_testbed_block() -> None:
 
 
 def test_the_report_states_the_testbed_block() -> None:
-    from tunelab.report.methods import between_testbeds_frame, between_testbeds_markdown
+    from tunelab.report.tables import between_testbeds_frame
+    from tunelab.report.wording import between_testbeds_markdown
 
     result = screen(_oat_study(np.random.default_rng(1), 0.03), QPS, ["k"], {"k": 0}, n_boot=200)
     text = between_testbeds_markdown(result)

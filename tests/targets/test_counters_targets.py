@@ -13,7 +13,7 @@ from tunelab.cli import main
 from tunelab.counters import CounterRequest, snapshot
 from tunelab.counters.parsing import parse_net_table
 from tunelab.loads.base import Load, LoadResult, MetricInfo
-from tunelab.runner import run_trial
+from tunelab.runner.trials import run_trial
 from tunelab.store import Store
 from tunelab.targets.local import LocalTarget
 from tunelab.targets.ssh import SshTarget

@@ -9,7 +9,8 @@ import pytest
 from tunelab.duet import side_options
 from tunelab.loads import get_load
 from tunelab.optimize.duet_confirm import RunnerDuetEvaluator
-from tunelab.runner import bind_knob_ids, cleanup_load
+from tunelab.runner.binding import bind_knob_ids
+from tunelab.runner.load_setup import cleanup_load
 from tunelab.store import Store
 from tunelab.targets.lab import LabTarget, state_path
 

@@ -33,7 +33,7 @@ from tunelab.cluster.worker import RunContext, TrialReply, TrialRequest, interru
 from tunelab.errors import ClusterError, TargetError
 from tunelab.model import TrialStatus
 from tunelab.progress import trial_progress
-from tunelab.runner import RunSummary, TrialOutcome
+from tunelab.runner.outcomes import RunSummary, TrialOutcome
 from tunelab.store import Store
 
 #: confirmed testbed failures in a row (the trial then succeeded elsewhere) that quarantine a testbed

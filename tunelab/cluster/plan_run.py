@@ -13,7 +13,9 @@ from tunelab.cluster.worker import RunContext
 from tunelab.designs import Design
 from tunelab.errors import SafetyError
 from tunelab.loads import Load
-from tunelab.runner import KnobLookup, RunSummary, prepare_run, run_provenance_of
+from tunelab.runner.binding import KnobLookup
+from tunelab.runner.outcomes import RunSummary
+from tunelab.runner.plans import prepare_run, run_provenance_of
 from tunelab.store import Store
 
 

@@ -30,8 +30,12 @@ from tunelab.errors import TunelabError
 from tunelab.journal import host_identity, remove_orphan_labs, restore_journal
 from tunelab.loads import Load
 from tunelab.paths import testbed_dir
-from tunelab.runner import (BoundKnob, BusyRule, RunSummary, cleanup_load, describe_target, preflight,
-                            StorePrivateDirs, recover_journal, repeat_while_busy, run_trial)
+from tunelab.runner.binding import BoundKnob
+from tunelab.runner.busy import BusyRule, repeat_while_busy
+from tunelab.runner.load_setup import StorePrivateDirs, cleanup_load
+from tunelab.runner.outcomes import RunSummary
+from tunelab.runner.plans import describe_target, preflight, recover_journal
+from tunelab.runner.trials import run_trial
 from tunelab.store import Store
 from tunelab.targets import Target
 
@@ -322,14 +326,5 @@ def interrupt_testbed(stop: bool = True) -> str | None:
     return runtime.bed.name
 
 
-def close_testbed() -> str | None:
-    """Run on every worker (``client.run``): take its testbed down now (labs are removed)."""
-    _, runtime = _runtime()
-    if runtime is None:
-        return None
-    runtime.close()
-    return runtime.bed.name
-
-
 __all__ = ["BedSpec", "KEEP_TRIALS", "PLUGIN_NAME", "RunContext", "TestbedPlugin", "TestbedRuntime", "TrialReply",
-           "TrialRequest", "close_testbed", "interrupt_testbed", "journal_path", "run_on_testbed"]
+           "TrialRequest", "interrupt_testbed", "journal_path", "run_on_testbed"]

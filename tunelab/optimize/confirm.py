@@ -48,7 +48,7 @@ from tunelab.formatting import fmt_ci, fmt_pct, level_label
 from tunelab.loads import Load
 from tunelab.model import Direction, MeasurementKind, Metric, ParseError, TrialStatus, Verdict
 from tunelab.optimize.evaluators import Evaluator
-from tunelab.runner import BoundKnob, bind_knob_ids, check_host_global
+from tunelab.runner.binding import BoundKnob, bind_knob_ids, check_host_global
 from tunelab.store import Store
 from tunelab.targets import Target
 

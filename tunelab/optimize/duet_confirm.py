@@ -36,7 +36,9 @@ from tunelab.optimize.confirm import (ConfirmResult, ValidationError, config_dig
                                       overall_verdict, trial_failures, validation_provenance)
 from tunelab.optimize.evaluators import ResumableEvaluator
 from tunelab.optimize.blocks_in_rounds import judge_in_rounds
-from tunelab.runner import BoundKnob, describe_target, keyed_settings
+from tunelab.runner.binding import BoundKnob
+from tunelab.runner.load_setup import keyed_settings
+from tunelab.runner.plans import describe_target
 from tunelab.store import Store
 from tunelab.targets import Target
 

@@ -22,7 +22,11 @@ import pandas as pd
 from tunelab.errors import StoreError
 from tunelab.loads import Load
 from tunelab.model import USABLE_STATUSES, TrialStatus, level_value
-from tunelab.runner import BoundKnob, RunSummary, describe_target, keyed_settings, run_trial
+from tunelab.runner.binding import BoundKnob
+from tunelab.runner.load_setup import keyed_settings
+from tunelab.runner.outcomes import RunSummary
+from tunelab.runner.plans import describe_target
+from tunelab.runner.trials import run_trial
 from tunelab.store import Store
 from tunelab.targets import Target
 

@@ -29,7 +29,7 @@ from tunelab.model import Metric
 from tunelab.optimize.confirm import MIN_BLOCKS, ValidationPlan, blocks_needed
 from tunelab.optimize.trial_time import TRIALS_PER_BLOCK, trial_seconds
 from tunelab.preflight.pilot import PilotReport, PilotWindow, run_pilot
-from tunelab.runner import cleanup_load
+from tunelab.runner.load_setup import cleanup_load
 from tunelab.targets import Target
 
 #: the power a detection is planned with

@@ -33,7 +33,7 @@ from tunelab.optimize.trial_time import RESTART_S, TRIAL_OVERHEAD_S, TRIALS_PER_
 from tunelab.optimize.validation import (ALLOW_FLAG, CheckedRequest, CommandsNotAllowed, ValidateRequest,
                                          change_preflight, check_request, plan_on_target, version_argv)
 from tunelab.preflight import PreflightError
-from tunelab.runner import bind_knob_ids
+from tunelab.runner.binding import bind_knob_ids
 from tunelab.targets import build_target
 from tunelab.targets.ssh import SUDO, parse_spec
 

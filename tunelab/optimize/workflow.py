@@ -30,7 +30,9 @@ from tunelab.optimize.engines import objectives_of, typed_config
 from tunelab.optimize.history import StoreSearchLog, config_key
 from tunelab.optimize.space import SearchSpace, dimension_from_design_knob
 from tunelab.run_owner import owned_run
-from tunelab.runner import BoundKnob, bind_knobs, cleanup_load, load_of, prepare_load, target_spec_of
+from tunelab.runner.binding import BoundKnob, bind_knobs
+from tunelab.runner.design_access import load_of, target_spec_of
+from tunelab.runner.load_setup import cleanup_load, prepare_load
 from tunelab.store import Store, default_store_path
 from tunelab.study_data import design_info
 from tunelab.loads import Load

@@ -33,11 +33,12 @@ from tunelab.preflight.checks import Exercise, KnobChange, ServerFacts, assess
 from tunelab.preflight.findings import FORCE_FLAG, Finding, Preflight, PreflightError, Severity
 from tunelab.preflight.limits import RELATED
 from tunelab.preflight.sockets import ListeningSocket, listening_sockets
-from tunelab.targets import Target
+from tunelab.runner.design_access import load_for, target_spec_of
+from tunelab.targets import Target, check_target_spec
 
 __all__ = ["FORCE_FLAG", "Exercise", "Finding", "KnobChange", "ListeningSocket", "Preflight", "PreflightError",
-           "ServerFacts", "Severity", "Traffic", "design_changes", "design_preflight", "exercises_of", "preflight",
-           "read_facts"]
+           "ServerFacts", "Severity", "Traffic", "design_changes", "design_preflight", "exercises_of", "plan_preflight",
+           "preflight", "read_facts"]
 
 
 def exercises_of(load: Load, profiles: Mapping[str, Mapping[str, Any]], metrics: Sequence[str]) -> list[Exercise]:
@@ -118,6 +119,14 @@ def design_preflight(design: Design, load: Load, target: Target | None = None) -
     checked = preflight(design_changes(design), exercises, target, per_profile=False)
     return Preflight(tuple(as_control(f) if f.subject in design.controls else f for f in checked.findings),
                      checked.facts)
+
+
+def plan_preflight(design: Design) -> Preflight:
+    """``tunelab plan``'s pre-flight, from the design alone: :func:`design_preflight` under the load the design's own
+    target measures with (a target that measures itself, the simulator, has no kernel to ask); no target is reached."""
+    spec = target_spec_of(design)
+    load, _ = load_for(design, check_target_spec(spec, allow_commands=True), spec["options"])
+    return design_preflight(design, load)
 
 
 def as_control(finding: Finding) -> Finding:

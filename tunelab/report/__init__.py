@@ -8,7 +8,6 @@ the screen as ``tunelab screen`` does), :mod:`~tunelab.report.figures` (seaborn 
 Figure out), :mod:`~tunelab.report.wording` (plain-words summary, methods section, the model in words),
 :mod:`~tunelab.report.tables` (DataFrames for reading, every cell as text),
 :mod:`~tunelab.report.rendering` (HTML from the Jinja2 templates in ``templates/``, autoescaped),
-:mod:`~tunelab.report.methods` (the names the notebooks call as ``methods.*``),
 :mod:`~tunelab.report.refinement` (refine/confirm/validate trials read back),
 :mod:`~tunelab.report.build` (papermill, nbconvert, index page), :mod:`~tunelab.report.reprs` (how the API's
 results show in a notebook: their HTML summaries and ``plot()``, registered on import),

@@ -87,7 +87,7 @@ def plan_html(result: Any) -> str:
 
 
 def run_html(result: Any) -> str:
-    """A :class:`tunelab.rounds.StudyRun`: the lines the CLI prints, the first :data:`MAX_ROWS` of them."""
+    """A :class:`tunelab.study_result.StudyRun`: the lines the CLI prints, the first :data:`MAX_ROWS` of them."""
     lines = str(result).splitlines()
     facts = lines[:MAX_ROWS] + ([f"... {len(lines) - MAX_ROWS} more lines: print(result)"] if len(lines) > MAX_ROWS
                                 else [])

@@ -19,7 +19,7 @@ from tunelab.model import AnalysisKind, DesignType, Phase, Verdict
 from tunelab.formatting import level_label
 from tunelab.report.loading import (Study, StudyInputs, foreign_load, machine, pinning_text, planned_runs,
                                     repeated_trials, software_versions, trial_provenance)
-from tunelab.runner import FOREIGN_LOAD_WARN
+from tunelab.runner.outcomes import FOREIGN_LOAD_WARN
 from tunelab.stats import ScreenResult
 from tunelab.stats.blocking import spread_phrase
 from tunelab.stats.mechanisms import change_text, counter_name, top_mechanisms

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from tunelab.model import Metric
 from tunelab.optimize.workflow import RefineSetup
-from tunelab.runner import bind_knob_ids
+from tunelab.runner.binding import bind_knob_ids
 from tunelab.simulator.load import SimulatorLoad
 from tunelab.simulator.surfaces import get_surface
 

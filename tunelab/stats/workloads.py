@@ -38,7 +38,6 @@ from tunelab.model import Direction
 
 #: the verdict words of one workload (the best configuration against the defaults)
 IMPROVE, REGRESS, NO_EFFECT, INCONCLUSIVE, UNTESTABLE = "improve", "regress", "no effect", "inconclusive", "untestable"
-WORKLOAD_VERDICTS = (IMPROVE, REGRESS, NO_EFFECT, INCONCLUSIVE, UNTESTABLE)
 #: columns of :func:`workload_improvements`
 COLUMNS = ("workload", "best_config", "best_levels", "n_configs", "n_baseline", "baseline_mean", "best_mean",
            "pct_change", "ci_low", "ci_high", "p_adj", "verdict", "reason")
