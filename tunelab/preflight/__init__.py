@@ -26,10 +26,11 @@ from typing import Any, Mapping, Sequence
 
 from tunelab.designs import Design
 from tunelab.errors import TunelabError
-from tunelab.knobs import CATALOGUE, Knob
+from tunelab.formatting import shorten
+from tunelab.knobs import CATALOGUE
 from tunelab.loads import Load
 from tunelab.model import Traffic
-from tunelab.preflight.checks import Exercise, KnobChange, ServerFacts, assess
+from tunelab.preflight.checks import Exercise, KnobChange, ServerFacts, assess, mechanism_reason
 from tunelab.preflight.findings import FORCE_FLAG, Finding, Preflight, PreflightError, Severity
 from tunelab.preflight.limits import RELATED
 from tunelab.preflight.sockets import ListeningSocket, listening_sockets
@@ -50,8 +51,6 @@ def exercises_of(load: Load, profiles: Mapping[str, Mapping[str, Any]], metrics:
 
 def _needs_server(changes: Sequence[KnobChange], exercises: Sequence[Exercise]) -> list[tuple[KnobChange, int]]:
     """The (change, port) pairs whose judgement needs the server's sockets (a server limit the load can reach)."""
-    from tunelab.preflight.checks import mechanism_reason
-
     pairs = []
     for change in changes:
         mechanism = change.knob.mechanism
@@ -61,10 +60,6 @@ def _needs_server(changes: Sequence[KnobChange], exercises: Sequence[Exercise]) 
             if exercise.port is not None and mechanism_reason(change, exercise) is None:
                 pairs.append((change, exercise.port))
     return pairs
-
-
-def _read_value(target: Target, knob: Knob, host: str) -> Any:
-    return knob.read(target, host)
 
 
 def read_facts(target: Target, changes: Sequence[KnobChange], exercises: Sequence[Exercise]) -> ServerFacts:
@@ -80,11 +75,11 @@ def read_facts(target: Target, changes: Sequence[KnobChange], exercises: Sequenc
             if port not in sockets:
                 sockets[port] = tuple(listening_sockets(target, port))
             if change.label not in current:
-                current[change.label] = _read_value(target, change.knob, change.host)
+                current[change.label] = change.knob.read(target, change.host)
             for name in RELATED.get(change.knob.mechanism.server_limit or "", ()):
                 related.setdefault(name, target.read_text("server", "/proc/sys/" + name.replace(".", "/")).strip())
         except (TunelabError, OSError) as exc:
-            unread.append(f"could not read the server's own limit on {change.label}: {str(exc)[:200]}")
+            unread.append(f"could not read the server's own limit on {change.label}: {shorten(str(exc))}")
     return ServerFacts(sockets, current, related, tuple(dict.fromkeys(unread)))
 
 
