@@ -36,3 +36,21 @@ def require_tools(*tools: str | None, hint: str = "") -> None:
     missing = [t for t in tools if t and shutil.which(t) is None and shutil.which(t, path="/usr/sbin:/sbin") is None]
     if missing:
         pytest.skip(f"needs {', '.join(missing)}" + (f" ({hint})" if hint else ""))
+
+
+def count_checker_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the program of every ``subprocess.run`` the zone checks make (``tunelab.targets.dns_servers``):
+    the returned list grows as they run, so a test can count how often a zone checker ran."""
+    import subprocess
+
+    from tunelab.targets import dns_servers
+
+    runs: list[str] = []
+    real_run = subprocess.run
+
+    def counted(argv, **kwargs):
+        runs.append(argv[0])
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(dns_servers.subprocess, "run", counted)
+    return runs

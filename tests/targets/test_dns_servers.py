@@ -6,12 +6,11 @@ import os
 import re
 import socket
 import struct
-import subprocess
 import threading
 from pathlib import Path
 
 import pytest
-from dns_helpers import ORIGIN, ZONE, operator_files, require_tools
+from dns_helpers import ORIGIN, ZONE, count_checker_runs, operator_files, require_tools
 
 from tunelab.errors import TargetError
 from tunelab.targets import check_target_spec, dns_servers
@@ -146,14 +145,7 @@ def test_a_run_checks_its_zone_once_and_a_changed_zone_again(tmp_path, monkeypat
     checker runs once for one content, and again when the file changes (a counter on the checker's runs)."""
     _require_checker("nsd")
     zone_file = operator_files(tmp_path, zone=ZONE + f"; {tmp_path.name}\n")[0]    # a content no other test checked
-    runs = []
-    real_run = subprocess.run
-
-    def counted(argv, **kwargs):
-        runs.append(argv[0])
-        return real_run(argv, **kwargs)
-
-    monkeypatch.setattr(dns_servers.subprocess, "run", counted)
+    runs = count_checker_runs(monkeypatch)
     spec = lab_spec(dns_server="nsd", zone=ORIGIN, zone_file=str(zone_file))
     check_target_spec(spec)                                  # validate's checks before anything is built
     check_target_spec(spec)                                  # build_target checks the spec again

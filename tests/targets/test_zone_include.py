@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dns_helpers import ORIGIN, ZONE, operator_files, require_tools
+from dns_helpers import ORIGIN, ZONE, count_checker_runs, operator_files, require_tools
 
 from tunelab.errors import TargetError
 from tunelab.targets import check_target_spec, dns_servers, zonefile
@@ -157,14 +157,7 @@ def test_the_checker_cache_keys_on_the_inlined_text(tmp_path, monkeypatch):
     zone_file = zone_with(tmp_path, "$INCLUDE hosts.inc")
     hosts = tmp_path / "zones" / "hosts.inc"
     hosts.write_text(HOSTS + f"; {tmp_path.name}\n")              # a content no other test checked
-    runs = []
-    real_run = subprocess.run
-
-    def counted(argv, **kwargs):
-        runs.append(argv[0])
-        return real_run(argv, **kwargs)
-
-    monkeypatch.setattr(dns_servers.subprocess, "run", counted)
+    runs = count_checker_runs(monkeypatch)
     spec = lab_spec(dns_server="nsd", zone=ORIGIN, zone_file=str(zone_file))
     check_target_spec(spec)
     check_target_spec(spec)

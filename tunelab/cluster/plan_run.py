@@ -4,44 +4,28 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Mapping
-
-import pandas as pd
+from typing import Any
 
 from tunelab.cluster.dispatch import Dispatcher
 from tunelab.cluster.worker import RunContext
 from tunelab.designs import Design
 from tunelab.errors import SafetyError
-from tunelab.loads import Load
-from tunelab.runner.binding import KnobLookup
 from tunelab.runner.outcomes import RunSummary
 from tunelab.runner.plans import prepare_run, run_provenance_of
 from tunelab.store import Store
 
 
-def run_design_on_testbeds(
-    design: Design,
-    dispatcher: Dispatcher,
-    store: Store,
-    *,
-    allow_host_global: bool = False,
-    phase: str = "screen",
-    plan: pd.DataFrame | None = None,
-    load: Load | None = None,
-    load_settings: Mapping[str, Any] | None = None,
-    knob_lookup: KnobLookup | None = None,
-    retry_failed: bool = False,
-) -> RunSummary:
+def run_design_on_testbeds(design: Design, dispatcher: Dispatcher, store: Store, **request: Any) -> RunSummary:
     """Run every planned trial of ``design`` on the dispatcher's testbeds, recording into ``store``.
 
     Everything is checked before the first trial, as :func:`~tunelab.runner.run_design` checks it
     (values, host-global knobs, profiles); trials already done are skipped, whichever testbed ran
-    them; the rest go out in ``run_order``, one per free testbed. Each testbed checks its knobs and
+    them; the rest go out in ``run_order``, one per free testbed. ``request``: the fields of
+    :class:`tunelab.runner.RunRequest`, by keyword. Each testbed checks its knobs and
     tools before its first trial and puts back what a crashed worker of it left changed.
     """
     started = time.perf_counter()
-    setup = prepare_run(design, store, allow_host_global=allow_host_global, phase=phase, plan=plan, load=load,
-                        load_settings=load_settings, knob_lookup=knob_lookup, retry_failed=retry_failed)
+    setup = prepare_run(design, store, **request)
     if store.unrestored():
         study = store.study.name if store.study else store.path
         raise SafetyError(f"the study's store journals knob changes of a crashed single-target run that were never "
@@ -51,7 +35,7 @@ def run_design_on_testbeds(
     description = {"target": "testbeds", "testbeds": [bed.name for bed in dispatcher.session.beds],
                    "scheduler": dispatcher.session.scheduler or "LocalCluster", "nproc": os.cpu_count()}
     store.begin_run(description)
-    context = RunContext(study=setup.study, phase=phase, specs=setup.specs, load=setup.load,
+    context = RunContext(study=setup.study, phase=setup.phase, specs=setup.specs, load=setup.load,
                          warmup_s=setup.warmup_s, measure_s=setup.measure_s,
                          allow_host_global=setup.allow_host_global,
                          provenance=run_provenance_of(store, setup.load, description), busy=setup.busy)

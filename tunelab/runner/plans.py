@@ -87,19 +87,25 @@ class RunSetup:
         return replace(self, todo=_still_to_run(store, self.rows, self.phase, retry_failed))
 
 
-def prepare_run(
-    design: Design,
-    store: Store | None,
-    *,
-    allow_host_global: bool = False,
-    phase: str = "screen",
-    plan: pd.DataFrame | None = None,
-    load: Load | None = None,
-    load_settings: Mapping[str, Any] | None = None,
-    knob_lookup: KnobLookup | None = None,
-    retry_failed: bool = False,
-) -> RunSetup:
-    """Bind, plan and check a run (see :func:`run_design` for the parameters); nothing is applied.
+@dataclass(frozen=True)
+class RunRequest:
+    """What a run of a design is asked for, beyond the design itself: the keyword arguments of
+    :func:`prepare_run`, :func:`run_design` and :func:`tunelab.cluster.run_design_on_testbeds`.
+
+    ``plan``, ``load``/``load_settings`` and ``knob_lookup`` default to ``make_plan(design)``, the design's
+    load and :func:`tunelab.knobs.get_knob`; ``retry_failed`` measures failed runs again."""
+
+    allow_host_global: bool = False
+    phase: str = "screen"
+    plan: pd.DataFrame | None = None
+    load: Load | None = None
+    load_settings: Mapping[str, Any] | None = None
+    knob_lookup: KnobLookup | None = None
+    retry_failed: bool = False
+
+
+def prepare_run(design: Design, store: Store | None, **request: Any) -> RunSetup:
+    """Bind, plan and check a run; nothing is applied. ``request``: the fields of :class:`RunRequest`, by keyword.
     Without a ``store`` (a check before any store is opened) every planned trial is still to run.
 
     Raises
@@ -107,17 +113,23 @@ def prepare_run(
     DesignError, KnobError, SafetyError, LoadError
         for a plan without knob columns, an invalid value, a refused host-global knob, an unknown profile.
     """
-    specs = bind_knobs(design, knob_lookup)
-    rows = planned_trials(make_plan(design) if plan is None else plan, specs, phase)
+    return setup_of(design, store, RunRequest(**request))
+
+
+def setup_of(design: Design, store: Store | None, request: RunRequest) -> RunSetup:
+    """:func:`prepare_run` for a request already built."""
+    specs = bind_knobs(design, request.knob_lookup)
+    rows = planned_trials(make_plan(design) if request.plan is None else request.plan, specs, request.phase)
+    load, load_settings = request.load, request.load_settings
     if load is None:
         load, default_settings = load_of(design)
         load_settings = default_settings if load_settings is None else load_settings
-    allow = allow_host_global or target_spec_of(design)["allow_host_global"]
+    allow = request.allow_host_global or target_spec_of(design)["allow_host_global"]
     warmup_s, measure_s = durations(design)
     _check_plan(specs, rows, allow)
     by_profile = profile_settings(design, load, rows)      # an unknown profile stops here, before any write
-    todo = rows if store is None else _still_to_run(store, rows, phase, retry_failed)
-    return RunSetup(study=design.name, phase=phase,
+    todo = rows if store is None else _still_to_run(store, rows, request.phase, request.retry_failed)
+    return RunSetup(study=design.name, phase=request.phase,
                     specs=specs, rows=rows, todo=todo, load=load,
                     load_settings=dict(load_settings or {}), by_profile=by_profile, allow_host_global=allow,
                     warmup_s=warmup_s, measure_s=measure_s, busy=busy_rule(design))
@@ -128,16 +140,10 @@ def run_design(
     target: Target,
     store: Store,
     *,
-    allow_host_global: bool = False,
     progress: bool = True,
-    phase: str = "screen",
-    plan: pd.DataFrame | None = None,
-    load: Load | None = None,
-    load_settings: Mapping[str, Any] | None = None,
-    knob_lookup: KnobLookup | None = None,
-    retry_failed: bool = False,
     checkpoint: Checkpoint | None = None,
     may_start: Callable[[], bool] | None = None,
+    **request: Any,
 ) -> RunSummary:
     """Run every planned trial of ``design`` on ``target`` (already up), recording into ``store``.
 
@@ -148,8 +154,9 @@ def run_design(
     ``may_start()`` (a study's time budget, :class:`tunelab.rounds.StudyBudget`) is asked before every
     attempt, busy repeats included: once it says no, the run stops and the rest stays to run.
 
-    ``plan``, ``load``/``load_settings`` and ``knob_lookup`` default to ``make_plan(design)``,
-    the design's load and :func:`tunelab.knobs.get_knob`; pass them to run a custom plan. A
+    ``request`` takes the fields of :class:`RunRequest` by keyword: ``plan``, ``load``/``load_settings`` and
+    ``knob_lookup`` default to ``make_plan(design)``, the design's load and :func:`tunelab.knobs.get_knob`;
+    pass them to run a custom plan. A
     trial whose plan row names a load ``profile`` runs with that profile's settings
     (:func:`profile_settings`); the others with ``load_settings``.
     With the design's ``noise.repeat_busy_pct``, a trial during which other processes used more
@@ -165,10 +172,10 @@ def run_design(
     ...     print(run_design(design, target, store))
     """
     started = time.perf_counter()
-    setup = prepare_run(design, store, allow_host_global=allow_host_global, phase=phase, plan=plan, load=load,
-                        load_settings=load_settings, knob_lookup=knob_lookup, retry_failed=retry_failed)
+    asked = RunRequest(**request)
+    setup = setup_of(design, store, asked)
     load, todo = setup.load, setup.todo
-    recover_journal(store, target, allow_host_global=setup.allow_host_global, knob_lookup=knob_lookup)
+    recover_journal(store, target, allow_host_global=setup.allow_host_global, knob_lookup=asked.knob_lookup)
     summary = RunSummary(study=setup.study, store_path=store.path, planned=len(setup.rows),
                          skipped=len(setup.rows) - len(todo))
     if todo:                        # only reads, and the load's files: nothing applied or restarted yet
