@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from tunelab.designs.schema import CORRECTIONS
 from tunelab.errors import TunelabError
-from tunelab.model import AnalysisKind
-from tunelab.report.loading import ReportError, Study, StudyInputs, UnknownParameterError, load_study, screen_study
+from tunelab.model import AnalysisKind, MeasurementKind
+from tunelab.report.loading import (ReportError, Study, StudyInputs, UnknownParameterError, is_synthetic, load_study,
+                                    screen_study)
 from tunelab.store import check_study_name
 
 if TYPE_CHECKING:
@@ -202,14 +203,14 @@ def _execute(notebook: Path, output: Path, parameters: Mapping[str, Any], cwd: s
 
 
 def render_html(notebook: str | os.PathLike[str], html: str | os.PathLike[str], show_code: bool = False,
-                title: str | None = None) -> Path:
+                title: str | None = None, synthetic: bool = False) -> Path:
     """Render an executed notebook as self-contained HTML (images inline, no CDN scripts), code hidden
-    unless ``show_code``."""
+    unless ``show_code``; ``synthetic`` puts the SYNTHETIC banner on top (trials of the simulator target)."""
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
-    from tunelab.report.rendering import TABLE_CSS, template_source
+    from tunelab.report.rendering import TABLE_CSS, render, template_source
 
     nb = nbformat.read(str(notebook), as_version=4)
     # only this one template joins nbconvert's loaders: it extends the lab template's index.html.j2
@@ -224,7 +225,9 @@ def render_html(notebook: str | os.PathLike[str], html: str | os.PathLike[str], 
     # outputs of other rich types (JavaScript, SVG, widgets)
     exporter.register_preprocessor(output_sanitizer(), enabled=True)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title or Path(notebook).stem},
-                                                         "tunelab_table_css": TABLE_CSS})
+                                                         "tunelab_table_css": TABLE_CSS,
+                                                         "tunelab_banner": render("synthetic_banner.html.j2")
+                                                         if synthetic else ""})
     html = Path(html)
     html.write_text(body, encoding="utf-8")
     return html
@@ -353,13 +356,16 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
         if name in skipped:
             runs.append(NotebookRun(name, NOTEBOOKS[name], skipped=skipped[name]))
             continue
-        html = render_html(executed[name], out / f"{name}.html", show_code=show_code, title=f"{study.name}: {name}")
+        html = render_html(executed[name], out / f"{name}.html", show_code=show_code, title=f"{study.name}: {name}",
+                           synthetic=is_synthetic(study))
         runs.append(NotebookRun(name, NOTEBOOKS[name], html=html, ipynb=executed[name]))
     if screened is not None:
         (out / "screen.json").write_text(json.dumps(screened[1].to_json(), indent=1, allow_nan=False,
                                                     ensure_ascii=False) + "\n", encoding="utf-8")
     index = out / "index.html"
-    index.write_text(index_html(study, *(screened or (None, None)), runs, n_boot=n_boot), encoding="utf-8")
+    validations = comparison_verdicts(study, metric=metric, alpha=alpha, sesoi_pct=sesoi_pct)
+    index.write_text(index_html(study, *(screened or (None, None)), runs, n_boot=n_boot, validations=validations),
+                     encoding="utf-8")
     return index
 
 
@@ -476,11 +482,46 @@ def mechanisms_html(result: ScreenResult) -> str:
     return str(mechanisms_section_html(mechanisms_markdown(result), figure, mechanism_frames(result)))
 
 
+@dataclass(frozen=True)
+class ComparisonVerdict:
+    """One candidate-vs-baseline comparison as 04_validate judges it: the front page's validation row."""
+
+    phase: str
+    profile: str
+    baseline: str
+    candidate: str
+    units: int
+    verdict: str
+
+
+def comparison_verdicts(study: Study, metric: str | None = None, alpha: float | None = None,
+                        sesoi_pct: float | None = None) -> list[ComparisonVerdict]:
+    """The verdict of every confirm and validate comparison in the store, judged as 04_validate judges it (the
+    goals and level a validation stored, else the design's, else 0.05); empty when the store has none."""
+    from tunelab.optimize.confirm import overall_verdict
+    from tunelab.report import refinement
+    from tunelab.report.wording import configs_text
+
+    default = study.design.analysis.alpha if study.design is not None else 0.05
+    out = []
+    for comparison in refinement.abba_comparisons(study) + refinement.duet_comparisons(study):
+        goals = refinement.comparison_goals(study, list(comparison.measurements.columns), metric, sesoi_pct,
+                                            stored=comparison.goals)
+        table = refinement.judge(comparison, goals, refinement.comparison_alpha(comparison, alpha, default))
+        unit = "pair" if comparison.measurement is MeasurementKind.DUET else "block"
+        out.append(ComparisonVerdict(comparison.phase, comparison.profile, configs_text(comparison.baseline) or "-",
+                                     configs_text(comparison.candidate) or "-",
+                                     int(comparison.measurements[unit].nunique()),
+                                     overall_verdict(list(table["verdict"]))))
+    return out
+
+
 def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | None, runs: Sequence[NotebookRun],
-               n_boot: int | None = None) -> str:
-    """The report's index page (``report_index.html.j2``): summary, verdict table, key figures, notebooks,
-    methods (self-contained). Without a screen (``inputs``, ``result`` None: a store of refine or validate
-    trials only) it says what the store holds and links the notebooks."""
+               n_boot: int | None = None, validations: Sequence[ComparisonVerdict] = ()) -> str:
+    """The report's index page (``report_index.html.j2``): summary, verdict table, key figures, validations
+    (:func:`comparison_verdicts`), notebooks, methods (self-contained), with the SYNTHETIC banner for trials of
+    the simulator. Without a screen (``inputs``, ``result`` None: a store of refine or validate trials only) it
+    says what the store holds and links the notebooks."""
     from markupsafe import Markup
 
     from tunelab.report.rendering import markdown_to_html, render, verdicts_html
@@ -489,7 +530,7 @@ def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | 
     description = study.design.description.strip() if study.design is not None and study.design.description else ""
     page = {"title": f"tunelab report: {study.name}", "study_name": study.name, "store": str(study.path),
             "written": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "description": description,
-            "runs": list(runs)}
+            "runs": list(runs), "synthetic": is_synthetic(study), "validations": list(validations)}
     if inputs is None or result is None:
         return str(render("report_index.html.j2", **page, screened=False, holdings=study.holdings()))
     focus = inputs.metric

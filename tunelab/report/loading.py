@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -28,16 +28,17 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 import pandas as pd
 
+import tunelab.simulator  # noqa: F401  (registers the "simulator" target: the designs of SYNTHETIC studies name it)
 from tunelab.designs import load_design_text, make_plan
 from tunelab.formatting import level_label
-from tunelab.errors import DesignError, TunelabError
+from tunelab.errors import TunelabError
 from tunelab.model import PHASES, USABLE_STATUSES, Metric
 from tunelab.store import SEARCH_BATCH_COLUMNS, SEARCH_COLUMNS, Store, store_path_for
+from tunelab.study_data import ScreenInputs
 from tunelab.study_data import screen_inputs as read_screen_inputs
 
 if TYPE_CHECKING:
     from tunelab.stats import ScreenResult
-    from tunelab.stats.screen_design import ScreenDesign
 
 
 class ReportError(TunelabError):
@@ -114,22 +115,16 @@ class Study:
 
 
 @dataclass(frozen=True)
-class StudyInputs:
-    """The arguments of :func:`tunelab.stats.screen` for a study, plus the metric in focus.
+class StudyInputs(ScreenInputs):
+    """The screen's inputs of a study (:class:`~tunelab.study_data.ScreenInputs`, as ``tunelab screen STUDY``
+    reads them) plus the metric in focus of the report's figures and summary.
 
     ``data`` is what the screen gets (it may hold failed trials, which only explain untestable
     levels); :attr:`runs` holds the usable ones that figures show.
     """
 
-    data: pd.DataFrame
-    metrics: list[dict[str, Any]]
-    knobs: list[str]
-    baseline: dict[str, Any]
-    alpha: float
-    correction: str
+    #: the metric in focus, one of :attr:`metrics`
     metric: dict[str, Any] = field(default_factory=dict)
-    #: the stored design as the screen reads it (:func:`tunelab.study_data.design_info`)
-    design: ScreenDesign | None = None
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -164,12 +159,14 @@ def resolve_store(study: str | os.PathLike[str], data_dir: str | os.PathLike[str
 
 
 def _parse_design(text: str, source: str) -> Any:
+    """The stored design, or None for a store that keeps JSON instead (simulator refinements, validate stores).
+
+    A stored YAML design that does not parse raises its :class:`DesignError` (which names the store, the key and
+    the rule): a report must not go on as if the store held no design.
+    """
     if not text.strip() or text.lstrip().startswith("{"):
-        return None  # simulator refinements and validate stores keep JSON, not a design file
-    try:
-        return load_design_text(text, source=source)
-    except DesignError:
         return None
+    return load_design_text(text, source=source)
 
 
 def load_study(study: str | os.PathLike[str], data_dir: str | os.PathLike[str] = "data",
@@ -257,20 +254,16 @@ def study_inputs(study: Study, metric: str | None = None, alpha: float | None = 
             raise ReportError(f"sesoi_pct must be a positive percentage, got {sesoi_pct!r}")
         focus = {**focus, "sesoi_pct": float(sesoi_pct)}
         metrics = [focus if m["name"] == focus["name"] else m for m in metrics]
-    return StudyInputs(data=data, metrics=metrics, knobs=list(knobs), baseline=dict(read.baseline),
-                       alpha=float(read.alpha), correction=str(read.correction), metric=focus, design=read.design)
+    shared = {f.name: getattr(read, f.name) for f in fields(ScreenInputs)}
+    return StudyInputs(**{**shared, "metrics": metrics}, metric=focus)
 
 
 def screen_study(study: Study, metric: str | None = None, alpha: float | None = None,
                  correction: str | None = None, sesoi_pct: float | None = None, n_boot: int = 1000,
                  seed: int = 0) -> tuple[StudyInputs, ScreenResult]:
     """Run :func:`tunelab.stats.screen` on the study's screen trials; returns ``(inputs, ScreenResult)``."""
-    from tunelab.stats import screen   # deferred: about 2 s (scipy, statsmodels); `import tunelab.report` stays cheap
     inputs = study_inputs(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct)
-    result = screen(inputs.data, inputs.metrics, inputs.knobs, inputs.baseline, alpha=inputs.alpha,
-                    correction=inputs.correction, n_boot=n_boot, seed=seed,
-                    design=inputs.design)
-    return inputs, result
+    return inputs, inputs.screen(n_boot=n_boot, seed=seed)
 
 
 def overview(data: pd.DataFrame, knobs: list[str], metric: str) -> pd.DataFrame:
@@ -388,9 +381,6 @@ def pinning_text(study: Study) -> str | None:
 
 
 def planned_runs(study: Study) -> int | None:
-    """The number of runs the study's design plans (for a sequential design: its first round); None when the
-    plan cannot be made again."""
-    try:
-        return len(make_plan(study.design))
-    except Exception:  # noqa: BLE001 - the count is informative only; a plan problem must not stop a report
-        return None
+    """The number of runs the study's design plans (for a sequential design: its first round); None for a store
+    without a design (simulator refinements, validate stores)."""
+    return None if study.design is None else len(make_plan(study.design))
