@@ -129,7 +129,7 @@ def test_notebooks_run_as_shipped(name: str, fresh_clone: Path, tmp_path: Path,
 
 @pytest.mark.parametrize("name, parameters, fix", [
     ("01_screen", {"metric": "nonsense", "n_boot": 50},
-     "ReportError: metric 'nonsense' was not measured in default.sqlite; the design's metrics are qps"),
+     "ReportError: metric 'nonsense' was not measured in default.sqlite; its main metrics: qps"),
     ("04_validate", {"study": "nope"}, "ReportError: no trial store for study 'nope' at "),
     ("03_refine", {"objectivs": ["qps:max"]},
      "UnknownParameterError: 03_refine.ipynb has no parameter 'objectivs' (did you mean 'objectives'?)"),

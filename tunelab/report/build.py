@@ -94,36 +94,120 @@ def check_parameters(notebook: str | os.PathLike[str], parameters: Mapping[str, 
             + f"; its parameters are: {', '.join(declared) or '(none)'}")
 
 
-def check_notebook_parameters(namespace: Mapping[str, Any], notebook: str) -> None:
+def check_notebook_parameters(namespace: Mapping[str, Any], notebook: str) -> dict[str, Any]:
     """The first cell after a notebook's parameters: its variables (``globals()``) against the parameters
-    ``notebook`` declares (papermill only warns of an unknown name) and the common ones' values.
+    ``notebook`` declares (papermill only warns of an unknown name), their values, and the metrics they name
+    against the study's store, before any work. Returns the parameters as the notebook uses them (``objectives``
+    as a list: ``-p objectives qps:max`` gives one text).
 
     Raises
     ------
     UnknownParameterError
-        A variable the notebook does not declare (a mistyped ``-p NAME``).
+        A variable the notebook does not declare (a mistyped ``-p NAME``), with the closest declared name.
     ReportError
-        An invalid value of a common parameter (alpha, correction, sesoi_pct, n_boot, include_flagged).
+        An invalid value (:data:`_VALUE_RULES`: the report notebooks' common ones, objectives, the tour's target,
+        design, replicates, ...), a study without a store, or a ``metric`` or objective the study did not measure
+        (with the closest measured names). Every bad value is named, in one line.
     """
     path = notebook_path(notebook)
     hidden = _ipython_names()
     given = {name: value for name, value in namespace.items() if not name.startswith("_") and name not in hidden
              and not isinstance(value, types.ModuleType) and not callable(value)}
-    check_parameters(path, given)
-    problem = next((f"{name}={given[name]!r}: {rule}" for name, (valid, rule) in _VALUE_RULES.items()
-                    if name in given and not valid(given[name])), None)
-    if problem:
-        raise ReportError(f"{path.name}: invalid parameter {problem}")
+    declared = declared_parameters(path)
+    unknown = [name for name in given if name not in declared]
+    problems = [_unknown_text(path, name, declared) for name in unknown]
+    problems += [f"{path.name}: invalid parameter {name}={given[name]!r}: {rule}{_closest(given[name], name)}"
+                 for name, (valid, rule) in _VALUE_RULES.items() if name in given and not valid(given[name])]
+    if problems:
+        raise (UnknownParameterError if unknown else ReportError)("; ".join(problems))
+    used = {**given, **({"objectives": _objective_list(given["objectives"])} if "objectives" in given else {})}
+    _check_study_parameters(used)
+    return used
 
 
-#: common parameter -> (is the value valid, the rule in words)
+def _unknown_text(path: Path, name: str, declared: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(name, list(declared), n=1)
+    return (f"{path.name} has no parameter {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; its parameters are: {', '.join(declared) or '(none)'}")
+
+
+def _closest(value: Any, name: str) -> str:
+    """`` (did you mean 'holm'?)`` for a text value close to one of parameter ``name``'s choices."""
+    choices = _CHOICES.get(name, ())
+    close = difflib.get_close_matches(value, choices, n=1) if isinstance(value, str) else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _objective_list(objectives: Any) -> list[str] | None:
+    """``objectives`` as a list of texts: one text (``-p objectives qps:max``) is one objective."""
+    return None if objectives is None else [objectives] if isinstance(objectives, str) else list(objectives)
+
+
+def _check_study_parameters(used: Mapping[str, Any]) -> None:
+    """The study's store must exist (:func:`~tunelab.report.loading.resolve_store`), and the metric in focus and
+    the objectives must name something the study measured (then the store is read)."""
+    from tunelab.report.loading import check_metric_names, examples_dir, resolve_store
+
+    if "study" not in used:
+        return
+    data_dir = examples_dir() if used.get("data_dir") is None else used["data_dir"]
+    resolve_store(used["study"], data_dir)
+    named = {"metric": [used["metric"]] if used.get("metric") else [], "objective": used.get("objectives") or []}
+    if not any(named.values()):
+        return
+    study = load_study(used["study"], data_dir, include_flagged=bool(used.get("include_flagged")))
+    for what, names in named.items():
+        check_metric_names(study, names, what)
+
+
+def _is_objective(value: Any) -> bool:
+    """None, or one or more ``METRIC[:max|:min]`` texts."""
+    from tunelab.model import Metric
+
+    if value is None:
+        return True
+    if not isinstance(value, (str, list, tuple)):
+        return False
+    texts = _objective_list(value)
+    if not texts or not all(isinstance(t, str) and t for t in texts):
+        return False
+    try:
+        for text in texts:
+            Metric.parse(text)
+    except TunelabError:
+        return False
+    return True
+
+
+#: parameters with a fixed set of values -> the values
+_CHOICES: dict[str, tuple[str, ...]] = {"correction": tuple(CORRECTIONS), "target": ("simulator", "lab")}
+
+
+def _whole(minimum: int | None) -> Any:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
+
+
+#: parameter -> (is the value valid, the rule in words); checked wherever a notebook declares the name
 _VALUE_RULES: dict[str, tuple[Any, str]] = {
     "alpha": (lambda v: v is None or (_is_number(v) and 0 < v < 1), "a significance level between 0 and 1"),
     "correction": (lambda v: v is None or v in CORRECTIONS, f"one of {', '.join(CORRECTIONS)}"),
     "sesoi_pct": (lambda v: v is None or (_is_number(v) and 0 < v < float("inf")), "a positive percentage"),
-    "n_boot": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number of resamples, 1 "
-               "or more"),
+    "n_boot": (_whole(1), "a whole number of resamples, 1 or more"),
     "include_flagged": (lambda v: isinstance(v, bool), "True or False"),
+    "objectives": (_is_objective, "one objective METRIC:max or METRIC:min, or a list of them, e.g. "
+                   "-p objectives throughput_mbps:max or -y 'objectives: [throughput_mbps:max]'"),
+    "target": (lambda v: v in _CHOICES["target"], "'simulator' (SYNTHETIC) or 'lab'"),
+    "replicates": (_whole(1), "a whole number of runs per knob level, 1 or more"),
+    "budget": (_whole(1), "a whole number of measurements, 1 or more"),
+    "blocks": (_whole(1), "a whole number of ABBA blocks, 1 or more"),
+    "seed": (_whole(None), "a whole number"),
+    "design": (lambda v: v is None or (isinstance(v, (str, os.PathLike)) and Path(v).is_file()),
+               "None (the tour's own design) or the path of a design file that exists"),
+    "out_dir": (lambda v: v is None or (isinstance(v, (str, os.PathLike)) and str(v) != ""),
+                "None (a new temporary directory) or a directory path"),
+    "study": (lambda v: isinstance(v, (str, os.PathLike)) and str(v) != "", "a study name or the path of its store"),
+    "data_dir": (lambda v: v is None or (isinstance(v, (str, os.PathLike)) and str(v) != ""),
+                 "None (the shipped examples) or a directory of study stores"),
 }
 
 

@@ -18,12 +18,13 @@ A lab recording shipped in ``data/examples`` (run from the checkout):
 """
 from __future__ import annotations
 
+import difflib
 import os
 import platform
 from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,7 @@ from tunelab.formatting import level_label
 from tunelab.errors import TunelabError
 from tunelab.model import PHASES, USABLE_STATUSES, Metric
 from tunelab.store import SEARCH_BATCH_COLUMNS, SEARCH_COLUMNS, Store, store_path_for
-from tunelab.study_data import ScreenInputs
+from tunelab.study_data import BOOKKEEPING, ScreenInputs
 from tunelab.study_data import screen_inputs as read_screen_inputs
 
 if TYPE_CHECKING:
@@ -246,9 +247,7 @@ def study_inputs(study: Study, metric: str | None = None, alpha: float | None = 
             focus = Metric.parse(metric).to_json()
             metrics = [m for m in metrics if m["name"] != name] + [focus]
         else:
-            measured = [c for c in data.columns if c not in knobs and pd.api.types.is_numeric_dtype(data[c])]
-            raise ReportError(f"metric {name!r} was not measured in {study.path.name}; the design's metrics are "
-                              f"{', '.join(known)}; measured columns: {', '.join(measured)}")
+            raise unknown_metric(study, name, known)
     if sesoi_pct is not None:
         if not (np.isfinite(sesoi_pct) and sesoi_pct > 0):
             raise ReportError(f"sesoi_pct must be a positive percentage, got {sesoi_pct!r}")
@@ -256,6 +255,48 @@ def study_inputs(study: Study, metric: str | None = None, alpha: float | None = 
         metrics = [focus if m["name"] == focus["name"] else m for m in metrics]
     shared = {f.name: getattr(read, f.name) for f in fields(ScreenInputs)}
     return StudyInputs(**{**shared, "metrics": metrics}, metric=focus)
+
+
+def measured_metrics(study: Study) -> list[str]:
+    """The names a metric may take in this study: the design's metrics, the stored searches' objectives and every
+    numeric column measured in any phase (counters included), without knobs and bookkeeping columns."""
+    knobs = set(study.design.knob_ids) if study.design is not None else set()
+    for config in study.trials.get("config", pd.Series(dtype=object)):
+        knobs.update(config if isinstance(config, Mapping) else ())
+    names = [m.name for m in study.design.metrics] if study.design is not None else []
+    names += [str(text).partition(":")[0] for settings in study.searches["settings"]
+              if isinstance(settings, Mapping) for text in settings.get("objectives") or ()]
+    for frame in study.tidy.values():
+        names += [c for c in frame.columns if c not in BOOKKEEPING and c not in knobs
+                  and pd.api.types.is_numeric_dtype(frame[c])]
+    return list(dict.fromkeys(names))
+
+
+#: at most this many close names suggested for a misspelt metric
+SUGGESTIONS = 5
+
+
+def unknown_metric(study: Study, name: str, main: Sequence[str] = (), what: str = "metric") -> ReportError:
+    """The one-line error for a metric (or objective) ``name`` the study did not measure: the closest measured
+    names (:mod:`difflib`, at most :data:`SUGGESTIONS`) and ``main``, the names the study is about; never the whole
+    list of measured columns (a store with kernel counters has over a hundred)."""
+    measured = measured_metrics(study)
+    close = difflib.get_close_matches(name, measured, n=SUGGESTIONS, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    about = f"; its main metrics: {', '.join(main)}" if main else ""
+    return ReportError(f"{what} {name!r} was not measured in {study.path.name}{hint}{about}; "
+                       f"{len(measured)} columns were measured (`tunelab export {study.path}` lists them)")
+
+
+def check_metric_names(study: Study, names: Sequence[str], what: str = "metric") -> None:
+    """Raise :func:`unknown_metric` for the first of ``names`` (``NAME[:max|:min]...`` texts) the study did not
+    measure."""
+    measured = set(measured_metrics(study))
+    main = [m.name for m in study.design.metrics] if study.design is not None else []
+    for text in names:
+        name = str(text).partition(":")[0]
+        if name not in measured:
+            raise unknown_metric(study, name, main, what)
 
 
 def screen_study(study: Study, metric: str | None = None, alpha: float | None = None,
