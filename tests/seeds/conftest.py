@@ -47,3 +47,19 @@ def recorded_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.fail(f"{source} holds no recorded seed stores (they ship with the source): record them with "
                     f"`tunelab gallery --record --stores {source}` on a quiet machine")
     return copy_stores(source, tmp_path_factory.mktemp("seed-stores"))
+
+
+@pytest.fixture(scope="session")
+def real_gallery(recorded_stores: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """``tunelab gallery --quick`` from the recorded stores, built once for the tests that read it (test_gallery.py,
+    test_gallery_committed.py): the gallery's directory and what the command printed."""
+    import contextlib
+    import io
+
+    from tunelab.cli import main
+
+    out = tmp_path_factory.mktemp("real-gallery") / "gallery"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["gallery", "--quick", "--stores", str(recorded_stores), "--out", str(out)]) == 0
+    return out, printed.getvalue()

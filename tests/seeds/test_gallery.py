@@ -234,22 +234,7 @@ def test_write_gallery_in_chromium(tmp_path: Path, chromium: str) -> None:
         assert ("report/s/index.html" in page_seen.links) == (study is studies[1])
 
 
-# ---- the real gallery from the recorded stores ---------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def real_gallery(recorded_stores: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """``tunelab gallery --quick`` from the recorded stores, built once for the tests below (they only read
-    it): the gallery's directory and what the command printed."""
-    import contextlib
-
-    from tunelab.cli import main
-
-    out = tmp_path_factory.mktemp("real-gallery") / "gallery"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert main(["gallery", "--quick", "--stores", str(recorded_stores), "--out", str(out)]) == 0
-    return out, printed.getvalue()
+# ---- the real gallery from the recorded stores (the real_gallery fixture: conftest.py) ----------------------
 
 
 @pytest.mark.browser

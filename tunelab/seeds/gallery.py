@@ -222,17 +222,53 @@ def _study_page(study: SeedStudy, page: StudyPage, directory: Path, provenance: 
     sections = [{"title": section.title, "paragraphs": list(section.paragraphs),
                  "figures": [next(rest) for _ in section.figures], "tables": _tables(section.tables)}
                 for section in page.sections]
-    designs = []
-    for design in map(Path, study.designs):
-        if design.is_file():
-            shutil.copyfile(design, directory / design.name)
-        designs.append({"name": design.name, "copied": design.is_file()})
+    recorded = recorded_designs(page.stores)
+    designs = [_copy_design(design, recorded, directory) for design in map(Path, study.designs)]
     return str(render(
         "gallery_study.html.j2", title=f"{study.key}: {study.title}", columns=CLAIM_COLUMNS,
         row=_claim_row(study, page), figures=figures, designs=designs, notes=list(page.notes),
         tables=_tables(page.tables), sections=sections, provenance=[provenance_text(p) for p in provenance],
         reports=[{"href": Path(os.path.relpath(r, directory)).as_posix(), "name": Path(r).parent.name}
                  for r in reports]))
+
+
+def recorded_designs(stores: Iterable[str | os.PathLike[str]]) -> dict[str, tuple[str, str]]:
+    """Study name -> (the design text it recorded, the store's file name), for each store that holds a YAML
+    design (a validate store keeps JSON instead), read without changing it."""
+    out: dict[str, tuple[str, str]] = {}
+    for path in map(Path, stores):
+        if not path.is_file():
+            continue
+        with Store(path, readonly=True) as store:
+            info = store.study
+        if info is not None and info.design_text.strip() and not info.design_text.lstrip().startswith("{"):
+            out.setdefault(info.name, (info.design_text, path.name))
+    return out
+
+
+def _copy_design(design: Path, recorded: Mapping[str, tuple[str, str]], directory: Path) -> dict[str, Any]:
+    """Put a study's design beside its page: as a store recorded it (what the page's numbers come from; the file in
+    designs/seeds may have changed since), else the file itself; the template's row for it."""
+    name = _design_name(design)
+    if name in recorded:
+        text, store = recorded[name]
+        (directory / design.name).write_text(text, encoding="utf-8")
+        return {"name": design.name, "copied": True, "source": f"the design as recorded in {store}"}
+    if design.is_file():
+        shutil.copyfile(design, directory / design.name)
+        return {"name": design.name, "copied": True, "source": f"a copy of designs/seeds/{design.name}"}
+    return {"name": design.name, "copied": False, "source": ""}
+
+
+def _design_name(design: Path) -> str | None:
+    """The ``name:`` of a design file (None when it cannot be read)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(design.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return str(data.get("name")) if isinstance(data, Mapping) and data.get("name") is not None else None
 
 
 def write_gallery(studies_and_pages: Sequence[tuple[SeedStudy, StudyPage]], out_dir: str | os.PathLike[str],
