@@ -1,26 +1,33 @@
-"""Progress of a run where the user is: a widget bar in a notebook, a text bar on a terminal, and one
-line per round or per minute when stderr goes to a file or a pipe (a log, ``nohup``, CI).
+"""Progress of a run where the user is: a widget bar in a notebook, a text bar on a terminal (both
+``tqdm.auto``'s), and one line per round or per minute when stderr goes to a file or a pipe (a log, ``nohup``,
+CI). Progress goes to stderr, never to stdout (where ``--json -`` writes).
 
-The widget bar is tqdm's (``tqdm.notebook``) and needs ipywidgets; without it a notebook shows the
-progress line in one output updated in place. Either way the executed notebook keeps the last state.
+The widget bar needs ipywidgets; without it a notebook shows the progress line in one output updated in
+place. Either way the executed notebook keeps the last state.
 
-:func:`trial_progress` picks the kind (:func:`progress_kind`); every kind takes ``update(n)``,
-``set_postfix(**counts)`` and ``close()``. The counts are merged (a later ``set_postfix`` adds to the
-earlier ones), so the runner's trial counts and the busy repeats so far show together. A line reads::
+:class:`StudyProgress` follows a whole study, refinement or validation across its rounds: the runner, the
+refinement and the validation record each trial into it as the store records it. A line reads::
 
-    dns-screen: 12/54 trials, 4 ok, 1 failed, 0 busy repeats, elapsed 01:10, ETA 04:05
+    dns-screen: round 2, 30/54 trials, 28 ok, 1 flagged, 1 failed, 0 busy repeats, elapsed 01:10, ETA 00:56
+
+:func:`trial_progress` is one round's (the cluster dispatcher's): every kind takes ``update(n)``,
+``set_postfix(**counts)`` and ``close()``; the counts are merged (a later ``set_postfix`` adds to the earlier
+ones). Both pick the kind with :func:`progress_kind`.
 """
 from __future__ import annotations
 
 import importlib.util
 import sys
 import time
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
 from tqdm import tqdm as text_bar
+from tqdm.auto import tqdm as auto_bar
 
 #: seconds between two lines when stderr is neither a terminal nor a notebook
 LINE_INTERVAL_S = 60.0
+#: seconds between two updates of the in-place line of a notebook without ipywidgets
+CELL_INTERVAL_S = 0.5
 
 
 def in_notebook() -> bool:
@@ -121,6 +128,155 @@ class _MergedPostfix:
         self.bar.close()
 
 
+#: the trial counts a study's progress shows, as of the moment it is shown
+STATUSES = ("ok", "flagged", "failed")
+
+
+class StudyProgress:
+    """The progress of a whole study, refinement or validation across its rounds (:func:`trial_progress` is one
+    round's): a tqdm.auto bar (a widget in a notebook, text on a terminal), one line updated in place in a notebook
+    without ipywidgets, or on a file or pipe one line per round or per ``interval_s`` seconds, whichever comes
+    first. A line names the round, the done and total trials of the whole study, the counts as of that moment
+    (``planned`` for a dry run, which measures nothing) and the ETA::
+
+        dns-screen: round 2, 30/54 trials, 28 ok, 1 flagged, 1 failed, 0 busy repeats, elapsed 01:10, ETA 00:56
+
+    ``expected`` are the trial counts of the rounds known ahead (an A/A calibration and a first round): they count
+    in the total from the start, each replaced by its round's own count when it starts (:meth:`start_round`).
+    A trial counts when it is recorded (:meth:`record`), never later. Use it as a context manager (or call
+    :meth:`close`).
+    """
+
+    def __init__(self, desc: str = "", *, expected: Iterable[int] = (), dry: bool = False, enabled: bool = True,
+                 stream: TextIO | None = None, kind: str | None = None, interval_s: float = LINE_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.desc, self.dry = desc, dry
+        self.stream = stream if stream is not None else sys.stderr
+        self.kind = kind if kind is not None else (progress_kind(self.stream) if enabled else "off")
+        self.interval_s, self.clock = interval_s, clock
+        self.started = self.last_line = clock()
+        self.expected = [int(n) for n in expected]
+        self.started_total = 0          # the trials of the rounds started so far
+        self.done = self.done_before = self.round_done = self.round_planned = self.rounds = 0
+        self.counts: dict[str, int] = dict.fromkeys(("planned",) if dry else STATUSES, 0)
+        self.extra: dict[str, Any] = {}
+        self.label = ""
+        self.open = self.closed = False
+        self.display: Any = None
+        self.last_text = ""
+
+    @property
+    def total(self) -> int:
+        """The study's trials: of the rounds started, and of the rounds known ahead."""
+        return self.started_total + sum(self.expected)
+
+    def start_round(self, planned: int, *, done_statuses: Iterable[str] = (), label: str | None = None) -> None:
+        """A round of ``planned`` trials starts (the one before it ends); ``done_statuses`` are the statuses of
+        its trials already recorded (a resumed run). Without a ``label`` it is the next numbered round."""
+        self.end_round()
+        if label is None:
+            self.rounds += 1
+        self.label = label if label is not None else f"round {self.rounds}"
+        if self.expected:
+            self.expected.pop(0)
+        self.started_total += int(planned)
+        self.round_planned, self.round_done, self.open = int(planned), 0, True
+        for status in done_statuses:
+            self._count(status)
+            self.done_before += 1
+        self._show(force=True)
+
+    def record(self, status: str, **extra: Any) -> None:
+        """One trial recorded with ``status`` (``ok``, ``flagged``, ``failed``; another, e.g. ``interrupted``,
+        is not done); ``extra`` counts shown beside them (``busy_repeats=2``)."""
+        self.extra.update(extra)
+        if str(status) in STATUSES:
+            self._count(str(status))
+        self._show()
+
+    def end_round(self, *, shrink: bool = False) -> None:
+        """The open round ends (a line on a file or pipe); with ``shrink`` the trials it did not record leave
+        the total (a search that needed fewer measurements than its budget)."""
+        if not self.open:
+            return
+        self.open = False
+        if shrink:
+            self.started_total -= max(0, self.round_planned - self.round_done)
+        self._show(force=True, line=True)
+
+    def close(self) -> None:
+        """The last round ends; a bar is closed. Closing twice does nothing."""
+        if self.closed:
+            return
+        self.end_round()
+        self.closed = True
+        if self.kind in ("widget", "text") and self.display is not None:
+            self.display.close()
+
+    def __enter__(self) -> "StudyProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def line(self) -> str:
+        """The progress line (class docstring)."""
+        elapsed = self.clock() - self.started
+        done_now = self.done - self.done_before
+        eta = (text_bar.format_interval(elapsed / done_now * max(0, self.total - self.done)) if done_now > 0
+               else "unknown")
+        counts = [f"{value} {name.replace('_', ' ')}" for name, value in {**self.counts, **self.extra}.items()]
+        return (f"{self.desc + ': ' if self.desc else ''}{self.label + ', ' if self.label else ''}"
+                f"{self.done}/{self.total} trials" + "".join(f", {count}" for count in counts)
+                + f", elapsed {text_bar.format_interval(elapsed)}, ETA {eta}")
+
+    def _count(self, status: str) -> None:
+        name = "planned" if self.dry else status
+        self.counts[name] = self.counts.get(name, 0) + 1
+        self.done += 1
+        self.round_done += 1
+
+    def _show(self, force: bool = False, line: bool = False) -> None:
+        """Bring the display up to date: a bar at once; a line on a file or pipe at a round's end (``line``) or once
+        ``interval_s`` passed; the in-place notebook line every half second or when ``force``d."""
+        if self.kind == "off":
+            return
+        if self.kind in ("widget", "text"):
+            self._show_bar()
+        elif self.kind == "cell":
+            self._show_cell(force)
+        elif line or self.clock() - self.last_line >= self.interval_s:
+            text, self.last_line = self.line(), self.clock()
+            if text != self.last_text:            # a round that ends as its minute's line was written: once
+                print(text, file=self.stream, flush=True)
+            self.last_text = text
+
+    def _show_bar(self) -> None:
+        desc = f"{self.desc} ({self.label})" if self.label else self.desc
+        if self.display is None:
+            self.display = auto_bar(total=self.total, initial=self.done, unit="trial", desc=desc,
+                                    dynamic_ncols=True, file=self.stream)
+        bar = self.display
+        bar.total = self.total
+        bar.set_description(desc, refresh=False)
+        bar.set_postfix(refresh=False, **self.counts, **self.extra)
+        if self.done > bar.n:
+            bar.update(self.done - bar.n)
+        else:
+            bar.refresh()
+
+    def _show_cell(self, force: bool) -> None:
+        from IPython.display import display
+
+        if self.display is None:
+            self.display = display({"text/plain": self.line()}, raw=True, display_id=True)
+        elif force or self.clock() - self.last_line >= CELL_INTERVAL_S:
+            self.display.update({"text/plain": self.line()}, raw=True)
+        else:
+            return
+        self.last_line = self.clock()
+
+
 def trial_progress(total: int, *, initial: int = 0, desc: str = "", enabled: bool = True,
                    stream: TextIO | None = None) -> Any:
     """The progress of ``total`` trials (``initial`` already done) where the user is (:func:`progress_kind`);
@@ -132,8 +288,4 @@ def trial_progress(total: int, *, initial: int = 0, desc: str = "", enabled: boo
     if kind == "cell":
         return CellProgress(total, initial, desc)
     options = {"total": total, "initial": initial, "unit": "trial", "desc": desc, "disable": kind == "off"}
-    if kind == "widget":
-        from tqdm.notebook import tqdm as widget_bar
-
-        return _MergedPostfix(widget_bar(**options))
-    return _MergedPostfix(text_bar(file=stream, dynamic_ncols=True, **options))
+    return _MergedPostfix(auto_bar(file=stream, dynamic_ncols=True, **options))   # a widget in a notebook

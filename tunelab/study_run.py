@@ -40,6 +40,7 @@ from tunelab.knobs import get_knob
 from tunelab.loads import Load
 from tunelab.model import MeasurementKind
 from tunelab.preflight import design_preflight
+from tunelab.progress import StudyProgress
 from tunelab.rounds import StudyBudget, budget_of, run_study
 from tunelab.run_owner import owned_run
 from tunelab.study_result import StudyRun
@@ -113,14 +114,16 @@ def dispatcher_on(beds: list[Any], scheduler: str | None, store: Store, warnings
 
 def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[str, Any], options: RunOptions, *,
                 target: Target | None = None, dispatcher: Any = None, partner: Any = None,
-                budget: StudyBudget | None = None, sides: tuple[str, str] | None = None) -> runner.PlanRunner:
+                budget: StudyBudget | None = None, sides: tuple[str, str] | None = None,
+                tracker: StudyProgress | None = None) -> runner.PlanRunner:
     """The one way a study's plans reach the runner: ``run_plan(phase, plan)`` runs ``plan`` (None: the
     design's own) on ``target`` (:func:`tunelab.runner.run_design`), as duet pairs on ``target`` and
     ``partner`` (a ``(target, load)`` pair: :func:`tunelab.duet.run_duet_design`; ``sides``: the testbed of
     each side, when they are two testbeds) or across the
     ``dispatcher``'s testbeds (:func:`tunelab.cluster.run_design_on_testbeds`), with the study's load and options.
     On a target (or a duet's two), ``budget`` (:class:`tunelab.rounds.StudyBudget`) is asked before every
-    attempt (pair); across testbeds it is held between rounds only."""
+    attempt (pair); across testbeds it is held between rounds only. On one target, ``tracker``
+    (:func:`study_progress`) shows each plan as a round of the whole study."""
     may_start = budget.may_start if budget is not None else None
     if partner is not None:
         from tunelab.duet import run_duet_design
@@ -137,8 +140,9 @@ def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[st
         return lambda phase, plan: run_design_on_testbeds(design, dispatcher, store, phase=phase, plan=plan, **common)
     if target is None:
         raise TargetError("a study runs on a target or on testbeds; neither was given")
+    progress = tracker if tracker is not None else options.progress
     return lambda phase, plan: runner.run_design(design, target, store, phase=phase, plan=plan,
-                                                 progress=options.progress, checkpoint=options.checkpoint,
+                                                 progress=progress, checkpoint=options.checkpoint,
                                                  may_start=may_start, **common)
 
 
@@ -164,6 +168,15 @@ def study_store(study: str, design_hash: str, design_text: str, spec: dict[str, 
     with owned_run(path, check_crashed=check_crashed) as owner:
         opened = owner.open_store(study=study, design_hash=design_hash, design_text=design_text, target_spec=spec)
         yield opened, owner.labs_removed
+
+
+def study_progress(design: Design, options: RunOptions, *, dry: bool = False) -> StudyProgress:
+    """The progress of a study on one target: its total from the start is the A/A calibration's trials and the
+    first round's (a later round adds its own when it starts); a dry run counts its trials as planned."""
+    runs = design.noise.calibration_runs
+    expected = ([runs] if runs > 0 else []) + [len(make_plan(design))]
+    return StudyProgress(design.name + (" (dry run)" if dry else ""), expected=expected, dry=dry,
+                         enabled=options.progress)
 
 
 @contextmanager
@@ -196,10 +209,12 @@ def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: 
             study_store(design.name, design.design_hash, design_text, spec, where,
                         check_crashed=not dry) as (opened, removed):
         with build_target(sides[0], allow_commands=options.allow_design_commands) as live, \
-                duet_partner(design, sides[1], options) as partner:
+                duet_partner(design, sides[1], options) as partner, \
+                study_progress(design, options, dry=dry) as tracker:
+            tracker = tracker if partner is None else None      # a duet shows its pairs (tunelab.duet)
             if dry:
                 study = _preview(design, opened, live, plan_runner(design, opened, load, load_settings, options,
-                                                                   target=live, partner=partner))
+                                                                   target=live, partner=partner, tracker=tracker))
             else:
                 checked = design_preflight(design, load, live)                # the server's own limits, read
                 checked.check(options.force)
@@ -208,7 +223,7 @@ def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: 
                 budget = budget_of(design, opened, options.clock)
                 study = _calibrate_and_run(design, opened, plan_runner(design, opened, load, load_settings, options,
                                                                        target=live, partner=partner, budget=budget,
-                                                                       sides=names),
+                                                                       sides=names, tracker=tracker),
                                            budget)
     study.labs_removed, study.recorded = removed, not dry
     return study

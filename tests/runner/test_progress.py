@@ -34,7 +34,7 @@ def test_redirected_stderr_gets_a_line_per_round_and_a_terminal_a_text_bar(tmp_p
     with open(tmp_path / "stderr.txt", "w") as log:
         assert run_cli(design, tmp_path / "file.sqlite", log.fileno()).wait(timeout=120) == 0
     lines = (tmp_path / "stderr.txt").read_text().splitlines()
-    line = re.compile(r"^progress-sim: 4/4 trials, 4 ok, 0 flagged, 0 failed, 0 busy repeats, "
+    line = re.compile(r"^progress-sim: round 1, 4/4 trials, 4 ok, 0 flagged, 0 failed, 0 busy repeats, "
                       r"elapsed \d\d:\d\d, ETA 00:00$")
     assert [text for text in lines if line.match(text)], lines
     assert not [text for text in lines if "\r" in text or "it/s" in text or "trial/s" in text]   # no bar in a log
@@ -55,7 +55,7 @@ def test_redirected_stderr_gets_a_line_per_round_and_a_terminal_a_text_bar(tmp_p
     assert proc.wait(timeout=120) == 0
     os.close(primary)
     text = seen.decode(errors="replace")
-    assert "\r" in text and re.search(r"progress-sim: 100%\|[^|]*\| 4/4 \[", text), text
+    assert "\r" in text and re.search(r"progress-sim \(round 1\): 100%\|[^|]*\| 4/4 \[", text), text
     assert "busy_repeats=0" in text and "elapsed" not in text
 
 

@@ -25,7 +25,8 @@ from tunelab.designs import Design, make_plan
 from tunelab.errors import KnobError, SafetyError, TargetError, TunelabError
 from tunelab.journal import restore_journal
 from tunelab.loads import Load
-from tunelab.progress import trial_progress
+from tunelab.model import Phase
+from tunelab.progress import StudyProgress
 from tunelab.runner import trials
 from tunelab.runner.binding import BoundKnob, KnobLookup, bind_knobs, check_host_global, validate_config
 from tunelab.runner.busy import BusyRule, busy_rule, repeat_while_busy
@@ -140,7 +141,7 @@ def run_design(
     target: Target,
     store: Store,
     *,
-    progress: bool = True,
+    progress: bool | StudyProgress = True,
     checkpoint: Checkpoint | None = None,
     may_start: Callable[[], bool] | None = None,
     **request: Any,
@@ -161,8 +162,9 @@ def run_design(
     (:func:`profile_settings`); the others with ``load_settings``.
     With the design's ``noise.repeat_busy_pct``, a trial during which other processes used more
     of the machine is set aside and its run measured again (:class:`BusyRule`).
-    With ``progress``, :func:`tunelab.progress.trial_progress` shows the trials done, ETA and busy repeats
-    on stderr: a text bar on a terminal, a widget bar in a notebook, one line per round or minute otherwise.
+    With ``progress``, a :class:`tunelab.progress.StudyProgress` shows the trials done, the counts, ETA and busy
+    repeats on stderr (a text bar on a terminal, a widget bar in a notebook, one line per round or minute
+    otherwise); pass the study's own to count this plan as one round of it (an A/A calibration by its name).
 
     Examples
     --------
@@ -201,7 +203,9 @@ def _run_todo(setup: RunSetup, target: Target, store: Store, summary: RunSummary
               may_start: Callable[[], bool] | None) -> None:
     """Each trial still to run, in ``run_order``, on a reset target, measured again while busy; counted in
     ``summary`` and shown on the progress bar. Stops early once ``may_start()`` says no."""
-    bar = trial_progress(len(setup.rows), initial=summary.skipped, desc=summary.study, enabled=progress)
+    tracker = progress if isinstance(progress, StudyProgress) else StudyProgress(summary.study, enabled=progress)
+    tracker.start_round(len(setup.rows), done_statuses=_done_statuses(store, setup),
+                        label="A/A calibration" if setup.phase == Phase.CALIBRATE.value else None)
     try:
         for run_key, config, info in setup.todo:
             if may_start is not None and not may_start():
@@ -215,11 +219,20 @@ def _run_todo(setup: RunSetup, target: Target, store: Store, summary: RunSummary
             outcome = repeat_while_busy(measure(run_provenance), measure, target, store, run_provenance,
                                         setup.busy, machine_cpu_s, summary, may_start=may_start)
             summary.count(outcome, machine_cpu_s)
-            bar.update(1)
-            bar.set_postfix(ok=summary.ok, flagged=summary.flagged, failed=summary.failed,
-                            busy_repeats=summary.repeated, refresh=False)
+            tracker.record(outcome.status, busy_repeats=summary.repeated)
     finally:
-        bar.close()
+        tracker.end_round()
+        if tracker is not progress:
+            tracker.close()
+
+
+def _done_statuses(store: Store, setup: RunSetup) -> list[str]:
+    """The statuses of the plan's trials already recorded (skipped by this run), for the progress counts."""
+    done = {row[0] for row in setup.rows} - {row[0] for row in setup.todo}
+    if not done:
+        return []
+    trials = store.trials(setup.phase)
+    return [str(status) for status in trials.loc[trials["run_key"].isin(done), "status"]]
 
 
 def _check_plan(specs: Sequence[BoundKnob], rows: Sequence[PlannedTrial], allow_host_global: bool) -> None:
