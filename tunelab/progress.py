@@ -148,12 +148,13 @@ class StudyProgress:
     """
 
     def __init__(self, desc: str = "", *, expected: Iterable[int] = (), dry: bool = False, enabled: bool = True,
-                 stream: TextIO | None = None, kind: str | None = None, interval_s: float = LINE_INTERVAL_S,
+                 stream: TextIO | None = None, kind: str | None = None, interval_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.desc, self.dry = desc, dry
         self.stream = stream if stream is not None else sys.stderr
         self.kind = kind if kind is not None else (progress_kind(self.stream) if enabled else "off")
-        self.interval_s, self.clock = interval_s, clock
+        self.interval_s = LINE_INTERVAL_S if interval_s is None else interval_s     # None: the module's, read now
+        self.clock = clock
         self.started = self.last_line = clock()
         self.expected = [int(n) for n in expected]
         self.started_total = 0          # the trials of the rounds started so far
