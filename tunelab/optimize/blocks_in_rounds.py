@@ -35,6 +35,7 @@ from tunelab.designs.change import BlockRule
 from tunelab.model import Metric, Verdict
 from tunelab.optimize.confirm import (ConfirmResult, Evaluator, analyse_blocks, goals_of, measure_blocks,
                                       overall_verdict)
+from tunelab.progress import StudyProgress
 
 # tunelab.stats (scipy, statsmodels, pingouin) is imported where the looks are computed, so importing this
 # module (as tunelab.api does) stays cheap, as in tunelab.optimize.confirm.
@@ -139,10 +140,12 @@ class Rounds:
 
 
 def judge_in_rounds(profiles: Sequence[str], goals: Sequence[Metric], rule: BlockRule, measure: RoundMeasure,
-                    analyse: LookAnalysis, *, alpha: float = 0.05, unit: str = "blocks") -> Rounds:
+                    analyse: LookAnalysis, *, alpha: float = 0.05, unit: str = "blocks",
+                    on_look: Callable[[int, int], None] | None = None) -> Rounds:
     """The rounds of ``rule`` per profile (see the module docstring): at look ``r`` every open profile measures
     its units (blocks, or a duet's pairs) up to the look's count with ``measure`` and ``analyse`` judges its open
-    metrics at the look's nominal level; a profile whose metrics are all frozen stops."""
+    metrics at the look's nominal level; a profile whose metrics are all frozen stops. ``on_look(r, units)`` is
+    told, before look ``r`` measures, how many units it adds over its open profiles (a progress round)."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     parts: dict[str, list[pd.DataFrame]] = {profile: [] for profile in profiles}
     done = dict.fromkeys(profiles, 0)
@@ -152,6 +155,8 @@ def judge_in_rounds(profiles: Sequence[str], goals: Sequence[Metric], rule: Bloc
         open_profiles = [p for p in profiles if not all(frozen(rows.get((p, g.name))) for g in goals)]
         if not open_profiles:
             break
+        if on_look is not None:
+            on_look(number, sum(count - done[profile] for profile in open_profiles))
         for profile in open_profiles:
             parts[profile].append(measure(profile, range(done[profile], count)))
             done[profile] = count
@@ -167,10 +172,11 @@ def judge_in_rounds(profiles: Sequence[str], goals: Sequence[Metric], rule: Bloc
 def confirm_in_rounds(evaluators: Mapping[str, Evaluator], baseline: Mapping[str, Any], candidate: Mapping[str, Any],
                       metrics: Sequence[Metric | Mapping[str, Any] | str], rule: BlockRule, *, alpha: float = 0.05,
                       key_prefix: Callable[[str], str] = lambda profile: f"{profile}:",
-                      bootstrap: bool = True) -> ConfirmResult:
+                      bootstrap: bool = True, progress: StudyProgress | None = None) -> ConfirmResult:
     """Measure ``baseline`` (A) and ``candidate`` (B) in ABBA blocks per profile (``evaluators``: profile ->
     evaluator) by ``rule`` and judge them (see the module docstring). Keys are ``key_prefix(profile)`` +
-    ``b<block>:<position><arm>``, so a block is the same (stored, resumable) trial in every round.
+    ``b<block>:<position><arm>``, so a block is the same (stored, resumable) trial in every round. Each look is a
+    round of ``progress`` (its evaluators count the trials into it).
 
     >>> from tunelab.simulator import SimulatorEvaluator, get_surface
     >>> s = get_surface("simple")
@@ -185,7 +191,9 @@ def confirm_in_rounds(evaluators: Mapping[str, Evaluator], baseline: Mapping[str
         return measure_blocks(evaluators[profile], baseline, candidate, goals, blocks, key_prefix(profile), profile,
                               checked_blocks=blocks.stop)
 
-    rounds = judge_in_rounds(list(evaluators), goals, rule, measure, abba_analysis(bootstrap), alpha=alpha)
+    on_look = (lambda _number, blocks: progress.start_round(4 * blocks)) if progress is not None else None  # ABBA
+    rounds = judge_in_rounds(list(evaluators), goals, rule, measure, abba_analysis(bootstrap), alpha=alpha,
+                             on_look=on_look)
     return ConfirmResult(overall_verdict(list(rounds.table["verdict"])), rounds.table, rounds.measurements,
                          dict(baseline), dict(candidate), note=rounds.note)
 

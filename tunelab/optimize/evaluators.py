@@ -22,6 +22,7 @@ import pandas as pd
 from tunelab.errors import StoreError
 from tunelab.loads import Load
 from tunelab.model import USABLE_STATUSES, TrialStatus, level_value
+from tunelab.progress import StudyProgress
 from tunelab.runner.binding import BoundKnob
 from tunelab.runner.load_setup import keyed_settings
 from tunelab.runner.outcomes import RunSummary
@@ -62,15 +63,33 @@ def same_config(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
 class ResumableEvaluator:
     """Shared bookkeeping: read finished run keys once, count reused and new measurements.
 
-    ``trials`` are the phase's recorded trials; ``source`` names where they come from in errors.
+    ``trials`` are the phase's recorded trials; ``source`` names where they come from in errors. ``progress``
+    (a :class:`tunelab.progress.StudyProgress`, set by the verb) counts every evaluation, measured or read back,
+    with its trial's status.
     """
 
     def __init__(self, phase: str, trials: pd.DataFrame, source: Any) -> None:
         self.phase = phase
         self.source = source
         self.done = finished_trials(trials)
+        self.statuses = {row.run_key: str(row.status) for row in trials.itertuples() if row.run_key in self.done}
         self.reused = 0
         self.measured = 0
+        self.progress: StudyProgress | None = None
+        self.counted: set[str] = set()
+
+    def recorded(self, prefix: str) -> list[str]:
+        """The statuses of the recorded evaluations whose run keys start with ``prefix`` (a search's, which a
+        resumed search reads from its log, not from here), counted as shown: :meth:`count` skips them."""
+        keys = [key for key in self.statuses if key.startswith(prefix) and key not in self.counted]
+        self.counted.update(keys)
+        return [self.statuses[key] for key in keys]
+
+    def count(self, run_key: str, status: Any) -> None:
+        """Show one evaluation (measured now, or ``run_key``'s recorded one) on ``progress``, once, if any."""
+        if self.progress is not None and run_key not in self.counted:
+            self.counted.add(run_key)
+            self.progress.record(str(status if status is not None else self.statuses.get(run_key, "ok")))
 
     def run_key(self, key: str | None, config: Mapping[str, Any], replicate: int) -> str:
         if key is None:
@@ -88,6 +107,7 @@ class ResumableEvaluator:
                 f"{dict(config)}; the search settings (knobs, budget, preset, seed, objectives) changed since. "
                 "Rerun with the original settings to resume, or pass a new --store to start a fresh search")
         self.reused += 1
+        self.count(run_key, None)
         found = dict(stored_metrics)
         for name in metrics:
             found.setdefault(name, math.nan)
@@ -115,6 +135,7 @@ class StoreEvaluator(ResumableEvaluator):
         metrics = self.inner.evaluate(config, replicate, key)
         self.store.finish_trial(trial_id, "ok", None, dict(config), metrics)
         self.measured += 1
+        self.count(run_key, TrialStatus.OK)
         self.done[run_key] = (dict(config), dict(metrics))
         return metrics
 
@@ -167,6 +188,7 @@ class RunnerEvaluator(ResumableEvaluator):
                             plan_info={"replicate": replicate}, allow_host_global=self.allow_host_global,
                             provenance=self.provenance)
         self.measured += 1
+        self.count(run_key, outcome.status)
         if outcome.status == TrialStatus.FAILED:
             self.failures.append(f"{run_key}: {outcome.reason}")
             metrics = {name: math.nan for name in self.metric_names}

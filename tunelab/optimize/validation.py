@@ -48,6 +48,7 @@ from tunelab.optimize.blocks_in_rounds import confirm_in_rounds
 from tunelab.preflight import KnobChange, Preflight, exercises_of, preflight
 from tunelab.preflight.pilot import check_pilot
 from tunelab.runner import bind_knob_ids, check_host_global, cleanup_load, prepare_load
+from tunelab.progress import StudyProgress
 from tunelab.run_owner import owned_run
 from tunelab.store import Store, default_store_path
 from tunelab.targets import Target, build_target, check_target_spec
@@ -519,11 +520,13 @@ def measured(checked: CheckedRequest, plan: ValidationPlan, live: Target, load: 
 
 
 def run_validation(plan: ValidationPlan, target: Target, load: Load, store: Store, *, allow_host_global: bool = False,
-                   alpha: float = 0.05, phase: str = "validate", retry_failed: bool = False) -> ConfirmResult:
+                   alpha: float = 0.05, phase: str = "validate", retry_failed: bool = False,
+                   progress: bool = True) -> ConfirmResult:
     """Measure a checked :class:`ValidationPlan` (trials recorded in ``store``; blocks in rounds by its rule)
     and judge it, counting failed trials. The load's files are put on its host and checked first, before any
     knob is applied or service restarted (:func:`tunelab.runner.prepare_load`); with ``retry_failed`` the
-    trials recorded as failed are measured again."""
+    trials recorded as failed are measured again. With ``progress`` each look of the blocks is a round of a
+    :class:`tunelab.progress.StudyProgress` on stderr."""
     prepare_load(target, load, plan.profiles.values(), store)
     digest = config_digest(plan.baseline, plan.candidate)
     evaluators = {profile: RunnerEvaluator(target, load, plan.specs, store, phase=phase, warmup_s=plan.warmup_s,
@@ -532,8 +535,11 @@ def run_validation(plan: ValidationPlan, target: Target, load: Load, store: Stor
                                            provenance=validation_provenance(plan, profile, alpha),
                                            retry_failed=retry_failed)
                   for profile, settings in plan.profiles.items()}
-    result = confirm_in_rounds(evaluators, plan.baseline, plan.candidate, plan.goals, plan.blocks, alpha=alpha,
-                               key_prefix=lambda profile: f"{profile}:{digest}:")
+    with StudyProgress(store.study.name if store.study else phase, enabled=progress) as tracker:
+        for evaluator in evaluators.values():
+            evaluator.progress = tracker
+        result = confirm_in_rounds(evaluators, plan.baseline, plan.candidate, plan.goals, plan.blocks, alpha=alpha,
+                                   key_prefix=lambda profile: f"{profile}:{digest}:", progress=tracker)
     keys = [f"{phase}:{key}" for key in result.measurements["key"]]
     return replace(result, failures=trial_failures(store, keys, phase))
 

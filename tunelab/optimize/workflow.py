@@ -18,17 +18,18 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from tunelab.designs import Design, load_design
 from tunelab.errors import DesignError
 from tunelab.model import USABLE_STATUSES, Metric, Verdict, level_value
 from tunelab.optimize.confirm import ConfirmResult, config_digest, confirm
 from tunelab.optimize.evaluators import ClusterEvaluator, RunnerEvaluator, same_config
-from tunelab.optimize.driver import RefineResult, WarmPoint, refine
+from tunelab.optimize.driver import RefineResult, WarmPoint, check_engine, refine
 from tunelab.optimize.engines import objectives_of, typed_config
 from tunelab.optimize.history import StoreSearchLog, config_key
 from tunelab.optimize.space import SearchSpace, dimension_from_design_knob
+from tunelab.progress import StudyProgress
 from tunelab.run_owner import owned_run
 from tunelab.runner.binding import BoundKnob, bind_knobs
 from tunelab.runner.design_access import load_of, target_spec_of
@@ -270,7 +271,8 @@ def search_name(engine: str, preset: str | None, seed: int) -> str:
 def run_refinement(setup: RefineSetup, target: Target | None, store: Store, objectives: Sequence[Metric | str], *,
                    budget: int | None, engine: str = "tunelab", preset: str | None = None, seed: int = 0,
                    options: dict[str, Any] | None = None, confirm_blocks: int = 6,
-                   dispatcher: Any = None, warm_start: bool | str | Path | None = None) -> RefineOutcome:
+                   dispatcher: Any = None, warm_start: bool | str | Path | None = None,
+                   progress: bool = True) -> RefineOutcome:
     """Search with real (or simulated) trials recorded in ``store`` (phase ``refine``, every batch logged as
     search :func:`search_name`), then confirm the winner against the baseline in ABBA blocks (phase ``confirm``).
     Re-running resumes both: the search from its last stored batch, measurements from their trials.
@@ -279,7 +281,9 @@ def run_refinement(setup: RefineSetup, target: Target | None, store: Store, obje
     round is measured in parallel and the confirmation's blocks are spread over the testbeds, each block
     on one testbed; ``target`` is then unused. ``warm_start`` (:func:`warm_points_from`) counts the screen's
     measurements as made: told to the engine before it asks, never measured again, outside the budget.
-    Rerunning a finished search with a larger ``budget`` continues it (:func:`tunelab.optimize.driver.refine`)."""
+    Rerunning a finished search with a larger ``budget`` continues it (:func:`tunelab.optimize.driver.refine`).
+    With ``progress`` the search (at most its budget) and the confirmation show as two rounds of a
+    :class:`tunelab.progress.StudyProgress` on stderr."""
     provenance = {"refine": {"engine": engine, "preset": preset, "seed": seed, "budget": budget}}
 
     def evaluator_for(phase: str) -> RunnerEvaluator | ClusterEvaluator:
@@ -292,10 +296,24 @@ def run_refinement(setup: RefineSetup, target: Target | None, store: Store, obje
 
     evaluator = evaluator_for("refine")
     search_id = search_name(engine, preset, seed)
-    result = refine(setup.space, evaluator, objectives, engine=engine, budget=budget, preset=preset, seed=seed,
-                    baseline=setup.baseline, initial=setup.initial, options=options,
-                    log=StoreSearchLog(store, search_id), key_prefix=f"{search_id}/",
-                    warm=warm_points_from(setup, store, warm_start))
+    with StudyProgress(f"{setup.study} refine", enabled=progress and dispatcher is None) as tracker:  # testbeds: theirs
+        evaluator.progress = tracker
+        done = evaluator.recorded(f"refine:{search_id}/")             # a resumed or continued search's
+        tracker.start_round(max(check_engine(engine, preset, budget), len(done)), done_statuses=done,
+                            label="search")                           # at most its budget
+        result = refine(setup.space, evaluator, objectives, engine=engine, budget=budget, preset=preset, seed=seed,
+                        baseline=setup.baseline, initial=setup.initial, options=options,
+                        log=StoreSearchLog(store, search_id), key_prefix=f"{search_id}/",
+                        warm=warm_points_from(setup, store, warm_start))
+        tracker.end_round(shrink=True)
+        outcome = _confirmed(setup, result, evaluator, evaluator_for, confirm_blocks, tracker)
+    return outcome
+
+
+def _confirmed(setup: RefineSetup, result: RefineResult, evaluator: Any, evaluator_for: Callable[[str], Any],
+               confirm_blocks: int, tracker: StudyProgress) -> RefineOutcome:
+    """The search's outcome with the winner confirmed against the baseline in ABBA blocks (phase ``confirm``,
+    a round of ``tracker``), unless there are no blocks or the winner is the baseline."""
     confirmation, note = None, None
     # what the search did not measure now came from the store (the stored batches, or the trials of a batch cut short)
     measured, reused = evaluator.measured, result.evaluations - evaluator.measured
@@ -304,6 +322,8 @@ def run_refinement(setup: RefineSetup, target: Target | None, store: Store, obje
                 "so there is no change to confirm")
     elif confirm_blocks:
         checker = evaluator_for("confirm")
+        checker.progress = tracker
+        tracker.start_round(4 * confirm_blocks, label="confirm")     # ABBA: four trials a block
         confirmation = confirm(checker, setup.baseline, result.winner, setup.goals, blocks=confirm_blocks,
                                key_prefix=f"{config_digest(setup.baseline, result.winner)}:",
                                side_metrics=setup.side_goals)
