@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import time
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, Callable, Iterable, Sequence, TextIO
 
 from tqdm import tqdm as text_bar
 from tqdm.auto import tqdm as auto_bar
@@ -149,8 +149,9 @@ class StudyProgress:
 
     def __init__(self, desc: str = "", *, expected: Iterable[int] = (), dry: bool = False, enabled: bool = True,
                  stream: TextIO | None = None, kind: str | None = None, interval_s: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.desc, self.dry = desc, dry
+                 clock: Callable[[], float] = time.monotonic, units: str = "trials",
+                 statuses: Sequence[str] = STATUSES) -> None:
+        self.desc, self.dry, self.units = desc, dry, units
         self.stream = stream if stream is not None else sys.stderr
         self.kind = kind if kind is not None else (progress_kind(self.stream) if enabled else "off")
         self.interval_s = LINE_INTERVAL_S if interval_s is None else interval_s     # None: the module's, read now
@@ -159,7 +160,7 @@ class StudyProgress:
         self.expected = [int(n) for n in expected]
         self.started_total = 0          # the trials of the rounds started so far
         self.done = self.done_before = self.round_done = self.round_planned = self.rounds = 0
-        self.counts: dict[str, int] = dict.fromkeys(("planned",) if dry else STATUSES, 0)
+        self.counts: dict[str, int] = dict.fromkeys(("planned",) if dry else statuses, 0)
         self.extra: dict[str, Any] = {}
         self.label = ""
         self.open = self.closed = False
@@ -195,6 +196,13 @@ class StudyProgress:
             self._count(str(status))
         self._show()
 
+    def step(self, text: str) -> None:
+        """One step of a build done (``units`` other than trials: a report's notebooks, a gallery's studies),
+        ``text`` saying which: the bar advances, and on a file or pipe a line says it."""
+        self.label = text
+        self.done += 1
+        self._show(line=True)
+
     def end_round(self, *, shrink: bool = False) -> None:
         """The open round ends (a line on a file or pipe); with ``shrink`` the trials it did not record leave
         the total (a search that needed fewer measurements than its budget)."""
@@ -228,7 +236,7 @@ class StudyProgress:
                else "unknown")
         counts = [f"{value} {name.replace('_', ' ')}" for name, value in {**self.counts, **self.extra}.items()]
         return (f"{self.desc + ': ' if self.desc else ''}{self.label + ', ' if self.label else ''}"
-                f"{self.done}/{self.total} trials" + "".join(f", {count}" for count in counts)
+                f"{self.done}/{self.total} {self.units}" + "".join(f", {count}" for count in counts)
                 + f", elapsed {text_bar.format_interval(elapsed)}, ETA {eta}")
 
     def _count(self, status: str) -> None:
@@ -255,7 +263,7 @@ class StudyProgress:
     def _show_bar(self) -> None:
         desc = f"{self.desc} ({self.label})" if self.label else self.desc
         if self.display is None:
-            self.display = auto_bar(total=self.total, initial=self.done, unit="trial", desc=desc,
+            self.display = auto_bar(total=self.total, initial=self.done, unit=self.units.rstrip("s"), desc=desc,
                                     dynamic_ncols=True, file=self.stream)
         bar = self.display
         bar.total = self.total

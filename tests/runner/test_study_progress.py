@@ -162,3 +162,20 @@ def test_a_bar_gets_the_counts_as_of_the_trial(status: str) -> None:
         shown.record(status)
         assert shown.display.n == 1 and f"{status}=1" in shown.display.postfix, shown.display.postfix
     assert "bar (round 1)" in out.getvalue()
+
+
+def test_a_build_says_each_step_as_it_ends() -> None:
+    """A report's notebooks (or a gallery's pages): a line per step on a pipe, naming it, counted in its units."""
+    now = [0.0]
+    out = io.StringIO()
+    with StudyProgress("report s", expected=[4], units="steps", statuses=(), stream=out,
+                       clock=lambda: now[0]) as shown:
+        for name in ("01_screen executed", "02_posthoc executed", "01_screen rendered", "02_posthoc rendered"):
+            now[0] += 10.0
+            shown.step(name)
+    assert out.getvalue().splitlines() == [
+        "report s: 01_screen executed, 1/4 steps, elapsed 00:10, ETA 00:30",
+        "report s: 02_posthoc executed, 2/4 steps, elapsed 00:20, ETA 00:20",
+        "report s: 01_screen rendered, 3/4 steps, elapsed 00:30, ETA 00:10",
+        "report s: 02_posthoc rendered, 4/4 steps, elapsed 00:40, ETA 00:00",
+    ]

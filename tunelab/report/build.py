@@ -23,7 +23,7 @@ import os
 import sys
 import tempfile
 import types
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 from tunelab.designs.schema import CORRECTIONS
 from tunelab.errors import TunelabError
 from tunelab.model import AnalysisKind, MeasurementKind
+from tunelab.progress import StudyProgress
 from tunelab.report.loading import (ReportError, Study, StudyInputs, UnknownParameterError, is_synthetic, load_study,
                                     screen_study)
 from tunelab.store import check_study_name
@@ -434,15 +435,17 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
     skipped.update({name: reason for name in selected if (reason := applicable(study, name))})
     jobs_ = {name: (paths[name], {k: v for k, v in {**common, **extra}.items() if k in declared[name]})
              for name in selected if name not in skipped}
-    executed = _execute_all(jobs_, out, timeout_s, jobs)
     runs = []
-    for name in NOTEBOOKS:
-        if name in skipped:
-            runs.append(NotebookRun(name, NOTEBOOKS[name], skipped=skipped[name]))
-            continue
-        html = render_html(executed[name], out / f"{name}.html", show_code=show_code, title=f"{study.name}: {name}",
-                           synthetic=is_synthetic(study))
-        runs.append(NotebookRun(name, NOTEBOOKS[name], html=html, ipynb=executed[name]))
+    with StudyProgress(f"report {study.name}", expected=[2 * len(jobs_)], units="steps", statuses=()) as shown:
+        executed = _execute_all(jobs_, out, timeout_s, jobs, shown)
+        for name in NOTEBOOKS:
+            if name in skipped:
+                runs.append(NotebookRun(name, NOTEBOOKS[name], skipped=skipped[name]))
+                continue
+            html = render_html(executed[name], out / f"{name}.html", show_code=show_code,
+                               title=f"{study.name}: {name}", synthetic=is_synthetic(study))
+            shown.step(f"{name} rendered")
+            runs.append(NotebookRun(name, NOTEBOOKS[name], html=html, ipynb=executed[name]))
     if screened is not None:
         (out / "screen.json").write_text(json.dumps(screened[1].to_json(), indent=1, allow_nan=False,
                                                     ensure_ascii=False) + "\n", encoding="utf-8")
@@ -482,16 +485,22 @@ def _check_extra(declared: Mapping[str, Mapping[str, Any]], extra: Mapping[str, 
 
 
 def _execute_all(todo: Mapping[str, tuple[Path, dict[str, Any]]], out: Path, timeout_s: float,
-                 jobs: int) -> dict[str, Path]:
-    """Execute notebooks (name -> (path, parameters)) into ``out``, ``jobs`` at a time; name -> executed path."""
+                 jobs: int, shown: StudyProgress | None = None) -> dict[str, Path]:
+    """Execute notebooks (name -> (path, parameters)) into ``out``, ``jobs`` at a time, each a step of ``shown``
+    as it finishes; name -> executed path."""
     if not todo:
         return {}
     # cwd=None: papermill's cwd option chdir()s the whole process, which races between threads
     # (a relative output path then lands in the wrong place); every path passed is absolute instead
     with venv_kernel() as kernel, ThreadPoolExecutor(max(1, min(int(jobs), len(todo)))) as pool:
-        futures = {name: pool.submit(_execute, path, out / f"{name}.ipynb", params, None, timeout_s, kernel)
+        futures = {pool.submit(_execute, path, out / f"{name}.ipynb", params, None, timeout_s, kernel): name
                    for name, (path, params) in todo.items()}
-        return {name: future.result() for name, future in futures.items()}
+        executed = {}
+        for future in as_completed(futures):
+            executed[futures[future]] = future.result()
+            if shown is not None:
+                shown.step(f"{futures[future]} executed")
+        return {name: executed[name] for name in todo}
 
 
 def _figure_html(fig: Any, alt: str, caption: str) -> str:

@@ -31,6 +31,7 @@ from markupsafe import Markup
 
 from tunelab.errors import SeedError, TunelabError
 from tunelab.formatting import fmt_number, fmt_sig
+from tunelab.progress import StudyProgress
 from tunelab.report.loading import foreign_load
 from tunelab.report.rendering import render, table_html
 from tunelab.report.tables import cell_texts
@@ -334,11 +335,13 @@ def build_gallery(stores: str | os.PathLike[str], out_dir: str | os.PathLike[str
     studies = select_studies(only)
     pairs: list[tuple[SeedStudy, StudyPage]] = []
     reports: dict[str, list[Path]] = {}
-    for study in studies:
-        page = study.page(stores)
-        if full_reports:
-            reports[study.name] = _full_reports(study, page, Path(out_dir), echo)
-        pairs.append((study, page))
+    with StudyProgress("gallery", expected=[len(studies)], units="pages", statuses=()) as shown:
+        for study in studies:
+            page = study.page(stores)
+            if full_reports:
+                reports[study.name] = _full_reports(study, page, Path(out_dir), echo)
+            pairs.append((study, page))
+            shown.step(f"{study.name} built")
     return write_gallery(pairs, out_dir, reports)
 
 
