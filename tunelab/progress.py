@@ -203,12 +203,15 @@ class StudyProgress:
         self.done += 1
         self._show(line=True)
 
-    def end_round(self, *, shrink: bool = False) -> None:
+    def end_round(self, *, shrink: bool = False, failing: bool = False) -> None:
         """The open round ends (a line on a file or pipe); with ``shrink`` the trials it did not record leave
-        the total (a search that needed fewer measurements than its budget)."""
+        the total (a search that needed fewer measurements than its budget). ``failing`` (an error ends it): no
+        line unless this run recorded a trial, so a refusal stays one error line."""
         if not self.open:
             return
         self.open = False
+        if failing and self.done == self.done_before:
+            return
         if shrink:
             self.started_total -= max(0, self.round_planned - self.round_done)
         self._show(force=True, line=True)
@@ -225,7 +228,9 @@ class StudyProgress:
     def __enter__(self) -> "StudyProgress":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None:
+            self.end_round(failing=True)
         self.close()
 
     def line(self) -> str:

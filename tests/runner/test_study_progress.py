@@ -179,3 +179,18 @@ def test_a_build_says_each_step_as_it_ends() -> None:
         "report s: 01_screen rendered, 3/4 steps, elapsed 00:30, ETA 00:10",
         "report s: 02_posthoc rendered, 4/4 steps, elapsed 00:40, ETA 00:00",
     ]
+
+
+def test_an_error_before_any_trial_leaves_only_the_error_line() -> None:
+    """A refusal (bad settings found once the round started) prints no progress line; after a trial it does."""
+    out = io.StringIO()
+    with pytest.raises(ValueError), StudyProgress("refused", stream=out) as shown:
+        shown.start_round(8, done_statuses=["ok"], label="search")   # recorded before: not this run's work
+        raise ValueError("bad settings")
+    assert out.getvalue() == ""
+    with pytest.raises(ValueError), StudyProgress("stopped", stream=out, clock=lambda: 0.0) as shown:
+        shown.start_round(8)
+        shown.record("failed")
+        raise ValueError("the target went away")
+    assert out.getvalue().splitlines() == ["stopped: round 1, 1/8 trials, 0 ok, 0 flagged, 1 failed, elapsed 00:00, "
+                                           "ETA 00:00"]

@@ -220,6 +220,9 @@ def _run_todo(setup: RunSetup, target: Target, store: Store, summary: RunSummary
                                         setup.busy, machine_cpu_s, summary, may_start=may_start)
             summary.count(outcome, machine_cpu_s)
             tracker.record(outcome.status, busy_repeats=summary.repeated)
+    except BaseException:
+        tracker.end_round(failing=True)
+        raise
     finally:
         tracker.end_round()
         if tracker is not progress:
