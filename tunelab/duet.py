@@ -33,12 +33,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
-from tqdm import tqdm
 
 from tunelab.designs import Design
 from tunelab.errors import TunelabError
 from tunelab.loads import Load
-from tunelab.model import MeasurementKind, ParseError, TrialStatus
+from tunelab.model import MeasurementKind, ParseError, Phase, TrialStatus
+from tunelab.progress import StudyProgress
 from tunelab.registry import Registry
 from tunelab.runner import (BoundKnob, KnobLookup, PlannedTrial, RunSetup, RunSummary, TrialOutcome, cleanup_load,
                             describe_target, preflight, prepare_run, recover_journal, run_provenance_of, run_trial)
@@ -385,8 +385,17 @@ def pairs_to_run(setup: RunSetup, store: Store, retry_failed: bool = False) -> l
     return todo
 
 
+def _finished_statuses(store: Store, setup: RunSetup, todo: Sequence[PlannedTrial]) -> list[str]:
+    """The statuses of both sides of the pairs already finished (skipped on resume), for the progress counts."""
+    left = {row[0] for row in todo}
+    keys = {key for row in setup.rows if row[0] not in left for key in (row[0], row[0] + BASELINE_SUFFIX)}
+    trials = store.trials(setup.phase)
+    finished = trials[trials["run_key"].isin(keys) & trials["status"].isin(["ok", "flagged", "failed"])]
+    return [str(status) for status in finished["status"]]
+
+
 def run_duet_design(design: Design, targets: Sequence[Target], loads: Sequence[Load], store: Store, *,
-                    allow_host_global: bool = False, progress: bool = True, phase: str = "screen",
+                    allow_host_global: bool = False, progress: bool | StudyProgress = True, phase: str = "screen",
                     plan: pd.DataFrame | None = None, load_settings: Mapping[str, Any] | None = None,
                     knob_lookup: KnobLookup | None = None, retry_failed: bool = False,
                     may_start: Callable[[], bool] | None = None, testbeds: Sequence[str] | None = None) -> RunSummary:
@@ -418,8 +427,10 @@ def run_duet_design(design: Design, targets: Sequence[Target], loads: Sequence[L
     pair_setup = PairSetup(loads=(loads[0], loads[1]), specs=setup.specs, store=SerializedStore(store),
                            warmup_s=setup.warmup_s, measure_s=setup.measure_s, allow_host_global=setup.allow_host_global,
                            provenance=run_provenance_of(store, loads[0], {"duet": descriptions}), phase=phase)
-    bar = tqdm(total=summary.planned, initial=summary.skipped, unit="trial", file=sys.stderr, dynamic_ncols=True,
-               disable=not (progress and sys.stderr.isatty()), desc=f"{summary.study} (duet)")
+    tracker = progress if isinstance(progress, StudyProgress) else StudyProgress(f"{summary.study} (duet)",
+                                                                                 enabled=progress)
+    tracker.start_round(summary.planned, done_statuses=_finished_statuses(store, setup, todo),
+                        label="A/A calibration" if phase == Phase.CALIBRATE.value else None)
     wants_slot = bool(getattr(loads[0], "wants_key", False))
     try:
         for row in todo:
@@ -428,9 +439,11 @@ def run_duet_design(design: Design, targets: Sequence[Target], loads: Sequence[L
             trials = on_testbeds(design_pair(row, design.baseline, setup, wants_slot), testbeds)
             for outcome in run_pair(targets, trials, pair_setup):
                 summary.count(outcome)       # no busy share: each side's "foreign" CPU includes its partner's
-            bar.update(2)
+                tracker.record(outcome.status)
     finally:
-        bar.close()
+        tracker.end_round(failing=sys.exc_info()[0] is not None)
+        if tracker is not progress:
+            tracker.close()
         for target, load in zip(targets, loads):
             cleanup_load(load, target)
         summary.wall_s = time.perf_counter() - started

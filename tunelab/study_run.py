@@ -122,15 +122,16 @@ def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[st
     each side, when they are two testbeds) or across the
     ``dispatcher``'s testbeds (:func:`tunelab.cluster.run_design_on_testbeds`), with the study's load and options.
     On a target (or a duet's two), ``budget`` (:class:`tunelab.rounds.StudyBudget`) is asked before every
-    attempt (pair); across testbeds it is held between rounds only. On one target, ``tracker``
+    attempt (pair); across testbeds it is held between rounds only. On a target (or a duet's two), ``tracker``
     (:func:`study_progress`) shows each plan as a round of the whole study."""
     may_start = budget.may_start if budget is not None else None
+    progress = tracker if tracker is not None else options.progress
     if partner is not None:
         from tunelab.duet import run_duet_design
 
         return lambda phase, plan: run_duet_design(
             design, [target, partner[0]], [load, partner[1]], store, phase=phase, plan=plan,
-            load_settings=load_settings, allow_host_global=options.allow_host_global, progress=options.progress,
+            load_settings=load_settings, allow_host_global=options.allow_host_global, progress=progress,
             retry_failed=options.retry_failed, may_start=may_start, testbeds=sides)
     common = dict(allow_host_global=options.allow_host_global, retry_failed=options.retry_failed, load=load,
                   load_settings=load_settings)
@@ -140,7 +141,6 @@ def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[st
         return lambda phase, plan: run_design_on_testbeds(design, dispatcher, store, phase=phase, plan=plan, **common)
     if target is None:
         raise TargetError("a study runs on a target or on testbeds; neither was given")
-    progress = tracker if tracker is not None else options.progress
     return lambda phase, plan: runner.run_design(design, target, store, phase=phase, plan=plan,
                                                  progress=progress, checkpoint=options.checkpoint,
                                                  may_start=may_start, **common)
@@ -171,10 +171,11 @@ def study_store(study: str, design_hash: str, design_text: str, spec: dict[str, 
 
 
 def study_progress(design: Design, options: RunOptions, *, dry: bool = False) -> StudyProgress:
-    """The progress of a study on one target: its total from the start is the A/A calibration's trials and the
-    first round's (a later round adds its own when it starts); a dry run counts its trials as planned."""
-    runs = design.noise.calibration_runs
-    expected = ([runs] if runs > 0 else []) + [len(make_plan(design))]
+    """The progress of a study on a target (or a duet's two, two trials a run): its total from the start is the
+    A/A calibration's trials and the first round's (a later round adds its own when it starts); a dry run counts
+    its trials as planned."""
+    runs, sides = design.noise.calibration_runs, 2 if design.measurement is MeasurementKind.DUET else 1
+    expected = [sides * n for n in ([runs] if runs > 0 else []) + [len(make_plan(design))]]
     return StudyProgress(design.name + (" (dry run)" if dry else ""), expected=expected, dry=dry,
                          enabled=options.progress)
 
@@ -211,7 +212,6 @@ def run_on_target(design: Design, design_text: str, spec: dict[str, Any], path: 
         with build_target(sides[0], allow_commands=options.allow_design_commands) as live, \
                 duet_partner(design, sides[1], options) as partner, \
                 study_progress(design, options, dry=dry) as tracker:
-            tracker = tracker if partner is None else None      # a duet shows its pairs (tunelab.duet)
             if dry:
                 study = _preview(design, opened, live, plan_runner(design, opened, load, load_settings, options,
                                                                    target=live, partner=partner, tracker=tracker))

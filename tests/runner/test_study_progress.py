@@ -194,3 +194,20 @@ def test_an_error_before_any_trial_leaves_only_the_error_line() -> None:
         raise ValueError("the target went away")
     assert out.getvalue().splitlines() == ["stopped: round 1, 1/8 trials, 0 ok, 0 flagged, 1 failed, elapsed 00:00, "
                                            "ETA 00:00"]
+
+
+def test_a_duet_study_counts_both_sides_of_every_pair(tmp_path: Path, monkeypatch) -> None:
+    """measurement: duet on the simulator: two trials a planned run (and a calibration run), all in one total."""
+    design = tmp_path / "pairs.yaml"
+    design.write_text(simulator_design("pairs", cv=0.03, replicates="4",       # 2 levels x 4 replicates
+                                       extra="noise: {calibration_runs: 2}\nmeasurement: duet\n"))
+    store = tmp_path / "pairs.sqlite"
+    probe = Probe(store, "pairs")
+    monkeypatch.setattr(sys, "stderr", probe)
+    tunelab.run(design, store=store)
+    monkeypatch.undo()
+    rows = [(parsed(line), counts) for line, counts in probe.seen]
+    assert [(row["label"], row["done"], row["total"]) for row, _ in rows] == [("A/A calibration", 4, 20),
+                                                                             ("round 1", 20, 20)]
+    for row, counts in rows:                             # what the store held as each line was written
+        assert row["counts"]["ok"] == counts.get("ok", 0) and row["done"] == sum(counts.values())
