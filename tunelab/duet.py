@@ -390,7 +390,7 @@ def _finished_statuses(store: Store, setup: RunSetup, todo: Sequence[PlannedTria
     left = {row[0] for row in todo}
     keys = {key for row in setup.rows if row[0] not in left for key in (row[0], row[0] + BASELINE_SUFFIX)}
     trials = store.trials(setup.phase)
-    finished = trials[trials["run_key"].isin(keys) & trials["status"].isin(["ok", "flagged", "failed"])]
+    finished = trials[trials["run_key"].isin(keys)].drop_duplicates("run_key", keep="last")  # not a set-aside side
     return [str(status) for status in finished["status"]]
 
 

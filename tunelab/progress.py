@@ -183,9 +183,10 @@ class StudyProgress:
             self.expected.pop(0)
         self.started_total += int(planned)
         self.round_planned, self.round_done, self.open = int(planned), 0, True
-        for status in done_statuses:
-            self._count(status)
-            self.done_before += 1
+        for status in map(str, done_statuses):
+            if status in STATUSES:
+                self._count(status)
+                self.done_before += 1
         self._show(force=True)
 
     def record(self, status: str, **extra: Any) -> None:

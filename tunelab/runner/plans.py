@@ -235,7 +235,8 @@ def _done_statuses(store: Store, setup: RunSetup) -> list[str]:
     if not done:
         return []
     trials = store.trials(setup.phase)
-    return [str(status) for status in trials.loc[trials["run_key"].isin(done), "status"]]
+    latest = trials[trials["run_key"].isin(done)].drop_duplicates("run_key", keep="last")   # not a set-aside attempt
+    return [str(status) for status in latest["status"]]
 
 
 def _check_plan(specs: Sequence[BoundKnob], rows: Sequence[PlannedTrial], allow_host_global: bool) -> None:
