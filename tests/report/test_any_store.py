@@ -50,6 +50,7 @@ def test_a_store_without_a_screen_is_reported(stores: dict[str, Path], tmp_path:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"report written: {tmp_path / 'out' / 'index.html'}"
     assert not [word for word in NOISE if word in proc.stderr], proc.stderr
+    assert f"{shown} executed, 1/2 steps" in proc.stderr and f"{shown} rendered, 2/2 steps" in proc.stderr  # progress
     index = (tmp_path / "out" / "index.html").read_text()
     assert "No screen trials: this store holds 12 " in index and 'id="verdicts"' not in index
     assert f'href="{shown}.html"' in index and not (tmp_path / "out" / "screen.json").exists()
