@@ -1,0 +1,161 @@
+"""``tunelab tune``'s stages on one store: calibrate, screen, refine, confirm (the package docstring).
+
+:func:`run_tune` is the sequence; each stage is a function of the store's measurements so far, so a rerun after
+a crash reads back what was measured (by run key) and continues exactly where it stopped. ``hook`` is called with
+each stage's name once it is done (the kill-point tests raise from it).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from tunelab.errors import StoreError
+from tunelab.model import DesignType, Metric
+from tunelab.optimize.confirm import ConfirmResult, config_digest, confirm
+from tunelab.optimize.driver import RefineResult, refine
+from tunelab.optimize.evaluators import ResumableEvaluator, same_config
+from tunelab.optimize.history import StoreSearchLog
+from tunelab.optimize.space import SearchSpace
+from tunelab.optimize.tune.budget import AA_RUNS, BudgetSplit, split_budget
+from tunelab.optimize.tune.ledger import Guarded, Ledger
+from tunelab.optimize.tune.result import TuneResult, TuneSettings
+from tunelab.optimize.tune.screening import KnobCall, ScreenPlan, screen_calls, screen_plan, warm_points
+from tunelab.store import Store
+
+#: the search id (and run-key prefix) of tune's refine stage in its store
+SEARCH_ID = "tune"
+
+EvaluatorFor = Callable[[str], ResumableEvaluator]
+
+
+@dataclass
+class TuneProblem:
+    """What is tuned: the knobs and their values (``space``), the baseline, the goal (its SESOI decides what
+    matters) and the metrics reported beside it."""
+
+    study: str
+    space: SearchSpace
+    baseline: dict[str, Any]
+    goal: Metric
+    side_goals: list[Metric] = field(default_factory=list)
+
+
+def check_stored_settings(store: Store, settings: TuneSettings) -> None:
+    """StoreError unless every tune trial in ``store`` was measured with ``settings`` (resume mixes no two runs)."""
+    wanted = settings.to_json()
+    for row in store.trials().itertuples(index=False):
+        stored = (row.provenance or {}).get("tune")
+        if stored is not None and stored != wanted:
+            changed = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+            raise StoreError(f"{store.path} holds a tune run with other settings ({', '.join(changed)} changed); "
+                             "rerun with the original settings to resume, or give a new --store")
+
+
+def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluator_for: EvaluatorFor,
+             hook: Callable[[str], None] | None = None) -> TuneResult:
+    """Calibrate (unless the noise is given), screen, refine the knobs that matter, confirm the winner; every
+    measurement through ``evaluator_for(phase)`` (a store-backed, resumable evaluator) and within the budget."""
+    check_stored_settings(store, settings)
+    ledger = Ledger(store, settings.budget)
+    done = hook or (lambda stage: None)
+    cv, source = calibrate(problem, settings, evaluator_for, ledger)
+    done("calibrate")
+    split = split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=cv,
+                         cv_source=source, calibrated=settings.cv_pct is None, design=settings.screen_design,
+                         override=settings.split)
+    plan, measured = run_screen(problem, settings, split, evaluator_for, ledger)
+    calls = screen_calls(plan, screen_frame(plan, measured, problem.goal), problem.goal, settings.alpha)
+    done("screen")
+    result = TuneResult(problem.study, store.path, settings, split, calls, ledger.spent)
+    kept = [c.knob for c in calls if c.kept]
+    if not kept:
+        result.stopped = (f"the screen found no knob that changes {problem.goal.name} by its SESOI "
+                          f"({problem.goal.sesoi_pct:g} %); tune stops and keeps {ledger.left} of its "
+                          f"{settings.budget} measurements")
+        return result
+    result.refine = run_refine(problem, settings, split, plan, calls, measured, evaluator_for, ledger, store)
+    done("refine")
+    result.winner = {**problem.baseline, **result.refine.winner}
+    result.confirmation, result.note = run_confirm(problem, split, result.winner, evaluator_for, ledger)
+    done("confirm")
+    return result
+
+
+def calibrate(problem: TuneProblem, settings: TuneSettings, evaluator_for: EvaluatorFor,
+              ledger: Ledger) -> tuple[float | None, str]:
+    """The noise (CV % of the goal) and where it came from: the settings' ``cv_pct``, else :data:`AA_RUNS` A/A
+    measurements of the baseline (phase ``calibrate``, keys ``aa0``...)."""
+    if settings.cv_pct is not None:
+        return float(settings.cv_pct), "given"
+    evaluator = Guarded(evaluator_for("calibrate"), ledger)
+    values = [evaluator.evaluate(problem.baseline, i, key=f"aa{i}").get(problem.goal.name, math.nan)
+              for i in range(AA_RUNS)]
+    finite = np.array([v for v in values if math.isfinite(v)], dtype=float)
+    if len(finite) < 2 or finite.mean() == 0:
+        return None, f"the A/A calibration measured {len(finite)} usable runs of {AA_RUNS}; noise assumed"
+    cv = float(100.0 * finite.std(ddof=1) / abs(finite.mean()))
+    return cv, f"A/A calibration of {AA_RUNS} baseline runs"
+
+
+def run_screen(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, evaluator_for: EvaluatorFor,
+               ledger: Ledger) -> tuple[ScreenPlan, list[tuple[dict[str, Any], dict[str, float], str]]]:
+    """Measure every screen run (key ``<run_id>``); returns the plan and ``(config, metrics, key)`` per run."""
+    plan = screen_plan(problem.space, problem.baseline, DesignType(split.design), split.screen_runs,
+                       split.replicates, settings.seed)
+    evaluator = Guarded(evaluator_for("screen"), ledger)
+    measured = []
+    for row in plan.runs.to_dict(orient="records"):
+        config = plan.config(row)
+        key = str(row["run_id"])
+        measured.append((config, evaluator.evaluate(config, int(row["replicate"]), key=key), f"screen:{key}"))
+    return plan, measured
+
+
+def screen_frame(plan: ScreenPlan, measured: list[tuple[dict[str, Any], dict[str, float], str]],
+                 goal: Metric) -> pd.DataFrame:
+    """The screen's runs as a tidy frame (plan columns, knobs, ``status``, the goal): a failed run is ``failed``."""
+    frame = plan.runs.copy()
+    values = [metrics.get(goal.name, math.nan) for _, metrics, _ in measured]
+    frame[goal.name] = values
+    frame["status"] = ["ok" if math.isfinite(v) else "failed" for v in values]
+    return frame
+
+
+def run_refine(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, plan: ScreenPlan,
+               calls: list[KnobCall], measured: list[tuple[dict[str, Any], dict[str, float], str]],
+               evaluator_for: EvaluatorFor, ledger: Ledger, store: Store) -> RefineResult:
+    """Refine over the kept knobs (the dropped ones at their baselines), warm-started with every calibration and
+    screen measurement that fits (:func:`tunelab.optimize.tune.screening.warm_points`), the better alternative
+    levels as the first configuration asked."""
+    kept = [c.knob for c in calls if c.kept]
+    space = SearchSpace([problem.space.dimensions[problem.space.ids.index(k)] for k in kept])
+    fixed = {k: v for k, v in problem.baseline.items() if k not in kept}
+    aa = [(dict(problem.baseline), m, k) for k, (c, m) in sorted(evaluator_for("calibrate").done.items())]
+    warm = warm_points(space, fixed, aa + measured, projected=settings.warm == "projected")
+    better = {c.knob: plan.alternative[c.knob] for c in calls if c.kept and c.better_at_alternative}
+    start = {k: better.get(k, problem.baseline[k]) for k in kept}
+    initial = [start] if better else []
+    evaluator = Guarded(evaluator_for("refine"), ledger, fixed)
+    return refine(space, evaluator, [problem.goal], engine=settings.engine, budget=split.refine, seed=settings.seed,
+                  baseline={k: problem.baseline[k] for k in kept}, initial=initial,
+                  log=StoreSearchLog(store, SEARCH_ID), key_prefix=f"{SEARCH_ID}/", warm=warm)
+
+
+def run_confirm(problem: TuneProblem, split: BudgetSplit, winner: Mapping[str, Any], evaluator_for: EvaluatorFor,
+                ledger: Ledger) -> tuple[ConfirmResult | None, str | None]:
+    """The winner against the baseline in ABBA blocks (as many of the split's as the budget has left), or why not."""
+    if same_config(problem.baseline, winner):
+        return None, "the winner is the baseline: no configuration refine measured beat it, so nothing to confirm"
+    evaluator = evaluator_for("confirm")
+    prefix = f"{config_digest(problem.baseline, winner)}:"
+    recorded = sum(1 for key in evaluator.done if key.startswith(f"confirm:{prefix}"))
+    blocks = min(split.blocks, (ledger.left + recorded) // 4)
+    if blocks < 2:
+        return None, f"{ledger.left} measurements left: too few for two ABBA blocks, the winner is not confirmed"
+    return confirm(Guarded(evaluator, ledger), problem.baseline, winner, [problem.goal], blocks=blocks,
+                   key_prefix=prefix, side_metrics=problem.side_goals), None
+
