@@ -103,11 +103,13 @@ def screen_calls(plan: ScreenPlan, measured: pd.DataFrame, goal: Metric, alpha: 
     result = screen(measured, [goal], list(plan.knobs), plan.baseline, alpha=alpha,
                     design={"type": plan.design.value, "interactions": "none"})
     verdicts = result.verdicts[result.verdicts["metric"] == goal.name]
-    return [_call(knob, verdicts[verdicts["knob"] == knob], goal) for knob in plan.knobs]
+    undecided = plan.design != DesignType.OAT
+    return [_call(knob, verdicts[verdicts["knob"] == knob], goal, undecided) for knob in plan.knobs]
 
 
-def _call(knob: str, rows: pd.DataFrame, goal: Metric) -> KnobCall:
-    """One knob's call from its verdict rows (one per screened level)."""
+def _call(knob: str, rows: pd.DataFrame, goal: Metric, keep_undecided: bool) -> KnobCall:
+    """One knob's call from its verdict rows (one per screened level); ``keep_undecided``: keep an inconclusive
+    knob whose estimate reaches the SESOI."""
     if rows.empty:
         return KnobCall(knob, False, "untested", "the screen returned no verdict for it")
     matters = rows[rows["verdict"] == Verdict.MATTERS]
@@ -116,7 +118,7 @@ def _call(knob: str, rows: pd.DataFrame, goal: Metric) -> KnobCall:
                         bool((matters["direction"] == "better").any()))
     row = rows.iloc[0]
     big = abs(_pct(row)) >= goal.sesoi_pct
-    if row["verdict"] == Verdict.INCONCLUSIVE and big:
+    if keep_undecided and row["verdict"] == Verdict.INCONCLUSIVE and big:
         return KnobCall(knob, True, Verdict.INCONCLUSIVE.value, _why(row, goal) + ": kept, its estimate reaches the "
                         "SESOI")
     return KnobCall(knob, False, _verdict_text(row["verdict"]), _why(row, goal))

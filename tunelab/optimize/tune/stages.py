@@ -159,3 +159,10 @@ def run_confirm(problem: TuneProblem, split: BudgetSplit, winner: Mapping[str, A
     return confirm(Guarded(evaluator, ledger), problem.baseline, winner, [problem.goal], blocks=blocks,
                    key_prefix=prefix, side_metrics=problem.side_goals), None
 
+
+
+def tune_plan(problem: TuneProblem, settings: TuneSettings) -> BudgetSplit:
+    """The split ``--plan`` shows before anything is measured (the noise assumed unless given: the A/A
+    calibration's measurement may change the screen's replicates, and so refine's share)."""
+    return split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=settings.cv_pct,
+                        design=settings.screen_design, override=settings.split)

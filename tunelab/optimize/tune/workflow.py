@@ -8,9 +8,12 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from tunelab.errors import DesignError
 from tunelab.model import Metric, level_to_json
+from tunelab.optimize.confirm import goals_of
+from tunelab.optimize.engines import typed_config
 from tunelab.optimize.evaluators import RunnerEvaluator
-from tunelab.optimize.space import SearchSpace
+from tunelab.optimize.space import SearchSpace, space_from_spec
 from tunelab.optimize.tune.ledger import CallableEvaluator
 from tunelab.optimize.tune.result import TuneResult, TuneSettings
 from tunelab.optimize.tune.stages import TuneProblem, run_tune
@@ -51,10 +54,20 @@ def tune_study(setup: RefineSetup, spec: Mapping[str, Any], path: Path, settings
                 cleanup_load(setup.load, live)
 
 
-def evaluator_problem(study: str, space: SearchSpace, baseline: Mapping[str, Any],
-                      objectives: Sequence[Metric]) -> tuple[TuneProblem, str, str]:
+def evaluator_problem(study: str, space: SearchSpace | Mapping[str, Mapping[str, Any]] | None,
+                      baseline: Mapping[str, Any] | None,
+                      objectives: Sequence[Metric | str]) -> tuple[TuneProblem, str, str]:
     """The problem of tuning a Python evaluator, its design hash and text (the space, baseline and objectives
-    as JSON: what a resumed run must give again)."""
+    as JSON: what a resumed run must give again). ``space`` is a :class:`SearchSpace` or its spec
+    (:func:`tunelab.optimize.space.space_from_spec`); ``objectives`` ``NAME:max|min[:SESOI]`` or metrics."""
+    if space is None or baseline is None or not objectives:
+        raise DesignError("tune on an evaluator needs its space, its baseline and an objective (e.g. qps:max:5)")
+    space = space if isinstance(space, SearchSpace) else space_from_spec(space)
+    missing = [k for k in space.ids if k not in baseline]
+    if missing:
+        raise DesignError(f"the baseline has no value of {', '.join(missing[:5])}; give every knob of the space one")
+    baseline = typed_config(space, {k: baseline[k] for k in space.ids})
+    objectives = goals_of(objectives)
     text = json.dumps({"evaluator": study, "space": [repr(d) for d in space.dimensions],
                        "baseline": {k: level_to_json(v) for k, v in baseline.items()},
                        "objectives": [str(o) for o in objectives]},
