@@ -96,8 +96,10 @@ class KnobCall:
 
 def screen_calls(plan: ScreenPlan, measured: pd.DataFrame, goal: Metric, alpha: float = 0.05) -> list[KnobCall]:
     """Which knobs refine searches: those the screen (:func:`tunelab.stats.screen` on the measured runs, one
-    row per run with ``status`` and the goal's column) finds to change ``goal`` by its SESOI either way, and those
-    it cannot decide on whose estimated change reaches the SESOI (too few runs to rule them out)."""
+    row per run with ``status`` and the goal's column) finds to change ``goal`` by its SESOI either way; on
+    a two-level design (one replicate, most knobs inert) also those it cannot decide on whose estimated change
+    reaches the SESOI (too few runs to rule them out). One at a time, each level against one shared baseline, an
+    undecided knob is dropped: a baseline mean high by chance moves every knob's estimate together."""
     from tunelab.stats import screen           # deferred: scipy and statsmodels
 
     result = screen(measured, [goal], list(plan.knobs), plan.baseline, alpha=alpha,
