@@ -188,7 +188,7 @@ def split_budget(budget: int, knobs: int, sesoi_pct: float, *, cv_pct: float | N
     --------
     >>> s = split_budget(100, 20, 5.0, cv_pct=3.0, cv_source="given")
     >>> s.design, s.calibrate, s.screen, s.refine, s.confirm
-    ('plackett_burman', 0, 24, 56, 20)
+    ('plackett_burman', 0, 28, 52, 20)
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise DesignError(f"--budget must be a positive number of measurements, got {budget!r}")
@@ -199,22 +199,31 @@ def split_budget(budget: int, knobs: int, sesoi_pct: float, *, cv_pct: float | N
     source = cv_source or ("assumed until the A/A calibration measures it" if cv_pct is None else "given")
     needed = noise_replicates(chosen, runs, cv, sesoi_pct)
     least = MIN_REPLICATES[chosen]
-    if override is not None:
-        room = math.floor(override["screen"] / 100 * budget) - calibrate
-        blocks = math.floor(override["confirm"] / 100 * budget / 4)
-        replicates = max(least, room // runs)
-    else:
-        blocks = min(MAX_BLOCKS, max(MIN_BLOCKS, round(CONFIRM_SHARE * budget / 4)))
-        replicates = max(least, min(needed, (math.floor(SCREEN_SHARE * budget) - calibrate) // runs))
+    replicates, blocks = _shares(budget, runs, calibrate, needed, least, override)
     screen, confirm = runs * replicates, 4 * blocks
     refine = budget - calibrate - screen - confirm
     if refine < MIN_REFINE:
-        least_budget = calibrate + runs * least + 4 * MIN_BLOCKS + MIN_REFINE
-        raise DesignError(f"--budget {budget} is too small for {knobs} knobs: the {chosen.value} screen alone takes "
-                          f"{runs * least} measurements and the confirmation {4 * MIN_BLOCKS}; give --budget "
-                          f"{least_budget} or more (or fewer knobs)")
+        def left(total: int) -> int:
+            more_replicates, more_blocks = _shares(total, runs, calibrate, needed, least, override)
+            return total - calibrate - runs * more_replicates - 4 * more_blocks
+
+        enough = next((b for b in range(budget + 1, 20 * budget + 1000) if left(b) >= MIN_REFINE), None)
+        advice = f"give --budget {enough} or more (or fewer knobs)" if enough else "give refine a larger --split"
+        raise DesignError(f"--budget {budget} is too small for {knobs} knobs: the {chosen.value} screen takes "
+                          f"{screen} measurements and the confirmation {confirm}, leaving {max(refine, 0)} for "
+                          f"refine (at least {MIN_REFINE}); {advice}")
     notes = () if replicates >= needed else (
         f"the screen gets {replicates} replicates; {needed} would detect a {sesoi_pct:g} % change at "
         f"CV {cv:.1f} % with 80 % power (a larger budget screens more surely)",)
     return BudgetSplit(budget, knobs, chosen.value, runs, replicates, calibrate, screen, refine, confirm, cv, source,
                        float(sesoi_pct), override is not None, notes)
+
+
+def _shares(budget: int, runs: int, calibrate: int, needed: int, least: int,
+            override: Mapping[str, float] | None) -> tuple[int, int]:
+    """The screen's replicates and the confirmation's blocks out of ``budget`` (module docstring)."""
+    if override is not None:
+        room = math.floor(override["screen"] / 100 * budget) - calibrate
+        return max(least, room // runs), math.floor(override["confirm"] / 100 * budget / 4)
+    blocks = min(MAX_BLOCKS, max(MIN_BLOCKS, round(CONFIRM_SHARE * budget / 4)))
+    return max(least, min(needed, (math.floor(SCREEN_SHARE * budget) - calibrate) // runs)), blocks

@@ -12,6 +12,7 @@ import math
 from typing import Any, Callable, Mapping, Sequence
 
 from tunelab.errors import TunelabError
+from tunelab.formatting import shorten
 from tunelab.model import Phase, TrialStatus
 from tunelab.optimize.evaluators import Evaluator, ResumableEvaluator
 from tunelab.store import Store
@@ -105,7 +106,7 @@ class CallableEvaluator(ResumableEvaluator):
             else:
                 raw = self.measure(config)
         except Exception as exc:            # the user's evaluator failed on this configuration: a failed trial
-            return {}, f"the evaluator raised {type(exc).__name__}: {str(exc)[:200]}"
+            return {}, shorten(f"the evaluator raised {type(exc).__name__}: {exc}")
         if not isinstance(raw, Mapping):
             return {}, f"the evaluator returned a {type(raw).__name__}, not a mapping of metric -> value"
         metrics = {str(k): _number(v) for k, v in raw.items()}

@@ -48,6 +48,7 @@ class TuneSettings:
         if not 0 < self.alpha < 1:
             raise DesignError(f"alpha {self.alpha} must be between 0 and 1")
         object.__setattr__(self, "split", parse_split(self.split))
+        object.__setattr__(self, "screen_design", None if self.screen_design == "auto" else self.screen_design)
         check_engine(self.engine, None, self.budget)
 
     def to_json(self) -> dict[str, Any]:

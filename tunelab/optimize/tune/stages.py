@@ -30,6 +30,8 @@ from tunelab.store import Store
 SEARCH_ID = "tune"
 
 EvaluatorFor = Callable[[str], ResumableEvaluator]
+#: one measurement: the configuration, its metrics, its run key
+Measured = tuple[dict[str, Any], dict[str, float], str]
 
 
 @dataclass
@@ -62,13 +64,14 @@ def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluat
     check_stored_settings(store, settings)
     ledger = Ledger(store, settings.budget)
     done = hook or (lambda stage: None)
-    cv, source = calibrate(problem, settings, evaluator_for, ledger)
+    cv, source, aa = calibrate(problem, settings, evaluator_for, ledger)
     done("calibrate")
     split = split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=cv,
                          cv_source=source, calibrated=settings.cv_pct is None, design=settings.screen_design,
                          override=settings.split)
     plan, measured = run_screen(problem, settings, split, evaluator_for, ledger)
-    calls = screen_calls(plan, screen_frame(plan, measured, problem.goal), problem.goal, settings.alpha)
+    frame = screen_frame(plan, measured, problem.goal, aa if plan.design == DesignType.OAT else [])
+    calls = screen_calls(plan, frame, problem.goal, settings.alpha)
     done("screen")
     result = TuneResult(problem.study, store.path, settings, split, calls, ledger.spent)
     kept = [c.knob for c in calls if c.kept]
@@ -77,7 +80,7 @@ def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluat
                           f"({problem.goal.sesoi_pct:g} %); tune stops and keeps {ledger.left} of its "
                           f"{settings.budget} measurements")
         return result
-    result.refine = run_refine(problem, settings, split, plan, calls, measured, evaluator_for, ledger, store)
+    result.refine = run_refine(problem, settings, split, plan, calls, aa + measured, evaluator_for, ledger, store)
     done("refine")
     result.winner = {**problem.baseline, **result.refine.winner}
     result.confirmation, result.note = run_confirm(problem, split, result.winner, evaluator_for, ledger)
@@ -86,23 +89,24 @@ def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluat
 
 
 def calibrate(problem: TuneProblem, settings: TuneSettings, evaluator_for: EvaluatorFor,
-              ledger: Ledger) -> tuple[float | None, str]:
-    """The noise (CV % of the goal) and where it came from: the settings' ``cv_pct``, else :data:`AA_RUNS` A/A
-    measurements of the baseline (phase ``calibrate``, keys ``aa0``...)."""
+              ledger: Ledger) -> tuple[float | None, str, list[Measured]]:
+    """The noise (CV % of the goal), where it came from, and the A/A measurements: the settings' ``cv_pct`` (none
+    measured), else :data:`AA_RUNS` measurements of the baseline (phase ``calibrate``, keys ``aa0``...)."""
     if settings.cv_pct is not None:
-        return float(settings.cv_pct), "given"
+        return float(settings.cv_pct), "given", []
     evaluator = Guarded(evaluator_for("calibrate"), ledger)
-    values = [evaluator.evaluate(problem.baseline, i, key=f"aa{i}").get(problem.goal.name, math.nan)
-              for i in range(AA_RUNS)]
-    finite = np.array([v for v in values if math.isfinite(v)], dtype=float)
+    aa = [(dict(problem.baseline), evaluator.evaluate(problem.baseline, i, key=f"aa{i}"), f"calibrate:aa{i}")
+          for i in range(AA_RUNS)]
+    values = np.array([m.get(problem.goal.name, math.nan) for _, m, _ in aa], dtype=float)
+    finite = values[np.isfinite(values)]
     if len(finite) < 2 or finite.mean() == 0:
-        return None, f"the A/A calibration measured {len(finite)} usable runs of {AA_RUNS}; noise assumed"
+        return None, f"the A/A calibration measured {len(finite)} usable runs of {AA_RUNS}; noise assumed", aa
     cv = float(100.0 * finite.std(ddof=1) / abs(finite.mean()))
-    return cv, f"A/A calibration of {AA_RUNS} baseline runs"
+    return cv, f"A/A calibration of {AA_RUNS} baseline runs", aa
 
 
 def run_screen(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, evaluator_for: EvaluatorFor,
-               ledger: Ledger) -> tuple[ScreenPlan, list[tuple[dict[str, Any], dict[str, float], str]]]:
+               ledger: Ledger) -> tuple[ScreenPlan, list[Measured]]:
     """Measure every screen run (key ``<run_id>``); returns the plan and ``(config, metrics, key)`` per run."""
     plan = screen_plan(problem.space, problem.baseline, DesignType(split.design), split.screen_runs,
                        split.replicates, settings.seed)
@@ -115,18 +119,22 @@ def run_screen(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit,
     return plan, measured
 
 
-def screen_frame(plan: ScreenPlan, measured: list[tuple[dict[str, Any], dict[str, float], str]],
-                 goal: Metric) -> pd.DataFrame:
-    """The screen's runs as a tidy frame (plan columns, knobs, ``status``, the goal): a failed run is ``failed``."""
-    frame = plan.runs.copy()
-    values = [metrics.get(goal.name, math.nan) for _, metrics, _ in measured]
+def screen_frame(plan: ScreenPlan, measured: list[Measured], goal: Metric,
+                 baseline_runs: list[Measured] = ()) -> pd.DataFrame:
+    """The screen's runs as a tidy frame (plan columns, knobs, ``status``, the goal; a failed run is ``failed``),
+    with ``baseline_runs`` (one at a time: the A/A runs, measured alike) as more runs of the baseline."""
+    extra = pd.DataFrame([{"run_id": len(plan.runs) + i, "config_id": 0, "replicate": i, "is_baseline": True,
+                           "varied_knob": None, **plan.baseline} for i in range(len(baseline_runs))],
+                         columns=plan.runs.columns)
+    frame = pd.concat([plan.runs, extra], ignore_index=True) if len(extra) else plan.runs.copy()
+    values = [metrics.get(goal.name, math.nan) for _, metrics, _ in [*measured, *baseline_runs]]
     frame[goal.name] = values
     frame["status"] = ["ok" if math.isfinite(v) else "failed" for v in values]
     return frame
 
 
 def run_refine(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, plan: ScreenPlan,
-               calls: list[KnobCall], measured: list[tuple[dict[str, Any], dict[str, float], str]],
+               calls: list[KnobCall], measured: list[Measured],
                evaluator_for: EvaluatorFor, ledger: Ledger, store: Store) -> RefineResult:
     """Refine over the kept knobs (the dropped ones at their baselines), warm-started with every calibration and
     screen measurement that fits (:func:`tunelab.optimize.tune.screening.warm_points`), the better alternative
@@ -134,8 +142,7 @@ def run_refine(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit,
     kept = [c.knob for c in calls if c.kept]
     space = SearchSpace([problem.space.dimensions[problem.space.ids.index(k)] for k in kept])
     fixed = {k: v for k, v in problem.baseline.items() if k not in kept}
-    aa = [(dict(problem.baseline), m, k) for k, (c, m) in sorted(evaluator_for("calibrate").done.items())]
-    warm = warm_points(space, fixed, aa + measured, projected=settings.warm == "projected")
+    warm = warm_points(space, fixed, measured, projected=settings.warm == "projected")
     better = {c.knob: plan.alternative[c.knob] for c in calls if c.kept and c.better_at_alternative}
     start = {k: better.get(k, problem.baseline[k]) for k in kept}
     initial = [start] if better else []

@@ -19,6 +19,7 @@ from tunelab.optimize.tune.result import TuneResult, TuneSettings
 from tunelab.optimize.tune.stages import TuneProblem, run_tune
 from tunelab.optimize.workflow import RefineSetup
 from tunelab.run_owner import owned_run
+from tunelab.runner.binding import check_host_global
 from tunelab.runner.load_setup import cleanup_load, prepare_load
 from tunelab.targets import build_target
 
@@ -36,6 +37,7 @@ def tune_study(setup: RefineSetup, spec: Mapping[str, Any], path: Path, settings
     """``tunelab tune``'s run on the target of ``spec``: the store at ``path`` opened once under the run's owner,
     the load's files put on its host before the first apply and removed before it goes down, every trial a real
     (or simulated) one through the runner, every knob of ``setup`` applied in every trial."""
+    check_host_global(setup.knob_specs, setup.allow_host_global)    # before the store opens: nothing to resume
     provenance = {"tune": settings.to_json()}
     with owned_run(path) as owner:
         store = owner.open_store(study=setup.study, design_hash=setup.design_hash, design_text=setup.design_text,
