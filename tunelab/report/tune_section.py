@@ -8,13 +8,14 @@ from typing import Any, Mapping
 from markupsafe import Markup
 
 from tunelab.formatting import fmt_ci, fmt_pct
+from tunelab.model import Phase
 from tunelab.report.rendering import render
 
 #: the stages in order, and what each one is for
-STAGE_WORDS = {"calibrate": "A/A runs of the baseline: the noise",
-               "screen": "which knobs matter",
-               "refine": "the best levels of the knobs kept",
-               "confirm": "the winner against the baseline, ABBA blocks"}
+STAGE_WORDS = {Phase.CALIBRATE: "A/A runs of the baseline: the noise",
+               Phase.SCREEN: "which knobs matter",
+               Phase.REFINE: "the best levels of the knobs kept",
+               Phase.CONFIRM: "the winner against the baseline, ABBA blocks"}
 
 
 def stage_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -22,9 +23,10 @@ def stage_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     split, spent = result.get("split") or {}, result.get("spent") or {}
     rows = []
     for stage, what in STAGE_WORDS.items():
-        if stage == "screen":
+        if stage is Phase.SCREEN:
             what = f"{what} ({split.get('design')}: {split.get('screen_runs')} runs x {split.get('replicates')})"
-        rows.append({"stage": stage, "planned": split.get(stage, 0), "spent": spent.get(stage, 0), "what": what})
+        rows.append({"stage": stage.value, "planned": split.get(stage.value, 0), "spent": spent.get(stage.value, 0),
+                     "what": what})
     return rows
 
 
