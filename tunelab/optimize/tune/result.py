@@ -44,7 +44,7 @@ class TuneSettings:
         if self.warm not in WARM_MODES:
             raise DesignError(f"--warm {self.warm}: give one of {', '.join(WARM_MODES)}")
         if self.cv_pct is not None and not (0 < float(self.cv_pct) < 100):
-            raise DesignError(f"--cv {self.cv_pct}: the noise is a CV in percent, above 0 and below 100")
+            raise DesignError(f"--noise {self.cv_pct}: the noise is a CV in percent, above 0 and below 100")
         if not 0 < self.alpha < 1:
             raise DesignError(f"alpha {self.alpha} must be between 0 and 1")
         object.__setattr__(self, "split", parse_split(self.split))

@@ -173,3 +173,12 @@ def tune_plan(problem: TuneProblem, settings: TuneSettings) -> BudgetSplit:
     calibration's measurement may change the screen's replicates, and so refine's share)."""
     return split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=settings.cv_pct,
                         design=settings.screen_design, override=settings.split)
+
+
+def check_plan(problem: TuneProblem, settings: TuneSettings) -> BudgetSplit:
+    """:func:`tune_plan`, and (the noise not given) the split at the worst noise the calibration could measure
+    (the most screen replicates): a budget too small for any of them is one error before the store opens."""
+    if settings.cv_pct is None:
+        split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=99.0,
+                     calibrated=True, design=settings.screen_design, override=settings.split)
+    return tune_plan(problem, settings)

@@ -16,7 +16,7 @@ from tunelab.optimize.evaluators import RunnerEvaluator
 from tunelab.optimize.space import SearchSpace, space_from_spec
 from tunelab.optimize.tune.ledger import CallableEvaluator
 from tunelab.optimize.tune.result import TuneResult, TuneSettings
-from tunelab.optimize.tune.stages import TuneProblem, run_tune
+from tunelab.optimize.tune.stages import TuneProblem, check_plan, run_tune
 from tunelab.optimize.workflow import RefineSetup
 from tunelab.run_owner import owned_run
 from tunelab.runner.binding import check_host_global
@@ -38,6 +38,7 @@ def tune_study(setup: RefineSetup, spec: Mapping[str, Any], path: Path, settings
     the load's files put on its host before the first apply and removed before it goes down, every trial a real
     (or simulated) one through the runner, every knob of ``setup`` applied in every trial."""
     check_host_global(setup.knob_specs, setup.allow_host_global)    # before the store opens: nothing to resume
+    check_plan(problem_of(setup), settings)
     provenance = {"tune": settings.to_json()}
     with owned_run(path) as owner:
         store = owner.open_store(study=setup.study, design_hash=setup.design_hash, design_text=setup.design_text,
@@ -83,6 +84,7 @@ def tune_evaluator(measure: Any, problem: TuneProblem, design_hash: str, design_
     """tune on a Python evaluator (``measure``: ``config -> metrics``, or an object with ``evaluate``), every
     call recorded in the store at ``path`` (opened once under the run's owner); nothing is applied to a machine
     by tunelab itself."""
+    check_plan(problem, settings)
     provenance = {"tune": settings.to_json()}
     metrics = [problem.goal.name]
     with owned_run(path) as owner:
