@@ -138,9 +138,17 @@ def test_an_uninterrupted_rerun_measures_nothing_and_changed_settings_are_refuse
         tunelab.tune(target="simulator", surface="simple", budget=80, store=path)
 
 
+@pytest.fixture(scope="module")
+def whole_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, int]:
+    """The uninterrupted run the resumed ones must equal, and its trial count."""
+    path = tmp_path_factory.mktemp("whole") / "whole.sqlite"
+    return _sim_tune(path), len(_trials(path))
+
+
 @pytest.mark.parametrize("stage", STAGES)
-def test_tune_resumes_exactly_after_a_kill_at_each_stage(tmp_path: Path, stage: str) -> None:
-    whole = _sim_tune(tmp_path / "whole.sqlite")
+def test_tune_resumes_exactly_after_a_kill_at_each_stage(tmp_path: Path, stage: str,
+                                                         whole_run: tuple[Any, int]) -> None:
+    whole, count = whole_run
 
     def kill(done: str) -> None:
         if done == stage:
@@ -150,8 +158,7 @@ def test_tune_resumes_exactly_after_a_kill_at_each_stage(tmp_path: Path, stage: 
     with pytest.raises(Killed):
         _sim_tune(path, hook=kill)
     resumed = _sim_tune(path)
-    assert _comparable(resumed) == _comparable(whole)
-    assert len(_trials(path)) == len(_trials(tmp_path / "whole.sqlite"))
+    assert _comparable(resumed) == _comparable(whole) and len(_trials(path)) == count
 
 
 KILLED_RUN = """
