@@ -10,7 +10,7 @@ knobs that matter, and a confirmation against the baseline in ABBA blocks (4 mea
 * screen: the design's runs times the replicates that detect the SESOI at the noise
   (:func:`tunelab.stats.noise.replicates_to_detect`, spread over the half of the runs at each level of a
   two-level design), at least :data:`MIN_REPLICATES` of the design, the calibration and screen together at most
-  :data:`SCREEN_SHARE` of the budget;
+  :data:`SCREEN_SHARE` of the budget and leaving refine at least :data:`MIN_REFINE`;
 * confirmation: :data:`CONFIRM_SHARE` of the budget in whole ABBA blocks, between :data:`MIN_BLOCKS` and
   :data:`MAX_BLOCKS`;
 * refine: the rest (at least :data:`MIN_REFINE`).
@@ -226,4 +226,5 @@ def _shares(budget: int, runs: int, calibrate: int, needed: int, least: int,
         room = math.floor(override["screen"] / 100 * budget) - calibrate
         return max(least, room // runs), math.floor(override["confirm"] / 100 * budget / 4)
     blocks = min(MAX_BLOCKS, max(MIN_BLOCKS, round(CONFIRM_SHARE * budget / 4)))
-    return max(least, min(needed, (math.floor(SCREEN_SHARE * budget) - calibrate) // runs)), blocks
+    room = min(math.floor(SCREEN_SHARE * budget) - calibrate, budget - calibrate - 4 * blocks - MIN_REFINE)
+    return max(least, min(needed, room // runs)), blocks

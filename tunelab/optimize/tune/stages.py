@@ -7,6 +7,7 @@ each stage's name once it is done (the kill-point tests raise from it).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -76,9 +77,10 @@ def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluat
     result = TuneResult(problem.study, store.path, settings, split, calls, ledger.spent)
     kept = [c.knob for c in calls if c.kept]
     if not kept:
+        counts = Counter(c.verdict for c in calls)
         result.stopped = (f"the screen found no knob that changes {problem.goal.name} by its SESOI "
-                          f"({problem.goal.sesoi_pct:g} %); tune stops and keeps {ledger.left} of its "
-                          f"{settings.budget} measurements")
+                          f"({problem.goal.sesoi_pct:g} %; {', '.join(f'{n} {v}' for v, n in counts.items())}); "
+                          f"tune stops and keeps {ledger.left} of its {settings.budget} measurements")
         return result
     result.refine = run_refine(problem, settings, split, plan, calls, aa + measured, evaluator_for, ledger, store)
     done("refine")
