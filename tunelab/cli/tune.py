@@ -25,7 +25,6 @@ from typing import Any
 
 import tunelab
 from tunelab.cli import render
-from tunelab.optimize.confirm import EXIT_STATUS
 
 
 def register(subparsers: Any) -> None:
@@ -58,6 +57,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tunelab.optimize.confirm import EXIT_STATUS     # deferred: `tunelab --help` imports nothing heavy
+
     outcome = tunelab.tune(args.design, budget=args.budget, objectives=args.objective, target=args.target,
                            surface=args.surface, cv=args.cv, seed=args.seed, noise_pct=args.noise, split=args.split,
                            screen_design=args.screen_design, engine=args.engine, warm=args.warm, store=args.store,

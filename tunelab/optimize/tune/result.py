@@ -106,7 +106,8 @@ class TuneResult(Displayed):
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return self.summary()
+        """``TuneResult:`` and the summary's lines (at most five)."""
+        return "TuneResult: " + "\n".join(self.summary().splitlines()[:5])
 
     def to_json(self) -> dict[str, Any]:
         """Strict JSON: settings, split, spend, the screen's calls, the winner and the confirmation."""
