@@ -47,6 +47,8 @@ class TuneSettings:
             raise DesignError(f"--noise {self.cv_pct}: the noise is a CV in percent, above 0 and below 100")
         if not 0 < self.alpha < 1:
             raise DesignError(f"alpha {self.alpha} must be between 0 and 1")
+        object.__setattr__(self, "cv_pct", None if self.cv_pct is None else float(self.cv_pct))
+        object.__setattr__(self, "alpha", float(self.alpha))
         object.__setattr__(self, "split", parse_split(self.split))
         object.__setattr__(self, "screen_design", None if self.screen_design == "auto" else self.screen_design)
         check_engine(self.engine, None, self.budget)
