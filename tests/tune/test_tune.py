@@ -19,7 +19,7 @@ import pytest
 import tunelab
 from tunelab.errors import DesignError, StoreError
 from tunelab.model import DesignType
-from tunelab.optimize.tune import parse_split, split_budget
+from tunelab.optimize.tune import parse_split, split_budget, stored_tune
 from tunelab.simulator import SimulatorEvaluator
 from tunelab.store import Store
 
@@ -95,8 +95,12 @@ def test_tune_on_the_simulator_target_end_to_end(tmp_path: Path) -> None:
     assert {c.knob for c in result.calls} == set(result.refine.winner) | {c.knob for c in result.calls if not c.kept}
     assert all(c.why for c in result.calls) and result.kept == list(result.refine.winner)
     refined = trials[trials["phase"] == "refine"]
-    assert all(set(config) == set(result.calls[0:0] or [c.knob for c in result.calls]) for config in refined["config"])
+    assert all(set(config) == {c.knob for c in result.calls} for config in refined["config"])   # every knob set
     assert result.confirmation is not None and result.spent["confirm"] == 4 * result.split.blocks
+    with Store(path, readonly=True) as store:
+        stored = stored_tune(store)                            # what a report reads back: settings, split, spend
+    assert stored == {"settings": result.settings.to_json(), "split": json.loads(json.dumps(result.split.to_json())),
+                      "spent": result.spent, "spent_total": len(trials)}
     json.dumps(result.to_json(), allow_nan=False)
 
 

@@ -22,7 +22,7 @@ from tunelab.optimize.evaluators import ResumableEvaluator, same_config
 from tunelab.optimize.history import StoreSearchLog
 from tunelab.optimize.space import SearchSpace
 from tunelab.optimize.tune.budget import AA_RUNS, BudgetSplit, split_budget
-from tunelab.optimize.tune.ledger import Guarded, Ledger
+from tunelab.optimize.tune.ledger import TUNE_PHASES, Guarded, Ledger
 from tunelab.optimize.tune.result import TuneResult, TuneSettings
 from tunelab.optimize.tune.screening import KnobCall, ScreenPlan, screen_calls, screen_plan, warm_points
 from tunelab.store import Store
@@ -30,7 +30,10 @@ from tunelab.store import Store
 #: the search id (and run-key prefix) of tune's refine stage in its store
 SEARCH_ID = "tune"
 
-EvaluatorFor = Callable[[str], ResumableEvaluator]
+#: a stage's evaluator: ``(phase, what to add to its trials' provenance) -> a store-backed, resumable evaluator``
+EvaluatorFor = Callable[[str, Mapping[str, Any]], ResumableEvaluator]
+#: an evaluator of one phase, its provenance set
+PhaseEvaluator = Callable[[str], ResumableEvaluator]
 #: one measurement: the configuration, its metrics, its run key
 Measured = tuple[dict[str, Any], dict[str, float], str]
 
@@ -61,16 +64,19 @@ def check_stored_settings(store: Store, settings: TuneSettings) -> None:
 def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluator_for: EvaluatorFor,
              hook: Callable[[str], None] | None = None) -> TuneResult:
     """Calibrate (unless the noise is given), screen, refine the knobs that matter, confirm the winner; every
-    measurement through ``evaluator_for(phase)`` (a store-backed, resumable evaluator) and within the budget."""
+    measurement through ``evaluator_for(phase, provenance)`` (a store-backed, resumable evaluator) and within the
+    budget. Each trial after the calibration carries the split in its provenance (``tune_stage``), beside the
+    settings (``tune``); what each stage spent is its trials' count."""
     check_stored_settings(store, settings)
     ledger = Ledger(store, settings.budget)
     done = hook or (lambda stage: None)
-    cv, source, aa = calibrate(problem, settings, evaluator_for, ledger)
+    cv, source, aa = calibrate(problem, settings, lambda phase: evaluator_for(phase, {}), ledger)
     done("calibrate")
     split = split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=cv,
                          cv_source=source, calibrated=settings.cv_pct is None, design=settings.screen_design,
                          override=settings.split)
-    plan, measured = run_screen(problem, settings, split, evaluator_for, ledger)
+    staged = stage_evaluators(evaluator_for, split)
+    plan, measured = run_screen(problem, settings, split, staged, ledger)
     frame = screen_frame(plan, measured, problem.goal, aa if plan.design == DesignType.OAT else [])
     calls = screen_calls(plan, frame, problem.goal, settings.alpha)
     done("screen")
@@ -82,15 +88,22 @@ def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluat
                           f"({problem.goal.sesoi_pct:g} %; {', '.join(f'{n} {v}' for v, n in counts.items())}); "
                           f"tune stops and keeps {ledger.left} of its {settings.budget} measurements")
         return result
-    result.refine = run_refine(problem, settings, split, plan, calls, aa + measured, evaluator_for, ledger, store)
+    result.refine = run_refine(problem, settings, split, plan, calls, aa + measured, staged, ledger, store)
     done("refine")
     result.winner = {**problem.baseline, **result.refine.winner}
-    result.confirmation, result.note = run_confirm(problem, split, result.winner, evaluator_for, ledger)
+    result.confirmation, result.note = run_confirm(problem, split, result.winner, staged, ledger)
     done("confirm")
     return result
 
 
-def calibrate(problem: TuneProblem, settings: TuneSettings, evaluator_for: EvaluatorFor,
+def stage_evaluators(evaluator_for: EvaluatorFor, split: BudgetSplit) -> PhaseEvaluator:
+    """The evaluators of the stages after the calibration: their trials record the split."""
+    def staged(phase: str) -> ResumableEvaluator:
+        return evaluator_for(phase, {"split": split.to_json()})
+    return staged
+
+
+def calibrate(problem: TuneProblem, settings: TuneSettings, evaluator_for: PhaseEvaluator,
               ledger: Ledger) -> tuple[float | None, str, list[Measured]]:
     """The noise (CV % of the goal), where it came from, and the A/A measurements: the settings' ``cv_pct`` (none
     measured), else :data:`AA_RUNS` measurements of the baseline (phase ``calibrate``, keys ``aa0``...)."""
@@ -107,7 +120,7 @@ def calibrate(problem: TuneProblem, settings: TuneSettings, evaluator_for: Evalu
     return cv, f"A/A calibration of {AA_RUNS} baseline runs", aa
 
 
-def run_screen(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, evaluator_for: EvaluatorFor,
+def run_screen(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, evaluator_for: PhaseEvaluator,
                ledger: Ledger) -> tuple[ScreenPlan, list[Measured]]:
     """Measure every screen run (key ``<run_id>``); returns the plan and ``(config, metrics, key)`` per run."""
     plan = screen_plan(problem.space, problem.baseline, DesignType(split.design), split.screen_runs,
@@ -137,7 +150,7 @@ def screen_frame(plan: ScreenPlan, measured: list[Measured], goal: Metric,
 
 def run_refine(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, plan: ScreenPlan,
                calls: list[KnobCall], measured: list[Measured],
-               evaluator_for: EvaluatorFor, ledger: Ledger, store: Store) -> RefineResult:
+               evaluator_for: PhaseEvaluator, ledger: Ledger, store: Store) -> RefineResult:
     """Refine over the kept knobs (the dropped ones at their baselines), warm-started with every calibration and
     screen measurement that fits (:func:`tunelab.optimize.tune.screening.warm_points`), the better alternative
     levels as the first configuration asked."""
@@ -154,7 +167,7 @@ def run_refine(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit,
                   log=StoreSearchLog(store, SEARCH_ID), key_prefix=f"{SEARCH_ID}/", warm=warm)
 
 
-def run_confirm(problem: TuneProblem, split: BudgetSplit, winner: Mapping[str, Any], evaluator_for: EvaluatorFor,
+def run_confirm(problem: TuneProblem, split: BudgetSplit, winner: Mapping[str, Any], evaluator_for: PhaseEvaluator,
                 ledger: Ledger) -> tuple[ConfirmResult | None, str | None]:
     """The winner against the baseline in ABBA blocks (as many of the split's as the budget has left), or why not."""
     if same_config(problem.baseline, winner):
@@ -184,3 +197,18 @@ def check_plan(problem: TuneProblem, settings: TuneSettings) -> BudgetSplit:
         split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=99.0,
                      calibrated=True, design=settings.screen_design, override=settings.split)
     return tune_plan(problem, settings)
+
+
+def stored_tune(store: Store) -> dict[str, Any] | None:
+    """What a store says of its tune run (None if it holds none): the settings, the split (once the calibration
+    was done) and the attempts each stage spent (every trial row, whatever its status), for a report."""
+    trials = store.trials()
+    if trials.empty:
+        return None
+    tuned = [(row.provenance or {}) for row in trials.itertuples(index=False) if (row.provenance or {}).get("tune")]
+    if not tuned:
+        return None
+    splits = [p["tune_stage"]["split"] for p in tuned if (p.get("tune_stage") or {}).get("split")]
+    spent = {phase: int((trials["phase"] == phase).sum()) for phase in TUNE_PHASES}
+    return {"settings": tuned[-1]["tune"], "split": splits[-1] if splits else None, "spent": spent,
+            "spent_total": sum(spent.values())}

@@ -46,11 +46,11 @@ def tune_study(setup: RefineSetup, spec: Mapping[str, Any], path: Path, settings
         with build_target(dict(spec), allow_commands=allow_commands) as live:
             prepare_load(live, setup.load, [setup.load_settings], store)
 
-            def evaluator_for(phase: str) -> RunnerEvaluator:
+            def evaluator_for(phase: str, stage: Mapping[str, Any]) -> RunnerEvaluator:
                 return RunnerEvaluator(live, setup.load, setup.knob_specs, store, phase=phase,
                                        warmup_s=setup.warmup_s, measure_s=setup.measure_s,
                                        load_settings=setup.load_settings, allow_host_global=setup.allow_host_global,
-                                       fixed=setup.fixed, provenance=provenance)
+                                       fixed=setup.fixed, provenance={**provenance, "tune_stage": dict(stage)})
             try:
                 return run_tune(problem_of(setup), settings, store, evaluator_for, hook)
             finally:
@@ -91,7 +91,7 @@ def tune_evaluator(measure: Any, problem: TuneProblem, design_hash: str, design_
         store = owner.open_store(study=problem.study, design_hash=design_hash, design_text=design_text,
                                  target_spec={"type": "evaluator", "options": {}})
 
-        def evaluator_for(phase: str) -> CallableEvaluator:
-            return CallableEvaluator(measure, store, phase, metrics, provenance)
+        def evaluator_for(phase: str, stage: Mapping[str, Any]) -> CallableEvaluator:
+            return CallableEvaluator(measure, store, phase, metrics, {**provenance, "tune_stage": dict(stage)})
 
         return run_tune(problem, settings, store, evaluator_for, hook)
