@@ -81,8 +81,8 @@ def test_plan_imports_no_statistics_optimiser_or_plotting_library() -> None:
 
 @pytest.mark.parametrize(("argv", "line"), [
     (["plna"], "tunelab: error: argument VERB: invalid choice: 'plna' (choose from 'quickstart', 'plan', 'knobs', "
-               "'lab', 'run', 'export', 'restore', 'screen', 'refine', 'validate', 'report', 'gallery'); did you "
-               "mean 'plan'? (see `tunelab --help`)"),
+               "'lab', 'run', 'export', 'restore', 'screen', 'refine', 'tune', 'validate', 'report', 'gallery'); "
+               "did you mean 'plan'? (see `tunelab --help`)"),
     (["lab", "statu"], "tunelab: error: argument COMMAND: invalid choice: 'statu' (choose from 'up', 'status', "
                        "'down'); did you mean 'status'? (see `tunelab lab --help`)"),
     (["knobs", "lst"], "tunelab: error: argument ACTION: invalid choice: 'lst' (choose from 'list', 'show', "

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 from tunelab.version import __version__
 
-_API = ("plan", "run", "screen", "refine", "validate", "validate_change", "preview_validate", "report", "restore",
+_API = ("plan", "run", "screen", "refine", "tune", "validate", "validate_change", "preview_validate", "report", "restore",
         "lab_up", "lab_down", "lab_status")
 
 __all__ = ["__version__", "api", *_API]

@@ -14,6 +14,7 @@ function                  does                                        returns
 :func:`screen`            which knobs matter (a study or a CSV)       ``stats.ScreenResult``
 :func:`refine`            GA / NSGA-II search, ABBA confirmation      :class:`RefineRun`
 :func:`validate`          candidate vs baseline in ABBA blocks        :class:`ValidateRun`
+:func:`tune`              screen, refine, confirm in one budget       :class:`TuneResult`
 :func:`report`            notebooks -> ``reports/<study>/index.html`` :class:`ReportResult`
 :func:`restore`           roll back what a crashed run left changed   :class:`RestoreResult`
 :func:`export`            a study's tidy trial table                  :class:`ExportResult`
@@ -54,6 +55,9 @@ from tunelab.optimize import objectives_of
 from tunelab.optimize.driver import check_engine
 from tunelab.optimize.confirm import EXIT_STATUS
 from tunelab.optimize.export import design_fragment, sysctl_conf
+from tunelab.optimize.confirm import goals_of
+from tunelab.optimize.tune import (TuneResult, TuneSettings, evaluator_problem, problem_of, tune_evaluator,
+                                   tune_plan, tune_study)
 from tunelab.optimize.validation import ValidateRun, flags_request, run_validate
 from tunelab.optimize.workflow import check_warm_start, refine_study, setup_from_design
 from tunelab.preflight import plan_preflight
@@ -310,16 +314,7 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
     """
     check_engine(engine, preset, budget)   # bad engine, preset or budget: one line before anything runs
     parsed = objectives_of(objectives)
-    if design_path is not None:
-        setup = setup_from_design(design_path, knobs=knobs, target_type=target, objectives=parsed,
-                                  store_path=store, allow_host_global=allow_host_global)
-    elif target == "simulator":
-        if knobs not in (None, "all"):
-            raise DesignError("--knobs needs a design; on the simulator without one every surface knob is searched")
-        setup = refine_setup(surface, cv=cv, seed=seed, objectives=parsed)
-        setup.allow_host_global = allow_host_global     # wide27's net.core.* knobs, even in memory, need the flag
-    else:
-        raise DesignError("give a DESIGN file (or --target simulator to refine on a SYNTHETIC surface)")
+    setup = _setup_of(design_path, knobs, target, surface, cv, seed, parsed, store, allow_host_global)
     parsed = parsed or [Metric(g.name, g.direction) for g in setup.goals]
     spec = {"type": setup.target_type, "options": setup.target_options}
     check_target_spec(spec, allow_commands=allow_design_commands)   # before the store is opened
@@ -335,6 +330,66 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
                            seed=seed, options=options, confirm_blocks=confirm_blocks, warm_start=warm_start)
     return RefineRun(setup.study, path, setup.target_type, outcome.result, outcome.confirmation, outcome.measured,
                      outcome.reused, parsed, setup.levels, outcome.note)
+
+
+def _setup_of(design_path: PathLike | None, knobs: str | None, target: str | None, surface: str, cv: float, seed: int,
+              objectives: Sequence[Metric], store: PathLike | None, allow_host_global: bool) -> Any:
+    """The refine setup of a design file, or of a SYNTHETIC surface on ``--target simulator`` (refine's and tune's)."""
+    if design_path is not None:
+        return setup_from_design(design_path, knobs=knobs, target_type=target, objectives=objectives,
+                                 store_path=store, allow_host_global=allow_host_global)
+    if target != "simulator":
+        raise DesignError("give a DESIGN file (or --target simulator to work on a SYNTHETIC surface)")
+    if knobs not in (None, "all"):
+        raise DesignError("--knobs needs a design; on the simulator without one every surface knob is searched")
+    setup = refine_setup(surface, cv=cv, seed=seed, objectives=objectives)
+    setup.allow_host_global = allow_host_global     # wide27's net.core.* knobs, even in memory, need the flag
+    return setup
+
+
+def tune(design_path: PathLike | None = None, *, budget: int, evaluator: Any = None, space: Any = None,
+         baseline: Mapping[str, Any] | None = None, objectives: Sequence[Metric | str] = (), study: str = "evaluator",
+         target: str | None = None, surface: str = "simple", cv: float = 0.03, seed: int = 0,
+         noise_pct: float | None = None, split: str | Mapping[str, float] | None = None,
+         screen_design: str | None = None, engine: str = "tunelab", warm: str = "fit", store: PathLike | None = None,
+         allow_host_global: bool = False, allow_design_commands: bool = False, plan_only: bool = False,
+         hook: Any = None) -> Any:
+    """Screen, refine the knobs that matter and confirm the winner, in one ``budget`` of measurements and one store
+    (``tunelab tune``; the stages and the split are :mod:`tunelab.optimize.tune`'s). Rerunning resumes exactly.
+
+    Parameters
+    ----------
+    design_path : a design file (every knob is screened; its target, load and metrics), or None with
+        ``target="simulator"`` (the SYNTHETIC ``surface`` at noise ``cv``) or with ``evaluator``
+    budget : measurements in all, every attempt counted (failed ones too); never exceeded
+    evaluator, space, baseline, study : tune a Python evaluator (``config -> {metric: value}``, or an object with
+        ``evaluate(config, replicate, key)``) over ``space`` (a ``SearchSpace`` or its spec) from ``baseline``;
+        ``study`` names its store (default ``data/<study>.sqlite``)
+    objectives : ``NAME:max|min[:SESOI]`` (default the design's or surface's first metric); the first is the goal
+    seed : the screen's order, refine's engine and, on the simulator, its noise
+    noise_pct : the noise (CV %) if known: no A/A calibration
+    split, screen_design, engine, warm : override the split (``screen=40,refine=40,confirm=20``), the screening
+        design, refine's engine, and how refine counts the screen's measurements (``fit`` or ``projected``)
+    plan_only : return the split (:class:`tunelab.optimize.tune.BudgetSplit`) and measure nothing (``--plan``)
+    hook : called with each stage's name once it is done (tests)
+
+    Returns
+    -------
+    TuneResult (:mod:`tunelab.optimize.tune.result`), or the split with ``plan_only``
+    """
+    settings = TuneSettings(budget, seed, noise_pct, split, screen_design, engine, warm)
+    if evaluator is not None:
+        problem, digest, text = evaluator_problem(study, space, baseline, objectives)
+        path = Path(store) if store is not None else default_store_path(check_study_name(study, "the study name"))
+        return tune_plan(problem, settings) if plan_only else tune_evaluator(evaluator, problem, digest, text, path,
+                                                                             settings, hook=hook)
+    setup = _setup_of(design_path, "all", target, surface, cv, seed, goals_of(objectives), store, allow_host_global)
+    spec = {"type": setup.target_type, "options": setup.target_options}
+    check_target_spec(spec, allow_commands=allow_design_commands)   # before the store is opened
+    if plan_only:
+        return tune_plan(problem_of(setup), settings)
+    path = Path(store) if store is not None else default_store_path(setup.study)
+    return tune_study(setup, spec, path, settings, allow_commands=allow_design_commands, hook=hook)
 
 
 def validate(target: str | None, candidate: Mapping[str, Any], *, baseline: Mapping[str, Any] | str = "current",
@@ -530,4 +585,4 @@ def restore(studies: Sequence[PathLike] = (), *, all_stores: bool = False, data_
 __all__ = ["ExportResult", "KnobList", "LabDown", "LabStatus", "LabUp", "PlanResult", "RefineRun", "ReportResult",
            "RestoreResult", "StudyRun", "ValidateRun", "export", "knob_check", "knob_info", "knob_list", "lab_down",
            "lab_status", "lab_up", "plan", "refine", "report", "restore", "run",
-           "screen", "validate", "validate_change", "preview_validate"]
+           "screen", "tune", "TuneResult", "validate", "validate_change", "preview_validate"]

@@ -26,7 +26,7 @@ from tunelab.cli.paths import describe_os_error
 from tunelab.errors import TunelabError
 
 #: verb modules, in the order shown by --help; a missing module is skipped so verbs can land one by one
-VERB_MODULES = ["quickstart", "plan", "knobs", "lab", "run", "export", "restore", "screen", "refine", "validate", "report", "gallery"]
+VERB_MODULES = ["quickstart", "plan", "knobs", "lab", "run", "export", "restore", "screen", "refine", "tune", "validate", "report", "gallery"]
 #: exit status of a usage or input error (the ``tunelab: error:`` line)
 EXIT_ERROR = 2
 #: exit status of an unexpected failure (a bug; BSD's EX_SOFTWARE)

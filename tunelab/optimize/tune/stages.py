@@ -1,0 +1,214 @@
+"""``tunelab tune``'s stages on one store: calibrate, screen, refine, confirm (the package docstring).
+
+:func:`run_tune` is the sequence; each stage is a function of the store's measurements so far, so a rerun after
+a crash reads back what was measured (by run key) and continues exactly where it stopped. ``hook`` is called with
+each stage's name once it is done (the kill-point tests raise from it).
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from tunelab.errors import StoreError
+from tunelab.model import DesignType, Metric
+from tunelab.optimize.confirm import ConfirmResult, config_digest, confirm
+from tunelab.optimize.driver import RefineResult, refine
+from tunelab.optimize.evaluators import ResumableEvaluator, same_config
+from tunelab.optimize.history import StoreSearchLog
+from tunelab.optimize.space import SearchSpace
+from tunelab.optimize.tune.budget import AA_RUNS, BudgetSplit, split_budget
+from tunelab.optimize.tune.ledger import TUNE_PHASES, Guarded, Ledger
+from tunelab.optimize.tune.result import TuneResult, TuneSettings
+from tunelab.optimize.tune.screening import KnobCall, ScreenPlan, screen_calls, screen_plan, warm_points
+from tunelab.store import Store
+
+#: the search id (and run-key prefix) of tune's refine stage in its store
+SEARCH_ID = "tune"
+
+#: a stage's evaluator: ``(phase, what to add to its trials' provenance) -> a store-backed, resumable evaluator``
+EvaluatorFor = Callable[[str, Mapping[str, Any]], ResumableEvaluator]
+#: an evaluator of one phase, its provenance set
+PhaseEvaluator = Callable[[str], ResumableEvaluator]
+#: one measurement: the configuration, its metrics, its run key
+Measured = tuple[dict[str, Any], dict[str, float], str]
+
+
+@dataclass
+class TuneProblem:
+    """What is tuned: the knobs and their values (``space``), the baseline, the goal (its SESOI decides what
+    matters) and the metrics reported beside it."""
+
+    study: str
+    space: SearchSpace
+    baseline: dict[str, Any]
+    goal: Metric
+    side_goals: list[Metric] = field(default_factory=list)
+
+
+def check_stored_settings(store: Store, settings: TuneSettings) -> None:
+    """StoreError unless every tune trial in ``store`` was measured with ``settings`` (resume mixes no two runs)."""
+    wanted = settings.to_json()
+    for row in store.trials().itertuples(index=False):
+        stored = (row.provenance or {}).get("tune")
+        if stored is not None and stored != wanted:
+            changed = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+            raise StoreError(f"{store.path} holds a tune run with other settings ({', '.join(changed)} changed); "
+                             "rerun with the original settings to resume, or give a new --store")
+
+
+def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluator_for: EvaluatorFor,
+             hook: Callable[[str], None] | None = None) -> TuneResult:
+    """Calibrate (unless the noise is given), screen, refine the knobs that matter, confirm the winner; every
+    measurement through ``evaluator_for(phase, provenance)`` (a store-backed, resumable evaluator) and within the
+    budget. Each trial after the calibration carries the split in its provenance (``tune_stage``), beside the
+    settings (``tune``); what each stage spent is its trials' count."""
+    check_stored_settings(store, settings)
+    ledger = Ledger(store, settings.budget)
+    done = hook or (lambda stage: None)
+    cv, source, aa = calibrate(problem, settings, lambda phase: evaluator_for(phase, {}), ledger)
+    done("calibrate")
+    split = split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=cv,
+                         cv_source=source, calibrated=settings.cv_pct is None, design=settings.screen_design,
+                         override=settings.split)
+    staged = stage_evaluators(evaluator_for, split)
+    plan, measured = run_screen(problem, settings, split, staged, ledger)
+    frame = screen_frame(plan, measured, problem.goal, aa if plan.design == DesignType.OAT else [])
+    calls = screen_calls(plan, frame, problem.goal, settings.alpha)
+    done("screen")
+    result = TuneResult(problem.study, store.path, settings, split, calls, ledger.spent)
+    kept = [c.knob for c in calls if c.kept]
+    if not kept:
+        counts = Counter(c.verdict for c in calls)
+        result.stopped = (f"the screen found no knob that changes {problem.goal.name} by its SESOI "
+                          f"({problem.goal.sesoi_pct:g} %; {', '.join(f'{n} {v}' for v, n in counts.items())}); "
+                          f"tune stops and keeps {ledger.left} of its {settings.budget} measurements")
+        return result
+    result.refine = run_refine(problem, settings, split, plan, calls, aa + measured, staged, ledger, store)
+    done("refine")
+    result.winner = {**problem.baseline, **result.refine.winner}
+    result.confirmation, result.note = run_confirm(problem, split, result.winner, staged, ledger)
+    done("confirm")
+    return result
+
+
+def stage_evaluators(evaluator_for: EvaluatorFor, split: BudgetSplit) -> PhaseEvaluator:
+    """The evaluators of the stages after the calibration: their trials record the split."""
+    def staged(phase: str) -> ResumableEvaluator:
+        return evaluator_for(phase, {"split": split.to_json()})
+    return staged
+
+
+def calibrate(problem: TuneProblem, settings: TuneSettings, evaluator_for: PhaseEvaluator,
+              ledger: Ledger) -> tuple[float | None, str, list[Measured]]:
+    """The noise (CV % of the goal), where it came from, and the A/A measurements: the settings' ``cv_pct`` (none
+    measured), else :data:`AA_RUNS` measurements of the baseline (phase ``calibrate``, keys ``aa0``...)."""
+    if settings.cv_pct is not None:
+        return float(settings.cv_pct), "given", []
+    evaluator = Guarded(evaluator_for("calibrate"), ledger)
+    aa = [(dict(problem.baseline), evaluator.evaluate(problem.baseline, i, key=f"aa{i}"), f"calibrate:aa{i}")
+          for i in range(AA_RUNS)]
+    values = np.array([m.get(problem.goal.name, math.nan) for _, m, _ in aa], dtype=float)
+    finite = values[np.isfinite(values)]
+    if len(finite) < 2 or finite.mean() == 0:
+        return None, f"the A/A calibration measured {len(finite)} usable runs of {AA_RUNS}; noise assumed", aa
+    cv = float(100.0 * finite.std(ddof=1) / abs(finite.mean()))
+    return cv, f"A/A calibration of {AA_RUNS} baseline runs", aa
+
+
+def run_screen(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, evaluator_for: PhaseEvaluator,
+               ledger: Ledger) -> tuple[ScreenPlan, list[Measured]]:
+    """Measure every screen run (key ``<run_id>``); returns the plan and ``(config, metrics, key)`` per run."""
+    plan = screen_plan(problem.space, problem.baseline, DesignType(split.design), split.screen_runs,
+                       split.replicates, settings.seed)
+    evaluator = Guarded(evaluator_for("screen"), ledger)
+    measured = []
+    for row in plan.runs.to_dict(orient="records"):
+        config = plan.config(row)
+        key = str(row["run_id"])
+        measured.append((config, evaluator.evaluate(config, int(row["replicate"]), key=key), f"screen:{key}"))
+    return plan, measured
+
+
+def screen_frame(plan: ScreenPlan, measured: list[Measured], goal: Metric,
+                 baseline_runs: list[Measured] = ()) -> pd.DataFrame:
+    """The screen's runs as a tidy frame (plan columns, knobs, ``status``, the goal; a failed run is ``failed``),
+    with ``baseline_runs`` (one at a time: the A/A runs, measured alike) as more runs of the baseline."""
+    extra = pd.DataFrame([{"run_id": len(plan.runs) + i, "config_id": 0, "replicate": i, "is_baseline": True,
+                           "varied_knob": None, **plan.baseline} for i in range(len(baseline_runs))],
+                         columns=plan.runs.columns)
+    frame = pd.concat([plan.runs, extra], ignore_index=True) if len(extra) else plan.runs.copy()
+    values = [metrics.get(goal.name, math.nan) for _, metrics, _ in [*measured, *baseline_runs]]
+    frame[goal.name] = values
+    frame["status"] = ["ok" if math.isfinite(v) else "failed" for v in values]
+    return frame
+
+
+def run_refine(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, plan: ScreenPlan,
+               calls: list[KnobCall], measured: list[Measured],
+               evaluator_for: PhaseEvaluator, ledger: Ledger, store: Store) -> RefineResult:
+    """Refine over the kept knobs (the dropped ones at their baselines), warm-started with every calibration and
+    screen measurement that fits (:func:`tunelab.optimize.tune.screening.warm_points`), the better alternative
+    levels as the first configuration asked."""
+    kept = [c.knob for c in calls if c.kept]
+    space = SearchSpace([problem.space.dimensions[problem.space.ids.index(k)] for k in kept])
+    fixed = {k: v for k, v in problem.baseline.items() if k not in kept}
+    warm = warm_points(space, fixed, measured, projected=settings.warm == "projected")
+    better = {c.knob: plan.alternative[c.knob] for c in calls if c.kept and c.better_at_alternative}
+    start = {k: better.get(k, problem.baseline[k]) for k in kept}
+    initial = [start] if better else []
+    evaluator = Guarded(evaluator_for("refine"), ledger, fixed)
+    return refine(space, evaluator, [problem.goal], engine=settings.engine, budget=split.refine, seed=settings.seed,
+                  baseline={k: problem.baseline[k] for k in kept}, initial=initial,
+                  log=StoreSearchLog(store, SEARCH_ID), key_prefix=f"{SEARCH_ID}/", warm=warm)
+
+
+def run_confirm(problem: TuneProblem, split: BudgetSplit, winner: Mapping[str, Any], evaluator_for: PhaseEvaluator,
+                ledger: Ledger) -> tuple[ConfirmResult | None, str | None]:
+    """The winner against the baseline in ABBA blocks (as many of the split's as the budget has left), or why not."""
+    if same_config(problem.baseline, winner):
+        return None, "the winner is the baseline: no configuration refine measured beat it, so nothing to confirm"
+    evaluator = evaluator_for("confirm")
+    prefix = f"{config_digest(problem.baseline, winner)}:"
+    recorded = sum(1 for key in evaluator.done if key.startswith(f"confirm:{prefix}"))
+    blocks = min(split.blocks, (ledger.left + recorded) // 4)
+    if blocks < 2:
+        return None, f"{ledger.left} measurements left: too few for two ABBA blocks, the winner is not confirmed"
+    return confirm(Guarded(evaluator, ledger), problem.baseline, winner, [problem.goal], blocks=blocks,
+                   key_prefix=prefix, side_metrics=problem.side_goals), None
+
+
+
+def tune_plan(problem: TuneProblem, settings: TuneSettings) -> BudgetSplit:
+    """The split ``--plan`` shows before anything is measured (the noise assumed unless given: the A/A
+    calibration's measurement may change the screen's replicates, and so refine's share)."""
+    return split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=settings.cv_pct,
+                        design=settings.screen_design, override=settings.split)
+
+
+def check_plan(problem: TuneProblem, settings: TuneSettings) -> BudgetSplit:
+    """:func:`tune_plan`, and (the noise not given) the split at the worst noise the calibration could measure
+    (the most screen replicates): a budget too small for any of them is one error before the store opens."""
+    if settings.cv_pct is None:
+        split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=99.0,
+                     calibrated=True, design=settings.screen_design, override=settings.split)
+    return tune_plan(problem, settings)
+
+
+def stored_tune(store: Store) -> dict[str, Any] | None:
+    """What a store says of its tune run (None if it holds none): the settings, the split (once the calibration
+    was done) and the attempts each stage spent (every trial row, whatever its status), for a report."""
+    trials = store.trials()
+    if trials.empty:
+        return None
+    tuned = [(row.provenance or {}) for row in trials.itertuples(index=False) if (row.provenance or {}).get("tune")]
+    if not tuned:
+        return None
+    splits = [p["tune_stage"]["split"] for p in tuned if (p.get("tune_stage") or {}).get("split")]
+    spent = {phase: int((trials["phase"] == phase).sum()) for phase in TUNE_PHASES}
+    return {"settings": tuned[-1]["tune"], "split": splits[-1] if splits else None, "spent": spent,
+            "spent_total": sum(spent.values())}
