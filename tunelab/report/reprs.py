@@ -124,10 +124,10 @@ def screen_html(result: Any) -> str:
                          ("result.plot(metric=...)", "the forest plot")])
 
 
-def screen_plot(result: Any, metric: str | None = None) -> Any:
-    """The forest plot of ``metric`` (default: the first): each level's % change against the baseline, with
-    its 95 % CI and the ±SESOI band (:func:`tunelab.report.figures.effects_forest`); for a screen
-    without per-level effects (a range design), the verdicts' changes."""
+def screen_plot(result: Any, metric: str | None = None, ax: Any = None) -> Any:
+    """The forest plot of ``metric`` (default: the first) that agrees with the verdicts: each level's % change
+    against the baseline with the interval the verdict uses, coloured by the verdict's test, and the ±SESOI
+    band (:func:`tunelab.report.figures.verdict_forest`); ``ax`` draws into an existing axes."""
     from tunelab.report import figures
 
     specs = {m["name"]: m for m in result.settings.get("metrics", [])}
@@ -137,12 +137,7 @@ def screen_plot(result: Any, metric: str | None = None) -> Any:
         raise DataError(f"the screen has no metric {name!r}; its metrics: {', '.join(known) or 'none'}")
     spec = specs.get(name, {})
     band = spec.get("sesoi_pct") if spec.get("sesoi_abs") is None else None
-    if name in set(result.effects["metric"]):
-        return displayable(figures.effects_forest(result.effects, name, band))
-    rows = result.verdicts[result.verdicts["metric"] == name]
-    rows = rows.assign(label=[str(k) for k in rows["knob"]])
-    return displayable(figures.forest_figure(rows, "label", estimate="effect_pct", low="effect_ci_low",
-                                             high="effect_ci_high", sesoi_pct=band, xlabel=f"% change of {name} (95 % CI)", title=f"Verdicts on {name}"))
+    return displayable(figures.verdict_forest(result, name, band, ax=ax))
 
 
 # ---- refine and validate ----------------------------------------------------------------------------
