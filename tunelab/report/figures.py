@@ -43,9 +43,15 @@ BAND_COLOR = "#d9f0d3"
 _STYLE = "whitegrid"
 
 
+#: the widest figure, inches: at 100 dpi it fits the report's 1120 px column unscaled, so no text shrinks
+MAX_WIDTH_IN = 11.0
+
+
 def _grid(n: int, ncols: int = 3, width: float = 4.2, height: float = 3.6) -> tuple[Figure, list[Any]]:
+    """A figure of ``n`` panels, ``ncols`` a row, growing by rows; never wider than :data:`MAX_WIDTH_IN`."""
     ncols = max(1, min(ncols, n))
     nrows = max(1, math.ceil(n / ncols))
+    width = min(width, MAX_WIDTH_IN / ncols)
     fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
     with sns.axes_style(_STYLE):
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
