@@ -154,3 +154,17 @@ def test_posthoc_notebook_honours_guards_and_ranks_best_first(tmp_path: Path) ->
     shown = letters[0]                                                          # the sections follow the pairs
     positions = [shown.index(f" {level}: ") for level in by_hand]
     assert positions == sorted(positions), (by_hand, shown)
+
+
+def test_the_levels_figure_has_a_legend_and_fits_the_report() -> None:
+    """Four knobs in a grid of three columns: two rows, never wider than the report's column (11 in at 100 dpi),
+    and a legend that names the baseline's colour."""
+    rng = np.random.default_rng(3)
+    knobs = ["a", "b", "c", "d"]
+    data = pd.DataFrame({knob: rng.integers(0, 3, 36) for knob in knobs}).assign(y=rng.normal(100, 3, 36))
+    fig = figures.levels_figure(data, knobs, "y", {knob: 0 for knob in knobs})
+    assert fig.get_figwidth() <= figures.MAX_WIDTH_IN and len(fig.axes) == 4
+    one_row = figures.levels_figure(data, knobs[:3], "y", {knob: 0 for knob in knobs})
+    assert fig.get_figheight() == pytest.approx(2 * one_row.get_figheight())
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "baseline level" in texts and "one run" in texts

@@ -143,7 +143,19 @@ def levels_figure(data: pd.DataFrame, knobs: Sequence[str], metric: str, baselin
             ax.set_ylim(top=top + 0.2 * span)
     if title:
         fig.suptitle(title)
+    _levels_legend(fig, bool(letters))
     return fig
+
+
+def _levels_legend(fig: Figure, letters: bool) -> None:
+    """The legend of :func:`levels_figure`: the baseline's colour and its mean's line, the other levels, the runs."""
+    from matplotlib.lines import Line2D
+
+    handles = [Patch(color=BASELINE_COLOR, label="baseline level"), Patch(color=LEVEL_COLOR, label="other level"),
+               Line2D([], [], color=BASELINE_COLOR, ls="--", lw=1, label="baseline mean"),
+               Line2D([], [], color="0.15", marker="o", ls="", ms=4, label="one run")]
+    title = "box: quartiles" + ("; levels sharing a letter do not differ" if letters else "")
+    fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, title=title, title_fontsize=8)
 
 
 def interaction_figure(data: pd.DataFrame, knobs: Sequence[str], metric: str, ncols: int = 3) -> Figure:

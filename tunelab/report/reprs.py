@@ -113,7 +113,7 @@ def screen_html(result: Any) -> str:
     counts = verdicts["verdict"].astype(str).value_counts()
     facts = [", ".join(f"{n} {verdict}" for verdict, n in counts.items()) or "no verdicts",
              f"{settings.get('n_runs', '?')} runs, alpha {settings.get('alpha')} ({settings.get('correction')} over "
-             "the family), changes against the baseline with their 95 % CI"]
+             "the family), changes against the baseline with the interval of the verdict's test at its CI level"]
     notes = settings.get("notes") or []
     if notes:
         facts.append(f"{len(notes)} note(s): result.settings['notes']")
