@@ -851,7 +851,7 @@ def _search_colors(n: int) -> list[Any]:
     return [CANDIDATE_COLOR] if n == 1 else list(sns.color_palette("viridis", n))
 
 
-def convergence_figure(conv: pd.DataFrame, objective: str) -> Figure:
+def convergence_figure(conv: pd.DataFrame, objective: str, ax: Any = None) -> Figure:
     """How each stored search converged: the incumbent's estimate of ``objective`` (its pooled mean,
     ±SE band) after each batch against the measurements spent, one line per search (engine) on the
     same axes; race batches as open markers; the baseline's estimate as a horizontal line.
@@ -863,6 +863,8 @@ def convergence_figure(conv: pd.DataFrame, objective: str) -> Figure:
         incumbent_mean, incumbent_se, baseline_mean``.
     objective : str
         The objective's name (axis label).
+    ax : matplotlib Axes, optional
+        Draw into this axes (its figure is returned) instead of a new figure.
 
     Examples
     --------
@@ -874,7 +876,7 @@ def convergence_figure(conv: pd.DataFrame, objective: str) -> Figure:
     'measurements'
     """
     _require(conv, ["search_id", "engine", "stage", "evaluations", "incumbent_mean", "incumbent_se", "baseline_mean"])
-    fig, ax = _single(7.5, 4.0)
+    fig, ax = _single(7.5, 4.0) if ax is None else (ax.figure, ax)
     groups = [(s, rows) for s, rows in conv.groupby("search_id", sort=False) if rows["incumbent_mean"].notna().any()]
     if not groups:
         raise DataError(f"no search stored an estimate of {objective!r}: it was not one of their objectives")
@@ -1016,17 +1018,18 @@ def block_ratios(measurements: pd.DataFrame, table: pd.DataFrame, metric: str) -
     return pd.DataFrame(rows, columns=["label", "pct_change", "ci_low", "ci_high"])
 
 
-def block_ratios_figure(measurements: pd.DataFrame, table: pd.DataFrame, metric: str) -> Figure:
+def block_ratios_figure(measurements: pd.DataFrame, table: pd.DataFrame, metric: str, ax: Any = None) -> Figure:
     """A forest plot of :func:`block_ratios`: each ABBA block's % change of ``metric`` (candidate B against
     baseline A within the block, so a drift of the machine cancels) and the gain with its 95 % CI, the
-    ±SESOI band from ``table``."""
+    ±SESOI band from ``table``; ``ax`` draws into an existing axes."""
     rows = block_ratios(measurements, table, metric)
     if rows.empty:
         measured = [c for c in measurements.columns if c not in ("profile", "block", "position", "arm", "key")]
         raise DataError(f"no ABBA blocks measured {metric!r}; metrics present: {', '.join(measured)}")
     sesoi = table.loc[table["metric"] == metric, "sesoi_pct"] if "sesoi_pct" in table else pd.Series(dtype=float)
     return forest_figure(rows, "label", sesoi_pct=float(sesoi.iloc[0]) if sesoi.nunique() == 1 else None,
-                         xlabel=f"% change of {metric}, candidate vs baseline", title="Paired ratio of each ABBA block")
+                         xlabel=f"% change of {metric}, candidate vs baseline", title="Paired ratio of each ABBA block",
+                         ax=ax)
 
 
 def morris_figure(morris: pd.DataFrame, metric: str, sesoi: float | None = None) -> Figure:

@@ -201,15 +201,20 @@ def refine_html(run: Any) -> str:
                         verdict=confirmation.verdict if confirmation is not None else None)
 
 
-def refine_plot(run: Any) -> Any:
+def refine_plot(run: Any, metric: str | None = None, ax: Any = None) -> Any:
     """The convergence of the search (:func:`tunelab.report.figures.convergence_figure`): the incumbent's
-    estimate of the first objective (±SE) after each batch, the baseline's as a line."""
+    estimate of the first objective (±SE) after each batch, the baseline's as a line; ``metric`` may name
+    that objective, ``ax`` an axes to draw into."""
     from tunelab.report import figures
 
     result = run.result
     conv = result.batches.assign(search_id=result.engine, engine=result.engine)
     objective = result.objectives[0]
-    return displayable(figures.convergence_figure(conv, getattr(objective, "name", str(objective))))
+    name = getattr(objective, "name", str(objective))
+    if metric is not None and metric != name:
+        raise DataError(f"the search's convergence is recorded for its first objective {name!r}, not {metric!r}; "
+                        f"call plot() or plot(metric={name!r})")
+    return displayable(figures.convergence_figure(conv, name, ax=ax))
 
 
 def validate_html(run: Any) -> str:
@@ -231,14 +236,14 @@ def validate_html(run: Any) -> str:
                         verdict=run.verdict)
 
 
-def validate_plot(run: Any, metric: str | None = None) -> Any:
+def validate_plot(run: Any, metric: str | None = None, ax: Any = None) -> Any:
     """The paired ratio of each ABBA block (:func:`tunelab.report.figures.block_ratios_figure`) of ``metric``
-    (default: the first judged one)."""
+    (default: the first judged one); ``ax`` draws into an existing axes."""
     from tunelab.report import figures
 
     confirmation = run.confirmation
     name = metric or str(confirmation.table["metric"].iloc[0])
-    return displayable(figures.block_ratios_figure(confirmation.measurements, confirmation.table, name))
+    return displayable(figures.block_ratios_figure(confirmation.measurements, confirmation.table, name, ax=ax))
 
 
 def displayable(fig: Any) -> Any:
