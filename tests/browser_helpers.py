@@ -111,4 +111,3 @@ def layout_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> 
     found = re.search(r'<pre id="tunelab-layout-probe">(.*?)</pre>', dom, re.S)
     assert found, "the layout probe did not run (no load event?)"
     return json.loads(html.unescape(found.group(1)))
-
