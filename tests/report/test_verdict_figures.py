@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 import tunelab
+from figure_helpers import drawn_colours
 from tunelab.report import figures
 from tunelab.stats import screen
 
@@ -32,25 +33,13 @@ def _five_levels() -> pd.DataFrame:
     return pd.DataFrame({"k": [level for level in "abcde" for _ in range(6)], "y": y})
 
 
-def _drawn_colours(fig) -> dict[str, str]:
-    """Each y tick label -> the colour of the thick interval drawn at its height (the artists themselves)."""
-    ax = fig.axes[0]
-    labels = {round(float(y), 6): text.get_text() for y, text in zip(ax.get_yticks(), ax.get_yticklabels())}
-    colours = {}
-    for line in ax.get_lines():
-        ys = line.get_ydata()
-        if line.get_linewidth() == 2 and len(ys) == 2 and ys[0] == ys[1] and round(float(ys[0]), 6) in labels:
-            colours[labels[round(float(ys[0]), 6)]] = mcolors.to_hex(line.get_color())
-    return colours
-
-
 def test_forest_colours_follow_the_verdicts_test() -> None:
     import pingouin
 
     data = _five_levels()
     result = screen(data, METRIC, ["k"], {"k": "a"}, n_boot=1000)
     fig = figures.verdict_forest(result, "y", 5.0)
-    colours = _drawn_colours(fig)
+    colours = drawn_colours(fig)
     reference = pingouin.pairwise_gameshowell(data, dv="y", between="k").set_index(["A", "B"])["pval"]
     expected = {f"k = {level}": reference[("a", level)] < 0.05 for level in "bcde"}
     assert expected["k = c"] and not expected["k = b"]                      # both colours occur
