@@ -638,8 +638,11 @@ def _forest_legend(ax: Any, words: Mapping[str, str], significant: bool, other: 
     """The forest plot's legend outside the axes: what each colour means and which interval decides."""
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], color=CANDIDATE_COLOR, lw=2, marker="o", label=words["significant"])] if significant else []
-    handles += [Line2D([], [], color=NOT_SIGNIFICANT_COLOR, lw=2, marker="o", label=words["other"])] if other else []
+    def entry(color: str, label: str) -> Any:
+        return Line2D([], [], color=color, lw=2, marker="o", label=label)
+
+    handles = [entry(CANDIDATE_COLOR, words["significant"])] if significant else []
+    handles += [entry(NOT_SIGNIFICANT_COLOR, words["other"])] if other else []
     if pale:
         handles.append(Line2D([], [], color=LEVEL_COLOR, lw=1.2, label=words.get("unadjusted", "other interval")))
     own, labels = ax.get_legend_handles_labels()
@@ -750,8 +753,8 @@ def verdict_forest(result: Any, metric: str, sesoi_pct: float | None = None, ax:
     if "other_low" in rows and np.allclose(rows[["ci_low", "ci_high"]].to_numpy(float),
                                            rows[["other_low", "other_high"]].to_numpy(float), equal_nan=True):
         rows = rows.drop(columns=["other_low", "other_high"])
-    words = {"significant": "significant: the verdict's test separates it", "other": "not separated by the verdict's test",
-             "unadjusted": "unadjusted interval (effects table; does not decide)",
+    words = {"significant": "significant: the verdict's test separates it",
+             "other": "not separated by the verdict's test", "unadjusted": "unadjusted interval (effects table; does not decide)",
              "interval": f"interval that decides: the verdict's, {level}, adjusted"}
     return forest_figure(rows, "label", sesoi_pct=sesoi_pct, significant="significant", ax=ax, legend=words,
                          xlabel=f"% change of {metric} vs baseline ({level} interval of the verdict's test)",
@@ -1100,7 +1103,8 @@ def text_inches(labels: Sequence[str], points: float = READABLE_PT) -> float:
     return max((len(str(label)) for label in labels), default=0) * 0.6 * points / 72.0
 
 
-def heatmap_size(rows: Sequence[str], columns: Sequence[str], cell: tuple[float, float] = (0.75, 0.3)) -> tuple[float, float]:
+def heatmap_size(rows: Sequence[str], columns: Sequence[str],
+                 cell: tuple[float, float] = (0.75, 0.3)) -> tuple[float, float]:
     """The size in inches of a heatmap with these row and column labels (columns' labels upright at 90°):
     each cell ``cell`` inches, room for the labels at :data:`READABLE_PT` and for a colour bar.
 

@@ -20,9 +20,9 @@ from tunelab.stats._validate import level_matches
 from tunelab.stats.posthoc import POSTHOC_COLUMNS
 
 VERDICT_COLUMNS = ["knob", "metric", "test", "reason", "p", "p_adj", "significant", "level", "effect_pct",
-                   "effect_ci_low", "effect_ci_high", "ci_level", "eta2", "direction", "relevant", "equivalent", "verdict",
-                   "effect_abs", "effect_abs_ci_low", "effect_abs_ci_high", "scale", "only_when", "guard", "levels",
-                   "posthoc_note", "trade_off"]
+                   "effect_ci_low", "effect_ci_high", "ci_level", "eta2", "direction", "relevant", "equivalent",
+                   "verdict", "effect_abs", "effect_abs_ci_low", "effect_abs_ci_high", "scale", "only_when", "guard",
+                   "levels", "posthoc_note", "trade_off"]
 ASSUMPTION_COLUMNS = ["knob", "metric", "test", "statistic", "df1", "df2", "p", "n"]
 OMNIBUS_COLUMNS = ["knob", "metric", "test", "source", "statistic", "df1", "df2", "p", "effect_size",
                    "effect_size_name", "recommended", "reason"]

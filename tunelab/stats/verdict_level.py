@@ -33,6 +33,8 @@ LEVEL_KEYS = ["level", "effect_pct", "ci_low", "ci_high", "effect_abs", "abs_ci_
 #: post-hoc methods whose pair interval is the test's own simultaneous ``1 - alpha`` interval of the
 #: difference of means (metric units, ``group2 - group1``): it excludes 0 exactly when ``p_adj < alpha``
 DIFFERENCE_INTERVALS = frozenset({"tukey_hsd", "games_howell"})
+#: the columns of :func:`verdict_intervals`
+INTERVAL_COLUMNS = ["level", "ci_low", "ci_high", "abs_ci_low", "abs_ci_high", "from_posthoc"]
 
 
 def baseline_pairs(posthoc: pd.DataFrame, baseline: Any, levels: list[Any]) -> list[float]:
@@ -83,7 +85,7 @@ def as_percent(low: float, high: float, mean: float, baseline_mean: float) -> tu
 
 
 def verdict_intervals(effects: pd.DataFrame, posthoc: pd.DataFrame) -> pd.DataFrame:
-    """Each level's interval at the verdict's level: ``[level, ci_low, ci_high, abs_ci_low, abs_ci_high, from_posthoc]``.
+    """Each level's interval at the verdict's level, columns :data:`INTERVAL_COLUMNS`.
 
     ``effects`` has one row per level (``level``, ``baseline``, ``mean``, ``baseline_mean``,
     ``ci_low``, ``ci_high``), ``posthoc`` the pairs of the test that decides (computed at the
@@ -95,13 +97,15 @@ def verdict_intervals(effects: pd.DataFrame, posthoc: pd.DataFrame) -> pd.DataFr
     rows = []
     for row in effects.to_dict(orient="records"):
         low, high = pair_difference(posthoc, row["baseline"], row["level"])
-        usable = math.isfinite(low) and math.isfinite(high) and math.isfinite(float(row.get("baseline_mean", math.nan))) \
-            and row.get("baseline_mean") != 0
-        pct = as_percent(low, high, float(row["mean"]), float(row["baseline_mean"])) if usable \
-            else (float(row["ci_low"]), float(row["ci_high"]))
-        rows.append({"level": row["level"], "ci_low": pct[0], "ci_high": pct[1], "abs_ci_low": low if usable else math.nan,
-                     "abs_ci_high": high if usable else math.nan, "from_posthoc": usable})
-    frame = pd.DataFrame(rows, columns=["level", "ci_low", "ci_high", "abs_ci_low", "abs_ci_high", "from_posthoc"])
+        base_mean = float(row.get("baseline_mean", math.nan))
+        usable = all(math.isfinite(v) for v in (low, high, base_mean)) and base_mean != 0
+        if usable:
+            pct = as_percent(low, high, float(row["mean"]), base_mean)
+        else:
+            pct, low, high = (float(row["ci_low"]), float(row["ci_high"])), math.nan, math.nan
+        rows.append({"level": row["level"], "ci_low": pct[0], "ci_high": pct[1], "abs_ci_low": low,
+                     "abs_ci_high": high, "from_posthoc": usable})
+    frame = pd.DataFrame(rows, columns=INTERVAL_COLUMNS)
     frame["level"] = pd.Series([row["level"] for row in rows], dtype=object)
     return frame
 
