@@ -23,7 +23,7 @@ from tunelab.stats.model_screen import (MODEL_CONTRAST_COLUMNS, MODEL_EFFECT_COL
 from tunelab.stats.range_screen import MORRIS_COLUMNS, RESPONSE_COLUMNS
 from tunelab.stats.screen_common import ROUND_COLUMNS
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 #: knobs named in the text repr's ``matters`` line before it says how many more there are
