@@ -29,6 +29,40 @@ def chromium_run(binary: str, url: str, *extra: str) -> str:
     return done.stdout
 
 
+#: measures every figure (``<img>``) once the page has loaded: its natural and its shown size, px
+_FIGURE_PROBE = """<script>
+window.addEventListener("load", function () {
+  var out = [];
+  document.querySelectorAll("img").forEach(function (img) {
+    var box = img.getBoundingClientRect();
+    out.push({alt: img.alt || "", natural: [img.naturalWidth, img.naturalHeight], shown: [box.width, box.height]});
+  });
+  var pre = document.createElement("pre");
+  pre.id = "tunelab-figure-probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def figures_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> list[dict]:
+    """Every figure of ``page`` in a ``width`` px wide window, as Chromium lays it out: ``alt``, ``natural``
+    (the PNG's own width and height, px) and ``shown`` (its box on the page, CSS px). A figure shown at its
+    natural size keeps the point sizes it was drawn with (a 9 pt label at 100 dpi is 12.5 px); one squeezed
+    into a narrower box shrinks its text by the same factor."""
+    page = Path(page).resolve()
+    probe = page.with_name(f".figure-probe-{page.name}")
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _FIGURE_PROBE + "</body>"), encoding="utf-8")
+    try:
+        dom = chromium_run(binary, probe.as_uri(), "--dump-dom", f"--window-size={width},{height}",
+                           "--virtual-time-budget=5000")
+    finally:
+        probe.unlink()
+    found = re.search(r'<pre id="tunelab-figure-probe">(.*?)</pre>', dom, re.S)
+    assert found, "the figure probe did not run (no load event?)"
+    return json.loads(html.unescape(found.group(1)))
+
+
 #: measures the page once loaded and writes the result into the DOM (read back from ``--dump-dom``)
 _LAYOUT_PROBE = """<script>
 window.addEventListener("load", function () {

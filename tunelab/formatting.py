@@ -155,14 +155,26 @@ def decimals_apart(*values: Any) -> int:
     return 3
 
 
-def fmt_ci(low: Any, high: Any, estimate: Any = None) -> str:
-    """``[95 % CI -99.12 % to -98.95 %]`` with enough decimals to tell the numbers apart.
+def fmt_ci(low: Any, high: Any, estimate: Any = None, level: float = 0.95) -> str:
+    """``[95 % CI -99.12 % to -98.95 %]`` with enough decimals to tell the numbers apart; ``level`` is the
+    interval's confidence level (:func:`fmt_level`).
 
-    >>> fmt_ci(-99.04, -98.96)
-    '[95 % CI -99.04 % to -98.96 %]'
+    >>> fmt_ci(-99.04, -98.96), fmt_ci(-50.8, -35.7, level=1 - 0.0083)
+    ('[95 % CI -99.04 % to -98.96 %]', '[99.17 % CI -50.8 % to -35.7 %]')
     """
     decimals = decimals_apart(low, high, *(() if estimate is None else (estimate,)))
-    return f"[95 % CI {fmt_pct(low, decimals=decimals)} to {fmt_pct(high, decimals=decimals)}]"
+    return f"[{fmt_level(level)} CI {fmt_pct(low, decimals=decimals)} to {fmt_pct(high, decimals=decimals)}]"
+
+
+def fmt_level(level: Any) -> str:
+    """A confidence level as a percentage with up to 4 significant digits: ``0.95`` -> ``'95 %'``,
+    ``1 - 0.0083`` -> ``'99.17 %'``; NaN -> ``'n/a'``.
+
+    >>> fmt_level(0.95), fmt_level(1 - 0.05 / 6), fmt_level(float("nan"))
+    ('95 %', '99.17 %', 'n/a')
+    """
+    number = _finite(level)
+    return "n/a" if number is None else f"{100 * number:.4g} %"
 
 
 def fmt_p_value(p: Any) -> str:

@@ -121,7 +121,10 @@ def test_forest_legend_covers_no_point(case: str) -> None:
                           "ci_low": [v[1] for v in rows.values()], "ci_high": [v[2] for v in rows.values()]})
     fig = figures.forest_figure(frame, "label", sesoi_pct=5.0, xlabel="% change, candidate vs baseline (95 % CI)",
                                 title="confirmation: 6 ABBA blocks")
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["±5 % (SESOI)"]
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert texts[-1] == "±5 % (SESOI)"                  # and what each colour means (issue 37: a legend for the colours)
+    clear = [lo > 0 or hi < 0 for _, lo, hi in rows.values()]
+    assert texts[:-1] == ["significant (excludes 0)"] * any(clear) + ["not significant"] * (not all(clear))
     _assert_legend_clear(fig)
 
 

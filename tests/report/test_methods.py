@@ -22,13 +22,17 @@ def test_summary_has_one_sentence_per_knob_and_metric(screened: tuple) -> None:
     _, inputs, result = screened
     lines = wording.summary_sentences(result, inputs)
     assert len(lines) == len(result.verdicts)
-    matters = re.compile(r"^`[^`]+` = \S.* (lowers|raises) \w+ by \d+(\.\d+)? % \[95 % CI [-+]\d.* % to [-+]\d.* %\] "
+    # the interval at the verdict's level (issue 37): a sequential look's 1 - alpha_nominal, e.g. 98.75 %
+    matters = re.compile(r"^`[^`]+` = \S.* (lowers|raises) \w+ by \d+(\.\d+)? % \[(?P<level>[\d.]+) % CI [-+]\d.* % to "
+                         r"[-+]\d.* %\] "
                          r"against the baseline \S.*, p_adj (< 0\.001|= [\d.e-]+) \(.+\): \*\*matters\*\*")
     for row, line in zip(result.verdicts.sort_values("verdict", key=lambda v: v.map(wording.VERDICT_ORDER),
                                                      kind="stable").itertuples(), lines):
         assert f"`{row.knob}`" in line and row.metric in line
         if row.verdict == "matters":
-            assert matters.match(line), line
+            found = matters.match(line)
+            assert found, line
+            assert float(found["level"]) == pytest.approx(100 * row.ci_level, abs=0.005), line
 
 
 def test_methods_text(screened: tuple) -> None:

@@ -171,3 +171,17 @@ def test_every_api_result_has_a_view() -> None:
 
     for cls in (PlanResult, StudyRun, ScreenResult, RefineRun, ValidateRun):
         assert issubclass(cls, Displayed) and cls.__name__ in VIEWS
+
+
+def test_every_plot_takes_an_axes_and_a_metric(study: dict[str, Any]) -> None:
+    """issue 37: ``plot(ax=..., metric=...)`` draws into the caller's axes for the screen, refine and validate."""
+    from matplotlib.figure import Figure
+
+    objective = study["refine"].result.objectives[0]
+    name = getattr(objective, "name", str(objective))
+    for result, metric in ((study["screen"], "qps"), (study["refine"], name), (study["validate"], "qps")):
+        fig = Figure()
+        ax = fig.add_subplot()
+        assert result.plot(metric=metric, ax=ax) is fig and ax.has_data()
+    with pytest.raises(DataError, match="first objective"):
+        study["refine"].plot(metric="not-an-objective")

@@ -14,6 +14,7 @@ from typing import Any
 import nbformat
 import pytest
 
+import tunelab
 from repr_helpers import Page
 from tunelab.report.build import execute_notebook, notebook_dir, render_html
 
@@ -132,3 +133,56 @@ def test_the_rendered_tour_fits_a_1400_px_window_with_each_step_visible(tour: di
     chromium_run(chromium, page.as_uri(), f"--screenshot={shot}", "--window-size=1400,9000")
     low, high = Image.open(shot).convert("L").getextrema()
     assert high - low > 200
+
+
+def test_the_tour_forest_plot_agrees_with_the_verdicts(tour: dict[str, Any]) -> None:
+    """issue 37: the tour's forest plot drew somaxconn=1024 in the "significant" colour while the verdict's
+    Games–Howell did not separate it (p_adj 0.109). Now each level's colour, read back from the drawn artists,
+    is the verdict's own test on the tour's runs, recomputed with pingouin (Games–Howell or Tukey, as the row
+    says), at the row's alpha (1 - its ci_level) and only where the row's family test is significant."""
+    import matplotlib.colors as mcolors
+    import numpy as np
+    import pingouin
+
+    from figure_helpers import drawn_colours
+    from tunelab.model import USABLE_STATUSES
+    from tunelab.report import figures
+
+    store = tour["out"] / "tour.sqlite"
+    result = tunelab.api.screen(store, n_boot=200)
+    data = tunelab.store.Store(store, readonly=True).tidy()
+    data = data[data["status"].isin([s.value for s in USABLE_STATUSES])]
+    baseline = result.settings["baseline"]
+    metric = "qps"
+    colours = drawn_colours(figures.verdict_forest(result, metric))
+    checked = 0
+    for row in result.verdicts[result.verdicts["metric"] == metric].itertuples(index=False):
+        if row.test not in ("welch+games_howell", "anova+tukey"):
+            continue
+        rows = data[np.logical_and.reduce([data[k] == v for k, v in baseline.items() if k != row.knob])]
+        if "round" in data.columns and "round" in result.verdicts.columns:
+            rows = rows[rows["round"] <= row.round]                       # the runs of the look that decided it
+        test = pingouin.pairwise_gameshowell if row.test == "welch+games_howell" else pingouin.pairwise_tukey
+        pairs = test(rows, dv=metric, between=row.knob)
+        alpha = 1 - row.ci_level
+        for level in sorted(set(rows[row.knob]) - {baseline[row.knob]}):
+            pair = pairs[((pairs["A"] == level) & (pairs["B"] == baseline[row.knob]))
+                         | ((pairs["B"] == level) & (pairs["A"] == baseline[row.knob]))]
+            p = float(pair["pval" if "pval" in pair else "p-tukey"].iloc[0])
+            separated = bool(row.p_adj < alpha) and p < alpha
+            expected = figures.CANDIDATE_COLOR if separated else mcolors.to_hex(figures.NOT_SIGNIFICANT_COLOR)
+            assert colours[f"{row.knob} = {figures.level_label(level)}"] == expected, (row.knob, level, p)
+            checked += 1
+    assert checked >= 3
+
+
+@pytest.mark.browser
+def test_the_rendered_tour_figures_are_shown_at_their_drawn_size(tour: dict[str, Any], chromium: str,
+                                                                 tmp_path: Path) -> None:
+    """issue 37 (acceptance): in the tour rendered at 1400 px no figure is squeezed (its text keeps its size)."""
+    from browser_helpers import figures_at
+
+    shown = figures_at(chromium, render_html(tour["path"], tmp_path / "00_tour.html", show_code=True), width=1400)
+    assert len(shown) >= 3
+    for figure in shown:
+        assert figure["shown"][0] >= figure["natural"][0] - 0.5, figure

@@ -171,7 +171,7 @@ def test_json_carries_the_table_and_validates() -> None:
     result = stats.screen(oat_runs(), QPS, ["s", "t"], {"s": 4096, "t": 0}, n_boot=200)
     out = result.to_json()
     jsonschema.validate(out, stats.schema())
-    assert out["schema_version"] == 4
+    assert out["schema_version"] == 5
     assert len(out["mechanisms"]) == len(result.mechanisms)
     assert out["mechanisms"][0]["level"] in (16, 128) and isinstance(out["mechanisms"][0]["level"], int)
 

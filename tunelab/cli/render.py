@@ -15,10 +15,11 @@ from typing import Any, Callable
 
 from tunelab.cli.paths import check_output_file, write_failed
 from tunelab.formatting import fmt_abs, fmt_p_exact, fmt_pct, is_number, level_label
+from tunelab.formatting import fmt_level
 
 #: columns of the screen's verdict table as printed
-VERDICT_COLUMNS = ["knob", "metric", "verdict", "test", "p_adj", "level", "effect", "ci_low", "ci_high", "direction",
-                   "equivalent", "only_when"]
+VERDICT_COLUMNS = ["knob", "metric", "verdict", "test", "p_adj", "level", "effect", "ci_low", "ci_high", "ci_level",
+                   "direction", "equivalent", "only_when"]
 #: longest note shown by ``tunelab knobs list`` (csv and json keep the full text)
 NOTE_WIDTH = 80
 #: the banner of every result measured on the simulator target
@@ -143,7 +144,8 @@ def _rounds_lines(rule: dict[str, Any] | None) -> list[str]:
 
 def verdict_table(verdicts: Any, absolute: frozenset[str] = frozenset(), levels: bool = False) -> str:
     """The screen's verdict table as readable text (no reasons); a verdict a guard overruled reads
-    ``not comparable (guard: qps -99.8 %)``.
+    ``not comparable (guard: qps -99.8 %)``. ``ci_level`` names the level of the row's interval: the one
+    its verdict used (``99.17 %`` at a sequential look whose nominal alpha is 0.0083).
 
     Effects are % changes (:func:`~tunelab.formatting.fmt_pct`: a tiny one keeps two significant
     digits), or differences in the metric's units for the metrics in ``absolute`` (those with a
@@ -164,6 +166,7 @@ def verdict_table(verdicts: Any, absolute: frozenset[str] = frozenset(), levels:
                      "level": _level(row["level"]),
                      **_effect_cells(row["effect_pct"], row["effect_ci_low"], row["effect_ci_high"], row["effect_abs"],
                                      row["effect_abs_ci_low"], row["effect_abs_ci_high"], units),
+                     "ci_level": fmt_level(row.get("ci_level")) if is_number(row.get("ci_level")) else "-",
                      "direction": row["direction"], "equivalent": row["equivalent"],
                      "only_when": row["only_when"] if isinstance(row["only_when"], str) and row["only_when"] else "-"})
         for extra in (row.get("levels") or [])[1:] if levels else ():
@@ -171,7 +174,7 @@ def verdict_table(verdicts: Any, absolute: frozenset[str] = frozenset(), levels:
                          "level": _level(extra["level"]),
                          **_effect_cells(extra["effect_pct"], extra["ci_low"], extra["ci_high"], extra["effect_abs"],
                                          extra["abs_ci_low"], extra["abs_ci_high"], units),
-                         "direction": "", "equivalent": "", "only_when": ""})
+                         "ci_level": "", "direction": "", "equivalent": "", "only_when": ""})
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS).to_string(index=False)
 
 

@@ -544,7 +544,7 @@ def _key_figures_html(result: ScreenResult, inputs: StudyInputs, band: float | N
         return _figure_html(figures.morris_figure(result.morris, name), f"Morris mu* against sigma of {name}",
                             f"Morris elementary effects of {name}: each knob's mean absolute change over its range "
                             "(mu*) against its spread (sigma).")
-    forest = figures.effects_forest(result.effects, name, band)
+    forest = figures.verdict_forest(result, name, band)
     levels = figures.levels_figure(inputs.runs, inputs.knobs, name, inputs.baseline, design=result.design)
     return "\n".join([
         _figure_html(forest, f"effect sizes for {name}",
@@ -620,6 +620,8 @@ def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | 
     from tunelab.report.rendering import markdown_to_html, render, verdicts_html
     from tunelab.report.wording import methods_markdown, summary_markdown
 
+    from tunelab.report import figures
+
     description = study.design.description.strip() if study.design is not None and study.design.description else ""
     page = {"title": f"tunelab report: {study.name}", "study_name": study.name, "store": str(study.path),
             "written": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "description": description,
@@ -628,7 +630,7 @@ def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | 
         return str(render("report_index.html.j2", **page, screened=False, holdings=study.holdings()))
     focus = inputs.metric
     band = focus.get("sesoi_pct") if focus.get("sesoi_abs") is None else None
-    interval = "95 % bootstrap CI" if result.design == AnalysisKind.OAT else "95 % CI from the model (Dunnett-adjusted)"
+    interval = figures.verdict_interval_text(result)
     figures_html = "\n".join([_key_figures_html(result, inputs, band, interval),
                               _model_figure_html(result, focus["name"], inputs.baseline)])
     return str(render(

@@ -31,7 +31,7 @@ from scipy import stats as ss
 
 from tunelab.errors import DataError
 from tunelab.model import AnalysisKind, Direction
-from tunelab.formatting import fmt_plain, level_label
+from tunelab.formatting import fmt_level, fmt_plain, level_label
 from tunelab.stats import sorted_levels
 from tunelab.stats.model_screen import profile_effects
 
@@ -43,9 +43,15 @@ BAND_COLOR = "#d9f0d3"
 _STYLE = "whitegrid"
 
 
+#: the widest figure, inches: at 100 dpi it fits the report's 1120 px column unscaled, so no text shrinks
+MAX_WIDTH_IN = 11.0
+
+
 def _grid(n: int, ncols: int = 3, width: float = 4.2, height: float = 3.6) -> tuple[Figure, list[Any]]:
+    """A figure of ``n`` panels, ``ncols`` a row, growing by rows; never wider than :data:`MAX_WIDTH_IN`."""
     ncols = max(1, min(ncols, n))
     nrows = max(1, math.ceil(n / ncols))
+    width = min(width, MAX_WIDTH_IN / ncols)
     fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
     with sns.axes_style(_STYLE):
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
@@ -137,7 +143,19 @@ def levels_figure(data: pd.DataFrame, knobs: Sequence[str], metric: str, baselin
             ax.set_ylim(top=top + 0.2 * span)
     if title:
         fig.suptitle(title)
+    _levels_legend(fig, bool(letters))
     return fig
+
+
+def _levels_legend(fig: Figure, letters: bool) -> None:
+    """The legend of :func:`levels_figure`: the baseline's colour and its mean's line, the other levels, the runs."""
+    from matplotlib.lines import Line2D
+
+    handles = [Patch(color=BASELINE_COLOR, label="baseline level"), Patch(color=LEVEL_COLOR, label="other level"),
+               Line2D([], [], color=BASELINE_COLOR, ls="--", lw=1, label="baseline mean"),
+               Line2D([], [], color="0.15", marker="o", ls="", ms=4, label="one run")]
+    title = "box: quartiles" + ("; levels sharing a letter do not differ" if letters else "")
+    fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, title=title, title_fontsize=8)
 
 
 def interaction_figure(data: pd.DataFrame, knobs: Sequence[str], metric: str, ncols: int = 3) -> Figure:
@@ -563,35 +581,73 @@ def pvalue_heatmap(matrix: pd.DataFrame, title: str | None = None) -> Figure:
 
 def forest_figure(frame: pd.DataFrame, label: str, estimate: str = "pct_change", low: str = "ci_low",
                   high: str = "ci_high", sesoi_pct: float | None = None, xlabel: str = "% change vs baseline",
-                  title: str | None = None) -> Figure:
+                  title: str | None = None, significant: str | None = None, ax: Any = None,
+                  legend: Mapping[str, str] | None = None) -> Figure:
     """A forest plot: one row per ``label`` with the ``estimate`` and its interval; a line at 0 and,
-    with ``sesoi_pct``, the band ±SESOI (changes inside it are too small to matter)."""
+    with ``sesoi_pct``, the band ±SESOI (changes inside it are too small to matter).
+
+    A row is drawn in the "significant" colour when its ``significant`` column is True (the verdict's
+    own test), or, without that column, when its interval excludes 0. ``frame`` may also carry
+    ``other_low``/``other_high``, an interval that does not decide, drawn thin and pale behind.
+    ``legend`` names the entries (keys ``significant``, ``other``, ``interval``, ``unadjusted``).
+    The figure's height grows with the rows; ``ax`` draws into an existing axes (its figure is returned).
+    """
     _require(frame, [label, estimate, low, high])
     rows = frame.reset_index(drop=True)
-    fig, ax = _single(7.5, 1.0 + 0.42 * max(len(rows), 1))
+    words = {"significant": "significant (excludes 0)", "other": "not significant", **(legend or {})}
+    fig, ax = _single(7.5, forest_height(len(rows))) if ax is None else (ax.figure, ax)
     y = np.arange(len(rows))[::-1]
     est = rows[estimate].to_numpy(float)
     lo, hi = rows[low].to_numpy(float), rows[high].to_numpy(float)
-    ratio = bool(np.nanmax(np.abs(np.r_[est, lo, hi, 0.0])) > 100)
+    pale = ("other_low" in rows and "other_high" in rows)
+    spread = np.r_[est, lo, hi, 0.0, *((rows["other_low"], rows["other_high"]) if pale else ())]
+    ratio = bool(np.nanmax(np.abs(spread.astype(float))) > 100)
     to_x = _log_ratio if ratio else (lambda v: np.asarray(v, dtype=float))
     if sesoi_pct:
         ax.axvspan(*to_x([-sesoi_pct, sesoi_pct]), color=BAND_COLOR, zorder=0, label=f"±{sesoi_pct:g} % (SESOI)")
     ax.axvline(0, color="0.3", lw=1)
-    clear = (lo > 0) | (hi < 0)
+    if pale:
+        for yi, a, b in zip(y, to_x(rows["other_low"]), to_x(rows["other_high"])):
+            ax.plot([a, b], [yi + 0.18, yi + 0.18], color=LEVEL_COLOR, lw=1.2, zorder=1)
+    clear = rows[significant].astype(bool).to_numpy() if significant else (lo > 0) | (hi < 0)
     for yi, e, a, b, c in zip(y, to_x(est), to_x(lo), to_x(hi), clear):
-        color = CANDIDATE_COLOR if c else "0.45"
-        ax.plot([a, b], [yi, yi], color=color, lw=2, solid_capstyle="butt")
-        ax.plot([e], [yi], "o", color=color, ms=6)
+        color = CANDIDATE_COLOR if c else NOT_SIGNIFICANT_COLOR
+        ax.plot([a, b], [yi, yi], color=color, lw=2, solid_capstyle="butt", zorder=2)
+        ax.plot([e], [yi], "o", color=color, ms=6, zorder=3)
     ax.set_yticks(y, rows[label].astype(str).tolist())
     if ratio:
-        _pct_ticks(ax, np.r_[est, lo, hi])
+        _pct_ticks(ax, spread[np.isfinite(spread)])
         xlabel += " — log-ratio scale"
     ax.set_xlabel(xlabel)
-    if sesoi_pct:
-        legend_outside(ax)
+    _forest_legend(ax, words, bool(clear.any()), bool((~clear).any()), pale)
     if title:
         ax.set_title(title, fontsize=10)
     return fig
+
+
+#: the colour of a level the verdict's test does not separate from the baseline
+NOT_SIGNIFICANT_COLOR = "0.45"
+
+
+def forest_height(rows: int) -> float:
+    """A forest plot's height in inches: a fixed margin (title, axis, legend below) plus 0.42 inch per row."""
+    return 2.0 + 0.42 * max(rows, 1)
+
+
+def _forest_legend(ax: Any, words: Mapping[str, str], significant: bool, other: bool, pale: bool) -> None:
+    """The forest plot's legend outside the axes: what each colour means and which interval decides."""
+    from matplotlib.lines import Line2D
+
+    def entry(color: str, label: str) -> Any:
+        return Line2D([], [], color=color, lw=2, marker="o", label=label)
+
+    handles = [entry(CANDIDATE_COLOR, words["significant"])] if significant else []
+    handles += [entry(NOT_SIGNIFICANT_COLOR, words["other"])] if other else []
+    if pale:
+        handles.append(Line2D([], [], color=LEVEL_COLOR, lw=1.2, label=words.get("unadjusted", "other interval")))
+    own, labels = ax.get_legend_handles_labels()
+    ax.figure.legend([*handles, *own], [h.get_label() for h in handles] + labels, loc="outside lower center",
+                     ncols=2, fontsize=8, title=words.get("interval"), title_fontsize=8)
 
 
 def legend_outside(ax: Any, **options: Any) -> Any:
@@ -630,6 +686,78 @@ def effects_forest(effects: pd.DataFrame, metric: str, sesoi_pct: float | None =
         raise DataError(f"no effects for metric {metric!r}; metrics present: {', '.join(effects['metric'].unique())}")
     rows = rows.assign(label=[f"{k} = {level_label(v)}" for k, v in zip(rows["knob"], rows["level"])])
     return forest_figure(rows, "label", sesoi_pct=sesoi_pct, xlabel=f"% change of {metric} vs baseline (95 % CI)",
+                         title=f"Effect of each level on {metric}")
+
+
+def verdict_forest_rows(result: Any, metric: str) -> pd.DataFrame:
+    """The rows of :func:`verdict_forest`: one per knob level of ``metric`` with the % change, the interval
+    the verdict uses (:func:`tunelab.stats.verdict_level.verdict_intervals`: the deciding post-hoc test's
+    adjusted interval at the row's ``ci_level``), the effects table's unadjusted interval, and whether the
+    verdict's test separates the level from the baseline (it is among the row's significant ``levels``).
+
+    Columns ``label, knob, level, pct_change, ci_low, ci_high, other_low, other_high, significant, ci_level``;
+    a screen without per-level effects (a range design) gives one row per knob from its verdicts.
+    """
+    from tunelab.stats.verdict_level import verdict_intervals
+
+    verdicts = result.verdicts[result.verdicts["metric"] == metric]
+    effects = result.effects[result.effects["metric"] == metric] if len(result.effects) else result.effects
+    if not len(effects):
+        return pd.DataFrame({"label": [str(k) for k in verdicts["knob"]], "knob": verdicts["knob"].tolist(),
+                             "level": verdicts["level"].tolist(), "pct_change": verdicts["effect_pct"].astype(float),
+                             "ci_low": verdicts["effect_ci_low"].astype(float),
+                             "ci_high": verdicts["effect_ci_high"].astype(float),
+                             "significant": verdicts["significant"].astype(bool).tolist(),
+                             "ci_level": verdicts.get("ci_level", pd.Series(np.nan, index=verdicts.index)).tolist()})
+    posthoc = result.posthoc
+    deciding = posthoc[(posthoc["metric"] == metric) & posthoc["recommended"].astype(bool)] if len(posthoc) else posthoc
+    parts = []
+    for knob, rows in effects.groupby("knob", sort=False):
+        rows = rows.reset_index(drop=True)
+        own = verdict_intervals(rows, deciding[deciding["knob"] == knob] if len(deciding) else deciding)
+        row = verdicts[verdicts["knob"] == knob]
+        chosen = [entry["level"] for entry in (row["levels"].iloc[0] if len(row) else []) or []]
+        level = row["ci_level"].iloc[0] if len(row) and "ci_level" in row else math.nan
+        parts.append(pd.DataFrame({
+            "label": [f"{knob} = {level_label(v)}" for v in rows["level"]], "knob": knob,
+            "level": pd.Series(rows["level"].tolist(), dtype=object), "pct_change": rows["pct_change"].astype(float),
+            "ci_low": own["ci_low"].to_numpy(float), "ci_high": own["ci_high"].to_numpy(float),
+            "other_low": rows["ci_low"].astype(float), "other_high": rows["ci_high"].astype(float),
+            "significant": [any(v == c for c in chosen) for v in rows["level"]], "ci_level": level}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def verdict_interval_text(result: Any) -> str:
+    """What the intervals beside the verdicts are, in words, with their level (the rows' ``ci_level``)."""
+    levels = sorted({float(v) for v in result.verdicts.get("ci_level", pd.Series(dtype=float)) if pd.notna(v)})
+    level = fmt_level(levels[0]) if len(levels) == 1 else "the level of each row (its CI level)"
+    if result.design == AnalysisKind.OAT:
+        return (f"{level} interval of the verdict's own test (the simultaneous interval of Tukey HSD or Games–Howell "
+                "as % of the baseline mean; a bootstrap CI where Dunn's test decides)")
+    return f"{level} CI from the model (Dunnett-adjusted)"
+
+
+def verdict_forest(result: Any, metric: str, sesoi_pct: float | None = None, ax: Any = None) -> Figure:
+    """Forest plot of a :class:`~tunelab.stats.ScreenResult` that agrees with its verdicts: each knob level's
+    % change of ``metric`` with **the interval the verdict uses** (thick: the deciding post-hoc test's
+    adjusted interval at the row's ``ci_level``), coloured "significant" only when the verdict's test
+    separates the level from the baseline; the effects table's unadjusted interval, where it differs, thin
+    and pale behind (it does not decide). The legend says which is which; ``ax`` draws into an axes.
+    """
+    rows = verdict_forest_rows(result, metric)
+    if rows.empty:
+        raise DataError(f"no effects for metric {metric!r}; metrics present: "
+                        f"{', '.join(map(str, dict.fromkeys(result.verdicts['metric']))) or 'none'}")
+    levels = sorted({float(v) for v in rows["ci_level"] if pd.notna(v)})
+    level = fmt_level(levels[0]) if len(levels) == 1 else "each row's ci_level"
+    if "other_low" in rows and np.allclose(rows[["ci_low", "ci_high"]].to_numpy(float),
+                                           rows[["other_low", "other_high"]].to_numpy(float), equal_nan=True):
+        rows = rows.drop(columns=["other_low", "other_high"])
+    words = {"significant": "significant: the verdict's test separates it",
+             "other": "not separated by the verdict's test", "unadjusted": "unadjusted interval (effects table; does not decide)",
+             "interval": f"interval that decides: the verdict's, {level}, adjusted"}
+    return forest_figure(rows, "label", sesoi_pct=sesoi_pct, significant="significant", ax=ax, legend=words,
+                         xlabel=f"% change of {metric} vs baseline ({level} interval of the verdict's test)",
                          title=f"Effect of each level on {metric}")
 
 
@@ -726,7 +854,7 @@ def _search_colors(n: int) -> list[Any]:
     return [CANDIDATE_COLOR] if n == 1 else list(sns.color_palette("viridis", n))
 
 
-def convergence_figure(conv: pd.DataFrame, objective: str) -> Figure:
+def convergence_figure(conv: pd.DataFrame, objective: str, ax: Any = None) -> Figure:
     """How each stored search converged: the incumbent's estimate of ``objective`` (its pooled mean,
     ±SE band) after each batch against the measurements spent, one line per search (engine) on the
     same axes; race batches as open markers; the baseline's estimate as a horizontal line.
@@ -738,6 +866,8 @@ def convergence_figure(conv: pd.DataFrame, objective: str) -> Figure:
         incumbent_mean, incumbent_se, baseline_mean``.
     objective : str
         The objective's name (axis label).
+    ax : matplotlib Axes, optional
+        Draw into this axes (its figure is returned) instead of a new figure.
 
     Examples
     --------
@@ -749,7 +879,7 @@ def convergence_figure(conv: pd.DataFrame, objective: str) -> Figure:
     'measurements'
     """
     _require(conv, ["search_id", "engine", "stage", "evaluations", "incumbent_mean", "incumbent_se", "baseline_mean"])
-    fig, ax = _single(7.5, 4.0)
+    fig, ax = _single(7.5, 4.0) if ax is None else (ax.figure, ax)
     groups = [(s, rows) for s, rows in conv.groupby("search_id", sort=False) if rows["incumbent_mean"].notna().any()]
     if not groups:
         raise DataError(f"no search stored an estimate of {objective!r}: it was not one of their objectives")
@@ -891,17 +1021,18 @@ def block_ratios(measurements: pd.DataFrame, table: pd.DataFrame, metric: str) -
     return pd.DataFrame(rows, columns=["label", "pct_change", "ci_low", "ci_high"])
 
 
-def block_ratios_figure(measurements: pd.DataFrame, table: pd.DataFrame, metric: str) -> Figure:
+def block_ratios_figure(measurements: pd.DataFrame, table: pd.DataFrame, metric: str, ax: Any = None) -> Figure:
     """A forest plot of :func:`block_ratios`: each ABBA block's % change of ``metric`` (candidate B against
     baseline A within the block, so a drift of the machine cancels) and the gain with its 95 % CI, the
-    ±SESOI band from ``table``."""
+    ±SESOI band from ``table``; ``ax`` draws into an existing axes."""
     rows = block_ratios(measurements, table, metric)
     if rows.empty:
         measured = [c for c in measurements.columns if c not in ("profile", "block", "position", "arm", "key")]
         raise DataError(f"no ABBA blocks measured {metric!r}; metrics present: {', '.join(measured)}")
     sesoi = table.loc[table["metric"] == metric, "sesoi_pct"] if "sesoi_pct" in table else pd.Series(dtype=float)
     return forest_figure(rows, "label", sesoi_pct=float(sesoi.iloc[0]) if sesoi.nunique() == 1 else None,
-                         xlabel=f"% change of {metric}, candidate vs baseline", title="Paired ratio of each ABBA block")
+                         xlabel=f"% change of {metric}, candidate vs baseline", title="Paired ratio of each ABBA block",
+                         ax=ax)
 
 
 def morris_figure(morris: pd.DataFrame, metric: str, sesoi: float | None = None) -> Figure:
@@ -963,24 +1094,54 @@ def mechanism_matrix(mechanisms: pd.DataFrame, max_counters: int = 30) -> tuple[
     return g, significant
 
 
-def mechanism_heatmap(mechanisms: pd.DataFrame, max_counters: int = 30) -> Figure:
-    """Heatmap of knob level × counter: Hedges' g of each counter's change against the baseline (colour
+#: the smallest text in a data-sized figure, in points (readable in a report at 100 dpi, 1400 px wide)
+READABLE_PT = 9.0
+
+
+def text_inches(labels: Sequence[str], points: float = READABLE_PT) -> float:
+    """About how long the longest of ``labels`` runs at ``points`` (0.6 em per character), in inches."""
+    return max((len(str(label)) for label in labels), default=0) * 0.6 * points / 72.0
+
+
+def heatmap_size(rows: Sequence[str], columns: Sequence[str],
+                 cell: tuple[float, float] = (0.75, 0.3)) -> tuple[float, float]:
+    """The size in inches of a heatmap with these row and column labels (columns' labels upright at 90°):
+    each cell ``cell`` inches, room for the labels at :data:`READABLE_PT` and for a colour bar.
+
+    >>> w, h = heatmap_size(["a"] * 30, ["k=1"] * 4)
+    >>> w < 8 and h > 9
+    True
+    """
+    width = 0.6 + text_inches(rows) + cell[0] * len(columns) + 1.6
+    height = 0.9 + text_inches(columns) + cell[1] * len(rows)
+    return width, height
+
+
+def mechanism_heatmap(mechanisms: pd.DataFrame, max_counters: int = 30, ax: Any = None) -> Figure:
+    """Heatmap of counter × knob level: Hedges' g of each counter's change against the baseline (colour
     clipped at ±:data:`G_CLIP`; the number is the value), ``*`` where the change is significant under the
     table's FDR control; only counters significant at some level, at most ``max_counters``
     (:func:`mechanism_matrix`). Blank: a counter not tested at that level.
+
+    One row per counter, one column per knob level, so the figure grows with both (:func:`heatmap_size`)
+    and every label and number stays at :data:`READABLE_PT` points; ``ax`` draws into an existing axes.
     """
     g, significant = mechanism_matrix(mechanisms, max_counters)
+    g, significant = g.T, significant.T
     text = np.where(g.isna(), "", g.map(lambda v: f"{v:.1f}" if np.isfinite(v) else "").to_numpy(object)
                     + np.where(significant.to_numpy(), "*", ""))
-    fig, ax = _single(max(6.0, 3.0 + 0.5 * g.shape[1]), max(3.2, 2.4 + 0.4 * g.shape[0]))
+    if ax is None:
+        fig, ax = _single(*heatmap_size(list(g.index), list(g.columns)))
+    else:
+        fig = ax.figure
     sns.heatmap(g.clip(-G_CLIP, G_CLIP), ax=ax, cmap="RdBu_r", center=0.0, vmin=-G_CLIP, vmax=G_CLIP,
-                annot=text, fmt="", annot_kws={"fontsize": 7}, linewidths=0.5, linecolor="0.85",
-                cbar_kws={"label": f"Hedges' g (clipped at ±{G_CLIP:g})"})
-    ax.set_xlabel("kernel counter")
-    ax.set_ylabel("knob level (vs its baseline)")
-    ax.tick_params(axis="x", rotation=90)
-    ax.tick_params(axis="y", rotation=0)
-    ax.set_title("Counters against the baseline (* significant)", fontsize=10)
+                annot=text, fmt="", annot_kws={"fontsize": READABLE_PT}, linewidths=0.5, linecolor="0.85",
+                cbar_kws={"label": f"Hedges' g (clipped at ±{G_CLIP:g}); * significant"})
+    ax.set_ylabel("kernel counter", fontsize=READABLE_PT + 1)
+    ax.set_xlabel("knob level (vs its baseline)", fontsize=READABLE_PT + 1)
+    ax.tick_params(axis="x", rotation=90, labelsize=READABLE_PT)
+    ax.tick_params(axis="y", rotation=0, labelsize=READABLE_PT)
+    ax.set_title("Counters against the baseline (* significant)", fontsize=READABLE_PT + 1)
     return fig
 
 

@@ -113,7 +113,7 @@ def screen_html(result: Any) -> str:
     counts = verdicts["verdict"].astype(str).value_counts()
     facts = [", ".join(f"{n} {verdict}" for verdict, n in counts.items()) or "no verdicts",
              f"{settings.get('n_runs', '?')} runs, alpha {settings.get('alpha')} ({settings.get('correction')} over "
-             "the family), changes against the baseline with their 95 % CI"]
+             "the family), changes against the baseline with the interval of the verdict's test at its CI level"]
     notes = settings.get("notes") or []
     if notes:
         facts.append(f"{len(notes)} note(s): result.settings['notes']")
@@ -124,10 +124,10 @@ def screen_html(result: Any) -> str:
                          ("result.plot(metric=...)", "the forest plot")])
 
 
-def screen_plot(result: Any, metric: str | None = None) -> Any:
-    """The forest plot of ``metric`` (default: the first): each level's % change against the baseline, with
-    its 95 % CI and the ±SESOI band (:func:`tunelab.report.figures.effects_forest`); for a screen
-    without per-level effects (a range design), the verdicts' changes."""
+def screen_plot(result: Any, metric: str | None = None, ax: Any = None) -> Any:
+    """The forest plot of ``metric`` (default: the first) that agrees with the verdicts: each level's % change
+    against the baseline with the interval the verdict uses, coloured by the verdict's test, and the ±SESOI
+    band (:func:`tunelab.report.figures.verdict_forest`); ``ax`` draws into an existing axes."""
     from tunelab.report import figures
 
     specs = {m["name"]: m for m in result.settings.get("metrics", [])}
@@ -137,12 +137,7 @@ def screen_plot(result: Any, metric: str | None = None) -> Any:
         raise DataError(f"the screen has no metric {name!r}; its metrics: {', '.join(known) or 'none'}")
     spec = specs.get(name, {})
     band = spec.get("sesoi_pct") if spec.get("sesoi_abs") is None else None
-    if name in set(result.effects["metric"]):
-        return displayable(figures.effects_forest(result.effects, name, band))
-    rows = result.verdicts[result.verdicts["metric"] == name]
-    rows = rows.assign(label=[str(k) for k in rows["knob"]])
-    return displayable(figures.forest_figure(rows, "label", estimate="effect_pct", low="effect_ci_low",
-                                             high="effect_ci_high", sesoi_pct=band, xlabel=f"% change of {name} (95 % CI)", title=f"Verdicts on {name}"))
+    return displayable(figures.verdict_forest(result, name, band, ax=ax))
 
 
 # ---- refine and validate ----------------------------------------------------------------------------
@@ -206,15 +201,20 @@ def refine_html(run: Any) -> str:
                         verdict=confirmation.verdict if confirmation is not None else None)
 
 
-def refine_plot(run: Any) -> Any:
+def refine_plot(run: Any, metric: str | None = None, ax: Any = None) -> Any:
     """The convergence of the search (:func:`tunelab.report.figures.convergence_figure`): the incumbent's
-    estimate of the first objective (±SE) after each batch, the baseline's as a line."""
+    estimate of the first objective (±SE) after each batch, the baseline's as a line; ``metric`` may name
+    that objective, ``ax`` an axes to draw into."""
     from tunelab.report import figures
 
     result = run.result
     conv = result.batches.assign(search_id=result.engine, engine=result.engine)
     objective = result.objectives[0]
-    return displayable(figures.convergence_figure(conv, getattr(objective, "name", str(objective))))
+    name = getattr(objective, "name", str(objective))
+    if metric is not None and metric != name:
+        raise DataError(f"the search's convergence is recorded for its first objective {name!r}, not {metric!r}; "
+                        f"call plot() or plot(metric={name!r})")
+    return displayable(figures.convergence_figure(conv, name, ax=ax))
 
 
 def validate_html(run: Any) -> str:
@@ -236,14 +236,14 @@ def validate_html(run: Any) -> str:
                         verdict=run.verdict)
 
 
-def validate_plot(run: Any, metric: str | None = None) -> Any:
+def validate_plot(run: Any, metric: str | None = None, ax: Any = None) -> Any:
     """The paired ratio of each ABBA block (:func:`tunelab.report.figures.block_ratios_figure`) of ``metric``
-    (default: the first judged one)."""
+    (default: the first judged one); ``ax`` draws into an existing axes."""
     from tunelab.report import figures
 
     confirmation = run.confirmation
     name = metric or str(confirmation.table["metric"].iloc[0])
-    return displayable(figures.block_ratios_figure(confirmation.measurements, confirmation.table, name))
+    return displayable(figures.block_ratios_figure(confirmation.measurements, confirmation.table, name, ax=ax))
 
 
 def displayable(fig: Any) -> Any:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from tunelab.formatting import fmt_abs_interval, fmt_p_exact, fmt_pct_interval, fmt_sig, is_number, is_p_column
 from tunelab.formatting import level_label
+from tunelab.formatting import fmt_level
 from tunelab.report.figures import knob_rows
 from tunelab.report.loading import Study, StudyInputs
 from tunelab.report.wording import MODEL_TEST_SHORT, MODEL_TEST_TEXT, present, short_test_name
@@ -91,6 +92,9 @@ def verdict_frame(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] |
         "test": verdicts["test"].map(lambda t: "-" if t is None or pd.isna(t) else short_test_name(t)),
         "equivalent (TOST)": verdicts["equivalent"].map(lambda v: "yes" if bool(v) else "no"),
     })
+    if "ci_level" in verdicts.columns:   # the level of the interval beside the change: the verdict's (issue 37)
+        out.insert(out.columns.get_loc("change vs baseline") + 1, "ci_level",
+                   [fmt_level(v) if is_number(v) else "-" for v in verdicts["ci_level"]])
     if "only_when" in verdicts.columns and verdicts["only_when"].map(present).any():
         out["only when"] = verdicts["only_when"].map(lambda v: str(v) if present(v) else "-").to_numpy()
     if "trade_off" in verdicts.columns and verdicts["trade_off"].map(present).any():

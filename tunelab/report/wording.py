@@ -17,6 +17,7 @@ import pandas as pd
 from tunelab.formatting import fmt_abs, fmt_ci, fmt_number, fmt_p, fmt_pct, fmt_sig
 from tunelab.model import AnalysisKind, DesignType, Phase, Verdict
 from tunelab.formatting import level_label
+from tunelab.formatting import fmt_level
 from tunelab.report.loading import (Study, StudyInputs, foreign_load, machine, pinning_text, planned_runs,
                                     repeated_trials, software_versions, trial_provenance)
 from tunelab.runner.outcomes import FOREIGN_LOAD_WARN
@@ -139,14 +140,17 @@ def _simple_effects_text(reason: str, metric: str) -> str:
 
 
 def _change_text(row: Any, absolute: bool, signed: bool = True) -> str:
-    """The verdict row's change with its CI: in the metric's units when ``absolute``, else in %."""
+    """The verdict row's change with its CI at the verdict's level (``ci_level``, 95 % without it): in the
+    metric's units when ``absolute``, else in %."""
+    level = float(getattr(row, "ci_level", 0.95))
+    level = level if math.isfinite(level) else 0.95
     if absolute and math.isfinite(float(getattr(row, "effect_abs", math.nan))):
         low, high = getattr(row, "effect_abs_ci_low", math.nan), getattr(row, "effect_abs_ci_high", math.nan)
-        ci = (f" [95 % CI {fmt_abs(low)} to {fmt_abs(high)}]"
+        ci = (f" [{fmt_level(level)} CI {fmt_abs(low)} to {fmt_abs(high)}]"
               if math.isfinite(float(low)) and math.isfinite(float(high)) else "")
         return f"{fmt_abs(row.effect_abs, signed)}{ci}"
     effect = float(row.effect_pct)
-    return f"{fmt_pct(effect, signed=signed)} {fmt_ci(row.effect_ci_low, row.effect_ci_high, effect)}"
+    return f"{fmt_pct(effect, signed=signed)} {fmt_ci(row.effect_ci_low, row.effect_ci_high, effect, level)}"
 
 
 def _interaction_sentence(row: Any, band: str, absolute: bool, aliases: str = "") -> str:
@@ -691,8 +695,12 @@ def _oat_tests_text(result: ScreenResult, inputs: StudyInputs, n_boot: int | Non
         f"by {pairwise}).",
         "",
         "**Effect sizes and equivalence.** The change of each level is the percent change of its mean against the "
-        f"baseline level's mean, with a 95 % percentile bootstrap interval ({n_boot or settings.get('n_boot')} "
-        f"resamples, seed {settings.get('seed')}). Smallest effects of interest (SESOI): {sesoi}. A knob "
+        "baseline level's mean. Its interval is at the level of the verdict (`1 - alpha`; a sequential look's "
+        "nominal alpha: the table's CI level): the simultaneous interval of the post-hoc test that decides (Tukey "
+        "HSD or Games–Howell) as % of the baseline mean, so it excludes 0 exactly when that test separates the "
+        "level; where Dunn's test decides, a percentile bootstrap interval at that level "
+        f"({n_boot or settings.get('n_boot')} resamples, seed {settings.get('seed')}), also shown, unadjusted, "
+        "in the effects table. Smallest effects of interest (SESOI): {sesoi}. A knob "
         "*matters* for a metric when its adjusted p is below alpha and its largest change is at least the SESOI; "
         "it has *no effect* when every level is equivalent to the baseline within ±SESOI (two one-sided tests, "
         "TOST); otherwise the result is *inconclusive*.",

@@ -114,15 +114,16 @@ def family_p_adj(tested: list[TestedPart], correction: str,
 
 def verdict_rows(tested: list[TestedPart], p_adj: Sequence[float], alpha: float) -> list[dict[str, Any]]:
     """Each tested part's verdict row, by the rule of its kind (:data:`VERDICT_RULES`); a model's main
-    effect learns which of its interactions are significant in the family."""
+    effect learns which of its interactions are significant in the family. Every route states its
+    intervals at ``1 - alpha`` (the row's ``ci_level``), the level its tests use."""
     significant_terms = {(t.metric["name"], t.label) for t, q in zip(tested, p_adj)
                          if t.part.get("kind") is PartKind.INTERACTION and q < alpha}
     rows = []
     for t, q in zip(tested, p_adj):
         terms = {term for name, term in significant_terms if name == t.metric["name"]}
         rule = VERDICT_RULES[t.part.get("kind", PartKind.ONEWAY)]
-        rows.append({"knob": t.label, "metric": t.metric["name"], **rule(t.part, t.label, t.metric, float(q), alpha,
-                                                                          terms)})
+        rows.append({"knob": t.label, "metric": t.metric["name"], "ci_level": 1.0 - alpha,
+                     **rule(t.part, t.label, t.metric, float(q), alpha, terms)})
     return rows
 
 

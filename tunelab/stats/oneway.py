@@ -108,7 +108,8 @@ def analyse_levels(sub: pd.DataFrame, knob: str, metric: dict[str, Any], base: A
               dunn_table(groups, dunn_adjust)]
     posthoc = posthoc_frame(tables, route)
 
-    effects = pct_change_table(levels, samples, knob, name, base, n_boot, seed, 0.95, cache=boot_cache)
+    # the interval at the verdict's level (1 - alpha: a sequential look's nominal alpha), as every interval beside it
+    effects = pct_change_table(levels, samples, knob, name, base, n_boot, seed, 1 - alpha, cache=boot_cache)
     base_values = level_sample(levels, samples, knob, base, "baseline")
     equivalence = pd.DataFrame([
         {**tost_row(level_sample(levels, samples, knob, level, "level"), base_values, level, base, metric["sesoi_pct"],
@@ -172,7 +173,7 @@ def analyse_levels_blocked(sub: pd.DataFrame, knob: str, metric: dict[str, Any],
               stratified_dunn_table(levels, groups.y, groups.codes, blocks,
                                      correction if correction != "none" else "holm")]
     posthoc = posthoc_frame(tables, route)
-    effects = lsmeans_effects(fit, levels, base, n_boot, seed)
+    effects = lsmeans_effects(fit, levels, base, n_boot, seed, ci=1 - alpha)
     equivalence = lsmeans_equivalence(fit, levels, base, metric["sesoi_pct"], alpha)[EQUIVALENCE_COLUMNS[2:]]
     p = {"anova+tukey": aov["p"], "welch+games_howell": hc3["p"], "kruskal+dunn": kw["p"]}[route]
     return {"assumptions": assumptions, "omnibus": omnibus, "posthoc": posthoc, "effects": effects,
@@ -240,6 +241,7 @@ def oneway_verdict(part: dict[str, Any], metric: dict[str, Any], p_adj: float, a
             "effect_ci_low": float(decisive["ci_low"]), "effect_ci_high": float(decisive["ci_high"]),
             "eta2": part["eta2"], "direction": direction_of(verdict, gain), "relevant": relevant,
             "equivalent": equivalent, "verdict": verdict.value, "effect_abs": float(decisive["effect_abs"]),
-            "effect_abs_ci_low": math.nan, "effect_abs_ci_high": math.nan, "scale": "linear", "only_when": None,
+            "effect_abs_ci_low": float(decisive["abs_ci_low"]), "effect_abs_ci_high": float(decisive["abs_ci_high"]),
+            "scale": "linear", "only_when": None,
             "levels": level_entries(comparisons, chosen),
             "posthoc_note": posthoc_note(comparisons, family, p_adj, alpha, POSTHOC_NAMES.get(part["route"], "the post-hoc test"))}

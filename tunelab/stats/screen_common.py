@@ -20,9 +20,9 @@ from tunelab.stats._validate import level_matches
 from tunelab.stats.posthoc import POSTHOC_COLUMNS
 
 VERDICT_COLUMNS = ["knob", "metric", "test", "reason", "p", "p_adj", "significant", "level", "effect_pct",
-                   "effect_ci_low", "effect_ci_high", "eta2", "direction", "relevant", "equivalent", "verdict",
-                   "effect_abs", "effect_abs_ci_low", "effect_abs_ci_high", "scale", "only_when", "guard", "levels",
-                   "posthoc_note", "trade_off"]
+                   "effect_ci_low", "effect_ci_high", "ci_level", "eta2", "direction", "relevant", "equivalent",
+                   "verdict", "effect_abs", "effect_abs_ci_low", "effect_abs_ci_high", "scale", "only_when", "guard",
+                   "levels", "posthoc_note", "trade_off"]
 ASSUMPTION_COLUMNS = ["knob", "metric", "test", "statistic", "df1", "df2", "p", "n"]
 OMNIBUS_COLUMNS = ["knob", "metric", "test", "source", "statistic", "df1", "df2", "p", "effect_size",
                    "effect_size_name", "recommended", "reason"]
@@ -88,7 +88,7 @@ def untestable_verdict(knob: str, metric: str, problem: str) -> dict[str, Any]:
     """The verdict row of a knob × metric that cannot be tested (``test`` null, ``reason`` says why)."""
     return {"knob": knob, "metric": metric, "test": None, "reason": problem, "p": math.nan, "p_adj": math.nan,
             "significant": False, "level": None, "effect_pct": math.nan, "effect_ci_low": math.nan,
-            "effect_ci_high": math.nan, "eta2": math.nan, "direction": "none", "relevant": False,
+            "effect_ci_high": math.nan, "ci_level": math.nan, "eta2": math.nan, "direction": "none", "relevant": False,
             "equivalent": False, "verdict": Verdict.UNTESTABLE.value, "effect_abs": math.nan,
             "effect_abs_ci_low": math.nan, "effect_abs_ci_high": math.nan, "scale": None, "only_when": None,
             "levels": [], "posthoc_note": None, "trade_off": None}

@@ -23,7 +23,7 @@ from tunelab.stats.model_screen import (MODEL_CONTRAST_COLUMNS, MODEL_EFFECT_COL
 from tunelab.stats.range_screen import MORRIS_COLUMNS, RESPONSE_COLUMNS
 from tunelab.stats.screen_common import ROUND_COLUMNS
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 #: knobs named in the text repr's ``matters`` line before it says how many more there are
@@ -35,7 +35,8 @@ class ScreenResult(Displayed):
     """Everything :func:`tunelab.stats.screen` computed; each table is a tidy DataFrame.
 
     In a notebook it shows as the verdict table (``_repr_html_``, :mod:`tunelab.report.reprs`) and
-    ``plot()`` draws the forest plot of the effects; its text repr is a few lines.
+    ``plot(metric=..., ax=...)`` draws the forest plot of the effects with the intervals the verdicts use
+    (:func:`tunelab.report.figures.verdict_forest`); its text repr is a few lines.
 
     Attributes
     ----------
@@ -63,7 +64,9 @@ class ScreenResult(Displayed):
         p, equivalent, sesoi_pct]`` (TOST of each level against the baseline).
     verdicts : DataFrame
         One row per knob × metric (and per estimated interaction ``'a:b'`` × metric in the model
-        route); columns in :data:`tunelab.stats.screen_common.VERDICT_COLUMNS`, see :func:`tunelab.stats.screen`.
+        route); columns in :data:`tunelab.stats.screen_common.VERDICT_COLUMNS`, see :func:`tunelab.stats.screen`;
+        every interval in a row is at its ``ci_level``, ``1 - alpha`` of the look that decided it
+        (:mod:`tunelab.stats.verdict_level`).
     model_terms, contrasts, emmeans, residuals, standardized_effects : DataFrame
         The model route's tables (empty for one-at-a-time designs), see
         :mod:`tunelab.stats.model_screen`: the model's tests per term with the family's ``p_adj``,
