@@ -53,7 +53,7 @@ from tunelab.labs import LabDown, LabStatus, LabUp, lab_down, lab_status, lab_up
 from tunelab.model import Metric, json_value, level_to_json
 from tunelab.optimize import objectives_of
 from tunelab.optimize.driver import check_engine
-from tunelab.optimize.confirm import EXIT_STATUS
+from tunelab.optimize.confirm import EXIT_STATUS, check_confirm_blocks
 from tunelab.optimize.export import design_fragment, sysctl_conf
 from tunelab.optimize.confirm import goals_of
 from tunelab.optimize.tune import (TuneResult, TuneSettings, evaluator_problem, problem_of, tune_evaluator,
@@ -313,6 +313,7 @@ def refine(design_path: PathLike | None = None, *, knobs: str | None = None, obj
     RefineRun
     """
     check_engine(engine, preset, budget)   # bad engine, preset or budget: one line before anything runs
+    check_confirm_blocks(confirm_blocks)
     parsed = objectives_of(objectives)
     setup = _setup_of(design_path, knobs, target, surface, cv, seed, parsed, store, allow_host_global)
     parsed = parsed or [Metric(g.name, g.direction) for g in setup.goals]

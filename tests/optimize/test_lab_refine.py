@@ -49,11 +49,11 @@ def test_refine_on_the_lab_records_every_evaluation_and_confirms(tmp_path: Path,
     design, store_path, out_json = tmp_path / "refine.yaml", tmp_path / "refine.sqlite", tmp_path / "r.json"
     design.write_text(DESIGN)
     before = _host_somaxconn()
-    status = main(["refine", str(design), "--objective", "qps:max", "--budget", "6", "--confirm-blocks", "1",
+    status = main(["refine", str(design), "--objective", "qps:max", "--budget", "6", "--confirm-blocks", "2",
                    "--store", str(store_path), "--json", str(out_json)])
     captured = capsys.readouterr()
     out = captured.out
-    assert status in (0, 4), out + captured.err   # one ABBA block: improve/equivalent or inconclusive, never an error
+    assert status in (0, 4), out + captured.err   # two ABBA blocks: improve/equivalent or inconclusive, never an error
     payload = json.loads(out_json.read_text())
     assert payload["winner"]["net.core.somaxconn"] != 16, payload   # the collapse is never the winner
     with Store(store_path, readonly=True) as store:
@@ -65,7 +65,7 @@ def test_refine_on_the_lab_records_every_evaluation_and_confirms(tmp_path: Path,
     if payload["winner"] == {"net.core.somaxconn": 4096, "link.mtu[@link]": 1500}:   # the defaults won
         assert "no change to confirm" in out and (trials["phase"] == "confirm").sum() == 0
     else:
-        assert (trials["phase"] == "confirm").sum() == 4            # one ABBA block: A B B A
+        assert (trials["phase"] == "confirm").sum() == 8            # two ABBA blocks: A B B A A B B A
     read_back = [t["net.core.somaxconn"] for t in refine_trials["knobs_read"] if t]
     assert set(read_back) <= {4096, 128, 16} and len(set(read_back)) >= 2
     assert _host_somaxconn() == before

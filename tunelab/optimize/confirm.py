@@ -91,6 +91,17 @@ def config_digest(*configs: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
+def check_confirm_blocks(blocks: int) -> None:
+    """Refuse a confirmation that could not estimate its variance (one :class:`ValidationError` line), before
+    anything runs; 0 skips the confirmation.
+
+    >>> check_confirm_blocks(0), check_confirm_blocks(2)
+    (None, None)
+    """
+    if blocks != 0 or isinstance(blocks, bool):
+        abba_order(blocks)
+
+
 def abba_order(blocks: int) -> list[tuple[int, int, str]]:
     """The measurement order: ``(block, position, arm)`` with arms A (baseline) and B (candidate).
 
@@ -99,7 +110,7 @@ def abba_order(blocks: int) -> list[tuple[int, int, str]]:
     """
     if isinstance(blocks, bool) or not isinstance(blocks, (int, np.integer)) or blocks < MIN_BLOCKS:
         raise ValidationError(f"confirmation needs at least {MIN_BLOCKS} ABBA blocks to estimate its variance, "
-                              f"got {blocks!r}")
+                              f"got {blocks!r}; pass 2 or more (0 skips the confirmation)")
     return [(b, p, arm) for b in range(blocks) for p, arm in enumerate("ABBA")]
 
 
