@@ -166,8 +166,7 @@ CSV_CHUNK_ROWS = 50_000
 
 
 def read_csv_summarising_counters(path: Path, knobs_of: Callable[[Sequence[str]], Sequence[str]],
-                                  keep: Collection[str] = (), chunk_rows: int = CSV_CHUNK_ROWS
-                                  ) -> tuple[pd.DataFrame, CounterCells | None]:
+                                  keep: Collection[str] = ()) -> tuple[pd.DataFrame, CounterCells | None]:
     """Read a tidy CSV :data:`CSV_CHUNK_ROWS` rows at a time, its kernel counters summarised per cell of the knob
     columns (``knobs_of(header)``) and ``status`` (:func:`tunelab.stats.mechanisms.summarise_counters`) and left
     out of the frame (but for the knobs and the columns in ``keep``): a million runs with a hundred counters
@@ -179,7 +178,7 @@ def read_csv_summarising_counters(path: Path, knobs_of: Callable[[Sequence[str]]
     drop = [c for c in header if is_counter_column(c) and c not in keys and c not in keep]
     frames, summaries = [], []
     with _csv_errors(path):
-        for chunk in pd.read_csv(path, chunksize=chunk_rows):
+        for chunk in pd.read_csv(path, chunksize=CSV_CHUNK_ROWS):
             if drop:
                 summaries.append(summarise_counters(chunk, keys, drop))
             frames.append(chunk.drop(columns=drop))

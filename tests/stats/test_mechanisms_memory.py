@@ -108,3 +108,27 @@ def test_text_infinities_and_failed_runs_count_as_before() -> None:
     test = ss.ttest_ind([5.0, 6.0, 7.0], [1.0, 2.0, 3.0])
     assert (table["n"].iloc[0], table["baseline_n"].iloc[0]) == (3, 3)
     assert table["p"].iloc[0] == pytest.approx(test.pvalue, rel=1e-12)
+
+
+def test_a_csv_read_in_chunks_screens_as_the_whole_frame(runs: pd.DataFrame, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CSV's counters summarised chunk by chunk (10 rows at a time here) give the mechanisms of the frame."""
+    import tunelab.study_data
+    from tunelab import stats
+    from tunelab.model import Metric
+    from tunelab.study_data import screen_inputs
+
+    csv = tmp_path / "default.csv"
+    runs[runs["status"] == "ok"].to_csv(csv, index=False)
+    monkeypatch.setattr(tunelab.study_data, "CSV_CHUNK_ROWS", 10)
+    inputs = screen_inputs(csv, metrics=[Metric.parse("qps")])
+    assert not [c for c in inputs.data.columns if c.startswith("counter.")] and len(inputs.data) == 54
+    chunked = inputs.screen(n_boot=200)
+    whole = stats.screen(pd.read_csv(csv), inputs.metrics, inputs.knobs, inputs.baseline, n_boot=200)
+    pd.testing.assert_frame_equal(chunked.verdicts, whole.verdicts)
+    assert chunked.settings["mechanisms"] == whole.settings["mechanisms"]
+    assert len(chunked.mechanisms) == len(whole.mechanisms) > 0
+    assert chunked.mechanisms["counter"].tolist() == whole.mechanisms["counter"].tolist()
+    for column in NUMBERS:
+        np.testing.assert_allclose(chunked.mechanisms[column].to_numpy(float), whole.mechanisms[column].to_numpy(float),
+                                   rtol=1e-9, err_msg=column)
