@@ -171,7 +171,7 @@ def merge_summaries(codes: np.ndarray, n: np.ndarray, mean: np.ndarray, m2: np.n
     ...                                      np.array([[2.0], [0.0]]), 1)]
     [[[3]], [[2.0]], [[8.0]]]
     """
-    if len(codes) and np.bincount(codes, minlength=groups).max() == 1:      # nothing to merge: exactly as given
+    if len(codes) == groups and np.bincount(codes, minlength=groups).max() == 1:   # nothing to merge: as given
         order = np.argsort(codes)
         return n[order].astype(np.int64), mean[order], m2[order]
     count = np.zeros((groups, n.shape[1]), dtype=np.int64)

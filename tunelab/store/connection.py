@@ -43,7 +43,8 @@ class StoreConnection:
     """An open store: its path, SQLite connection, writer lock and study row.
 
     ``StoreConnection(path)`` opens an existing store; ``readonly=True`` (for export and reports)
-    takes no lock and changes nothing, otherwise the writer lock is taken and trials left
+    takes no lock, changes nothing, leaves no file beside the store and reads one on a read-only
+    file system (:func:`~tunelab.store.files.read_only_query`), otherwise the writer lock is taken and trials left
     ``running`` by a dead process are marked ``interrupted``.
     """
 
