@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import csv
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -27,6 +28,7 @@ from tunelab.store import TIDY_COLUMNS, Store, store_path_for
 
 if TYPE_CHECKING:
     from tunelab.stats import ScreenResult
+    from tunelab.stats.mechanisms import CounterCells
     from tunelab.stats.screen_design import ScreenDesign
 
 # tunelab.stats (scipy, statsmodels: about two seconds) is imported inside the functions that sort
@@ -52,13 +54,15 @@ class ScreenInputs:
     correction: str
     #: a study's stored design as the screen reads it; None for a CSV
     design: ScreenDesign | None = None
+    #: a CSV's kernel counters, summarised per cell while it was read (``data`` then holds none); None for a study
+    counters: CounterCells | None = None
 
     def screen(self, n_boot: int = 1000, seed: int = 0) -> ScreenResult:
         """:func:`tunelab.stats.screen` of these inputs."""
         from tunelab.stats import screen   # scipy, statsmodels: ~2 s, only when screening
 
         return screen(self.data, self.metrics, self.knobs, self.baseline, alpha=self.alpha,
-                      correction=self.correction, n_boot=n_boot, seed=seed, design=self.design)
+                      correction=self.correction, n_boot=n_boot, seed=seed, design=self.design, counters=self.counters)
 
 
 def _metric_dicts(metrics: Sequence[Metric]) -> list[dict[str, Any]]:
@@ -116,7 +120,9 @@ def _match_baselines(data: pd.DataFrame, baselines: Mapping[str, Any]) -> dict[s
 def _from_csv(source: str, metric: Sequence[Metric], knob: Sequence[str], baselines: Mapping[str, Any],
               alpha: float | None, correction: str | None) -> ScreenInputs:
     path = Path(source)
-    data = read_csv(path)
+    names = {m.name for m in metric if isinstance(m, Metric)}
+    data, counters = read_csv_summarising_counters(path, lambda columns: list(knob) or default_knobs(columns, names),
+                                                   keep=names)
     if not metric:
         numeric = [c for c in data.columns if c not in BOOKKEEPING and not is_counter_column(c)
                    and pd.api.types.is_numeric_dtype(data[c])]
@@ -126,8 +132,7 @@ def _from_csv(source: str, metric: Sequence[Metric], knob: Sequence[str], baseli
     names = {m["name"] for m in metrics}
     # by default every column that is not bookkeeping or a metric; the metrics tunelab's loads report
     # and the kernel counters (tunelab export writes all of them) are never guessed to be knobs
-    knobs = list(knob) or [c for c in data.columns if c not in names and c not in BOOKKEEPING and c not in METRICS
-                           and not is_counter_column(c)]
+    knobs = list(knob) or default_knobs(data.columns, names)
     if not knobs:
         raise DataError(f"{path.name} has no knob columns besides the metrics and bookkeeping columns; "
                         "name them with --knob COL")
@@ -141,28 +146,70 @@ def _from_csv(source: str, metric: Sequence[Metric], knob: Sequence[str], baseli
     baseline = _match_baselines(data, baselines)
     for column in knobs:
         baseline.setdefault(column, default_baseline(data, column))
-    return ScreenInputs(data, metrics, knobs, baseline, 0.05 if alpha is None else alpha, correction or "holm")
+    return ScreenInputs(data, metrics, knobs, baseline, 0.05 if alpha is None else alpha, correction or "holm",
+                        counters=counters)
+
+
+def default_knobs(columns: Sequence[str], metrics: set[str]) -> list[str]:
+    """A CSV's knob columns when none are named: every column that is not bookkeeping, a metric, one of the
+    metrics tunelab's loads report or a kernel counter (tunelab export writes all of them)."""
+    return [c for c in columns if c not in metrics and c not in BOOKKEEPING and c not in METRICS
+            and not is_counter_column(c)]
 
 
 #: longest CSV cell text and column name accepted (a knob level or a metric name is short)
 CSV_TEXT_MAX = 256
 
 
-def read_csv(path: Path) -> pd.DataFrame:
-    """Read a tidy CSV; DataError naming the file when it cannot be parsed, has no data rows or
-    has a column name that is empty, overlong or holds control characters."""
+#: rows of a tidy CSV read at a time by :func:`read_csv_summarising_counters`
+CSV_CHUNK_ROWS = 50_000
+
+
+def read_csv_summarising_counters(path: Path, knobs_of: Callable[[Sequence[str]], Sequence[str]],
+                                  keep: Collection[str] = ()) -> tuple[pd.DataFrame, CounterCells | None]:
+    """Read a tidy CSV :data:`CSV_CHUNK_ROWS` rows at a time, its kernel counters summarised per cell of the knob
+    columns (``knobs_of(header)``) and ``status`` (:func:`tunelab.stats.mechanisms.summarise_counters`) and left
+    out of the frame (but for the knobs and the columns in ``keep``): a million runs with a hundred counters
+    never sit in memory at once. Checks as :func:`read_csv`; the summary is None without counter columns."""
+    from tunelab.stats.mechanisms import CounterCells, cell_keys, summarise_counters
+
+    header = read_csv(path, nrows=0).columns
+    keys = cell_keys(header, [k for k in knobs_of(list(header)) if k in header])
+    drop = [c for c in header if is_counter_column(c) and c not in keys and c not in keep]
+    frames, summaries = [], []
+    with _csv_errors(path):
+        for chunk in pd.read_csv(path, chunksize=CSV_CHUNK_ROWS):
+            if drop:
+                summaries.append(summarise_counters(chunk, keys, drop))
+            frames.append(chunk.drop(columns=drop))
+    data = pd.concat(frames, ignore_index=True) if frames else read_csv(path)
+    if data.empty:
+        raise DataError(f"{path.name} has a header but no data rows; it holds no trials to screen")
+    return data, CounterCells.merge(summaries) if summaries else None
+
+
+@contextmanager
+def _csv_errors(path: Path) -> Iterator[None]:
+    """pandas' errors reading the CSV at ``path`` as one DataError naming the file."""
     try:
-        data = pd.read_csv(path)
+        yield
     except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise DataError(f"cannot read CSV {str(path)!r}: {' '.join(str(exc).split())[:200]}; give a comma-separated "
                         "file with a header row (e.g. from `tunelab export`)") from None
+
+
+def read_csv(path: Path, nrows: int | None = None) -> pd.DataFrame:
+    """Read a tidy CSV (its first ``nrows`` rows; 0: the header); DataError naming the file when it cannot be
+    parsed, has no data rows or has a column name that is empty, overlong or holds control characters."""
+    with _csv_errors(path):
+        data = pd.read_csv(path, nrows=nrows)
     check_unique_header(path)
     for position, column in enumerate(data.columns, start=1):
         text = str(column)
         if len(text) > CSV_TEXT_MAX or not text.isprintable() or text.startswith("Unnamed: "):
             raise DataError(f"{path.name}: column {position} of the header has the name {text[:60]!r}; every column "
                             f"needs a name of at most {CSV_TEXT_MAX} printable characters")
-    if data.empty:
+    if data.empty and nrows != 0:
         raise DataError(f"{path.name} has a header but no data rows; it holds no trials to screen")
     return data
 

@@ -71,7 +71,7 @@ import pandas as pd
 
 from tunelab.model import Metric
 from tunelab.stats.look import screen_look
-from tunelab.stats.mechanisms import counter_columns, mechanism_settings, mechanism_table
+from tunelab.stats.mechanisms import CounterCells, counter_columns, mechanism_settings, mechanism_table
 from tunelab.stats.screen_data import check_alpha
 from tunelab.stats.screen_result import ScreenResult
 from tunelab.stats.rounds import DEFAULT_SPENDING, screen_in_rounds
@@ -81,7 +81,7 @@ from tunelab.stats.screen_design import ScreenDesign, as_screen_design
 def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs: list[str], baseline: dict[str, Any],
            alpha: float = 0.05, correction: str = "holm", n_boot: int = 1000, seed: int = 0,
            design: ScreenDesign | Mapping[str, Any] | None = None,
-           guards: Mapping[str, Any] | None = None) -> ScreenResult:
+           guards: Mapping[str, Any] | None = None, counters: CounterCells | None = None) -> ScreenResult:
     """Screen knobs: which change which metric, by how much, and is the evidence strong enough?
 
     Parameters
@@ -115,6 +115,9 @@ def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs
         ``design.guards``. A screened metric conditional on a guard that degrades beyond its SESOI
         at the reported level becomes ``'not comparable'`` with the ``guard`` text (see
         :mod:`tunelab.stats.guards`); the ``guards`` table holds every guard's change per level.
+    counters : CounterCells, optional
+        The runs' kernel counters summarised per cell of the knobs and ``status`` when ``data`` holds none
+        (a large CSV, :func:`tunelab.study_data.read_csv_summarising_counters`); by default ``data``'s.
 
     Returns
     -------
@@ -134,15 +137,15 @@ def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs
                                   spending=looks.spending or DEFAULT_SPENDING, design=view)
     else:
         result = screen_look(data, metrics, knobs, baseline, alpha, correction, n_boot, seed, view, guards)
-    return with_mechanisms(result, data)
+    return with_mechanisms(result, data, counters)
 
 
-def with_mechanisms(result: ScreenResult, data: pd.DataFrame) -> ScreenResult:
+def with_mechanisms(result: ScreenResult, data: pd.DataFrame, counters: CounterCells | None = None) -> ScreenResult:
     """``result`` with its ``mechanisms`` table and ``settings['mechanisms']`` when ``data`` has counter
-    columns (:mod:`tunelab.stats.mechanisms`); unchanged otherwise."""
-    if not counter_columns(data):
+    columns or ``counters`` summarises them (:mod:`tunelab.stats.mechanisms`); unchanged otherwise."""
+    if counters is None and not counter_columns(data):
         return result
     table = mechanism_table(data, result.verdicts, result.settings["knobs"], result.settings["baseline"],
-                            result.design)
+                            result.design, counters=counters)
     return replace(result, mechanisms=table,
-                   settings={**result.settings, "mechanisms": mechanism_settings(data, table)})
+                   settings={**result.settings, "mechanisms": mechanism_settings(data, table, counters=counters)})

@@ -29,7 +29,7 @@ is opened for writing, and never counts as done. Only one process may hold a sto
 keep schema, migrations, locking and the storage apart):
 
 =====================  ======================================================================
-``files``              where a store lives; what its file must be before SQLite touches it
+``files``              where a store lives; what its file must be before SQLite touches it; how readers open it
 ``schema``             tables, schema version, WAL, migrations, the integrity check
 ``locking``            writer lock, lock timeout, transactions, SQLite errors, full disk
 ``connection``         opening: checks before any write, the study row, crash checks
@@ -81,6 +81,6 @@ class Store(TrialRecords, JournalRecords, LoadFileRecords, SearchRecords, TidyEx
     """A study's SQLite store; see the module docstring. Use :meth:`open` to create or check one.
 
     ``Store(path)`` opens an existing store; ``readonly=True`` (for export and reports) takes no
-    lock and changes nothing, otherwise the writer lock is taken and trials left ``running`` by
+    lock, changes nothing and leaves no file beside the store (also on a read-only mount), otherwise the writer lock is taken and trials left ``running`` by
     a dead process are marked ``interrupted``.
     """

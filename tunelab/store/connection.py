@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Self
 
 from tunelab.errors import StoreError, quoted
-from tunelab.store.files import check_store_file
+from tunelab.store.files import check_store_file, read_only_query
 from tunelab.store.locking import (lock_timeout, refuse_full_disk, release_writer_lock, sql_errors, take_writer_lock,
                                    transaction)
 from tunelab.store.schema import check_integrity, check_schema, holds_nothing, initialise, migrate, needs_migration
@@ -43,7 +43,8 @@ class StoreConnection:
     """An open store: its path, SQLite connection, writer lock and study row.
 
     ``StoreConnection(path)`` opens an existing store; ``readonly=True`` (for export and reports)
-    takes no lock and changes nothing, otherwise the writer lock is taken and trials left
+    takes no lock, changes nothing, leaves no file beside the store and reads one on a read-only
+    file system (:func:`~tunelab.store.files.read_only_query`), otherwise the writer lock is taken and trials left
     ``running`` by a dead process are marked ``interrupted``.
     """
 
@@ -148,7 +149,9 @@ class StoreConnection:
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
         """Open the database and check it is a tunelab store BEFORE anything is written to it."""
-        uri = f"{self.path.resolve().as_uri()}?mode={'ro' if readonly else 'rw'}"
+        # a reader leaves no file beside the store and reads it on a read-only mount (read_only_query)
+        query = read_only_query(self.path) if readonly else "mode=rw"
+        uri = f"{self.path.resolve().as_uri()}?{query}"
         try:
             # check_same_thread=False: a duet's two sides record through one lock (tunelab.duet.SerializedStore)
             db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=self.lock_timeout_s,

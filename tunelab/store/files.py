@@ -1,4 +1,4 @@
-"""Where a study's store lives, and what its file must be before SQLite may touch it."""
+"""Where a study's store lives, what its file must be before SQLite may touch it, and how a reader opens it."""
 from __future__ import annotations
 
 import os
@@ -64,3 +64,42 @@ def store_path_for(study: str | os.PathLike[str], data_dir: str | os.PathLike[st
     except OSError:   # e.g. a name too long for the filesystem: then it must be a valid study name
         pass
     return default_store_path(text, data_dir)
+
+
+def read_only_query(path: Path) -> str:
+    """The SQLite URI query that opens the store at ``path`` for reading without leaving a file beside it.
+
+    A store is in WAL mode, and SQLite opens a WAL database (even ``mode=ro``) through its ``-wal`` and
+    ``-shm`` files: it creates them when they are missing and a read-only connection leaves them behind,
+    while a read-only file system, where it cannot create them, fails the open. So:
+
+    * no ``-wal`` and no ``-journal`` beside the store: no connection has it open and every committed
+      transaction is in the file itself, which is read as ``immutable`` (no locks, no side files;
+      https://www.sqlite.org/uri.html#uriimmutable). A writer that starts meanwhile writes into its own
+      ``-wal`` until it closes, so a read stays consistent unless that writer also finishes during it;
+    * a folder nobody can write to (a read-only mount, a published data set) holding an empty ``-wal``:
+      ``immutable`` as well, since nothing can be written there and the empty log holds nothing;
+    * otherwise (a writer has the store open, or a crash left its log): ``mode=ro``, SQLite's own
+      locking and the log's committed transactions; the side files exist already. A log that is not
+      empty in a read-only folder without its ``-shm`` cannot be read: StoreError saying what to do.
+    """
+    wal, shm, journal = (Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal"))
+    if not wal.exists() and not journal.exists():
+        return "mode=ro&immutable=1"
+    if os.access(path.parent, os.W_OK):
+        return "mode=ro"
+    if not journal.exists() and _size(wal) == 0:
+        return "mode=ro&immutable=1"
+    if not journal.exists() and not shm.exists():
+        raise StoreError(f"{path} has transactions in {wal.name} that SQLite cannot read in a read-only folder "
+                         f"without {shm.name} (its writer stopped before it finished). Copy {path.name} with "
+                         f"{wal.name} to a writable folder and read it there")
+    return "mode=ro"
+
+
+def _size(path: Path) -> int:
+    """The size of the file at ``path`` in bytes, 0 when there is none."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
