@@ -22,8 +22,15 @@ def _tunelab_namespaces() -> set[str]:
 _BEFORE: set[str] = set()
 
 
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    """A pytest-xdist worker: the controller alone takes the namespace census, before the workers start and
+    after they all end (a worker would take a namespace another worker is using for a leftover)."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    _BEFORE.update(_tunelab_namespaces())
+    if not _is_xdist_worker(session.config):
+        _BEFORE.update(_tunelab_namespaces())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -49,6 +56,8 @@ def _live_foreign_lab_namespaces() -> set[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _is_xdist_worker(session.config):
+        return
     leftover = _tunelab_namespaces() - _BEFORE - _live_foreign_lab_namespaces()
     if leftover:
         print(f"\nERROR: tests left network namespaces behind: {', '.join(sorted(leftover))}")
