@@ -122,8 +122,8 @@ def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[st
     each side, when they are two testbeds) or across the
     ``dispatcher``'s testbeds (:func:`tunelab.cluster.run_design_on_testbeds`), with the study's load and options.
     On a target (or a duet's two), ``budget`` (:class:`tunelab.rounds.StudyBudget`) is asked before every
-    attempt (pair); across testbeds it is held between rounds only. On a target (or a duet's two), ``tracker``
-    (:func:`study_progress`) shows each plan as a round of the whole study."""
+    attempt (pair); across testbeds it is held between rounds only. ``tracker`` (:func:`study_progress`) shows
+    each plan as a round of the whole study."""
     may_start = budget.may_start if budget is not None else None
     progress = tracker if tracker is not None else options.progress
     if partner is not None:
@@ -138,7 +138,8 @@ def plan_runner(design: Design, store: Store, load: Load, load_settings: dict[st
     if dispatcher is not None:
         from tunelab.cluster import run_design_on_testbeds
 
-        return lambda phase, plan: run_design_on_testbeds(design, dispatcher, store, phase=phase, plan=plan, **common)
+        return lambda phase, plan: run_design_on_testbeds(design, dispatcher, store, phase=phase, plan=plan,
+                                                          tracker=tracker, **common)
     if target is None:
         raise TargetError("a study runs on a target or on testbeds; neither was given")
     return lambda phase, plan: runner.run_design(design, target, store, phase=phase, plan=plan,
@@ -301,9 +302,10 @@ def run_on_testbeds(design: Design, design_text: str, testbeds: Path | str | Non
         if _nothing_left(design, opened, finished):                          # no cluster to start
             study = StudyRun(finished.study, opened.path, len(finished.rows), len(finished.rows))
         else:
-            with dispatcher_on(beds, scheduler, opened, warnings, progress=options.progress) as dispatcher:
+            with dispatcher_on(beds, scheduler, opened, warnings, progress=options.progress) as dispatcher, \
+                    study_progress(design, options) as tracker:
                 study = _calibrate_and_run(design, opened, plan_runner(design, opened, load, load_settings, options,
-                                                                       dispatcher=dispatcher),
+                                                                       dispatcher=dispatcher, tracker=tracker),
                                            budget_of(design, opened, options.clock))
     study.labs_removed = removed
     return study

@@ -174,9 +174,13 @@ def test_cli_runs_on_a_testbeds_file_and_the_screen_shows_the_block(tmp_path: Pa
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sim.yaml").write_text(DESIGN)
     testbeds = Path(__file__).resolve().parents[2] / "examples" / "testbeds-simulator.yaml"
-    assert main(["run", "sim.yaml", "--testbeds", str(testbeds), "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    assert "60 planned, 0 already done (skipped), 60 ok" in out
+    assert main(["run", "sim.yaml", "--testbeds", str(testbeds)]) == 0
+    captured = capsys.readouterr()
+    assert "60 planned, 0 already done (skipped), 60 ok" in captured.out
+    # on a pipe, the study's progress: the round, the whole study's counts as recorded, one bar (not the dispatcher's)
+    lines = [line for line in captured.err.splitlines() if line.startswith("sim60: ")]
+    assert lines and lines[-1].startswith("sim60: round 1, 60/60 trials, 60 ok, 0 flagged, 0 failed"), captured.err
+    assert all("/60 trials" in line for line in lines), captured.err
     assert main(["screen", "sim60"]) == 0
     out = capsys.readouterr().out
     assert "testbed block: 3 testbeds" in out

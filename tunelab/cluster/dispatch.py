@@ -32,7 +32,7 @@ from tunelab.cluster.session import RESOURCE, TestbedCluster
 from tunelab.cluster.worker import RunContext, TrialReply, TrialRequest, interrupt_testbed, run_on_testbed
 from tunelab.errors import ClusterError, TargetError
 from tunelab.model import TrialStatus
-from tunelab.progress import trial_progress
+from tunelab.progress import StudyProgress, trial_progress
 from tunelab.runner.outcomes import RunSummary, TrialOutcome
 from tunelab.store import Store
 
@@ -106,12 +106,13 @@ class Dispatcher:
     def run(self, context: RunContext, trials: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any],
                                                              Mapping[str, Any]]],
             summary: RunSummary, *, bar_total: int | None = None, bar_initial: int = 0,
-            groups: Sequence[Any] | None = None) -> dict[str, TrialOutcome]:
+            groups: Sequence[Any] | None = None, tracker: StudyProgress | None = None) -> dict[str, TrialOutcome]:
         """Run ``trials`` (run key, config, plan info, load settings), in order, on the healthy testbeds.
 
         ``groups`` (one label per trial) keeps trials with the same label together: they run in
         order on one testbed (a confirmation's ABBA block). Returns run key -> the outcome recorded
-        for it; ``summary`` counts them.
+        for it; ``summary`` counts them. With a ``tracker`` (a study's progress, its round started by the caller)
+        each outcome counts there as it is recorded; otherwise a bar of this call's own shows them.
         """
         from distributed import as_completed
 
@@ -121,7 +122,7 @@ class Dispatcher:
         outcomes: dict[str, TrialOutcome] = {}
         in_flight: dict[Any, _Job] = {}
         bar = trial_progress(bar_total if bar_total is not None else len(queue), initial=bar_initial,
-                             desc=context.study, enabled=self.progress)
+                             desc=context.study, enabled=self.progress and tracker is None)
         done = as_completed(with_results=True, raise_errors=False)    # each result comes with its future
         try:
             self._fill(queue, in_flight, done)
@@ -131,6 +132,8 @@ class Dispatcher:
                 for outcome in self._handle(result, job, queue, summary, context):
                     outcomes[outcome.run_key] = outcome
                     bar.update(1)
+                    if tracker is not None:
+                        tracker.record(outcome.status, busy_repeats=summary.repeated)
                 bar.set_postfix(busy_repeats=summary.repeated)
                 if not self.healthy():
                     raise TargetError("every testbed is quarantined (see the messages above); nothing more can "

@@ -11,17 +11,20 @@ from tunelab.cluster.worker import RunContext
 from tunelab.designs import Design
 from tunelab.errors import SafetyError
 from tunelab.runner.outcomes import RunSummary
-from tunelab.runner.plans import prepare_run, run_provenance_of
+from tunelab.progress import StudyProgress
+from tunelab.runner.plans import prepare_run, run_provenance_of, start_progress_round
 from tunelab.store import Store
 
 
-def run_design_on_testbeds(design: Design, dispatcher: Dispatcher, store: Store, **request: Any) -> RunSummary:
+def run_design_on_testbeds(design: Design, dispatcher: Dispatcher, store: Store, *,
+                           tracker: StudyProgress | None = None, **request: Any) -> RunSummary:
     """Run every planned trial of ``design`` on the dispatcher's testbeds, recording into ``store``.
 
     Everything is checked before the first trial, as :func:`~tunelab.runner.run_design` checks it
     (values, host-global knobs, profiles); trials already done are skipped, whichever testbed ran
     them; the rest go out in ``run_order``, one per free testbed. ``request``: the fields of
-    :class:`tunelab.runner.RunRequest`, by keyword. Each testbed checks its knobs and
+    :class:`tunelab.runner.RunRequest`, by keyword. With a ``tracker`` (:class:`tunelab.progress.StudyProgress`) the
+    plan is one round of the study's progress; otherwise the dispatcher shows a bar of its own. Each testbed checks its knobs and
     tools before its first trial and puts back what a crashed worker of it left changed.
     """
     started = time.perf_counter()
@@ -40,11 +43,20 @@ def run_design_on_testbeds(design: Design, dispatcher: Dispatcher, store: Store,
                          allow_host_global=setup.allow_host_global,
                          provenance=run_provenance_of(store, setup.load, description), busy=setup.busy)
     trials = [(key, config, info, setup.settings_for(key, info)) for key, config, info in setup.todo]
+    if tracker is not None:
+        start_progress_round(tracker, store, setup)
     try:
         if trials:
-            dispatcher.run(context, trials, summary, bar_total=len(setup.rows), bar_initial=summary.skipped)
+            dispatcher.run(context, trials, summary, bar_total=len(setup.rows), bar_initial=summary.skipped,
+                           tracker=tracker)
+    except BaseException:
+        if tracker is not None:
+            tracker.end_round(failing=True)
+        raise
     finally:
         summary.wall_s = time.perf_counter() - started
+    if tracker is not None:
+        tracker.end_round()
     return summary
 
 __all__ = ["run_design_on_testbeds"]

@@ -23,12 +23,13 @@ from tunelab.runner.knob_writes import reset_by_writes, write_back
 from tunelab.runner.load_setup import StorePrivateDirs, cleanup_load, keyed_settings, prepare_load
 from tunelab.runner.outcomes import FOREIGN_LOAD_WARN, RunSummary, TrialOutcome
 from tunelab.runner.plans import (PlanRunner, RunRequest, RunSetup, describe_target, preflight, prepare_run, recover_journal,
-                                  run_design, run_provenance_of)
+                                  run_design, run_provenance_of, start_progress_round)
 from tunelab.runner.trials import Checkpoint, run_trial, server_cpu_metric, supersede_failed
 
 __all__ = ["FOREIGN_LOAD_WARN", "BoundKnob", "BusyRule", "Checkpoint", "KnobLookup", "PlanRunner", "PlannedTrial",
-           "RunRequest", "RunSetup", "RunSummary", "StorePrivateDirs", "TrialOutcome", "bind_knob_ids", "bind_knobs", "busy_rule",
+           "RunRequest", "RunSetup", "RunSummary", "StorePrivateDirs", "TrialOutcome", "bind_knob_ids", "bind_knobs",
+           "busy_rule",
            "check_host_global", "check_trial", "cleanup_load", "describe_target", "keyed_settings", "load_for",
            "load_of", "preflight", "prepare_load", "prepare_run", "profile_settings", "recover_journal",
            "repeat_while_busy", "reset_by_writes", "run_design", "run_provenance_of", "run_trial", "server_cpu_metric",
-           "supersede_failed", "target_spec_of", "validate_config", "write_back"]
+           "start_progress_round", "supersede_failed", "target_spec_of", "validate_config", "write_back"]

@@ -204,8 +204,7 @@ def _run_todo(setup: RunSetup, target: Target, store: Store, summary: RunSummary
     """Each trial still to run, in ``run_order``, on a reset target, measured again while busy; counted in
     ``summary`` and shown on the progress bar. Stops early once ``may_start()`` says no."""
     tracker = progress if isinstance(progress, StudyProgress) else StudyProgress(summary.study, enabled=progress)
-    tracker.start_round(len(setup.rows), done_statuses=_done_statuses(store, setup),
-                        label="A/A calibration" if setup.phase == Phase.CALIBRATE.value else None)
+    start_progress_round(tracker, store, setup)
     try:
         for run_key, config, info in setup.todo:
             if may_start is not None and not may_start():
@@ -229,7 +228,14 @@ def _run_todo(setup: RunSetup, target: Target, store: Store, summary: RunSummary
             tracker.close()
 
 
-def _done_statuses(store: Store, setup: RunSetup) -> list[str]:
+def start_progress_round(tracker: StudyProgress, store: Store, setup: RunSetup) -> None:
+    """The plan of ``setup`` starts as a round of ``tracker`` (the A/A calibration's named so), its trials
+    already recorded counted as done (:func:`done_statuses`)."""
+    tracker.start_round(len(setup.rows), done_statuses=done_statuses(store, setup),
+                        label="A/A calibration" if setup.phase == Phase.CALIBRATE.value else None)
+
+
+def done_statuses(store: Store, setup: RunSetup) -> list[str]:
     """The statuses of the plan's trials already recorded (skipped by this run), for the progress counts."""
     done = {row[0] for row in setup.rows} - {row[0] for row in setup.todo}
     if not done:
