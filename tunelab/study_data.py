@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, Mapping, 
 import pandas as pd
 
 from tunelab.counters import is_counter_column
-from tunelab.designs import load_design_text
+from tunelab.designs import Design, load_design_text
 from tunelab.designs.plan import OPTIONAL_PLAN_COLUMNS
 from tunelab.errors import DataError
 from tunelab.loads.metrics import METRICS
@@ -287,14 +287,15 @@ def check_level_column(data: pd.DataFrame, column: str, path: Path) -> None:
 
 def _from_study(source: str, metric: Sequence[Metric], knob: Sequence[str], baselines: Mapping[str, Any],
                 alpha: float | None, correction: str | None, include_flagged: bool,
-                data_dir: str | Path) -> ScreenInputs:
+                data_dir: str | Path, design: Design | None) -> ScreenInputs:
     path = store_path_for(source, data_dir)
     with Store(path, readonly=True) as store:
         data = store.tidy(phase="screen", include_flagged=include_flagged, include_failed=True)
         design_text = store.study.design_text if store.study else ""
-    if not design_text:
-        raise DataError(f"the store {str(path)!r} holds no design; screen an exported CSV with --metric instead")
-    design = load_design_text(design_text, source=str(path))
+    if design is None:
+        if not design_text:
+            raise DataError(f"the store {str(path)!r} holds no design; screen an exported CSV with --metric instead")
+        design = load_design_text(design_text, source=str(path))
     metrics = _metric_dicts(metric or design.metrics)
     knobs = list(knob) or design.knob_ids
     baseline = {k: v for k, v in design.baseline.items() if k in knobs}
@@ -309,12 +310,13 @@ def _from_study(source: str, metric: Sequence[Metric], knob: Sequence[str], base
 def screen_inputs(source: str | Path, *, metrics: Sequence[Metric] = (), knobs: Sequence[str] = (),
                   baselines: Mapping[str, Any] | None = None, alpha: float | None = None,
                   correction: str | None = None, include_flagged: bool = False, data_dir: str | Path = "data",
-                  ) -> ScreenInputs:
+                  design: Design | None = None) -> ScreenInputs:
     """What :func:`tunelab.stats.screen` needs for a CSV or a study, as ``tunelab screen``'s flags choose it.
 
     ``metrics`` and ``knobs`` default to a study's design (a CSV needs its metrics named);
     ``baselines`` maps a column to the level (or its text, ``"4096"``) to compare against. A study's
-    design is parsed once, into :attr:`ScreenInputs.design`. Raises :class:`DataError` naming the
+    design is parsed once, into :attr:`ScreenInputs.design`; a caller that has parsed it already (the report's
+    :func:`tunelab.report.loading.load_study`) passes it as ``design`` and it is not parsed again. Raises :class:`DataError` naming the
     problem (no such CSV, no metric named for a CSV, unknown column, empty store).
     """
     if baselines is not None and not isinstance(baselines, Mapping):
@@ -326,7 +328,7 @@ def screen_inputs(source: str | Path, *, metrics: Sequence[Metric] = (), knobs: 
         if not Path(text).exists():
             raise DataError(f"no such CSV file: {text!r}")
         return _from_csv(text, metrics, knobs, baselines, alpha, correction)
-    return _from_study(text, metrics, knobs, baselines, alpha, correction, include_flagged, data_dir)
+    return _from_study(text, metrics, knobs, baselines, alpha, correction, include_flagged, data_dir, design)
 
 
 def design_info(design: Any) -> ScreenDesign:

@@ -234,7 +234,7 @@ def study_inputs(study: Study, metric: str | None = None, alpha: float | None = 
     """
     require_screen(study)
     read = read_screen_inputs(study.path, alpha=alpha, correction=correction, include_flagged=study.include_flagged,
-                              data_dir=study.path.parent)
+                              data_dir=study.path.parent, design=study.design)      # parsed once, by load_study
     data, knobs = read.data, read.knobs
     metrics = [dict(m) for m in read.metrics]
     focus = metrics[0]
