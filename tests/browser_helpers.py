@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from typing import Any
 from pathlib import Path
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -50,17 +51,7 @@ def figures_at(binary: str, page: Path, width: int = 1400, height: int = 900) ->
     (the PNG's own width and height, px) and ``shown`` (its box on the page, CSS px). A figure shown at its
     natural size keeps the point sizes it was drawn with (a 9 pt label at 100 dpi is 12.5 px); one squeezed
     into a narrower box shrinks its text by the same factor."""
-    page = Path(page).resolve()
-    probe = page.with_name(f".figure-probe-{page.name}")
-    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _FIGURE_PROBE + "</body>"), encoding="utf-8")
-    try:
-        dom = chromium_run(binary, probe.as_uri(), "--dump-dom", f"--window-size={width},{height}",
-                           "--virtual-time-budget=5000")
-    finally:
-        probe.unlink()
-    found = re.search(r'<pre id="tunelab-figure-probe">(.*?)</pre>', dom, re.S)
-    assert found, "the figure probe did not run (no load event?)"
-    return json.loads(html.unescape(found.group(1)))
+    return _probe(binary, page, "figure", _FIGURE_PROBE, width, height)
 
 
 #: measures the page once loaded and writes the result into the DOM (read back from ``--dump-dom``)
@@ -100,14 +91,20 @@ def layout_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> 
 
     The page is measured through a copy next to it (same relative links) with a script that reports the
     layout once the page has loaded; the page itself is not changed."""
+    return _probe(binary, page, "layout", _LAYOUT_PROBE, width, height)
+
+
+def _probe(binary: str, page: Path, name: str, script: str, width: int, height: int) -> Any:
+    """Run ``script`` (which writes JSON into ``<pre id="tunelab-NAME-probe">``) on a copy of ``page`` beside it
+    (same relative links) in a ``width`` x ``height`` window; the JSON it wrote. The page itself is unchanged."""
     page = Path(page).resolve()
-    probe = page.with_name(f".layout-probe-{page.name}")
-    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _LAYOUT_PROBE + "</body>"), encoding="utf-8")
+    probe = page.with_name(f".{name}-probe-{page.name}")
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
     try:
         dom = chromium_run(binary, probe.as_uri(), "--dump-dom", f"--window-size={width},{height}",
                            "--virtual-time-budget=5000")
     finally:
         probe.unlink()
-    found = re.search(r'<pre id="tunelab-layout-probe">(.*?)</pre>', dom, re.S)
-    assert found, "the layout probe did not run (no load event?)"
+    found = re.search(rf'<pre id="tunelab-{name}-probe">(.*?)</pre>', dom, re.S)
+    assert found, f"the {name} probe did not run (no load event?)"
     return json.loads(html.unescape(found.group(1)))

@@ -54,3 +54,21 @@ def count_checker_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(dns_servers.subprocess, "run", counted)
     return runs
+
+
+def lab_dnsperf_design(name: str, description: str, knobs: str, *, design: str = "{type: oat, replicates: 1, "
+                       "blocks: 1, seed: 3}", measure_s: float = 2) -> str:
+    """A lab design under dnsperf overload with short trials (1 s warm-up), maximising qps (SESOI 5 %): the
+    shape of every short lab test; ``knobs`` is the YAML list of its knobs, one ``- {...}`` per line."""
+    knob_lines = "\n".join(f"  {line.strip()}" for line in knobs.strip().splitlines())
+    return (f"name: {name}\ndescription: {description}\ntarget: {{type: lab, options: {{}}, allow_host_global: false}}\n"
+            "load: {generator: dnsperf, profile: overload, settings: {}}\n"
+            f"warmup_s: 1\nmeasure_s: {measure_s}\n"
+            "metrics:\n  - {name: qps, direction: maximize, sesoi_pct: 5}\n"
+            f"knobs:\n{knob_lines}\ndesign: {design}\n")
+
+
+@pytest.fixture
+def needs_dns_tools() -> None:
+    """Skip unless Debian's dnsperf and nsd are installed (the lab's DNS load and server)."""
+    require_tools("dnsperf", "nsd")

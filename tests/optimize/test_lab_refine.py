@@ -7,38 +7,22 @@ effect big enough to be beyond doubt in 2 ABBA blocks: ``somaxconn=16`` collapse
 from __future__ import annotations
 
 import json
-import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from dns_helpers import lab_dnsperf_design, needs_dns_tools  # noqa: F401 - a fixture
+
 from tunelab.cli import main
 from tunelab.store import Store
 
-DESIGN = textwrap.dedent("""
-    name: refine-lab
-    description: GA over somaxconn and the server link MTU, dnsperf overload, short trials
-    target: {type: lab, options: {}, allow_host_global: false}
-    load: {generator: dnsperf, profile: overload, settings: {}}
-    warmup_s: 1
-    measure_s: 2
-    metrics:
-      - {name: qps, direction: maximize, sesoi_pct: 5}
-    knobs:
-      - {name: net.core.somaxconn, host: server, levels: [4096, 128, 16], baseline: 4096}
-      - {name: link.mtu, host: server, device: "@link", levels: [1500, 128], baseline: 1500}
-    design: {type: oat, replicates: 1, blocks: 1, seed: 3}
+DESIGN = lab_dnsperf_design("refine-lab", "GA over somaxconn and the server link MTU, dnsperf overload, short trials", """
+    - {name: net.core.somaxconn, host: server, levels: [4096, 128, 16], baseline: 4096}
+    - {name: link.mtu, host: server, device: "@link", levels: [1500, 128], baseline: 1500}
 """)
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-
-@pytest.fixture(autouse=True)
-def _needs_dns_tools() -> None:
-    for tool in ("dnsperf", "nsd"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"needs Debian's {tool}")
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures("needs_dns_tools")]
 
 
 def _host_somaxconn() -> str:

@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import io
 import re
-import sqlite3
 import sys
 from pathlib import Path
 
 import tunelab
+from progress_helpers import LINE, parsed, store_counts
 from tunelab import progress
 from tunelab.designs.change import BlockRule
 from tunelab.optimize.validation import run_validate
-
-LINE = re.compile(r"^(?P<desc>[^:]+): (?P<label>[^,]+), (?P<done>\d+)/(?P<total>\d+) trials, (?P<ok>\d+) ok, "
-                  r"(?P<flagged>\d+) flagged, (?P<failed>\d+) failed, elapsed \d\d:\d\d, ETA (\d\d:\d\d|unknown)$")
-
-
-def store_counts(path: Path) -> dict[str, int]:
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        return dict(db.execute("SELECT status, count(*) FROM trials GROUP BY status").fetchall())
-
 
 class Probe(io.StringIO):
     """stderr as a pipe that reads the store whenever a progress line is written."""
@@ -41,7 +32,8 @@ def checked_lines(probe: Probe) -> list[re.Match]:
     """Every line's counts are the store's at that moment, and done is their sum."""
     for match, counts in probe.seen:
         held = [counts.get(status, 0) for status in ("ok", "flagged", "failed")]
-        assert [int(match[status]) for status in ("ok", "flagged", "failed")] == held, (match[0], counts)
+        shown = parsed(match[0])["counts"]
+        assert [shown[status] for status in ("ok", "flagged", "failed")] == held, (match[0], counts)
         assert int(match["done"]) == sum(held), match[0]
     return [match for match, _ in probe.seen]
 
@@ -66,7 +58,7 @@ def test_refine_shows_its_search_and_confirmation_as_rounds(tmp_path: Path, monk
     tunelab.refine(target="simulator", budget=8, confirm_blocks=2, store=store)
     monkeypatch.undo()
     shown = [LINE.match(line) for line in again.getvalue().splitlines() if LINE.match(line)]
-    assert [(m["label"], m["done"], m["total"], m["ok"]) for m in shown] == [("search", "8", "8", "8"),
+    assert [(m["label"], m["done"], m["total"], str(parsed(m.string)["counts"]["ok"])) for m in shown] == [("search", "8", "8", "8"),
                                                                             ("confirm", "16", "16", "16")]
 
 

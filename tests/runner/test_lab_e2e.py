@@ -2,29 +2,19 @@
 from __future__ import annotations
 
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from dns_helpers import lab_dnsperf_design
+
 from tunelab.cli import main
 from tunelab.store import Store
 
-DESIGN = textwrap.dedent("""
-    name: runner-e2e
-    description: two per-netns knobs, OAT, one replicate, dnsperf overload
-    target: {type: lab, options: {}, allow_host_global: false}
-    load: {generator: dnsperf, profile: overload, settings: {}}
-    warmup_s: 1
-    measure_s: 2
-    metrics:
-      - {name: qps, direction: maximize, sesoi_pct: 5}
-    knobs:
-      - {name: net.core.somaxconn, host: server, levels: [4096, 64], baseline: 4096}
-      - {name: net.ipv4.tcp_fin_timeout, host: server, levels: [60, 10], baseline: 60}
-    design: {type: oat, replicates: 1, blocks: 1, seed: 7}
-    analysis: {alpha: 0.05, correction: holm}
-""")
+DESIGN = lab_dnsperf_design("runner-e2e", "two per-netns knobs, OAT, one replicate, dnsperf overload", """
+    - {name: net.core.somaxconn, host: server, levels: [4096, 64], baseline: 4096}
+    - {name: net.ipv4.tcp_fin_timeout, host: server, levels: [60, 10], baseline: 60}
+""", design="{type: oat, replicates: 1, blocks: 1, seed: 7}")
 
 
 def _host_value(name: str) -> str:

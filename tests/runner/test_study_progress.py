@@ -5,8 +5,6 @@ never from the progress object itself."""
 from __future__ import annotations
 
 import io
-import re
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -14,21 +12,12 @@ from pathlib import Path
 import pytest
 
 import tunelab
+from progress_helpers import LINE, parsed, store_counts
 from simulator_helpers import simulator_design
 from tunelab import progress
 from tunelab.progress import StudyProgress
 
 ROOT = Path(__file__).resolve().parents[2]
-LINE = re.compile(r"^(?P<desc>[^:]+): (?P<label>A/A calibration|round \d+), (?P<done>\d+)/(?P<total>\d+) trials, "
-                  r"(?P<counts>.*), elapsed \d\d:\d\d, ETA (\d\d:\d\d|unknown)$")
-
-
-def store_counts(path: Path) -> dict[str, int]:
-    """Status -> trials the store holds now (a reader of its own, as another process would read it)."""
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        return dict(db.execute("SELECT status, count(*) FROM trials GROUP BY status").fetchall())
-
-
 class Probe(io.StringIO):
     """stderr as a pipe (no terminal) that reads the store each time a progress line is written."""
 
@@ -40,14 +29,6 @@ class Probe(io.StringIO):
         if text.startswith(f"{self.study}: "):
             self.seen.append((text, store_counts(self.store)))
         return super().write(text)
-
-
-def parsed(line: str) -> dict:
-    match = LINE.match(line)
-    assert match, line
-    counts = dict((name, int(value)) for value, name in
-                  (part.split(" ", 1) for part in match["counts"].split(", ")))
-    return {"label": match["label"], "done": int(match["done"]), "total": int(match["total"]), "counts": counts}
 
 
 def test_a_sequential_study_piped_names_each_round_and_counts_what_the_store_holds(tmp_path: Path, monkeypatch) -> None:

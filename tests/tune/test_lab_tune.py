@@ -4,37 +4,21 @@ changed, the lab removed), never a verdict noise could flip."""
 from __future__ import annotations
 
 import json
-import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from dns_helpers import lab_dnsperf_design, needs_dns_tools  # noqa: F401 - a fixture
+
 from tunelab.cli import main
 from tunelab.store import Store
 
-DESIGN = textwrap.dedent("""
-    name: tune-lab
-    description: tune over somaxconn, dnsperf overload, short trials
-    target: {type: lab, options: {}, allow_host_global: false}
-    load: {generator: dnsperf, profile: overload, settings: {}}
-    warmup_s: 1
-    measure_s: 2
-    metrics:
-      - {name: qps, direction: maximize, sesoi_pct: 5}
-    knobs:
-      - {name: net.core.somaxconn, host: server, levels: [4096, 128, 16], baseline: 4096}
-    design: {type: oat, replicates: 1, blocks: 1, seed: 3}
+DESIGN = lab_dnsperf_design("tune-lab", "tune over somaxconn, dnsperf overload, short trials", """
+    - {name: net.core.somaxconn, host: server, levels: [4096, 128, 16], baseline: 4096}
 """)
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-
-@pytest.fixture(autouse=True)
-def _needs_dns_tools() -> None:
-    for tool in ("dnsperf", "nsd"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"needs Debian's {tool}")
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures("needs_dns_tools")]
 
 
 def test_tune_on_the_lab_records_every_stage_within_its_budget(tmp_path: Path, capsys) -> None:

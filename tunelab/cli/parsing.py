@@ -127,3 +127,16 @@ def parse_screen_baselines(items: Sequence[str]) -> dict[str, str]:
 
 __all__ = ["parse_baseline", "parse_config", "parse_metrics", "parse_options", "parse_parameters",
            "parse_screen_baselines"]
+
+
+def add_target_options(parser: Any) -> None:
+    """The flags that choose where a search measures, shared by ``refine`` and ``tune``: the target, the SYNTHETIC
+    simulator's surface and noise, the host-global and design-command permissions, and the trial store."""
+    add = parser.add_argument
+    add("--target", metavar="TYPE", help="override the design's target (lab, local, ssh, simulator)")
+    add("--surface", default="simple", help="SYNTHETIC simulator surface without a design: simple, null, hard512, "
+        "smooth, tradeoff, wide27 (its host-global knobs need --allow-host-global)")
+    add("--cv", type=float, default=0.03, help="simulator noise CV (default 0.03)")
+    add("--allow-host-global", action="store_true", help="permit host-global knobs")
+    add("--allow-design-commands", action="store_true", help="let the design's target options run commands as root")
+    add("--store", type=Path, metavar="PATH", help="trial store (default data/<study>.sqlite)")

@@ -30,6 +30,7 @@ from typing import Any
 import tunelab
 from tunelab.errors import TunelabError
 from tunelab.cli import render
+from tunelab.cli.parsing import add_target_options
 
 
 def register(subparsers: Any) -> None:
@@ -52,12 +53,7 @@ def register(subparsers: Any) -> None:
         help="count the screen's measurements as made: those in the refinement's store (where the screen "
              "recorded), or in STORE; told to the engine before it asks, never measured again, outside --budget")
     add("--confirm-blocks", type=int, default=6, metavar="B", help="ABBA blocks confirming the winner (0: skip)")
-    add("--target", metavar="TYPE", help="override the design's target (lab, local, ssh, simulator)")
-    add("--surface", default="simple", help="SYNTHETIC simulator surface without a design: simple, null, hard512, smooth, tradeoff, wide27 (its host-global knobs need --allow-host-global)")
-    add("--cv", type=float, default=0.03, help="simulator noise CV (default 0.03)")
-    add("--allow-host-global", action="store_true", help="permit host-global knobs")
-    add("--allow-design-commands", action="store_true", help="let the design's target options run commands as root")
-    add("--store", type=Path, metavar="PATH", help="trial store (default data/<study>.sqlite)")
+    add_target_options(parser)
     add("--json", type=Path, metavar="OUT", help="write winner, estimates and confirmation as JSON")
     add("--export-sysctl", type=Path, metavar="FILE", help="write the winner as a sysctl.d file")
     add("--export-design", type=Path, metavar="FILE", help="write a design fragment with the winner as baseline")

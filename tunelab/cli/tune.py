@@ -25,6 +25,7 @@ from typing import Any
 
 import tunelab
 from tunelab.cli import render
+from tunelab.cli.parsing import add_target_options
 
 
 def register(subparsers: Any) -> None:
@@ -45,12 +46,7 @@ def register(subparsers: Any) -> None:
     add("--warm", choices=("fit", "projected"), default="fit", help="which screen measurements refine counts: "
         "fit (the dropped knobs at their baselines; default) or projected (every one)")
     add("--seed", type=int, default=0, help="seed of the screen's order and refine's engine (keep it to resume)")
-    add("--target", metavar="TYPE", help="override the design's target (lab, local, ssh, simulator)")
-    add("--surface", default="simple", help="SYNTHETIC simulator surface without a design (see tunelab refine)")
-    add("--cv", type=float, default=0.03, help="simulator noise CV (default 0.03)")
-    add("--allow-host-global", action="store_true", help="permit host-global knobs")
-    add("--allow-design-commands", action="store_true", help="let the design's target options run commands as root")
-    add("--store", type=Path, metavar="PATH", help="trial store (default data/<study>.sqlite)")
+    add_target_options(parser)
     add("--format", choices=("text", "json"), default="text", help="print text (default) or JSON")
     add("--json", type=Path, metavar="OUT", help="also write the result (or with --plan the split) as JSON")
     parser.set_defaults(func=run)
