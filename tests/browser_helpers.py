@@ -100,9 +100,42 @@ def layout_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> 
 
     The page is measured through a copy next to it (same relative links) with a script that reports the
     layout once the page has loaded; the page itself is not changed."""
+    return _probe(binary, page, _LAYOUT_PROBE, width, height)
+
+
+#: each table's own width against the width of the box it sits in (its wrapper, else its parent)
+_TABLE_PROBE = """<script>
+window.addEventListener("load", function () {
+  var out = {innerWidth: window.innerWidth, tables: []};
+  document.querySelectorAll("table").forEach(function (table) {
+    var box = table.closest("div.tunelab-table-wrap") || table.parentElement;
+    out.tables.push({cls: table.className, scrollWidth: table.scrollWidth, boxWidth: box.clientWidth,
+                     boxScrollWidth: box.scrollWidth, right: table.getBoundingClientRect().right,
+                     headers: Array.prototype.map.call(table.querySelectorAll("th"),
+                                                       function (th) { return th.textContent.trim(); })});
+  });
+  var pre = document.createElement("pre");
+  pre.id = "tunelab-layout-probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def tables_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> dict:
+    """Every table of ``page`` in a ``width`` px wide window, as Chromium measures it: ``tables``, each with
+    its class, ``scrollWidth`` (its full width), ``boxWidth`` and ``boxScrollWidth`` (the box it sits in: its
+    ``tunelab-table-wrap`` or parent; a table that fits has ``scrollWidth <= boxWidth`` and its box does not
+    scroll), its right edge and its headers; and the window's ``innerWidth``."""
+    return _probe(binary, page, _TABLE_PROBE, width, height)
+
+
+def _probe(binary: str, page: Path, script: str, width: int, height: int) -> dict:
+    """Run ``script`` (which writes JSON into ``<pre id="tunelab-layout-probe">`` once loaded) on a copy of
+    ``page`` next to it in a ``width`` x ``height`` window; the JSON it wrote."""
     page = Path(page).resolve()
     probe = page.with_name(f".layout-probe-{page.name}")
-    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _LAYOUT_PROBE + "</body>"), encoding="utf-8")
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
     try:
         dom = chromium_run(binary, probe.as_uri(), "--dump-dom", f"--window-size={width},{height}",
                            "--virtual-time-budget=5000")
@@ -111,3 +144,10 @@ def layout_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> 
     found = re.search(r'<pre id="tunelab-layout-probe">(.*?)</pre>', dom, re.S)
     assert found, "the layout probe did not run (no load event?)"
     return json.loads(html.unescape(found.group(1)))
+
+
+def clipped_tables(layout: dict) -> list[dict]:
+    """The tables of :func:`tables_at`'s ``layout`` wider than their box, or whose box scrolls sideways."""
+    return [t for t in layout["tables"]
+            if t["scrollWidth"] > t["boxWidth"] + 1 or t["boxScrollWidth"] > t["boxWidth"] + 1
+            or t["right"] > layout["innerWidth"] + 0.5]
