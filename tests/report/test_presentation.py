@@ -176,3 +176,16 @@ def test_the_validate_page_tables_fit_1400_px_and_read_in_words(refine_report: P
     assert abba, layout["tables"]
     for table in abba:
         assert "TOST p" in table["headers"] and not [h for h in table["headers"] if "_" in h], table["headers"]
+
+
+def test_the_level_of_the_interval_beside_a_verdict_is_named(screened: dict) -> None:
+    """A look's verdict uses its nominal alpha (0.0083): its interval is a 99.17 % one, and the table says so."""
+    from tunelab.report.presentation import present
+    from tunelab.report.tables import verdict_frame
+
+    _, inputs, result = screened["default"]
+    view = present(verdict_frame(result.verdicts.assign(ci_level=1 - 0.0083), inputs.metrics), verdicts="verdict")
+    headers = [h.text for h in view.headers]
+    at = headers.index("CI level")
+    assert headers[at - 1] == "change vs baseline"
+    assert {row.cells[at] for row in view.rows} == {"99.17 %"}

@@ -17,6 +17,7 @@ import pandas as pd
 from tunelab.formatting import fmt_abs_interval, fmt_count, fmt_effect_size, fmt_p_exact, fmt_pct_interval, fmt_sig
 from tunelab.formatting import is_number, is_p_column, level_label
 from tunelab.formatting import fmt_level
+from tunelab.formatting import fmt_ci_level
 from tunelab.report.labels import column_kind
 from tunelab.report.figures import knob_rows
 from tunelab.report.loading import Study, StudyInputs
@@ -161,7 +162,7 @@ def abba_frame(table: pd.DataFrame) -> pd.DataFrame:
         "role": table["role"] if "role" in table else "objective",
     })
     if levelled:
-        frame.insert(4, "ci_level", table["ci_level"].to_numpy())
+        frame.insert(4, "ci_level", table["ci_level"].map(fmt_ci_level).to_numpy())
     for name in ("candidate_mean", "baseline_mean"):
         if name in table:
             frame.insert(4 + levelled, name, table[name].to_numpy())
