@@ -250,21 +250,6 @@ def fmt_plain(value: Any) -> str:
     return f"{number:,.0f}" if abs(number) >= 10 else f"{number:g}"
 
 
-def fmt_ci_level(value: Any) -> str:
-    """An interval's confidence level: a fraction (``0.95``, ``1 - alpha_nominal``) or a percentage (``95``) as
-    ``'95 %'``, with up to 4 significant digits (``0.99167`` -> ``'99.17 %'``); text as it is; nothing -> ``'-'``.
-
-    >>> fmt_ci_level(0.95), fmt_ci_level(0.99167), fmt_ci_level(90), fmt_ci_level("95 %"), fmt_ci_level(None)
-    ('95 %', '99.17 %', '90 %', '95 %', '-')
-    """
-    if isinstance(value, str):
-        return value
-    number = _finite(value)
-    if number is None:
-        return "-"
-    return f"{100 * number if number <= 1 else number:.4g} %"
-
-
 #: a table value this many times smaller than the largest of its column is rounding noise and reads 0
 NOISE_RATIO = 1e-9
 
@@ -356,7 +341,7 @@ def is_p_column(name: str) -> bool:
 
 
 __all__ = ["NOISE_RATIO", "P_FLOOR", "QUOTE_LIMIT", "UNDEFINED_EFFECT", "quote", "shorten", "level_label",
-           "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci", "fmt_ci_level", "fmt_count", "fmt_effect_size", "fmt_signed_sig",
+           "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci", "fmt_count", "fmt_effect_size", "fmt_signed_sig",
            "fmt_config", "fmt_number", "fmt_p",
            "fmt_p_exact", "fmt_p_value", "fmt_pct", "fmt_pct_interval", "fmt_plain", "fmt_sig", "is_number",
            "is_p_column"]

@@ -180,12 +180,17 @@ def test_the_validate_page_tables_fit_1400_px_and_read_in_words(refine_report: P
 
 def test_the_level_of_the_interval_beside_a_verdict_is_named(screened: dict) -> None:
     """A look's verdict uses its nominal alpha (0.0083): its interval is a 99.17 % one, and the table says so."""
+    from tunelab.report import refinement
     from tunelab.report.presentation import present
-    from tunelab.report.tables import verdict_frame
+    from tunelab.report.tables import abba_frame
 
-    _, inputs, result = screened["default"]
-    view = present(verdict_frame(result.verdicts.assign(ci_level=1 - 0.0083), inputs.metrics), verdicts="verdict")
+    study = screened["iperf-bottleneck"]
+    comparison = refinement.abba_comparisons(study)[0]
+    goals = refinement.comparison_goals(study, list(comparison.measurements.columns), None, None,
+                                        stored=comparison.goals)
+    table = refinement.judge(comparison, goals, 0.05).assign(ci_level=1 - 0.0083)
+    view = present(abba_frame(table), verdicts="verdict")
     headers = [h.text for h in view.headers]
     at = headers.index("CI level")
-    assert headers[at - 1] == "change vs baseline"
+    assert headers[at - 1] == "change [CI]" and "change (95 % CI)" not in headers
     assert {row.cells[at] for row in view.rows} == {"99.17 %"}

@@ -21,13 +21,14 @@ from tunelab.errors import TunelabError
 from tunelab.registry import Registry
 
 #: the kinds of cell a label may declare (how :func:`tunelab.report.tables.cell_texts` formats it)
-KINDS = ("text", "number", "count", "p", "pct")
+KINDS = ("text", "number", "count", "p", "pct", "level")
 
 
 @dataclass(frozen=True)
 class Label:
     """A column as a reader sees it: ``text``, its ``unit`` (shown in brackets) and the ``kind`` of its
-    values (one of :data:`KINDS`: ``count`` reads ``10,250``, ``p`` reads ``< 1e-300`` when it underflowed)."""
+    values (one of :data:`KINDS`: ``count`` reads ``10,250``, ``p`` reads ``< 1e-300`` when it underflowed,
+    ``level`` (a confidence level) ``0.99167`` reads ``99.17 %``)."""
 
     text: str
     unit: str | None = None
@@ -70,7 +71,8 @@ _add("text", {"text": ("change", None), "tripped": ("guard tripped", None), "gro
               "relevant": ("at least the SESOI", None), "only_when": ("only when", None),
               "trade_off": ("trade-off", None), "posthoc_note": ("post-hoc note", None), "scale": ("scale", None),
               "run_key": ("run", None), "stage": ("stage", None), "engine": ("engine", None),
-              "config": ("configuration", None), "ci_level": ("CI level", None)})
+              "config": ("configuration", None)})
+_add("level", {"ci_level": ("CI level", None)})     # an interval's confidence level, a fraction shown in %
 _add("count", {"n": ("n", None), "baseline_n": ("baseline n", None), "blocks": ("blocks", None),
                "blocks_needed": ("blocks needed", None), "runs": ("runs", None), "trial_id": ("trial", None),
                "batch": ("batch", None), "evaluations": ("measurements", None), "replicates": ("replicates", None),
@@ -79,8 +81,8 @@ _add("count", {"n": ("n", None), "baseline_n": ("baseline n", None), "blocks": (
                "still inconclusive": ("still inconclusive", None), "baseline runs": ("baseline runs", None)})
 _add("p", {"p": ("p", None), "p_adj": ("p (adjusted)", None), "tost_p": ("TOST p", None), "q": ("q (BH)", None),
            "p brown_forsythe": ("p Brown–Forsythe", None), "p levene": ("p Levene", None),
-           "p shapiro_wilk": ("p Shapiro–Wilk", None), "p shapiro_wilk_standardized": ("p Shapiro–Wilk (standardised)",
-                                                                                        None),
+           "p shapiro_wilk": ("p Shapiro–Wilk", None),
+           "p shapiro_wilk_standardized": ("p Shapiro–Wilk (standardised)", None),
            "p model_brown_forsythe": ("p Brown–Forsythe (model)", None),
            "p model_shapiro_wilk": ("p Shapiro–Wilk (model)", None),
            "p model_breusch_pagan": ("p Breusch–Pagan (model)", None), "alpha_nominal": ("alpha of the look", None)})

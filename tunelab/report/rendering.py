@@ -23,8 +23,9 @@ import pandas as pd
 from IPython.display import HTML
 from markupsafe import Markup
 
-from tunelab.report.presentation import VERDICT_CSS, VERDICT_STYLE, Header, Row, TableView, present, verdict_class  # noqa: F401,E501
-from tunelab.report.presentation import verdict_styles  # noqa: F401  (re-exported: callers colour rows here)
+from tunelab.report.presentation import Header, Row, TableView, present
+# the verdict colours and classes live in the presentation layer; re-exported for the callers that import them here
+from tunelab.report.presentation import VERDICT_CSS, VERDICT_STYLE, verdict_class, verdict_styles  # noqa: F401
 from tunelab.report.tables import NOTE_COLUMN, general_notes, row_notes, verdict_frame
 
 

@@ -16,7 +16,8 @@ result                HTML summary (``_repr_html_``)                ``plot()``
 
 Each summary is ``result_repr.html.j2`` (autoescaped) with the report's table markup
 (``table.html.j2`` through :mod:`tunelab.report.presentation`: reader labels, rows classed by verdict with a
-legend, each verdict cell coloured inline as in ``tables.css``, since a notebook output has no stylesheet). Tables longer than :data:`MAX_ROWS` are cut (the rows
+legend, each verdict cell coloured inline as in ``tables.css``, since a notebook output has no stylesheet;
+notes under the row they explain). Tables longer than :data:`MAX_ROWS` are cut (the rows
 that matter first) and the summary names the attribute holding the full table. The report's
 modules (tables, figures: matplotlib, seaborn) are imported on the first summary, not with this module.
 """

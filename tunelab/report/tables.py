@@ -14,17 +14,17 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from tunelab.formatting import fmt_abs_interval, fmt_count, fmt_effect_size, fmt_p_exact, fmt_pct_interval, fmt_sig
-from tunelab.formatting import is_number, is_p_column, level_label
+from tunelab.formatting import fmt_abs_interval, fmt_p_exact, fmt_pct_interval, fmt_sig, is_number, is_p_column
+from tunelab.formatting import level_label
 from tunelab.formatting import fmt_level
-from tunelab.formatting import fmt_ci_level
-from tunelab.report.labels import column_kind
 from tunelab.report.figures import knob_rows
 from tunelab.report.loading import Study, StudyInputs
+from tunelab.report.labels import column_kind
 from tunelab.report.wording import MODEL_TEST_SHORT, MODEL_TEST_TEXT, present, short_test_name
 from tunelab.stats import ScreenResult, compact_letters, to_matrix
 from tunelab.stats.mechanisms import change_text, counter_name, top_mechanisms
 from tunelab.model import Direction
+from tunelab.formatting import fmt_count, fmt_effect_size
 
 
 def cell_texts(frame: pd.DataFrame, digits: int = 4) -> list[list[str]]:
@@ -61,6 +61,8 @@ def _cell(column: str, value: Any, digits: int, scale: float | None) -> str:
     if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, numbers.Real) and math.isnan(value)):
         return "-"
     kind = column_kind(column)
+    if kind == "level" and isinstance(value, numbers.Real):
+        return f"{100 * float(value):.4g} %"                 # a confidence level: 0.99167 -> 99.17 %
     if kind == "count" or isinstance(value, numbers.Integral):
         return fmt_count(value) if isinstance(value, numbers.Real) else str(value)
     if isinstance(value, numbers.Real):
@@ -162,7 +164,7 @@ def abba_frame(table: pd.DataFrame) -> pd.DataFrame:
         "role": table["role"] if "role" in table else "objective",
     })
     if levelled:
-        frame.insert(4, "ci_level", table["ci_level"].map(fmt_ci_level).to_numpy())
+        frame.insert(4, "ci_level", table["ci_level"].to_numpy())     # a fraction; shown in % (labels: kind level)
     for name in ("candidate_mean", "baseline_mean"):
         if name in table:
             frame.insert(4 + levelled, name, table[name].to_numpy())
