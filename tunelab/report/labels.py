@@ -71,11 +71,17 @@ _add("text", {"text": ("change", None), "tripped": ("guard tripped", None), "gro
               "relevant": ("at least the SESOI", None), "only_when": ("only when", None),
               "trade_off": ("trade-off", None), "posthoc_note": ("post-hoc note", None), "scale": ("scale", None),
               "run_key": ("run", None), "stage": ("stage", None), "engine": ("engine", None),
-              "config": ("configuration", None)})
+              "config": ("configuration", None), "is_baseline": ("is the baseline", None),
+              "search_id": ("search", None), "search": ("search", None), "preset": ("preset", None),
+              "race share": ("race share", None), "objectives": ("objectives", None), "knobs": ("knobs", None),
+              "options": ("options", None), "parameter": ("parameter", None), "meaning": ("meaning", None),
+              "default": ("default", None)})
+_add("text", {"seed": ("seed", None), "trial_id": ("trial", None), "batch": ("batch", None)})   # ids, not counts
+_add("count", {"budget": ("budget", None), "batches": ("batches", None),
+               "measurements": ("measurements", None), "last_batch": ("last batch", None)})
 _add("level", {"ci_level": ("CI level", None)})     # an interval's confidence level, a fraction shown in %
 _add("count", {"n": ("n", None), "baseline_n": ("baseline n", None), "blocks": ("blocks", None),
-               "blocks_needed": ("blocks needed", None), "runs": ("runs", None), "trial_id": ("trial", None),
-               "batch": ("batch", None), "evaluations": ("measurements", None), "replicates": ("replicates", None),
+               "blocks_needed": ("blocks needed", None), "runs": ("runs", None), "evaluations": ("measurements", None), "replicates": ("replicates", None),
                "df1": ("df", None), "df2": ("df (residual)", None), "blocks needed": ("blocks needed", None),
                "runs so far": ("runs so far", None), "final verdicts": ("final verdicts", None),
                "still inconclusive": ("still inconclusive", None), "baseline runs": ("baseline runs", None)})

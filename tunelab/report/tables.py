@@ -63,6 +63,8 @@ def _cell(column: str, value: Any, digits: int, scale: float | None) -> str:
     kind = column_kind(column)
     if kind == "level" and isinstance(value, numbers.Real):
         return f"{100 * float(value):.4g} %"                 # a confidence level: 0.99167 -> 99.17 %
+    if kind == "text" and isinstance(value, numbers.Integral):
+        return str(int(value))                                # an id (a seed, a trial): no separators
     if kind == "count" or isinstance(value, numbers.Integral):
         return fmt_count(value) if isinstance(value, numbers.Real) else str(value)
     if isinstance(value, numbers.Real):
