@@ -194,3 +194,8 @@ def test_the_level_of_the_interval_beside_a_verdict_is_named(screened: dict) -> 
     at = headers.index("CI level")
     assert headers[at - 1] == "change [CI]" and "change (95 % CI)" not in headers
     assert {row.cells[at] for row in view.rows} == {"99.17 %"}
+    # a validation read back look by look names alpha_nominal instead: the deciding look's level, 95 % without one
+    looks = table.drop(columns=["ci_level"]).assign(alpha_nominal=[0.0083] + [float("nan")] * (len(table) - 1))
+    view = present(abba_frame(looks), verdicts="verdict")
+    at = [h.text for h in view.headers].index("CI level")
+    assert [row.cells[at] for row in view.rows] == ["99.17 %"] + ["95 %"] * (len(table) - 1)

@@ -151,9 +151,13 @@ def general_notes(verdicts: pd.DataFrame, notes: Sequence[str] = ()) -> list[str
 
 def abba_frame(table: pd.DataFrame) -> pd.DataFrame:
     """A confirmation's or validation's table for reading: one row per profile × metric with the change and
-    its interval (its level in ``CI level`` when the table names it, else 95 %), the SESOI, the means, TOST p,
+    its interval (its level in ``CI level`` when the table names it or a look's ``alpha_nominal``, else 95 %),
+    the SESOI, the means, TOST p,
     the verdict and the blocks (used, and needed when inconclusive). The raw table's other columns (the
     bootstrap interval, the comparison's name) stay in the DataFrame."""
+    nominal = table["alpha_nominal"].astype(float) if "alpha_nominal" in table else pd.Series(dtype=float)
+    if "ci_level" not in table and nominal.notna().any():    # a look's interval is at its nominal level, else 95 %
+        table = table.assign(ci_level=1 - nominal.fillna(0.05))
     levelled = "ci_level" in table
     change = "change [CI]" if levelled else "change (95 % CI)"
     frame = pd.DataFrame({          # the verdict third, as in the screen's table (tables.css colours that column)
