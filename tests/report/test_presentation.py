@@ -137,12 +137,13 @@ def test_notes_sit_under_the_row_they_explain(screened: dict) -> None:
     html = verdicts_html(verdicts, inputs.metrics, notes=notes)
     rows = re.findall(r"<tr( class=\"[^\"]*\")?>(.*?)</tr>", html.split("<tbody>")[1], re.S)
     texts = [(css, [cell for cell in re.split(r"<[^>]+>", body) if cell]) for css, body in rows]
-    notes_at = [i for i, (css, _) in enumerate(texts) if "tunelab-note" in css]
-    assert len(notes_at) == 2 and len(texts) == len(verdicts) + 2, texts
-    assert "Games–Howell does not separate 1024" in " ".join(texts[notes_at[0]][1])
-    assert texts[notes_at[0] - 1][1][:2] == [verdicts.loc[2, "knob"], verdicts.loc[2, "metric"]]
-    assert "3 run(s) without a value left out" in " ".join(texts[notes_at[1]][1])
-    assert texts[notes_at[1] - 1][1][:2] == [knob, metric]
+    under = {tuple(texts[i - 1][1][:2]): " ".join(texts[i][1]) for i, (css, _) in enumerate(texts)
+             if "tunelab-note" in css}
+    noted = {(k, m) for k, m, n in zip(verdicts["knob"], verdicts["metric"], verdicts["posthoc_note"])
+             if isinstance(n, str) and n} | {(knob, metric)}
+    assert set(under) == noted and len(texts) == len(verdicts) + len(noted), texts
+    assert "Games–Howell does not separate 1024" in under[(verdicts.loc[2, "knob"], verdicts.loc[2, "metric"])]
+    assert "3 run(s) without a value left out" in under[(knob, metric)]
     after = html.split("</table>")[1]
     assert "load profiles a, b" in after and "3 run(s)" not in after    # a note about no row: under the table
     assert 'class="tunelab-legend"' in after and "matters</span>: adjusted p below alpha" in after
@@ -189,13 +190,12 @@ def test_the_level_of_the_interval_beside_a_verdict_is_named(screened: dict) -> 
     goals = refinement.comparison_goals(study, list(comparison.measurements.columns), None, None,
                                         stored=comparison.goals)
     table = refinement.judge(comparison, goals, 0.05).assign(ci_level=1 - 0.0083)
-    view = present(abba_frame(table), verdicts="verdict")
-    headers = [h.text for h in view.headers]
-    at = headers.index("CI level")
-    assert headers[at - 1] == "change [CI]" and "change (95 % CI)" not in headers
-    assert {row.cells[at] for row in view.rows} == {"99.17 %"}
+    headers = [h.text for h in present(abba_frame(table), verdicts="verdict").headers]
+    assert "change (99.17 % CI)" in headers and "CI level" not in headers      # one level: named in the header
     # a validation read back look by look names alpha_nominal instead: the deciding look's level, 95 % without one
     looks = table.drop(columns=["ci_level"]).assign(alpha_nominal=[0.0083] + [float("nan")] * (len(table) - 1))
     view = present(abba_frame(looks), verdicts="verdict")
-    at = [h.text for h in view.headers].index("CI level")
+    headers = [h.text for h in view.headers]
+    at = headers.index("CI level")
+    assert headers[at - 1] == "change [CI]"
     assert [row.cells[at] for row in view.rows] == ["99.17 %"] + ["95 %"] * (len(table) - 1)

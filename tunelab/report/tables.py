@@ -150,16 +150,14 @@ def general_notes(verdicts: pd.DataFrame, notes: Sequence[str] = ()) -> list[str
 
 
 def abba_frame(table: pd.DataFrame) -> pd.DataFrame:
-    """A confirmation's or validation's table for reading: one row per profile × metric with the change and
-    its interval (its level in ``CI level`` when the table names it or a look's ``alpha_nominal``, else 95 %),
-    the SESOI, the means, TOST p,
-    the verdict and the blocks (used, and needed when inconclusive). The raw table's other columns (the
-    bootstrap interval, the comparison's name) stay in the DataFrame."""
-    nominal = table["alpha_nominal"].astype(float) if "alpha_nominal" in table else pd.Series(dtype=float)
-    if "ci_level" not in table and nominal.notna().any():    # a look's interval is at its nominal level, else 95 %
-        table = table.assign(ci_level=1 - nominal.fillna(0.05))
-    levelled = "ci_level" in table
-    change = "change [CI]" if levelled else "change (95 % CI)"
+    """A confirmation's or validation's table for reading: one row per profile × metric with the verdict, the
+    change and its interval, the means, the SESOI, TOST p and the blocks (used, and needed when inconclusive).
+    The interval's level (``ci_level``, else a look's ``1 - alpha_nominal``, else 95 %) is in the change's
+    header when every row has the same one (``change (99.17 % CI)``), else in a ``CI level`` column. The raw
+    table's other columns (the bootstrap interval, the comparison's name) stay in the DataFrame."""
+    levels = _interval_levels(table)
+    single = levels.nunique() <= 1
+    change = f"change ({fmt_level(levels.iloc[0]) if len(levels) else '95 %'} CI)" if single else "change [CI]"
     frame = pd.DataFrame({          # the verdict third, as in the screen's table (tables.css colours that column)
         "profile": table["profile"], "metric": table["metric"], "verdict": table["verdict"],
         change: [fmt_pct_interval(e, lo, hi) for e, lo, hi in zip(table["pct_change"], table["ci_low"],
@@ -169,12 +167,24 @@ def abba_frame(table: pd.DataFrame) -> pd.DataFrame:
         "blocks needed": [int(n) if n is not None and not pd.isna(n) else None for n in table["blocks_needed"]],
         "role": table["role"] if "role" in table else "objective",
     })
-    if levelled:
-        frame.insert(4, "ci_level", table["ci_level"].to_numpy())     # a fraction; shown in % (labels: kind level)
+    if not single:
+        frame.insert(4, "ci_level", levels.to_numpy())     # a fraction; shown in % (labels: kind level)
     for name in ("candidate_mean", "baseline_mean"):
         if name in table:
-            frame.insert(4 + levelled, name, table[name].to_numpy())
+            frame.insert(4 + (not single), name, table[name].to_numpy())
     return frame.reset_index(drop=True)
+
+
+def _interval_levels(table: pd.DataFrame) -> pd.Series:
+    """Each row's interval level: its ``ci_level``, else ``1 - alpha_nominal`` of its look, else 0.95.
+
+    >>> list(_interval_levels(pd.DataFrame({"alpha_nominal": [0.0083, None]})).round(4))
+    [0.9917, 0.95]
+    """
+    if "ci_level" in table:
+        return table["ci_level"].astype(float).fillna(0.95).reset_index(drop=True)
+    nominal = table["alpha_nominal"].astype(float) if "alpha_nominal" in table else pd.Series([0.05] * len(table))
+    return (1 - nominal.fillna(0.05)).reset_index(drop=True)
 
 
 def model_terms_frame(model_terms: pd.DataFrame) -> pd.DataFrame:
