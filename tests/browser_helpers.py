@@ -94,6 +94,33 @@ def layout_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> 
     return _probe(binary, page, "layout", _LAYOUT_PROBE, width, height)
 
 
+#: each table's own width against the width of the box it sits in (its wrapper, else its parent)
+_TABLE_PROBE = """<script>
+window.addEventListener("load", function () {
+  var out = {innerWidth: window.innerWidth, tables: []};
+  document.querySelectorAll("table").forEach(function (table) {
+    var box = table.closest("div.tunelab-table-wrap") || table.parentElement;
+    out.tables.push({cls: table.className, scrollWidth: table.scrollWidth, boxWidth: box.clientWidth,
+                     boxScrollWidth: box.scrollWidth, right: table.getBoundingClientRect().right,
+                     headers: Array.prototype.map.call(table.querySelectorAll("th"),
+                                                       function (th) { return th.textContent.trim(); })});
+  });
+  var pre = document.createElement("pre");
+  pre.id = "tunelab-layout-probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def tables_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> dict:
+    """Every table of ``page`` in a ``width`` px wide window, as Chromium measures it: ``tables``, each with
+    its class, ``scrollWidth`` (its full width), ``boxWidth`` and ``boxScrollWidth`` (the box it sits in: its
+    ``tunelab-table-wrap`` or parent; a table that fits has ``scrollWidth <= boxWidth`` and its box does not
+    scroll), its right edge and its headers; and the window's ``innerWidth``."""
+    return _probe(binary, page, "layout", _TABLE_PROBE, width, height)   # it writes the layout probe's id
+
+
 def _probe(binary: str, page: Path, name: str, script: str, width: int, height: int) -> Any:
     """Run ``script`` (which writes JSON into ``<pre id="tunelab-NAME-probe">``) on a copy of ``page`` beside it
     (same relative links) in a ``width`` x ``height`` window; the JSON it wrote. The page itself is unchanged."""
@@ -108,3 +135,10 @@ def _probe(binary: str, page: Path, name: str, script: str, width: int, height: 
     found = re.search(rf'<pre id="tunelab-{name}-probe">(.*?)</pre>', dom, re.S)
     assert found, f"the {name} probe did not run (no load event?)"
     return json.loads(html.unescape(found.group(1)))
+
+
+def clipped_tables(layout: dict) -> list[dict]:
+    """The tables of :func:`tables_at`'s ``layout`` wider than their box, or whose box scrolls sideways."""
+    return [t for t in layout["tables"]
+            if t["scrollWidth"] > t["boxWidth"] + 1 or t["boxScrollWidth"] > t["boxWidth"] + 1
+            or t["right"] > layout["innerWidth"] + 0.5]

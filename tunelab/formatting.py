@@ -262,6 +262,8 @@ def fmt_sig(value: Any, digits: int = 4, scale: Any = None) -> str:
 
     >>> fmt_sig(1.23456), fmt_sig(100123.4), fmt_sig(-1.421e-14, scale=68.85), fmt_sig(-1.6e-5), fmt_sig(None)
     ('1.235', '100,123', '0', '-1.6e-05', '-')
+    >>> fmt_sig(10250.0), fmt_sig(9999.5), fmt_sig(1025.4)
+    ('10,250', '10,000', '1025')
     """
     number = _finite(value)
     if number is None:
@@ -269,9 +271,63 @@ def fmt_sig(value: Any, digits: int = 4, scale: Any = None) -> str:
     reference = _finite(scale)
     if number == 0 or (reference is not None and abs(number) < NOISE_RATIO * abs(reference)):
         return "0"
-    if abs(number) >= 10 ** digits:
+    text = f"{number:.{digits}g}"
+    if abs(number) >= 10 ** digits or "e+" in text:    # 9999.5 rounds to '1e+04': a whole number instead
         return f"{number:,.0f}"
-    return f"{number:.{digits}g}"
+    return text
+
+
+def fmt_count(value: Any) -> str:
+    """A count: a whole number, with thousands separators from five digits on (as :func:`fmt_sig`), never in
+    scientific notation; a count that is not whole (a mean of counts) keeps one decimal. Not a number -> ``'-'``.
+
+    >>> fmt_count(10250), fmt_count(1.025e4), fmt_count(1025), fmt_count(3), fmt_count(2.5), fmt_count(None)
+    ('10,250', '10,250', '1025', '3', '2.5', '-')
+    """
+    number = _finite(value)
+    if number is None:
+        return "-"
+    separator = "," if abs(number) >= 10_000 else ""
+    return f"{number:{separator}.0f}" if number.is_integer() else f"{number:{separator}.1f}"
+
+
+def fmt_signed_sig(value: Any, digits: int = 3) -> str:
+    """A signed number with ``digits`` significant digits and no scientific notation above 1: ``+0.853``,
+    ``-12.3``, ``+74,300``. Not a number -> ``'n/a'``.
+
+    >>> fmt_signed_sig(0.8534), fmt_signed_sig(-12.34), fmt_signed_sig(74321.2), fmt_signed_sig(0.0)
+    ('+0.853', '-12.3', '+74,321', '0')
+    """
+    number = _finite(value)
+    if number is None:
+        return "n/a"
+    if number == 0:
+        return "0"
+    text = f"{number:+.{digits}g}"
+    return f"{number:+,.0f}" if "e+" in text or abs(number) >= 10 ** digits else text
+
+
+#: how an effect size reads when its interval has zero width: every measurement of both groups was the
+#: same (a counter that never moved), so the pooled SD is 0 and the standardised change does not exist
+UNDEFINED_EFFECT = "undefined (no spread)"
+
+
+def fmt_effect_size(value: Any, low: Any = None, high: Any = None) -> str:
+    """A standardised effect size (Hedges' g) with its interval, 3 significant digits (:func:`fmt_signed_sig`).
+    An interval of zero width means no spread in the data, where a standardised effect is undefined: it reads
+    :data:`UNDEFINED_EFFECT`, never ``+7.43e+04``. Without an interval, the value alone.
+
+    >>> fmt_effect_size(0.8534, 0.31, 1.402), fmt_effect_size(74321.0, 74321.0, 74321.0), fmt_effect_size(-1.5)
+    ('+0.853 [+0.31, +1.4]', 'undefined (no spread)', '-1.5')
+    >>> fmt_effect_size(float("nan"), 0.1, 0.2), fmt_effect_size(float("inf"))
+    ('undefined (no spread)', 'undefined (no spread)')
+    """
+    number, lo, hi = _finite(value), _finite(low), _finite(high)
+    if number is None or (lo is not None and hi is not None and lo == hi):
+        return UNDEFINED_EFFECT
+    if lo is None or hi is None:
+        return fmt_signed_sig(number)
+    return f"{fmt_signed_sig(number)} [{fmt_signed_sig(lo)}, {fmt_signed_sig(hi)}]"
 
 
 def is_p_column(name: str) -> bool:
@@ -284,7 +340,8 @@ def is_p_column(name: str) -> bool:
     return name in ("p", "p_adj") or name.startswith(("p ", "p_")) or name.endswith("_p")
 
 
-__all__ = ["NOISE_RATIO", "P_FLOOR", "QUOTE_LIMIT", "quote", "shorten", "level_label", "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci",
+__all__ = ["NOISE_RATIO", "P_FLOOR", "QUOTE_LIMIT", "UNDEFINED_EFFECT", "quote", "shorten", "level_label",
+           "decimals_apart", "fmt_abs", "fmt_abs_interval", "fmt_ci", "fmt_count", "fmt_effect_size", "fmt_signed_sig",
            "fmt_config", "fmt_number", "fmt_p",
            "fmt_p_exact", "fmt_p_value", "fmt_pct", "fmt_pct_interval", "fmt_plain", "fmt_sig", "is_number",
            "is_p_column"]

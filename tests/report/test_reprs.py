@@ -19,6 +19,8 @@ import tunelab
 from tunelab.display import VIEWS, Displayed
 from tunelab.errors import DataError, TunelabError
 from tunelab.formatting import fmt_pct_interval, level_label
+from tunelab.report.labels import column_label
+from tunelab.report.presentation import shown_columns
 from tunelab.report.reprs import MAX_ROWS, abba_frame
 from tunelab.report.rendering import VERDICT_STYLE
 from tunelab.report.tables import verdict_frame
@@ -50,7 +52,7 @@ def test_screen_summary_is_the_verdict_table(study: dict[str, Any]) -> None:
     page = Page(result._repr_html_())
     expected = verdict_frame(result.verdicts, result.settings["metrics"])
     assert len(page.tables) == 1 and page.tables[0]["class"] == "tunelab-verdicts"
-    assert page.tables[0]["headers"] == list(expected.columns)
+    assert page.tables[0]["headers"] == [column_label(c) for c in expected.columns]   # reader labels: p (adjusted)
     assert len(page.tables[0]["rows"]) == len(result.verdicts)            # one row per knob × metric
     assert page.column(0, "knob") == list(result.verdicts["knob"])
     assert page.column(0, "verdict") == list(expected["verdict"])
@@ -121,12 +123,16 @@ def test_validate_summary_shows_verdict_ci_and_blocks(study: dict[str, Any]) -> 
     page = Page(result._repr_html_())
     table = result.confirmation.table
     row = table.iloc[0]
-    assert page.tables[0]["headers"] == list(abba_frame(table).columns)
+    assert page.tables[0]["headers"] == [column_label(c) for c in shown_columns(abba_frame(table)).columns]
+    assert "TOST p" in page.tables[0]["headers"] and "tost_p" not in page.tables[0]["headers"]
     assert page.column(0, "change (95 % CI)")[0] == fmt_pct_interval(row["pct_change"], row["ci_low"], row["ci_high"])
     assert page.column(0, "verdict") == list(table["verdict"])
     assert page.column(0, "blocks") == [str(n) for n in table["blocks"]] == ["4"]
     needed = row["blocks_needed"]
-    assert page.column(0, "blocks needed") == ["-" if pd.isna(needed) else str(int(needed))]
+    if pd.isna(needed):   # a column with nothing in it is left out
+        assert "blocks needed" not in page.tables[0]["headers"]
+    else:
+        assert page.column(0, "blocks needed") == [str(int(needed))]
     assert page.verdict[2] == result.verdict.upper()
     assert page.column(1, "candidate") == [level_label(v) for v in result.confirmation.candidate.values()]
     files = str(result.sysctl.paths["conf"]) if result.sysctl is not None else result.sysctl_note

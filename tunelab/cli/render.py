@@ -13,6 +13,7 @@ import math
 import os
 from typing import Any, Callable
 
+from tunelab.formatting import fmt_sig   # the refine tables' numbers (own line: parallel branches edit the next ones)
 from tunelab.cli.paths import check_output_file, write_failed
 from tunelab.formatting import fmt_abs, fmt_p_exact, fmt_pct, is_number, level_label
 from tunelab.formatting import fmt_level
@@ -218,7 +219,7 @@ def refine_text(run: Any) -> str:
     preset = f" (preset {result.preset})" if result.preset else ""
     lines.append(f"study {run.study}: {run.counts_text()}; engine {result.engine}{preset}, seed {result.seed}; "
                  f"store {run.store_path}")
-    number = lambda v: f"{v:.4g}"   # noqa: E731
+    number = fmt_sig   # 4 significant digits, a whole number with separators from 5 digits: 10,250, never 1.025e+04
     if not result.batches.empty:
         cols = ["batch", "stage", "evaluations", "incumbent_mean", "best_mean", "baseline_mean"]
         lines.append(result.batches[cols].to_string(index=False, float_format=number))

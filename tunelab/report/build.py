@@ -636,7 +636,8 @@ def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | 
     return str(render(
         "report_index.html.j2", **page, screened=True,
         summary_html=Markup(markdown_to_html(summary_markdown(result, inputs))),
-        verdicts_html=Markup(verdicts_html(result.verdicts, inputs.metrics)), factorial=result.design != AnalysisKind.OAT,
+        verdicts_html=Markup(verdicts_html(result.verdicts, inputs.metrics, notes=result.settings.get("notes", []))),
+        factorial=result.design != AnalysisKind.OAT,
         interval=interval, focus=focus["name"], figures_html=Markup(figures_html),
         mechanisms_html=Markup(mechanisms_html(result)),
         methods_html=Markup(markdown_to_html(methods_markdown(study, inputs, result, n_boot=n_boot)))))

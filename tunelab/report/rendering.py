@@ -23,16 +23,10 @@ import pandas as pd
 from IPython.display import HTML
 from markupsafe import Markup
 
-from tunelab.report.tables import cell_texts, verdict_frame
-
-#: the verdict -> the CSS class of its row in the verdict table
-VERDICT_CSS = {"matters": "matters", "no effect (equivalent)": "equivalent", "untestable": "untestable",
-               "not comparable": "untestable"}
-#: the row class -> the verdict cell's inline style in a notebook output (the colours of tables.css)
-VERDICT_STYLE = {"verdict-matters": "color:#8b1a00;font-weight:bold", "verdict-equivalent": "color:#1a6b1a",
-                 "verdict-inconclusive": "color:#7a6000", "verdict-untestable": "color:#555;font-style:italic",
-                 "verdict-improve": "color:#1a6b1a;font-weight:bold",
-                 "verdict-regress": "color:#8b1a00;font-weight:bold"}
+from tunelab.report.presentation import Header, Row, TableView, present
+# the verdict colours and classes live in the presentation layer; re-exported for the callers that import them here
+from tunelab.report.presentation import VERDICT_CSS, VERDICT_STYLE, verdict_class, verdict_styles  # noqa: F401
+from tunelab.report.tables import NOTE_COLUMN, general_notes, row_notes, verdict_frame
 
 
 @functools.lru_cache(maxsize=1)
@@ -64,55 +58,43 @@ TABLE_CSS = template_source("tables.css")
 def table_html(columns: Iterable[Any], rows: Iterable[Sequence[str]], table_class: str = "tunelab-table",
                row_classes: Iterable[str | None] | None = None,
                cell_styles: Iterable[Sequence[str | None] | None] | None = None) -> Markup:
-    """A table of text cells (``table.html.j2``), each row with an optional CSS class and optional inline
-    styles per cell (a notebook output carries its colours itself: it has no stylesheet)."""
+    """A table of text cells already formatted (``table.html.j2``), each row with an optional CSS class and
+    optional inline styles per cell (a notebook output carries its colours itself: it has no stylesheet).
+    A DataFrame goes through :func:`html_table` instead (labels, formats, legend, notes)."""
     rows = list(rows)
     classes = list(row_classes) if row_classes is not None else [None] * len(rows)
     styles = list(cell_styles) if cell_styles is not None else [None] * len(rows)
-    return render("table.html.j2", table_class=table_class, columns=[str(c) for c in columns],
-                  rows=[{"cells": cells, "css": css, "styles": style}
-                        for cells, css, style in zip(rows, classes, styles)])
+    view = TableView([Header(str(c), str(c)) for c in columns],
+                     [Row(list(cells), css, style) for cells, css, style in zip(rows, classes, styles)], table_class)
+    return render_view(view)
 
 
-def html_table(frame: pd.DataFrame, digits: int = 4) -> str:
-    """A DataFrame as a left-aligned HTML table without the index, cells as :func:`tunelab.report.tables.cell_texts`
-    shows them (numbers with ``digits`` significant digits, p-values with 3, an underflowed one as ``< 1e-300``,
-    NaN as ``-``).
+def render_view(view: TableView) -> Markup:
+    """A :class:`tunelab.report.presentation.TableView` as HTML (``table.html.j2``)."""
+    return render("table.html.j2", view=view)
+
+
+def html_table(frame: pd.DataFrame, digits: int = 4, verdicts: str | None = None, notes: Sequence[str] = ()) -> str:
+    """A DataFrame as a reader sees it (:func:`tunelab.report.presentation.present`): reader labels, one format
+    per kind of number (``digits`` significant digits, p-values with 3, an underflowed one as ``< 1e-300``,
+    counts whole, NaN as ``-``), empty columns left out; with ``verdicts`` (a column) rows coloured by it and a
+    legend; a row's notes (column ``note``) under it, ``notes`` under the table.
 
     >>> print(html_table(pd.DataFrame({"knob": ["<b>"], "p": [0.0004]})))
     <div class="tunelab-table-wrap"><table class="tunelab-table"><thead><tr><th>knob</th><th>p</th></tr></thead><tbody><tr><td>&lt;b&gt;</td><td>0.0004</td></tr></tbody></table></div>
     """
-    return str(table_html(frame.columns, cell_texts(frame, digits)))
-
-
-def verdict_class(verdict: Any) -> str:
-    """The CSS class of a verdict's row: ``'matters (guard ...)'`` -> ``'verdict-matters'``.
-
-    >>> verdict_class("matters"), verdict_class("no effect (equivalent)"), verdict_class("improve")
-    ('verdict-matters', 'verdict-equivalent', 'verdict-improve')
-    """
-    text = str(verdict).split(" (guard")[0]      # an ABBA verdict (improve, regress, ...) is its own class
-    return f"verdict-{VERDICT_CSS.get(text) or (text if f'verdict-{text}' in VERDICT_STYLE else 'inconclusive')}"
+    return str(render_view(present(frame, verdicts, digits, notes)))
 
 
 def verdicts_html(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] | None = None,
-                  styled: bool = False) -> str:
+                  styled: bool = False, notes: Sequence[str] = ()) -> str:
     """The verdict table as an HTML ``<table class="tunelab-verdicts">``, one row per knob × metric
-    (see :func:`tunelab.report.tables.verdict_frame`), each row classed by its verdict; ``styled``
-    also colours each verdict cell inline (:data:`VERDICT_STYLE`), for a notebook output."""
-    frame = verdict_frame(verdicts, metrics)
-    classes = [verdict_class(v) for v in frame["verdict"]]
-    return str(table_html(frame.columns, cell_texts(frame), "tunelab-verdicts", classes,
-                          verdict_styles(classes, list(frame.columns), "verdict") if styled else None))
-
-
-def verdict_styles(classes: Sequence[str], columns: Sequence[Any], column: str) -> list[list[str | None]]:
-    """Per row, the inline style of each cell: the verdict's colour (:data:`VERDICT_STYLE`) in ``column``.
-
-    >>> verdict_styles(["verdict-matters"], ["knob", "verdict"], "verdict")
-    [[None, 'color:#8b1a00;font-weight:bold']]
-    """
-    return [[VERDICT_STYLE.get(css) if name == column else None for name in columns] for css in classes]
+    (see :func:`tunelab.report.tables.verdict_frame`), each row classed by its verdict, with a legend of
+    the verdicts; under each row its post-hoc note and the ``notes`` (the screen's ``settings['notes']``)
+    about it, the other notes under the table. ``styled`` is kept for callers; a notebook output's
+    verdict cells are always coloured inline (:data:`VERDICT_STYLE`), the report's pages by tables.css."""
+    frame = verdict_frame(verdicts, metrics).assign(**{NOTE_COLUMN: row_notes(verdicts, list(notes))})
+    return html_table(frame, verdicts="verdict", notes=general_notes(verdicts, list(notes)))
 
 
 def image_html(png: bytes, alt: str) -> Markup:

@@ -15,8 +15,9 @@ result                HTML summary (``_repr_html_``)                ``plot()``
 ====================  ===========================================  =====================================
 
 Each summary is ``result_repr.html.j2`` (autoescaped) with the report's table markup
-(``table.html.j2``: rows classed by verdict, each verdict cell coloured inline as in ``tables.css``,
-since a notebook output has no stylesheet). Tables longer than :data:`MAX_ROWS` are cut (the rows
+(``table.html.j2`` through :mod:`tunelab.report.presentation`: reader labels, rows classed by verdict with a
+legend, each verdict cell coloured inline as in ``tables.css``, since a notebook output has no stylesheet;
+notes under the row they explain). Tables longer than :data:`MAX_ROWS` are cut (the rows
 that matter first) and the summary names the attribute holding the full table. The report's
 modules (tables, figures: matplotlib, seaborn) are imported on the first summary, not with this module.
 """
@@ -29,7 +30,7 @@ import pandas as pd
 
 from tunelab.display import VIEWS, View
 from tunelab.errors import DataError
-from tunelab.formatting import fmt_pct, fmt_pct_interval, fmt_sig, level_label
+from tunelab.formatting import fmt_pct, fmt_sig, level_label
 
 #: rows of a table in a summary; a longer one is cut and the summary says where the rest is
 MAX_ROWS = 12
@@ -38,7 +39,8 @@ MAX_ROWS = 12
 def summary_html(title: str, facts: Sequence[str], sections: Sequence[Mapping[str, Any]],
                  more: Sequence[tuple[str, str]], verdict: str | None = None) -> str:
     """``result_repr.html.j2``: a title (and a coloured ``verdict``), fact lines, tables and where the rest is."""
-    from tunelab.report.rendering import VERDICT_STYLE, render, verdict_class
+    from tunelab.report.presentation import VERDICT_STYLE, verdict_class
+    from tunelab.report.rendering import render
 
     css = verdict_class(verdict) if verdict else ""
     return str(render("result_repr.html.j2", title=title, facts=list(facts), sections=list(sections),
@@ -47,17 +49,15 @@ def summary_html(title: str, facts: Sequence[str], sections: Sequence[Mapping[st
 
 
 def section(heading: str | None, frame: pd.DataFrame, verdicts: str | None = None,
-            what: str = "rows") -> dict[str, Any]:
-    """A table of ``frame`` (cells as :func:`tunelab.report.tables.cell_texts`) under ``heading``, cut at
-    :data:`MAX_ROWS` rows; with ``verdicts`` (a column name) each row is classed and coloured by that column."""
-    from tunelab.report.rendering import table_html, verdict_class, verdict_styles
-    from tunelab.report.tables import cell_texts
+            what: str = "rows", notes: Sequence[str] = ()) -> dict[str, Any]:
+    """A table of ``frame`` (through the presentation layer, :func:`tunelab.report.rendering.html_table`) under
+    ``heading``, cut at :data:`MAX_ROWS` rows; with ``verdicts`` (a column name) each row is classed and coloured
+    by that column, with a legend; ``notes`` go under the table."""
+    from markupsafe import Markup
 
-    shown = frame.head(MAX_ROWS)
-    classes = [verdict_class(v) for v in shown[verdicts]] if verdicts else None
-    styles = verdict_styles(classes, list(shown.columns), verdicts) if classes is not None and verdicts else None
-    table = table_html(shown.columns, cell_texts(shown), "tunelab-verdicts" if verdicts else "tunelab-table",
-                       classes, styles)
+    from tunelab.report.rendering import html_table
+
+    table = Markup(html_table(frame.head(MAX_ROWS), verdicts=verdicts, notes=notes))
     cut = f" (the first {MAX_ROWS} of {len(frame)} {what})" if len(frame) > MAX_ROWS else ""
     return {"heading": f"{heading}{cut}" if heading else (cut.strip(" ()") or None), "table": table}
 
@@ -102,11 +102,12 @@ def run_html(result: Any) -> str:
 
 def screen_html(result: Any) -> str:
     """A :class:`tunelab.stats.ScreenResult`: how many verdicts of each kind, and the verdict table."""
-    from tunelab.report.tables import verdict_frame
+    from tunelab.report.tables import NOTE_COLUMN, general_notes, row_notes, verdict_frame
     from tunelab.report.wording import VERDICT_ORDER
 
     verdicts, settings = result.verdicts, result.settings
-    frame = verdict_frame(verdicts, settings.get("metrics"))
+    notes = list(settings.get("notes") or [])
+    frame = verdict_frame(verdicts, settings.get("metrics")).assign(**{NOTE_COLUMN: row_notes(verdicts, notes)})
     if len(frame) > MAX_ROWS:     # the rows that matter first, else in the table's own order
         rank = verdicts["verdict"].astype(str).map(lambda v: VERDICT_ORDER.get(v, len(VERDICT_ORDER)))
         frame = frame.iloc[rank.reset_index(drop=True).argsort(kind="stable")]
@@ -114,11 +115,9 @@ def screen_html(result: Any) -> str:
     facts = [", ".join(f"{n} {verdict}" for verdict, n in counts.items()) or "no verdicts",
              f"{settings.get('n_runs', '?')} runs, alpha {settings.get('alpha')} ({settings.get('correction')} over "
              "the family), changes against the baseline with the interval of the verdict's test at its CI level"]
-    notes = settings.get("notes") or []
-    if notes:
-        facts.append(f"{len(notes)} note(s): result.settings['notes']")
     return summary_html(f"Screen ({getattr(result.design, 'value', result.design)}): which knobs matter?", facts,
-                        [section(None, frame, verdicts="verdict", what="rows, those that matter first")],
+                        [section(None, frame, verdicts="verdict", what="rows, those that matter first",
+                                 notes=general_notes(verdicts, notes))],
                         [("result.verdicts", f"the full table ({len(verdicts)} rows)"),
                          ("result.effects", "every level's change with its CI"),
                          ("result.plot(metric=...)", "the forest plot")])
@@ -144,17 +143,10 @@ def screen_plot(result: Any, metric: str | None = None, ax: Any = None) -> Any:
 
 
 def abba_frame(table: pd.DataFrame) -> pd.DataFrame:
-    """A confirmation's or validation's table for reading: one row per profile × metric with the change and
-    its 95 % CI, the SESOI, TOST p, the verdict and the blocks (used, and needed when inconclusive)."""
-    return pd.DataFrame({          # the verdict third, as in the screen's table (tables.css colours that column)
-        "profile": table["profile"], "metric": table["metric"], "verdict": table["verdict"],
-        "change (95 % CI)": [fmt_pct_interval(e, lo, hi) for e, lo, hi in
-                             zip(table["pct_change"], table["ci_low"], table["ci_high"])],
-        "SESOI": [f"±{s:g} %" for s in table["sesoi_pct"]], "tost_p": table["tost_p"].astype(float),
-        "blocks": table["blocks"],
-        "blocks needed": [int(n) if n is not None and not pd.isna(n) else None for n in table["blocks_needed"]],
-        "role": table["role"] if "role" in table else "objective",
-    }).reset_index(drop=True)
+    """A confirmation's or validation's table for reading (:func:`tunelab.report.tables.abba_frame`)."""
+    from tunelab.report.tables import abba_frame as frame_of
+
+    return frame_of(table)
 
 
 def configs_frame(baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any], name: str) -> pd.DataFrame:

@@ -19,23 +19,29 @@ from tunelab.formatting import level_label
 from tunelab.formatting import fmt_level
 from tunelab.report.figures import knob_rows
 from tunelab.report.loading import Study, StudyInputs
+from tunelab.report.labels import column_kind
 from tunelab.report.wording import MODEL_TEST_SHORT, MODEL_TEST_TEXT, present, short_test_name
 from tunelab.stats import ScreenResult, compact_letters, to_matrix
 from tunelab.stats.mechanisms import change_text, counter_name, top_mechanisms
 from tunelab.model import Direction
+from tunelab.formatting import fmt_count, fmt_effect_size
 
 
 def cell_texts(frame: pd.DataFrame, digits: int = 4) -> list[list[str]]:
-    """Every cell of ``frame`` as shown: p-value columns (:func:`tunelab.formatting.is_p_column`) with 3
-    significant digits, an underflowed one as ``< 1e-300`` (:func:`tunelab.formatting.fmt_p_exact`);
-    other numbers with ``digits`` significant digits and rounding noise next to the column's largest
-    value as ``0`` (:func:`tunelab.formatting.fmt_sig`); NaN/None as ``-``; levels (tuples) as text;
+    """Every cell of ``frame`` as shown, by the kind of its column (:func:`tunelab.report.labels.column_kind`):
+    p-values (kind ``p``, or a name :func:`tunelab.formatting.is_p_column` knows) with 3 significant digits, an
+    underflowed one as ``< 1e-300`` (:func:`tunelab.formatting.fmt_p_exact`); counts (kind ``count``, or
+    integers) whole with thousands separators (:func:`tunelab.formatting.fmt_count`: ``10,250``, never
+    ``1.025e+04``); other numbers with ``digits`` significant digits and rounding noise next to the column's
+    largest value as ``0`` (:func:`tunelab.formatting.fmt_sig`); NaN/None as ``-``; levels (tuples) as text;
     long text in full.
 
     >>> cell_texts(pd.DataFrame({"p_adj": [0.0004, 0.2], "estimate": [68.85, -1.421e-14], "n": [3, 10]}))
     [['0.0004', '68.85', '3'], ['0.2', '0', '10']]
     >>> cell_texts(pd.DataFrame({"level": [(1, 2), None], "p": [0.0, float("nan")], "mean": [100123.4, 0.5]}))
     [['1 2', '< 1e-300', '100,123'], ['-', '-', '0.5']]
+    >>> cell_texts(pd.DataFrame({"blocks_needed": [10250.0, None], "tost_p": [8.06e-06, 0.4013], "x": [12345, 7]}))
+    [['10,250', '8.06e-06', '12,345'], ['-', '0.401', '7']]
     """
     scales = {column: _scale(frame[column]) for column in frame.columns}
     return [[_cell(str(column), value, digits, scales[column]) for column, value in zip(frame.columns, row)]
@@ -54,10 +60,15 @@ def _cell(column: str, value: Any, digits: int, scale: float | None) -> str:
         return str(value)
     if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, numbers.Real) and math.isnan(value)):
         return "-"
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
+    kind = column_kind(column)
+    if kind == "level" and isinstance(value, numbers.Real):
+        return f"{100 * float(value):.4g} %"                 # a confidence level: 0.99167 -> 99.17 %
+    if kind == "text" and isinstance(value, numbers.Integral):
+        return str(int(value))                                # an id (a seed, a trial): no separators
+    if kind == "count" or isinstance(value, numbers.Integral):
+        return fmt_count(value) if isinstance(value, numbers.Real) else str(value)
     if isinstance(value, numbers.Real):
-        return fmt_p_exact(value) if is_p_column(column) else fmt_sig(value, digits, scale)
+        return fmt_p_exact(value) if kind == "p" or is_p_column(column) else fmt_sig(value, digits, scale)
     return str(value)
 
 
@@ -101,6 +112,79 @@ def verdict_frame(verdicts: pd.DataFrame, metrics: Sequence[Mapping[str, Any]] |
         # another metric's change beside this one's (iperf3's retransmits beside its goodput): not a guard
         out["trade-off"] = verdicts["trade_off"].map(lambda v: str(v) if present(v) else "-").to_numpy()
     return out.reset_index(drop=True)
+
+
+#: the column of a shown table whose notes (a string or a list of them) are shown under its row, not as a column
+NOTE_COLUMN = "note"
+
+
+def row_notes(verdicts: pd.DataFrame, notes: Sequence[str] = ()) -> list[list[str]]:
+    """Per verdict row, what explains it, shown under the row (:data:`NOTE_COLUMN`): its post-hoc note (a
+    level the omnibus test flags but the post-hoc test does not separate) and each of ``notes`` (the
+    screen's ``settings['notes']``) that starts with the row's ``knob × metric`` (or with ``knob × `` when
+    it names no metric of the table).
+
+    >>> v = pd.DataFrame({"knob": ["a", "a"], "metric": ["qps", "lat"], "posthoc_note": ["Games-Howell: no", None]})
+    >>> row_notes(v, ["a × lat: 3 runs left out", "b × qps: untested", "load profiles x, y"])
+    [['Games-Howell: no'], ['a × lat: 3 runs left out']]
+    """
+    metrics = set(map(str, verdicts["metric"]))
+    out = []
+    for row in verdicts.to_dict("records"):
+        own = [str(row["posthoc_note"])] if present(row.get("posthoc_note")) else []
+        prefix = f"{row['knob']} × "
+        own += [note for note in notes if note.startswith(f"{prefix}{row['metric']}")
+                or (note.startswith(prefix) and note[len(prefix):].split(":")[0].split(" ")[0] not in metrics)]
+        out.append(own)
+    return out
+
+
+def general_notes(verdicts: pd.DataFrame, notes: Sequence[str] = ()) -> list[str]:
+    """The ``notes`` that belong to no row of ``verdicts`` (:func:`row_notes`), shown under the table.
+
+    >>> general_notes(pd.DataFrame({"knob": ["a"], "metric": ["qps"]}), ["a × qps: x", "load profiles x, y"])
+    ['load profiles x, y']
+    """
+    placed = {note for own in row_notes(verdicts.assign(posthoc_note=None), notes) for note in own}
+    return [note for note in notes if note not in placed]
+
+
+def abba_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """A confirmation's or validation's table for reading: one row per profile × metric with the verdict, the
+    change and its interval, the means, the SESOI, TOST p and the blocks (used, and needed when inconclusive).
+    The interval's level (``ci_level``, else a look's ``1 - alpha_nominal``, else 95 %) is in the change's
+    header when every row has the same one (``change (99.17 % CI)``), else in a ``CI level`` column. The raw
+    table's other columns (the bootstrap interval, the comparison's name) stay in the DataFrame."""
+    levels = _interval_levels(table)
+    single = levels.nunique() <= 1
+    change = f"change ({fmt_level(levels.iloc[0]) if len(levels) else '95 %'} CI)" if single else "change [CI]"
+    frame = pd.DataFrame({          # the verdict third, as in the screen's table (tables.css colours that column)
+        "profile": table["profile"], "metric": table["metric"], "verdict": table["verdict"],
+        change: [fmt_pct_interval(e, lo, hi) for e, lo, hi in zip(table["pct_change"], table["ci_low"],
+                                                                     table["ci_high"])],
+        "SESOI": [f"±{s:g} %" for s in table["sesoi_pct"]], "tost_p": table["tost_p"].astype(float),
+        "blocks": table["blocks"],
+        "blocks needed": [int(n) if n is not None and not pd.isna(n) else None for n in table["blocks_needed"]],
+        "role": table["role"] if "role" in table else "objective",
+    })
+    if not single:
+        frame.insert(4, "ci_level", levels.to_numpy())     # a fraction; shown in % (labels: kind level)
+    for name in ("candidate_mean", "baseline_mean"):
+        if name in table:
+            frame.insert(4 + (not single), name, table[name].to_numpy())
+    return frame.reset_index(drop=True)
+
+
+def _interval_levels(table: pd.DataFrame) -> pd.Series:
+    """Each row's interval level: its ``ci_level``, else ``1 - alpha_nominal`` of its look, else 0.95.
+
+    >>> list(_interval_levels(pd.DataFrame({"alpha_nominal": [0.0083, None]})).round(4))
+    [0.9917, 0.95]
+    """
+    if "ci_level" in table:
+        return table["ci_level"].astype(float).fillna(0.95).reset_index(drop=True)
+    nominal = table["alpha_nominal"].astype(float) if "alpha_nominal" in table else pd.Series([0.05] * len(table))
+    return (1 - nominal.fillna(0.05)).reset_index(drop=True)
 
 
 def model_terms_frame(model_terms: pd.DataFrame) -> pd.DataFrame:
@@ -228,7 +312,7 @@ def mechanism_frames(result: ScreenResult, top: int | None = 5) -> dict[str, pd.
             "counter": [counter_name(c) for c in rows["counter"]],
             "change per second [95 % CI]": [change_text(d, lo, hi) for d, lo, hi in
                                             zip(rows["difference"], rows["ci_low"], rows["ci_high"])],
-            "Hedges' g [95 % CI]": [fmt_abs_interval(g, lo, hi) for g, lo, hi in
+            "Hedges' g [95 % CI]": [fmt_effect_size(g, lo, hi) for g, lo, hi in
                                     zip(rows["hedges_g"], rows["g_ci_low"], rows["g_ci_high"])],
             "q (BH)": [fmt_p_exact(q) for q in rows["q"]]})
     return frames
