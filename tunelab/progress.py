@@ -22,12 +22,20 @@ import time
 from typing import Any, Callable, Iterable, Sequence, TextIO
 
 from tqdm import tqdm as text_bar
-from tqdm.auto import tqdm as auto_bar
 
 #: seconds between two lines when stderr is neither a terminal nor a notebook
 LINE_INTERVAL_S = 60.0
 #: seconds between two updates of the in-place line of a notebook without ipywidgets
 CELL_INTERVAL_S = 0.5
+
+
+def auto_bar(**options: Any) -> Any:
+    """A ``tqdm.auto`` bar: a widget in a notebook, text elsewhere. Imported here, when a bar is made, never at
+    import time: in a kernel without ipywidgets ``tqdm.auto``'s import alone warns ("IProgress not found") on
+    stderr, and such a kernel gets the in-place line (:class:`CellProgress`) instead of a bar."""
+    from tqdm.auto import tqdm
+
+    return tqdm(**options)
 
 
 def in_notebook() -> bool:
