@@ -133,13 +133,19 @@ def fmt_pct(value: Any, signed: bool = True, decimals: int = 1) -> str:
 def fmt_abs(value: Any, signed: bool = True) -> str:
     """A difference in the metric's units with 3 significant digits: ``12.345`` -> ``'+12.3'``; NaN -> ``'n/a'``.
 
-    >>> fmt_abs(12.345), fmt_abs(-0.5), fmt_abs(-0.5, signed=False)
-    ('+12.3', '-0.5', '0.5')
+    Above 999 it is a whole number with thousands separators, never ``-3.45e+03``.
+
+    >>> fmt_abs(12.345), fmt_abs(-0.5), fmt_abs(-0.5, signed=False), fmt_abs(-3454.2), fmt_abs(-3454.2, signed=False)
+    ('+12.3', '-0.5', '0.5', '-3,454', '3,454')
     """
     number = _finite(value)
     if number is None:
         return "n/a"
-    return f"{number:+.3g}" if signed else f"{abs(number):.3g}"
+    number = number if signed else abs(number)
+    text = f"{number:+.3g}" if signed else f"{number:.3g}"
+    if "e+" in text:
+        return f"{number:+,.0f}" if signed else f"{number:,.0f}"
+    return text
 
 
 def decimals_apart(*values: Any) -> int:
