@@ -315,7 +315,8 @@ def pooled_from_summaries(x: tuple[np.ndarray, np.ndarray, np.ndarray], y: tuple
     crit = ss.t.ppf(0.975, df)
     half = crit * pooled * np.sqrt(1 / nx + 1 / ny)
     difference = mean_x - mean_y
-    return {"counter": np.asarray(counters, dtype=object)[keep], "n": nx, "baseline_n": ny, "mean": mean_x,
+    return {"counter": np.asarray(counters, dtype=object)[keep], "n": nx.astype(int), "baseline_n": ny.astype(int),
+            "mean": mean_x,
             "baseline_mean": mean_y, "difference": difference, "ci_low": difference - half,
             "ci_high": difference + half, "hedges_g": g, "g_ci_low": g - crit * g_se, "g_ci_high": g + crit * g_se,
             "t": np.asarray(test.statistic, float), "df": df, "p": np.asarray(test.pvalue, float)}
