@@ -117,7 +117,8 @@ def test_cli_refine_from_a_design_searches_only_the_listed_knobs(tmp_path, capsy
     (["--budget", "-3"], "budget must be a positive number of measurements, got -3"),
     (["--knobs", "screened+net.core.nope"], "--knobs net.core.nope not in the design"),
     (["--option", "pop_size"], "--option 'pop_size' must look like KEY=VALUE"),
-    (["--confirm-blocks", "1"], "confirmation needs at least 2 ABBA blocks to estimate its variance, got 1"),
+    (["--confirm-blocks", "1"], "confirmation needs at least 2 ABBA blocks to estimate its variance, got 1; pass 2 or more (or 0 "
+                                   "to skip the confirmation)"),
 ])
 def test_cli_refine_bad_requests_get_one_error_line_and_touch_nothing(tmp_path, capsys, args, message) -> None:
     design = tmp_path / "d.yaml"

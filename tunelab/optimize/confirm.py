@@ -99,7 +99,10 @@ def check_confirm_blocks(blocks: int) -> None:
     (None, None)
     """
     if blocks != 0 or isinstance(blocks, bool):
-        abba_order(blocks)
+        try:
+            abba_order(blocks)
+        except ValidationError as exc:
+            raise ValidationError(f"{exc} (or 0 to skip the confirmation)") from None
 
 
 def abba_order(blocks: int) -> list[tuple[int, int, str]]:
@@ -110,7 +113,7 @@ def abba_order(blocks: int) -> list[tuple[int, int, str]]:
     """
     if isinstance(blocks, bool) or not isinstance(blocks, (int, np.integer)) or blocks < MIN_BLOCKS:
         raise ValidationError(f"confirmation needs at least {MIN_BLOCKS} ABBA blocks to estimate its variance, "
-                              f"got {blocks!r}; pass 2 or more (0 skips the confirmation)")
+                              f"got {blocks!r}; pass 2 or more")
     return [(b, p, arm) for b in range(blocks) for p, arm in enumerate("ABBA")]
 
 

@@ -116,8 +116,7 @@ def screen(data: pd.DataFrame, metrics: Sequence[Metric | dict[str, Any]], knobs
         at the reported level becomes ``'not comparable'`` with the ``guard`` text (see
         :mod:`tunelab.stats.guards`); the ``guards`` table holds every guard's change per level.
     counters : CounterCells, optional
-        The runs' kernel counters summarised per cell of the knobs and ``status`` when ``data`` holds none
-        (a large CSV, :func:`tunelab.study_data.read_csv_summarising_counters`); by default ``data``'s.
+        ``data``'s counters summarised per cell (a large CSV: :func:`tunelab.study_data.read_csv_summarising_counters`).
 
     Returns
     -------
