@@ -700,6 +700,7 @@ def _foreign_labs(mine: set[str]) -> list[str]:
     return sorted(names) + namespaces
 
 
+@pytest.mark.serial          # `lab down --all` removes every lab: run-tests.sh runs it when no other test runs
 def test_lab_down_all_removes_the_orphan_of_a_killed_run(make_case: Any) -> None:
     case = make_case("lab")
     _crash(case, "after_apply", 1, "SIGKILL")

@@ -11,7 +11,8 @@ import pytest
 
 from browser_helpers import chromium_run  # tests/ is on sys.path (tests/conftest.py)
 
-pytestmark = pytest.mark.browser
+# the session's report builds (conftest's default_report, refine_report) happen once: on one worker
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("default-report")]
 
 
 class Dom(HTMLParser):

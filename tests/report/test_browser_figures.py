@@ -13,6 +13,9 @@ import pytest
 
 from browser_helpers import figures_at
 
+# the session's report builds (conftest's default_report, refine_report) happen once: on one worker
+pytestmark = pytest.mark.xdist_group("default-report")
+
 
 @pytest.mark.parametrize("page", ["index.html", "01_screen.html", "02_posthoc.html"])
 def test_report_figures_are_shown_at_their_drawn_size(page: str, default_report: Path, chromium: str) -> None:

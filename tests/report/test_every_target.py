@@ -20,6 +20,9 @@ from cli_helpers import tunelab_here  # noqa: F401 - the fixture
 
 from report_helpers import DEFAULT_EXAMPLE, copy_store
 
+# the session's report builds (conftest's default_report, refine_report) happen once: on one worker
+pytestmark = pytest.mark.xdist_group("default-report")
+
 #: a small OAT screen on the simulator's ``simple`` surface (somaxconn has a peak at 1024)
 SIMULATOR_DESIGN = """\
 name: simscreen

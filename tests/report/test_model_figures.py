@@ -23,6 +23,9 @@ from tunelab.errors import DataError
 from tunelab.model import AnalysisKind
 from tunelab.report import figures, tables, wording
 
+# the session's report builds (conftest's default_report, refine_report) happen once: on one worker
+pytestmark = pytest.mark.xdist_group("default-report")
+
 ABORT = EXAMPLES / "abort-on-overflow.sqlite"
 SOMAXCONN, ABORT_KNOB = "net.core.somaxconn", "net.ipv4.tcp_abort_on_overflow"
 

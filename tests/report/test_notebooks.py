@@ -165,6 +165,9 @@ import importlib
 _loading = importlib.import_module("tunelab.report.loading")   # `tunelab.report` is also the API's function
 from tunelab.report.tables import significant_pairs as _pairs
 
+# the session's report builds (conftest's default_report, refine_report) happen once: on one worker
+pytestmark = pytest.mark.xdist_group("default-report")
+
 _screen_study = _loading.screen_study
 
 

@@ -15,6 +15,9 @@ from report_helpers import copy_store, DEFAULT_EXAMPLE
 from tunelab.formatting import fmt_count, fmt_effect_size, fmt_p_exact, fmt_sig, fmt_signed_sig
 from tunelab.report.labels import LABELS, column_label, unlabelled
 
+# the session's report builds (conftest's default_report, refine_report) happen once: on one worker
+pytestmark = pytest.mark.xdist_group("default-report")
+
 EXAMPLES = DEFAULT_EXAMPLE.parent
 
 

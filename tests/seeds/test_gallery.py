@@ -17,6 +17,9 @@ from tunelab.seeds import SEED_STUDIES, Claim, FigureImage, Measured, SeedStudy,
 from tunelab.seeds.gallery import provenance_text, store_provenance, write_gallery
 from tunelab.store import Store
 
+# the session's gallery build (conftest's real_gallery) happens once: on one worker
+pytestmark = pytest.mark.xdist_group("seed-gallery")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# the session's gallery build (conftest's real_gallery) happens once: on one worker
+pytestmark = pytest.mark.xdist_group("seed-gallery")
+
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "reports" / "seeds"
 REBUILD = ("rebuild it from the committed stores and commit it: `tunelab gallery --quick` (it reads data/examples/seeds "
