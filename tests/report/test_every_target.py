@@ -90,6 +90,20 @@ def test_a_validate_store_shows_its_verdict_on_the_front_page(simulator_stores, 
     assert index.find(class_=BANNER) is not None
 
 
+def test_a_duet_validate_store_is_reported_in_pairs(tmp_path: Path, tunelab_here) -> None:
+    """The lab's duet validation (data/examples/seeds: both sides measured at once, judged per pair) is reported:
+    its verdict on the front page and 04_validate's page counting duet pairs, not ABBA blocks."""
+    store = copy_store(DEFAULT_EXAMPLE.parent / "seeds" / "001-diiner-overload-validate-duet.sqlite", tmp_path)
+    proc = tunelab_here(["report", str(store), "--out", "out"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    shown = pages(tmp_path / "out")
+    rows = shown["index.html"].find("section", id="validation").find("tbody").find_all("tr")
+    verdicts = {tr.find_all("td")[-1].get_text(strip=True) for tr in rows}
+    assert rows and verdicts <= {"improve", "regress", "equivalent", "inconclusive", "untestable"}, verdicts
+    text = shown["04_validate.html"].get_text(" ")
+    assert "duet pairs" in text and "measurements in" in text, text[:3000]
+
+
 def _with_target(store: Path, target: str) -> Path:
     """``store`` with its stored design's ``target:`` line replaced by ``target`` (as a store of that target)."""
     db = sqlite3.connect(store)

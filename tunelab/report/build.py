@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from tunelab.designs.schema import CORRECTIONS
 from tunelab.errors import TunelabError
-from tunelab.model import AnalysisKind, MeasurementKind
+from tunelab.model import AnalysisKind
 from tunelab.progress import StudyProgress
 from tunelab.report.loading import (ReportError, Study, StudyInputs, UnknownParameterError, is_synthetic, load_study,
                                     screen_study)
@@ -601,10 +601,9 @@ def comparison_verdicts(study: Study, metric: str | None = None, alpha: float | 
         goals = refinement.comparison_goals(study, list(comparison.measurements.columns), metric, sesoi_pct,
                                             stored=comparison.goals)
         table = refinement.judge(comparison, goals, refinement.comparison_alpha(comparison, alpha, default))
-        unit = "pair" if comparison.measurement is MeasurementKind.DUET else "block"
         out.append(ComparisonVerdict(comparison.phase, comparison.profile, configs_text(comparison.baseline) or "-",
                                      configs_text(comparison.candidate) or "-",
-                                     int(comparison.measurements[unit].nunique()),
+                                     int(comparison.measurements[comparison.unit].nunique()),
                                      overall_verdict(list(table["verdict"]))))
     return out
 

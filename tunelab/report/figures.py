@@ -976,10 +976,11 @@ def pareto_figure(points: pd.DataFrame, x: str, y: str) -> Figure:
     return fig
 
 
-def abba_figure(measurements: pd.DataFrame, metric: str) -> Figure:
-    """Confirmation blocks: per ABBA block the mean of the baseline (A) and the candidate (B), joined."""
-    _require(measurements, ["block", "arm", metric])
-    means = measurements.groupby(["block", "arm"])[metric].mean().unstack("arm")
+def abba_figure(measurements: pd.DataFrame, metric: str, unit: str = "block") -> Figure:
+    """Confirmation blocks: per ABBA block (``unit`` ``block``) or duet pair (``pair``) the mean of the baseline (A)
+    and the candidate (B), joined."""
+    _require(measurements, [unit, "arm", metric])
+    means = measurements.groupby([unit, "arm"])[metric].mean().unstack("arm")
     fig, ax = _single(5.5, 3.8)
     for _, row in means.iterrows():
         ax.plot([0, 1], [row.get("A"), row.get("B")], "-", color="0.6", lw=1)
@@ -987,8 +988,8 @@ def abba_figure(measurements: pd.DataFrame, metric: str) -> Figure:
     ax.scatter(np.ones(len(means)), means.get("B"), color=CANDIDATE_COLOR, s=40, zorder=3)
     ax.set_xticks([0, 1], ["A: baseline", "B: candidate"])
     ax.set_xlim(-0.4, 1.4)
-    ax.set_ylabel(f"{metric} (block mean)")
-    ax.set_title(f"{len(means)} ABBA blocks; lines join a block", fontsize=10)
+    ax.set_ylabel(f"{metric} ({unit} mean)")
+    ax.set_title(f"{len(means)} {'ABBA blocks' if unit == 'block' else 'duet pairs'}; lines join a {unit}", fontsize=10)
     fig.legend(handles=[Patch(color=BASELINE_COLOR, label="baseline"), Patch(color=CANDIDATE_COLOR, label="candidate")],
                fontsize=8, loc="outside right upper")
     return fig

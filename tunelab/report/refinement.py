@@ -728,6 +728,16 @@ class Comparison:
     def label(self) -> str:
         return f"{self.phase} {self.profile} ({self.digest})"
 
+    @property
+    def unit(self) -> str:
+        """The column that groups its measurements: ``block`` (ABBA) or ``pair`` (duet)."""
+        return "pair" if self.measurement is MeasurementKind.DUET else "block"
+
+    @property
+    def units_text(self) -> str:
+        """How its units read: ``'ABBA blocks'`` or ``'duet pairs'``."""
+        return "duet pairs" if self.measurement is MeasurementKind.DUET else "ABBA blocks"
+
 
 def abba_comparisons(study: Study) -> list[Comparison]:
     """Every ABBA comparison recorded in the confirm and validate phases, oldest first."""
