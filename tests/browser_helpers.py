@@ -30,20 +30,14 @@ def chromium_run(binary: str, url: str, *extra: str) -> str:
     return done.stdout
 
 
-#: measures every figure (``<img>``) once the page has loaded: its natural and its shown size, px
-_FIGURE_PROBE = """<script>
-window.addEventListener("load", function () {
+#: measures every figure (``<img>``) once the page has loaded (:func:`_probe`): its natural and its shown size, px
+_FIGURE_PROBE = """
   var out = [];
   document.querySelectorAll("img").forEach(function (img) {
     var box = img.getBoundingClientRect();
     out.push({alt: img.alt || "", natural: [img.naturalWidth, img.naturalHeight], shown: [box.width, box.height]});
   });
-  var pre = document.createElement("pre");
-  pre.id = "tunelab-figure-probe";
-  pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
-});
-</script>"""
+"""
 
 
 def figures_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> list[dict]:
@@ -55,8 +49,7 @@ def figures_at(binary: str, page: Path, width: int = 1400, height: int = 900) ->
 
 
 #: measures the page once loaded and writes the result into the DOM (read back from ``--dump-dom``)
-_LAYOUT_PROBE = """<script>
-window.addEventListener("load", function () {
+_LAYOUT_PROBE = """
   var width = window.innerWidth, out = {scrollWidth: document.documentElement.scrollWidth, innerWidth: width,
                                         overflowing: [], headers: {}};
   function inScrollBox(el) {
@@ -76,12 +69,7 @@ window.addEventListener("load", function () {
   document.querySelectorAll("th").forEach(function (th) {
     out.headers[th.textContent.trim()] = th.getBoundingClientRect().right;
   });
-  var pre = document.createElement("pre");
-  pre.id = "tunelab-layout-probe";
-  pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
-});
-</script>"""
+"""
 
 
 def layout_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> dict:
@@ -95,8 +83,7 @@ def layout_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> 
 
 
 #: each table's own width against the width of the box it sits in (its wrapper, else its parent)
-_TABLE_PROBE = """<script>
-window.addEventListener("load", function () {
+_TABLE_PROBE = """
   var out = {innerWidth: window.innerWidth, tables: []};
   document.querySelectorAll("table").forEach(function (table) {
     var box = table.closest("div.tunelab-table-wrap") || table.parentElement;
@@ -105,12 +92,7 @@ window.addEventListener("load", function () {
                      headers: Array.prototype.map.call(table.querySelectorAll("th"),
                                                        function (th) { return th.textContent.trim(); })});
   });
-  var pre = document.createElement("pre");
-  pre.id = "tunelab-layout-probe";
-  pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
-});
-</script>"""
+"""
 
 
 def tables_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> dict:
@@ -118,12 +100,16 @@ def tables_at(binary: str, page: Path, width: int = 1400, height: int = 900) -> 
     its class, ``scrollWidth`` (its full width), ``boxWidth`` and ``boxScrollWidth`` (the box it sits in: its
     ``tunelab-table-wrap`` or parent; a table that fits has ``scrollWidth <= boxWidth`` and its box does not
     scroll), its right edge and its headers; and the window's ``innerWidth``."""
-    return _probe(binary, page, "layout", _TABLE_PROBE, width, height)   # it writes the layout probe's id
+    return _probe(binary, page, "table", _TABLE_PROBE, width, height)
 
 
-def _probe(binary: str, page: Path, name: str, script: str, width: int, height: int) -> Any:
-    """Run ``script`` (which writes JSON into ``<pre id="tunelab-NAME-probe">``) on a copy of ``page`` beside it
-    (same relative links) in a ``width`` x ``height`` window; the JSON it wrote. The page itself is unchanged."""
+def _probe(binary: str, page: Path, name: str, body: str, width: int, height: int) -> Any:
+    """Run the JavaScript ``body`` (which fills a variable ``out``) once ``page`` has loaded, on a copy of it beside
+    it (same relative links) in a ``width`` x ``height`` window; ``out`` as JSON, read back from the DOM (a
+    ``<pre id="tunelab-NAME-probe">`` the probe appends). The page itself is unchanged."""
+    script = ('<script>\nwindow.addEventListener("load", function () {\n' + body
+              + f'  var pre = document.createElement("pre");\n  pre.id = "tunelab-{name}-probe";\n'
+              + '  pre.textContent = JSON.stringify(out);\n  document.body.appendChild(pre);\n});\n</script>')
     page = Path(page).resolve()
     probe = page.with_name(f".{name}-probe-{page.name}")
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
