@@ -68,6 +68,11 @@ def test_the_published_surface_has_inert_knobs_a_cliff_and_a_known_optimum(bench
     other = {**best, inert: surface.space[inert]["values"][-1]}
     assert bench.regret_pct("rosenbrock24c", other) == 0.0            # a knob outside the function: no effect
     assert bench.regret_pct("rosenbrock24c", surface.baseline) > 10   # the baseline is far from the optimum
+    # the screen's ceiling: every active knob kept reaches the optimum; one of them dropped does not; none: baseline
+    active = [k for k in surface.space if best[k] != surface.baseline[k]]
+    assert len(active) == 4 and bench.ceiling_regret("rosenbrock24c", active) == 0.0
+    assert bench.ceiling_regret("rosenbrock24c", active[1:]) > 2.0
+    assert bench.ceiling_regret("rosenbrock24c", []) == bench.regret_pct("rosenbrock24c", surface.baseline)
 
 
 def test_it_runs_end_to_end_at_a_tiny_size(bench, own_leases, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -83,6 +88,7 @@ def test_it_runs_end_to_end_at_a_tiny_size(bench, own_leases, tmp_path: Path, ca
     for row in rows:
         assert "error" not in row["out"] and sum(row["out"]["spent"].values()) <= 60
     tune = [r["out"] for r in rows if r["task"][1] == "tune"]
+    assert all(r["ceiling"] <= bench.regret_pct("wide27", bench.surface_of("wide27").baseline) for r in tune)
     assert all(r["verdict"] in ("improve", "regress", "equivalent", "inconclusive", "untestable", "stopped",
                                 "unconfirmed") for r in tune)
     lines = out.splitlines()
