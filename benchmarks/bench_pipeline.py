@@ -38,11 +38,16 @@ false improvements <= 5 %.
 
 Usage::
 
-    /work/main/.venv/bin/python benchmarks/bench_pipeline.py --seeds 10 --budgets 60,100 \\
-        --surfaces wide27,rosenbrock24c                                # first figures (about 15 min on 2 cores)
-    # the full run, for a quiet machine (SMAC3 costs tens of seconds a run; many hours on 2 cores):
-    nice -n 19 /work/main/.venv/bin/python benchmarks/bench_pipeline.py --seeds 50 --jobs 2 \\
-        --results benchmarks/results/pipeline.jsonl
+    # first figures (10 seeds, two surfaces, 60 and 100; without SMAC3 about 7 min on 2 busy cores):
+    /work/main/.venv/bin/python benchmarks/bench_pipeline.py --seeds 10 --budgets 60,100 \
+        --surfaces wide27,rosenbrock24c --results reports/bench_pipeline-first.jsonl
+    # the full run, for a quiet machine, in an environment with the bench extra (SMAC3): every surface, budgets
+    # 60,100,150,250, 50 seeds; SMAC3 costs 40-100 s a run at 60-100 on 2 busy cores (150-250 not measured yet,
+    # more), the others 1-10 s: roughly half a day on 2 processes; it resumes from --results after a stop:
+    nice -n 19 .venv/bin/python benchmarks/bench_pipeline.py --seeds 50 --jobs 2 \
+        --results reports/bench_pipeline.jsonl --json reports/bench_pipeline.json
+
+``reports/`` is not tracked (as the other benchmarks, the runs' outcomes are not in the repository).
 
 A method may carry options: ``tune:warm=projected:sesoi=2`` is tune with :func:`tunelab.tune`'s ``warm`` and a
 SESOI of 2 % (``split``, ``engine``, ``screen_design``, ``noise_pct`` too), ``tpe:...`` an engine's options; each
