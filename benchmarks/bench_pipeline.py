@@ -272,7 +272,7 @@ def honesty(outs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ceilings = [o["ceiling"] for o in ok if math.isfinite(o.get("ceiling", math.nan))]
     return {"runs": len(ok), "confirmed": len(confirmed), "claims": len(claims),
             "screen_kept_a_hit": float(np.mean([c <= TOLERANCE_PCT for c in ceilings])) if ceilings else math.nan,
-            "ceiling": float(np.mean(ceilings)) if ceilings else math.nan,
+            "ceiling": float(np.mean(ceilings)) if ceilings else math.nan, "ceilings": len(ceilings),
             "coverage": (float(np.mean([o["ci_low"] <= o["true_gain"] <= o["ci_high"] for o in confirmed]))
                          if confirmed else math.nan),
             "false_claims": float(np.mean([o["true_gain"] <= 0 for o in claims])) if claims else math.nan,
@@ -330,7 +330,7 @@ def print_honesty(results: Mapping[tuple, Mapping[str, Any]], surfaces: Sequence
                                + [False] * (h["confirmed"] - round(h["coverage"] * h["confirmed"])))
             print(f"  {name} {method} @{budget}: coverage {h['coverage']:.0%} [{low:.0%}-{high:.0%}] of "
                   f"{h['confirmed']} confirmed; false {h['false_claims']:.0%} of {h['claims']} claims; "
-                  f"{h['verdicts']}; screen kept a hit in {h['screen_kept_a_hit']:.0%} (least regret "
+                  f"{h['verdicts']}; screen kept a hit in {h['screen_kept_a_hit']:.0%} of {h['ceilings']} (least regret "
                   f"{h['ceiling']:.1f} %); spent {spent}")
     return rows
 
