@@ -375,7 +375,9 @@ def write_json(path: str, table: Mapping[tuple[str, str, int], Mapping[str, Any]
 
     rows = [{"surface": n, "method": m, "budget": b, **s} for (n, m, b), s in table.items()]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps({"cells": rows, "honesty": list(honest)}, indent=1, default=float) + "\n",
+    from tunelab.model import json_value            # strict JSON: NaN -> null
+
+    Path(path).write_text(json.dumps(json_value({"cells": rows, "honesty": list(honest)}), indent=1) + "\n",
                           encoding="utf-8")
     print(f"\nsummary written to {path}")
 

@@ -93,7 +93,7 @@ def test_it_runs_end_to_end_at_a_tiny_size(bench, own_leases, tmp_path: Path, ca
                                 "unconfirmed") for r in tune)
     lines = out.splitlines()
     assert any(line.strip().startswith("tune ") for line in lines) and "honesty" in out and "goals:" in out
-    scores = json.loads((tmp_path / "scores.json").read_text())
+    scores = json.loads((tmp_path / "scores.json").read_text(), parse_constant=pytest.fail)   # strict JSON
     assert {(c["method"], c["n"]) for c in scores["cells"]} >= {("tune", 2), ("random", 2)}
     bench.main(["--seeds", "2", "--budgets", "60", "--surfaces", "wide27", "--methods", "tune,random",
                 "--jobs", "1", "--results", str(runs)])             # every run is read back, none is run again
