@@ -13,7 +13,7 @@ cores="$(nproc 2>/dev/null || echo 2)"
 workers=$(( cores < 4 ? cores : 4 ))
 "$ROOT/.venv/bin/python" -m pytest -n "$workers" --dist loadgroup -m "not serial" "$@"
 parallel=$?
-"$ROOT/.venv/bin/python" -m pytest -p no:xdist -m serial "$@"
+"$ROOT/.venv/bin/python" -m pytest -n 0 -m serial "$@"
 serial=$?
 if [ "$parallel" = 5 ] && [ "$serial" = 5 ]; then
     echo "run-tests: pytest collected no tests; that is a failure here" >&2

@@ -11,6 +11,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # tests/*_helpers.py (browser_helpers)
 
+# Each pytest-xdist worker keeps its run leases and lab states in a run directory of its own (set before tunelab is
+# imported: tunelab.paths reads it once). A test that SIGKILLs a run leaves that run's lease and journal until it
+# restores them, and meanwhile every tunelab run sharing the directory refuses to start, as it must on a real
+# machine: a worker's tests must not meet another worker's crashes, nor take another worker's labs for orphans.
+if os.environ.get("PYTEST_XDIST_WORKER") and "TUNELAB_RUN_DIR" not in os.environ:
+    os.environ["TUNELAB_RUN_DIR"] = f"/run/tunelab-test-{os.environ['PYTEST_XDIST_WORKER']}"
+
 
 def _tunelab_namespaces() -> set[str]:
     if shutil.which("ip") is None:

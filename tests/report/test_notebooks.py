@@ -9,6 +9,9 @@ import pytest
 from report_helpers import (DEFAULT_EXAMPLE, copy_store, example_stores, nb_outputs, phases_of, store_params,
                             stores_with)
 
+# the session's report builds (conftest's default_report, refine_report) happen once: on one worker
+pytestmark = pytest.mark.xdist_group("default-report")
+
 
 def _clean(path: Path) -> None:
     for output in nb_outputs(path):
@@ -164,9 +167,6 @@ import importlib
 
 _loading = importlib.import_module("tunelab.report.loading")   # `tunelab.report` is also the API's function
 from tunelab.report.tables import significant_pairs as _pairs
-
-# the session's report builds (conftest's default_report, refine_report) happen once: on one worker
-pytestmark = pytest.mark.xdist_group("default-report")
 
 _screen_study = _loading.screen_study
 

@@ -111,7 +111,7 @@ def mechanisms_text(table: Any, summary: dict[str, Any], top: int | None = 3) ->
     >>> print(mechanisms_text(table, {"counters": 40, "moving": 2, "tests": 2, "fdr": 0.05}))
     mechanisms (kernel counters that moved with each level that matters; 2 of 40 counters move, 2 tests, Benjamini-Hochberg q <= 0.05):
       s=16 (vs 4096):
-        TcpExt.ListenOverflows  +1.2e+04/s [+1e+04, +1.4e+04]  g +8.2  q 1e-06
+        TcpExt.ListenOverflows  +12,000/s [+10,000, +14,000]  g +8.2  q 1e-06
     """
     from tunelab.formatting import fmt_abs, fmt_p_exact, level_label
     from tunelab.stats.mechanisms import change_text, counter_name, top_mechanisms

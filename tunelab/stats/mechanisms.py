@@ -407,7 +407,7 @@ def change_text(difference: Any, low: Any, high: Any) -> str:
     :func:`tunelab.formatting.fmt_abs`; the interval is left out when it is not known).
 
     >>> change_text(12000.0, 10000.0, 14000.0), change_text(-3.25, float("nan"), 1.0)
-    ('+1.2e+04/s [+1e+04, +1.4e+04]', '-3.25/s')
+    ('+12,000/s [+10,000, +14,000]', '-3.25/s')
     """
     if not (is_number(low) and is_number(high)):
         return f"{fmt_abs(difference)}/s"
