@@ -35,7 +35,10 @@ def test_dnsperf_low_udp_live(nsd_port):
     assert r.metrics["qps"] == pytest.approx(2000, rel=0.1)  # the requested rate, far from saturation
     assert r.metrics["lost"] == 0
     assert 0 < r.metrics["latency_p50_ms"] <= r.metrics["latency_p99_ms"]
-    assert len(r.series) == 2 and set(r.metrics) <= set(load.metrics)
+    # a line per second of the 3 s run; the third is printed only when dnsperf's last second ends before it stops
+    # (timer jitter on a busy machine), so 2 or 3 lines, about a second apart
+    assert len(r.series) in (2, 3) and set(r.metrics) <= set(load.metrics), r.series
+    assert r.series["t_s"].diff().dropna().between(0.9, 1.1).all(), r.series
 
 
 def test_dnsperf_tcp_overload_live(nsd_port):
