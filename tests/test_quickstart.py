@@ -43,6 +43,7 @@ DESIGN = textwrap.dedent("""
 
 @pytest.mark.lab
 @pytest.mark.slow
+@pytest.mark.serial      # it reads a real verdict (somaxconn 16 matters): measured on a machine running nothing else
 def test_quickstart_runs_screens_and_reports(tmp_path: Path, monkeypatch, capsys) -> None:
     for tool in ("dnsperf", "nsd"):
         if shutil.which(tool) is None:

@@ -80,7 +80,7 @@ def _recorded_before_counters() -> list[Path]:
     candidates = [*EXAMPLES.glob("*.sqlite"), *(Path(__file__).resolve().parents[1] / "data").glob("*.sqlite")]
     old = []
     for path in sorted(candidates):
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)) as db:  # no -wal/-shm
             if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
                 old.append(path)
     return old

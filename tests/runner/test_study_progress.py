@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import tunelab
-from progress_helpers import LINE, parsed, store_counts
+from progress_helpers import parsed, store_counts
 from simulator_helpers import simulator_design
 from tunelab import progress
 from tunelab.progress import StudyProgress

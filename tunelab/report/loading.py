@@ -235,7 +235,7 @@ def study_inputs(study: Study, metric: str | None = None, alpha: float | None = 
     require_screen(study)
     read = read_screen_inputs(study.path, alpha=alpha, correction=correction, include_flagged=study.include_flagged,
                               data_dir=study.path.parent, design=study.design)      # parsed once, by load_study
-    data, knobs = read.data, read.knobs
+    data = read.data
     metrics = [dict(m) for m in read.metrics]
     focus = metrics[0]
     if metric:

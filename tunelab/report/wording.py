@@ -674,7 +674,6 @@ def _oat_tests_text(result: ScreenResult, inputs: StudyInputs, n_boot: int | Non
     """The methods' paragraphs on tests, multiplicity and effect sizes for one-at-a-time designs."""
     settings = result.settings
     n_tests = int(result.verdicts["p"].notna().sum())
-    sesoi = ", ".join(f"{m['name']} {sesoi_text(m)}" for m in inputs.metrics)
     pairwise = CORRECTION_TEXT.get(inputs.correction if inputs.correction != "none" else "holm").split(" (")[0]
     return [
         "**Tests chosen and why.** The screen treated the design as one-at-a-time: each knob is analysed on the "

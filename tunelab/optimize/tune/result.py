@@ -1,7 +1,7 @@
 """What ``tunelab tune`` was asked (:class:`TuneSettings`) and what it did (:class:`TuneResult`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
