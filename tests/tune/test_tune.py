@@ -19,6 +19,7 @@ import tunelab
 from tunelab.errors import DesignError, StoreError
 from tunelab.model import DesignType
 from tunelab.optimize.tune import parse_split, split_budget, stored_tune
+from tunelab.optimize.tune.budget import noise_sets_split
 from tunelab.simulator import SimulatorEvaluator
 from tunelab.store import Store
 
@@ -57,6 +58,13 @@ def test_the_split_fits_the_budget_and_the_design_suits_the_knob_count(budget: i
     assert split.screen == split.screen_runs * split.replicates and split.screen_runs > knobs
     known = split_budget(budget, knobs, 5.0, cv_pct=1.0)
     assert known.calibrate == 0 and known.spendable <= budget
+
+
+def test_the_noise_is_measured_only_where_it_changes_the_split() -> None:
+    # 27 knobs in 60: one Plackett-Burman replicate whatever the noise, so no A/A runs (refine gets them)
+    assert not noise_sets_split(60, 27, 5.0) and not noise_sets_split(100, 27, 5.0)
+    # one at a time (5 knobs), or room for more replicates (250): the noise sets the replicates, so it is measured
+    assert noise_sets_split(60, 5, 5.0) and noise_sets_split(250, 27, 5.0)
 
 
 def test_more_noise_buys_more_screen_replicates_and_an_override_replaces_the_shares() -> None:
@@ -119,10 +127,14 @@ def test_tune_on_a_python_callable_finds_the_knob_that_matters(tmp_path: Path) -
     result = tunelab.tune(evaluator=_strong_knob, space=NINE, baseline=NINE_BASE, objectives=["qps:max:5"],
                           study="nine", budget=60, store=tmp_path / "nine.sqlite")
     assert result.split.design == "plackett_burman"
-    assert result.kept == ["k0"] and result.winner["k0"] == 8
-    assert all(result.winner[k] == 1 for k in NINE if k != "k0")          # the dropped knobs stay at baseline
+    calls = {c.knob: c for c in result.calls}
+    assert calls["k0"].kept and result.winner["k0"] == 8
+    assert abs(calls["k0"].estimate_pct) == max(abs(c.estimate_pct) for c in result.calls)   # the largest change
+    assert not any(c.verdict == "matters" for k, c in calls.items() if k != "k0")
+    # refine's 40-odd measurements can search all nine: the inert ones fill its width, each said so
+    assert result.split.width == 9 and all("largest estimated changes" in calls[k].why for k in NINE if k != "k0")
     assert result.verdict == "improve" and 20 < result.gain()["pct_change"] < 40
-    assert result.refine.warm > 0                       # the A/A runs and the screen's k0-only runs fit
+    assert result.refine.warm == result.spent["screen"] + result.spent["calibrate"]    # every knob kept: all fit
 
 
 # ---- resume ------------------------------------------------------------------------------------------
@@ -188,7 +200,7 @@ def test_tune_resumes_exactly_after_a_sigkill(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
-    assert set(_trials(path)["phase"]) == {"calibrate", "screen", "refine"}
+    assert set(_trials(path)["phase"]) == {"screen", "refine"}   # one PB replicate at any noise: no calibration
     resumed = tunelab.tune(evaluator=_strong_knob, space=NINE, baseline=NINE_BASE, objectives=["qps:max:5"],
                            study="nine", budget=60, store=path)
     assert _comparable(resumed) == _comparable(whole)

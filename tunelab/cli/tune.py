@@ -1,9 +1,10 @@
 """``tunelab tune DESIGN --budget N``: one budget from many knobs to a confirmed winner, in one store.
 
-An A/A calibration of the baseline (unless --noise gives the noise), a screen of every knob (one at a time below
-8 knobs, Plackett-Burman from 8; replicates from the noise), refine over the knobs the screen finds to matter
-(the others at their baselines; warm-started with the measurements that fit), then the winner against the
-baseline in ABBA blocks. The budget counts every attempt, failed ones too, and is never exceeded; --plan shows
+An A/A calibration of the baseline (unless --noise gives the noise or it cannot change the split), a screen of
+every knob (one at a time below 8 knobs, Plackett-Burman from 8 over each knob's range; replicates from the
+noise), refine over the knobs the screen finds to matter and as many more, by estimated change, as its
+measurements can search (the others at their baselines; warm-started with the measurements that fit), then the
+winner against the baseline in ABBA blocks. The budget counts every attempt, failed ones too, and is never exceeded; --plan shows
 its split between the stages and measures nothing, --split overrides it. When the screen finds nothing that
 matters, tune stops there and says so, keeping the rest of the budget. Rerun the same command after a crash to
 resume exactly (every measurement is read back from the store).

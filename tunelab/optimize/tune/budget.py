@@ -6,7 +6,8 @@ knobs that matter, and a confirmation against the baseline in ABBA blocks (4 mea
 
 :func:`split_budget` is the one rule (shown by ``tunelab tune --plan``), stated in its constants:
 
-* calibration: :data:`AA_RUNS` baseline measurements unless the noise (CV %) is given;
+* calibration: :data:`AA_RUNS` baseline measurements unless the noise (CV %) is given or cannot change the split
+  (:func:`noise_sets_split`);
 * screen: the design's runs times the replicates that detect the SESOI at the noise
   (:func:`tunelab.stats.noise.replicates_to_detect`, spread over the half of the runs at each level of a
   two-level design), at least :data:`MIN_REPLICATES` of the design, the calibration and screen together at most
@@ -34,10 +35,14 @@ ASSUMED_CV_PCT = 5.0
 #: most of the budget the calibration and the screen take together (unless overridden)
 SCREEN_SHARE = 0.5
 #: share of the budget for the confirmation (unless overridden), in ABBA blocks of 4 measurements
-CONFIRM_SHARE = 0.2
+CONFIRM_SHARE = 0.15
 MIN_BLOCKS, MAX_BLOCKS = 2, 8
 #: fewest measurements left for refine
 MIN_REFINE = 4
+#: refine's measurements per knob it searches: its width (how many knobs the screen keeps at most by rank)
+MEASUREMENTS_PER_KNOB = 1
+#: the narrowest width
+MIN_WIDTH = 3
 #: knob count from which a two-level design screens (below it: one at a time)
 TWO_LEVEL_FROM = 8
 #: degrees of freedom a two-level screen keeps for its residual (a saturated design could test nothing)
@@ -76,12 +81,19 @@ class BudgetSplit:
         return self.confirm // 4
 
     @property
+    def width(self) -> int:
+        """How many knobs refine's measurements can search (:data:`MEASUREMENTS_PER_KNOB` each, at least
+        :data:`MIN_WIDTH`, at most the knob count): the screen keeps the knobs it finds to matter, then fills the
+        width with the undecided ones of largest estimated change."""
+        return min(self.knobs, max(MIN_WIDTH, self.refine // MEASUREMENTS_PER_KNOB))
+
+    @property
     def spendable(self) -> int:
         """What the stages may spend together (at most the budget)."""
         return self.calibrate + self.screen + self.refine + self.confirm
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "notes": list(self.notes), "blocks": self.blocks}
+        return {**asdict(self), "notes": list(self.notes), "blocks": self.blocks, "width": self.width}
 
     def text(self) -> str:
         """One line per stage, as ``tunelab tune --plan`` prints it."""
@@ -91,7 +103,8 @@ class BudgetSplit:
             lines.append(f"  calibrate  {self.calibrate:4d}  A/A runs of the baseline (they set the noise)")
         lines += [f"  screen     {self.screen:4d}  {self.design}: {self.screen_runs} runs x {self.replicates} "
                   "replicates",
-                  f"  refine     {self.refine:4d}  over the knobs the screen finds to matter",
+                  f"  refine     {self.refine:4d}  over the knobs the screen finds to matter (up to {self.width}: "
+                  f"filled by the largest estimated changes)",
                   f"  confirm    {self.confirm:4d}  {self.blocks} ABBA blocks against the baseline"]
         if self.overridden:
             lines.append("  (split given by --split)")
@@ -188,7 +201,7 @@ def split_budget(budget: int, knobs: int, sesoi_pct: float, *, cv_pct: float | N
     --------
     >>> s = split_budget(100, 20, 5.0, cv_pct=3.0, cv_source="given")
     >>> s.design, s.calibrate, s.screen, s.refine, s.confirm
-    ('plackett_burman', 0, 28, 52, 20)
+    ('plackett_burman', 0, 28, 56, 16)
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise DesignError(f"--budget must be a positive number of measurements, got {budget!r}")
@@ -217,6 +230,24 @@ def split_budget(budget: int, knobs: int, sesoi_pct: float, *, cv_pct: float | N
         f"CV {cv:.1f} % with 80 % power (a larger budget screens more surely)",)
     return BudgetSplit(budget, knobs, chosen.value, runs, replicates, calibrate, screen, refine, confirm, cv, source,
                        float(sesoi_pct), override is not None, notes)
+
+
+def noise_sets_split(budget: int, knobs: int, sesoi_pct: float, *, design: str | None = None,
+                     override: Mapping[str, float] | None = None) -> bool:
+    """Whether the noise can change the split: the screen's replicates differ between the least and the most
+    noise an A/A calibration could measure. When they do not (a two-level screen the budget gives its least
+    replicates either way), tune skips the calibration and refine gets its :data:`AA_RUNS` measurements.
+
+    >>> noise_sets_split(60, 27, 5.0), noise_sets_split(60, 5, 5.0)
+    (False, True)
+    """
+    quiet, loud = (split_budget(budget, knobs, sesoi_pct, cv_pct=cv, design=design, override=override).replicates
+                   for cv in (0.1, 99.0))
+    return quiet != loud
+
+
+#: where the split's noise came from when no calibration was needed
+NOT_CALIBRATED = "not measured: the screen gets the same replicates at any noise, so no A/A calibration"
 
 
 def _shares(budget: int, runs: int, calibrate: int, needed: int, least: int,

@@ -21,10 +21,12 @@ from tunelab.optimize.driver import RefineResult, refine
 from tunelab.optimize.evaluators import ResumableEvaluator, same_config
 from tunelab.optimize.history import StoreSearchLog
 from tunelab.optimize.space import SearchSpace
-from tunelab.optimize.tune.budget import AA_RUNS, BudgetSplit, split_budget
+from tunelab.optimize.tune.budget import (AA_RUNS, ASSUMED_CV_PCT, NOT_CALIBRATED, BudgetSplit, noise_sets_split,
+                                          split_budget)
 from tunelab.optimize.tune.ledger import TUNE_PHASES, Guarded, Ledger
 from tunelab.optimize.tune.result import TuneResult, TuneSettings
-from tunelab.optimize.tune.screening import KnobCall, ScreenPlan, screen_calls, screen_plan, warm_points
+from tunelab.optimize.tune.screening import (KnobCall, ScreenPlan, best_levels, screen_calls, screen_plan,
+                                             warm_points)
 from tunelab.store import Store
 
 #: the search id (and run-key prefix) of tune's refine stage in its store
@@ -70,15 +72,17 @@ def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluat
     check_stored_settings(store, settings)
     ledger = Ledger(store, settings.budget)
     done = hook or (lambda stage: None)
-    cv, source, aa = calibrate(problem, settings, lambda phase: evaluator_for(phase, {}), ledger)
+    calibrated = needs_calibration(problem, settings)
+    cv, source, aa = (calibrate(problem, settings, lambda phase: evaluator_for(phase, {}), ledger) if calibrated
+                      else (settings.cv_pct, "given" if settings.cv_pct is not None else NOT_CALIBRATED, []))
     done("calibrate")
-    split = split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=cv,
-                         cv_source=source, calibrated=settings.cv_pct is None, design=settings.screen_design,
-                         override=settings.split)
+    split = split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct,
+                         cv_pct=cv if cv is not None or calibrated else ASSUMED_CV_PCT, cv_source=source,
+                         calibrated=calibrated, design=settings.screen_design, override=settings.split)
     staged = stage_evaluators(evaluator_for, split)
     plan, measured = run_screen(problem, settings, split, staged, ledger)
     frame = screen_frame(plan, measured, problem.goal, aa if plan.design == DesignType.OAT else [])
-    calls = screen_calls(plan, frame, problem.goal, settings.alpha)
+    calls = screen_calls(plan, frame, problem.goal, settings.alpha, split.width)
     done("screen")
     result = TuneResult(problem.study, store.path, settings, split, calls, ledger.spent)
     kept = [c.knob for c in calls if c.kept]
@@ -88,12 +92,20 @@ def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluat
                           f"({problem.goal.sesoi_pct:g} %; {', '.join(f'{n} {v}' for v, n in counts.items())}); "
                           f"tune stops and keeps {ledger.left} of its {settings.budget} measurements")
         return result
-    result.refine = run_refine(problem, settings, split, plan, calls, aa + measured, staged, ledger, store)
+    result.refine = run_refine(problem, settings, split, plan, calls, aa + measured, frame, staged, ledger, store)
     done("refine")
     result.winner = {**problem.baseline, **result.refine.winner}
     result.confirmation, result.note = run_confirm(problem, split, result.winner, staged, ledger)
     done("confirm")
     return result
+
+
+def needs_calibration(problem: TuneProblem, settings: TuneSettings) -> bool:
+    """Whether tune measures the noise first: it is not given and it can change the split
+    (:func:`tunelab.optimize.tune.budget.noise_sets_split`)."""
+    return settings.cv_pct is None and noise_sets_split(settings.budget, len(problem.space.ids),
+                                                         problem.goal.sesoi_pct, design=settings.screen_design,
+                                                         override=settings.split)
 
 
 def stage_evaluators(evaluator_for: EvaluatorFor, split: BudgetSplit) -> PhaseEvaluator:
@@ -149,16 +161,17 @@ def screen_frame(plan: ScreenPlan, measured: list[Measured], goal: Metric,
 
 
 def run_refine(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, plan: ScreenPlan,
-               calls: list[KnobCall], measured: list[Measured],
+               calls: list[KnobCall], measured: list[Measured], frame: pd.DataFrame,
                evaluator_for: PhaseEvaluator, ledger: Ledger, store: Store) -> RefineResult:
     """Refine over the kept knobs (the dropped ones at their baselines), warm-started with every calibration and
-    screen measurement that fits (:func:`tunelab.optimize.tune.screening.warm_points`), the better alternative
-    levels as the first configuration asked."""
+    screen measurement that fits (:func:`tunelab.optimize.tune.screening.warm_points`), each kept knob at its
+    best level in the screen (``frame``, :func:`tunelab.optimize.tune.screening.best_levels`) as the first
+    configuration asked."""
     kept = [c.knob for c in calls if c.kept]
     space = SearchSpace([problem.space.dimensions[problem.space.ids.index(k)] for k in kept])
     fixed = {k: v for k, v in problem.baseline.items() if k not in kept}
     warm = warm_points(space, fixed, measured, projected=settings.warm == "projected")
-    better = {c.knob: plan.alternative[c.knob] for c in calls if c.kept and c.better_at_alternative}
+    better = {k: v for k, v in best_levels(plan, frame, problem.goal).items() if k in kept}
     start = {k: better.get(k, problem.baseline[k]) for k in kept}
     initial = [start] if better else []
     evaluator = Guarded(evaluator_for("refine"), ledger, fixed)
@@ -184,16 +197,20 @@ def run_confirm(problem: TuneProblem, split: BudgetSplit, winner: Mapping[str, A
 
 
 def tune_plan(problem: TuneProblem, settings: TuneSettings) -> BudgetSplit:
-    """The split ``--plan`` shows before anything is measured (the noise assumed unless given: the A/A
-    calibration's measurement may change the screen's replicates, and so refine's share)."""
-    return split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=settings.cv_pct,
-                        design=settings.screen_design, override=settings.split)
+    """The split ``--plan`` shows before anything is measured (the noise assumed unless given: when it can change
+    the screen's replicates, the A/A calibration's measurement may change them, and so refine's share)."""
+    calibrate = needs_calibration(problem, settings)
+    cv = settings.cv_pct if settings.cv_pct is not None or calibrate else ASSUMED_CV_PCT
+    source = None if settings.cv_pct is not None or calibrate else NOT_CALIBRATED
+    return split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=cv,
+                        cv_source=source, calibrated=calibrate and cv is not None, design=settings.screen_design,
+                        override=settings.split)
 
 
 def check_plan(problem: TuneProblem, settings: TuneSettings) -> BudgetSplit:
-    """:func:`tune_plan`, and (the noise not given) the split at the worst noise the calibration could measure
-    (the most screen replicates): a budget too small for any of them is one error before the store opens."""
-    if settings.cv_pct is None:
+    """:func:`tune_plan`, and (the noise to be calibrated) the split at the worst noise the calibration could
+    measure (the most screen replicates): a budget too small for any of them is one error before the store opens."""
+    if needs_calibration(problem, settings):
         split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=99.0,
                      calibrated=True, design=settings.screen_design, override=settings.split)
     return tune_plan(problem, settings)
