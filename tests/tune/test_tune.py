@@ -107,7 +107,8 @@ def test_tune_on_the_simulator_target_end_to_end(tmp_path: Path) -> None:
     with Store(path, readonly=True) as store:
         stored = stored_tune(store)                            # what a report reads back: settings, split, spend
     assert stored == {"settings": result.settings.to_json(), "split": json.loads(json.dumps(result.split.to_json())),
-                      "spent": result.spent, "spent_total": len(trials)}
+                      "spent": result.spent, "spent_total": len(trials),
+                      "outcome": json.loads(json.dumps(result.to_json()))}       # the knobs' calls, the gain
     json.dumps(result.to_json(), allow_nan=False)
 
 

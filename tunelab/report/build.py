@@ -350,6 +350,9 @@ class NotebookRun:
 
 def applicable(study: Study, name: str) -> str | None:
     """Why notebook ``name`` does not apply to ``study`` (``None`` when it does)."""
+    if name in ("01_screen", "02_posthoc") and study.tune is not None:
+        return ("tune judged its own screen (each knob over its range, coded baseline / changed; its call on every "
+                "knob is in the tune section of the front page), which the design's analysis would misread")
     if name in ("01_screen", "02_posthoc") and not study.has_phase("screen"):
         return "no screen trials in this store; run `tunelab run DESIGN` to screen the knobs"
     if name == "03_refine" and not study.has_phase("refine"):
@@ -425,7 +428,7 @@ def build_report(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[
     study = load_study(store_path, data_dir, include_flagged=include_flagged)
     _check_reportable(study)
     screened = (screen_study(study, metric=metric, alpha=alpha, correction=correction, sesoi_pct=sesoi_pct,
-                             n_boot=n_boot) if study.has_phase("screen") else None)
+                             n_boot=n_boot) if study.has_phase("screen") and study.tune is None else None)
     out = (Path(out_dir) if out_dir is not None else default_report_dir(study.path)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     common = {"study": str(study.path.resolve()), "data_dir": str(Path(data_dir).resolve()), "metric": metric,
@@ -626,7 +629,11 @@ def index_html(study: Study, inputs: StudyInputs | None, result: ScreenResult | 
             "written": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "description": description,
             "runs": list(runs), "synthetic": is_synthetic(study), "validations": list(validations)}
     if inputs is None or result is None:
-        return str(render("report_index.html.j2", **page, screened=False, holdings=study.holdings()))
+        from tunelab.report.tune_section import tune_section_html
+
+        tune_html = tune_section_html(study.tune) if study.tune is not None else None
+        return str(render("report_index.html.j2", **page, screened=False, holdings=study.holdings(),
+                          tune_html=tune_html))
     focus = inputs.metric
     band = focus.get("sesoi_pct") if focus.get("sesoi_abs") is None else None
     interval = figures.verdict_interval_text(result)

@@ -34,6 +34,7 @@ from tunelab.designs import load_design_text, make_plan
 from tunelab.formatting import level_label
 from tunelab.errors import TunelabError
 from tunelab.model import PHASES, USABLE_STATUSES, Metric
+from tunelab.optimize.tune import OUTCOME_ID, outcome_of
 from tunelab.store import SEARCH_BATCH_COLUMNS, SEARCH_COLUMNS, Store, store_path_for
 from tunelab.study_data import BOOKKEEPING, ScreenInputs
 from tunelab.study_data import screen_inputs as read_screen_inputs
@@ -82,6 +83,9 @@ class Study:
     search_error : str or None
         Why the stored search state could not be read (a damaged or newer store), raised by the
         refinement read-back only, so the other notebooks still build.
+    tune : dict or None
+        The outcome of ``tunelab tune`` when the store holds one (:func:`tunelab.optimize.tune.outcome_of`: its
+        split, spend, the screen's call on every knob and the confirmed gain); its row is not in ``searches``.
     """
 
     path: Path
@@ -98,6 +102,7 @@ class Study:
     searches: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SEARCH_COLUMNS))
     search_batches: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SEARCH_BATCH_COLUMNS))
     search_error: str | None = None
+    tune: dict[str, Any] | None = None
 
     def phase_counts(self) -> pd.DataFrame:
         """Trials per phase and status (all trials, not only usable ones)."""
@@ -190,12 +195,14 @@ def load_study(study: str | os.PathLike[str], data_dir: str | os.PathLike[str] =
         tidy = {str(phase): store.tidy(phase, include_flagged=include_flagged) for phase in PHASES}
         targets = store.run_targets()
         searches, batches, error = _search_state(store)
+    tuned = outcome_of(searches)
+    searches = searches[searches["search_id"] != OUTCOME_ID] if len(searches) else searches
     text = info.design_text if info else ""
     return Study(path=path, name=info.name if info else path.stem, design=_parse_design(text, str(path)),
                  design_text=text, trials=trials, tidy=tidy, targets=targets,
                  git_sha=info.git_sha if info else None, tunelab_version=info.tunelab_version if info else None,
                  created=info.created if info else None, include_flagged=include_flagged,
-                 searches=searches, search_batches=batches, search_error=error)
+                 searches=searches, search_batches=batches, search_error=error, tune=tuned)
 
 
 def _search_state(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:

@@ -24,9 +24,9 @@ module         owns
 from tunelab.optimize.tune.budget import BudgetSplit, parse_split, split_budget
 from tunelab.optimize.tune.result import TuneResult, TuneSettings
 from tunelab.optimize.tune.ledger import CallableEvaluator
-from tunelab.optimize.tune.stages import TuneProblem, run_tune, stored_tune, tune_plan
+from tunelab.optimize.tune.stages import OUTCOME_ID, TuneProblem, outcome_of, run_tune, stored_tune, tune_plan
 from tunelab.optimize.tune.workflow import evaluator_problem, problem_of, tune_evaluator, tune_study
 
-__all__ = ["BudgetSplit", "CallableEvaluator", "TuneProblem", "TuneResult", "TuneSettings", "evaluator_problem",
-           "parse_split", "problem_of", "run_tune", "split_budget", "stored_tune", "tune_evaluator", "tune_plan",
+__all__ = ["OUTCOME_ID", "BudgetSplit", "CallableEvaluator", "TuneProblem", "TuneResult", "TuneSettings", "evaluator_problem",
+           "outcome_of", "parse_split", "problem_of", "run_tune", "split_budget", "stored_tune", "tune_evaluator", "tune_plan",
            "tune_study"]

@@ -226,7 +226,7 @@ def split_budget(budget: int, knobs: int, sesoi_pct: float, *, cv_pct: float | N
                           f"{screen} measurements and the confirmation {confirm}, leaving {max(refine, 0)} for "
                           f"refine (at least {MIN_REFINE}); {advice}")
     notes = () if replicates >= needed else (
-        f"the screen gets {replicates} replicates; {needed} would detect a {sesoi_pct:g} % change at "
+        f"the screen gets {replicates} replicate{'s' if replicates != 1 else ''}; {needed} would detect a {sesoi_pct:g} % change at "
         f"CV {cv:.1f} % with 80 % power (a larger budget screens more surely)",)
     return BudgetSplit(budget, knobs, chosen.value, runs, replicates, calibrate, screen, refine, confirm, cv, source,
                        float(sesoi_pct), override is not None, notes)

@@ -222,8 +222,11 @@ def fill_width(calls: list[KnobCall], width: int | None) -> list[KnobCall]:
     candidates = sorted((c for c in calls if not c.kept and math.isfinite(c.estimate_pct)),
                         key=lambda c: -abs(c.estimate_pct))
     added = {c.knob for c in candidates[:width - kept]}
+    left = {c.knob for c in candidates[width - kept:]}
     return [replace(c, kept=True, why=f"{c.why}: kept, among the {width} largest estimated changes refine can "
-                    "search") if c.knob in added else c for c in calls]
+                    "search") if c.knob in added
+            else replace(c, why=f"{c.why}: dropped, a smaller estimated change than the {width} refine can search")
+            if c.knob in left else c for c in calls]
 
 
 def _call(knob: str, rows: pd.DataFrame, goal: Metric, keep_undecided: bool) -> KnobCall:

@@ -31,6 +31,9 @@ from tunelab.store import Store
 
 #: the search id (and run-key prefix) of tune's refine stage in its store
 SEARCH_ID = "tune"
+#: the id under which tune keeps its outcome in the store's searches table (the settings; the result's JSON as
+#: the "winner" record): what a report shows without re-running the screen's analysis (:func:`stored_tune`)
+OUTCOME_ID = "tune:outcome"
 
 #: a stage's evaluator: ``(phase, what to add to its trials' provenance) -> a store-backed, resumable evaluator``
 EvaluatorFor = Callable[[str, Mapping[str, Any]], ResumableEvaluator]
@@ -91,12 +94,19 @@ def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluat
         result.stopped = (f"the screen found no knob that changes {problem.goal.name} by its SESOI "
                           f"({problem.goal.sesoi_pct:g} %; {', '.join(f'{n} {v}' for v, n in counts.items())}); "
                           f"tune stops and keeps {ledger.left} of its {settings.budget} measurements")
-        return result
+        return record_outcome(store, result)
     result.refine = run_refine(problem, settings, split, plan, calls, aa + measured, frame, staged, ledger, store)
     done("refine")
     result.winner = {**problem.baseline, **result.refine.winner}
     result.confirmation, result.note = run_confirm(problem, split, result.winner, staged, ledger)
     done("confirm")
+    return record_outcome(store, result)
+
+
+def record_outcome(store: Store, result: TuneResult) -> TuneResult:
+    """Keep ``result``'s JSON in ``store`` (search :data:`OUTCOME_ID`; a rerun writes the same again) and return it."""
+    store.begin_search(OUTCOME_ID, {"kind": "tune outcome", **result.settings.to_json()})
+    store.finish_search(OUTCOME_ID, result.to_json())
     return result
 
 
@@ -218,7 +228,9 @@ def check_plan(problem: TuneProblem, settings: TuneSettings) -> BudgetSplit:
 
 def stored_tune(store: Store) -> dict[str, Any] | None:
     """What a store says of its tune run (None if it holds none): the settings, the split (once the calibration
-    was done) and the attempts each stage spent (every trial row, whatever its status), for a report."""
+    was done), the attempts each stage spent (every trial row, whatever its status) and, once tune finished or
+    stopped, its ``outcome`` (:meth:`TuneResult.to_json`: the screen's call on every knob and why, the winner,
+    the confirmed gain), for a report."""
     trials = store.trials()
     if trials.empty:
         return None
@@ -228,4 +240,10 @@ def stored_tune(store: Store) -> dict[str, Any] | None:
     splits = [p["tune_stage"]["split"] for p in tuned if (p.get("tune_stage") or {}).get("split")]
     spent = {phase: int((trials["phase"] == phase).sum()) for phase in TUNE_PHASES}
     return {"settings": tuned[-1]["tune"], "split": splits[-1] if splits else None, "spent": spent,
-            "spent_total": sum(spent.values())}
+            "spent_total": sum(spent.values()), "outcome": outcome_of(store.searches())}
+
+
+def outcome_of(searches: pd.DataFrame) -> dict[str, Any] | None:
+    """tune's outcome among a store's searches (:meth:`tunelab.store.Store.searches`), None when there is none."""
+    rows = searches[searches["search_id"] == OUTCOME_ID] if len(searches) else searches
+    return dict(rows.iloc[0]["winner"]) if len(rows) and rows.iloc[0]["winner"] is not None else None
