@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -88,7 +89,10 @@ def test_it_runs_end_to_end_at_a_tiny_size(bench, own_leases, tmp_path: Path, ca
     for row in rows:
         assert "error" not in row["out"] and sum(row["out"]["spent"].values()) <= 60
     tune = [r["out"] for r in rows if r["task"][1] == "tune"]
-    assert all(r["ceiling"] <= bench.regret_pct("wide27", bench.surface_of("wide27").baseline) for r in tune)
+    # the ceiling over the kept knobs (NaN when they hold too many configurations to enumerate) is no worse than
+    # the baseline's regret
+    baseline_regret = bench.regret_pct("wide27", bench.surface_of("wide27").baseline)
+    assert all(math.isnan(r["ceiling"]) or r["ceiling"] <= baseline_regret for r in tune)
     assert all(r["verdict"] in ("improve", "regress", "equivalent", "inconclusive", "untestable", "stopped",
                                 "unconfirmed") for r in tune)
     lines = out.splitlines()
