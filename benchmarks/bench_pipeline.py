@@ -209,14 +209,15 @@ def run_task(task: tuple) -> tuple[tuple, dict[str, Any]]:
     return task, out
 
 
-def execute(work: list[tuple], jobs: int, path: str | None = None) -> dict[tuple, dict[str, Any]]:
-    """Run ``work`` over ``jobs`` processes, resuming from and appending to the JSON-lines file ``path``."""
+def execute(work: list[tuple], jobs: int, path: str | None = None, run: bool = True) -> dict[tuple, dict[str, Any]]:
+    """Run ``work`` over ``jobs`` processes, resuming from and appending to the JSON-lines file ``path``; with
+    ``run`` False only read back what ``path`` holds (the tables of runs made elsewhere, nothing measured)."""
     import json
     import multiprocessing
 
     stored = read_results(path)
     results = {task: stored[task] for task in work if task in stored}
-    todo = [task for task in work if task not in stored]
+    todo = [task for task in work if task not in stored] if run else []
     started = time.perf_counter()
     sink = open(path, "a", encoding="utf-8") if path else None
     try:
@@ -289,10 +290,16 @@ def cells(results: Mapping[tuple, Mapping[str, Any]], surfaces: Sequence[str], m
 
 
 # ---------------------------------------------------------------------------------------------- report
-def fmt_cell(s: Mapping[str, Any]) -> str:
+def fmt_cell(s: Mapping[str, Any], seeds: int | None = None) -> str:
+    """``hit % [Wilson] regret``, with ``n=`` when the cell has other than ``seeds`` runs and the errors.
+
+    >>> fmt_cell({"n": 10, "errors": 0, "hit": 0.5, "low": 0.24, "high": 0.76, "regret": 2.04}, seeds=50)
+    '50 [24-76] 2.0 n=10'
+    """
     if not s["n"]:
         return "-" + (f" ({s['errors']} err)" if s["errors"] else "")
     text = f"{100 * s['hit']:.0f} [{100 * s['low']:.0f}-{100 * s['high']:.0f}] {s['regret']:.1f}"
+    text += f" n={s['n']}" if seeds is not None and s["n"] != seeds else ""
     return text + (f" ({s['errors']} err)" if s["errors"] else "")
 
 
@@ -306,7 +313,7 @@ def print_tables(table: Mapping[tuple[str, str, int], Mapping[str, Any]], surfac
         for method in methods:
             row = [table[(name, method, b)] for b in budgets]
             seconds = [s["seconds"] for s in row if np.isfinite(s["seconds"])]
-            print(f"  {method:<22}" + "".join(f"{fmt_cell(s):>24}" for s in row)
+            print(f"  {method:<22}" + "".join(f"{fmt_cell(s, seeds):>24}" for s in row)
                   + f"{np.mean(seconds) if seconds else math.nan:>8.1f}")
 
 
@@ -330,8 +337,9 @@ def print_honesty(results: Mapping[tuple, Mapping[str, Any]], surfaces: Sequence
                                + [False] * (h["confirmed"] - round(h["coverage"] * h["confirmed"])))
             print(f"  {name} {method} @{budget}: coverage {h['coverage']:.0%} [{low:.0%}-{high:.0%}] of "
                   f"{h['confirmed']} confirmed; false {h['false_claims']:.0%} of {h['claims']} claims; "
-                  f"{h['verdicts']}; screen kept a hit in {h['screen_kept_a_hit']:.0%} of {h['ceilings']} (least regret "
-                  f"{h['ceiling']:.1f} %); spent {spent}")
+                  f"{h['verdicts']}; " + (f"screen kept a hit in {h['screen_kept_a_hit']:.0%} of {h['ceilings']} (least "
+                                          f"regret {h['ceiling']:.1f} %)" if h["ceilings"] else
+                                          "kept knobs too many to enumerate their ceiling") + f"; spent {spent}")
     return rows
 
 
@@ -403,6 +411,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="default 60,100,150,250")
     parser.add_argument("--results", metavar="FILE", help="JSON-lines file of runs: resume from it, append to it")
     parser.add_argument("--json", metavar="FILE", help="write the scores as JSON (e.g. benchmarks/results/...)")
+    parser.add_argument("--tables-only", action="store_true",
+                        help="run nothing: print the tables of the runs --results holds (a cell shows n= when it "
+                             "has fewer than --seeds)")
     args = parser.parse_args(argv)
     methods = chosen_methods(args.methods)
     surfaces = names(args.surfaces, list(SURFACES), "surface")
@@ -415,7 +426,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"SYNTHETIC benchmark: simulated surfaces, no real kernel measured; {len(work)} runs, {args.seeds} seeds, "
           f"{args.jobs} processes; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start")
     started = time.perf_counter()
-    results = execute(work, args.jobs, args.results)
+    if args.tables_only and not args.results:
+        raise SystemExit("--tables-only reads --results FILE: give the file of the runs")
+    results = execute(work, args.jobs, args.results, run=not args.tables_only)
     table = cells(results, surfaces, methods, budgets)
     print_tables(table, surfaces, methods, budgets, args.seeds)
     honest = print_honesty(results, surfaces, methods, budgets) if any(map(is_tune, methods)) else []
