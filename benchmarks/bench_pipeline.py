@@ -337,10 +337,16 @@ def print_honesty(results: Mapping[tuple, Mapping[str, Any]], surfaces: Sequence
                                + [False] * (h["confirmed"] - round(h["coverage"] * h["confirmed"])))
             print(f"  {name} {method} @{budget}: coverage {h['coverage']:.0%} [{low:.0%}-{high:.0%}] of "
                   f"{h['confirmed']} confirmed; false {h['false_claims']:.0%} of {h['claims']} claims; "
-                  f"{h['verdicts']}; " + (f"screen kept a hit in {h['screen_kept_a_hit']:.0%} of {h['ceilings']} (least "
-                                          f"regret {h['ceiling']:.1f} %)" if h["ceilings"] else
-                                          "kept knobs too many to enumerate their ceiling") + f"; spent {spent}")
+                  f"{h['verdicts']}; {ceiling_text(h)}; spent {spent}")
     return rows
+
+
+def ceiling_text(h: Mapping[str, Any]) -> str:
+    """How often the screen's kept knobs held a hit (when they were few enough to enumerate)."""
+    if not h["ceilings"]:
+        return "kept knobs too many to enumerate their ceiling"
+    return (f"screen kept a hit in {h['screen_kept_a_hit']:.0%} of {h['ceilings']} (least regret "
+            f"{h['ceiling']:.1f} %)")
 
 
 def hit_goal(mine: Mapping[str, Any], best: float, budget: int) -> tuple[str, bool, float]:

@@ -22,7 +22,7 @@ def test_plan_shows_the_split_as_json_and_measures_nothing(tmp_path: Path, capfd
     assert done.returncode == 0, done.stderr
     split = json.loads(done.stdout)
     assert split["design"] == "plackett_burman" and split["knobs"] == 27 and split["calibrate"] == 0
-    assert split["cv_source"].startswith("not measured")    # one replicate at any noise: no A/A runs
+    assert split["cv_source"].startswith("noise not measured")    # one replicate at any noise: no A/A runs
     assert split["calibrate"] + split["screen"] + split["refine"] + split["confirm"] <= 100
     assert not store.exists()
 

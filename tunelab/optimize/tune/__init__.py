@@ -27,6 +27,6 @@ from tunelab.optimize.tune.ledger import CallableEvaluator
 from tunelab.optimize.tune.stages import OUTCOME_ID, TuneProblem, outcome_of, run_tune, stored_tune, tune_plan
 from tunelab.optimize.tune.workflow import evaluator_problem, problem_of, tune_evaluator, tune_study
 
-__all__ = ["OUTCOME_ID", "BudgetSplit", "CallableEvaluator", "TuneProblem", "TuneResult", "TuneSettings", "evaluator_problem",
-           "outcome_of", "parse_split", "problem_of", "run_tune", "split_budget", "stored_tune", "tune_evaluator", "tune_plan",
-           "tune_study"]
+__all__ = ["OUTCOME_ID", "BudgetSplit", "CallableEvaluator", "TuneProblem", "TuneResult", "TuneSettings",
+           "evaluator_problem", "outcome_of", "parse_split", "problem_of", "run_tune", "split_budget", "stored_tune",
+           "tune_evaluator", "tune_plan", "tune_study"]

@@ -30,6 +30,8 @@ from tunelab.model import DesignType
 
 #: baseline measurements of the A/A calibration when the noise is not given
 AA_RUNS = 4
+#: where the split's noise came from when no calibration was needed (:func:`noise_sets_split`)
+NOT_CALIBRATED = "noise not measured: the screen gets the same replicates at any noise, so no A/A calibration"
 #: the noise (CV %) the plan assumes before the calibration measured it
 ASSUMED_CV_PCT = 5.0
 #: most of the budget the calibration and the screen take together (unless overridden)
@@ -97,12 +99,13 @@ class BudgetSplit:
 
     def text(self) -> str:
         """One line per stage, as ``tunelab tune --plan`` prints it."""
-        lines = [f"budget {self.budget} measurements for {self.knobs} knobs "
-                 f"(noise CV {self.cv_pct:.1f} %, {self.cv_source}; SESOI {self.sesoi_pct:g} %)"]
+        noise = (self.cv_source if self.cv_source == NOT_CALIBRATED
+                 else f"noise CV {self.cv_pct:.1f} %, {self.cv_source}")
+        lines = [f"budget {self.budget} measurements for {self.knobs} knobs ({noise}; SESOI {self.sesoi_pct:g} %)"]
         if self.calibrate:
             lines.append(f"  calibrate  {self.calibrate:4d}  A/A runs of the baseline (they set the noise)")
         lines += [f"  screen     {self.screen:4d}  {self.design}: {self.screen_runs} runs x {self.replicates} "
-                  "replicates",
+                  f"replicate{'s' if self.replicates != 1 else ''}",
                   f"  refine     {self.refine:4d}  over the knobs the screen finds to matter (up to {self.width}: "
                   f"filled by the largest estimated changes)",
                   f"  confirm    {self.confirm:4d}  {self.blocks} ABBA blocks against the baseline"]
@@ -225,9 +228,11 @@ def split_budget(budget: int, knobs: int, sesoi_pct: float, *, cv_pct: float | N
         raise DesignError(f"--budget {budget} is too small for {knobs} knobs: the {chosen.value} screen takes "
                           f"{screen} measurements and the confirmation {confirm}, leaving {max(refine, 0)} for "
                           f"refine (at least {MIN_REFINE}); {advice}")
+    assumed = "an assumed " if cv_pct is None or source == NOT_CALIBRATED else ""
+    plural = "s" if replicates != 1 else ""
     notes = () if replicates >= needed else (
-        f"the screen gets {replicates} replicate{'s' if replicates != 1 else ''}; {needed} would detect a {sesoi_pct:g} % change at "
-        f"CV {cv:.1f} % with 80 % power (a larger budget screens more surely)",)
+        f"the screen gets {replicates} replicate{plural}; {needed} would detect a {sesoi_pct:g} % change at "
+        f"{assumed}CV {cv:.1f} % with 80 % power (a larger budget screens more surely)",)
     return BudgetSplit(budget, knobs, chosen.value, runs, replicates, calibrate, screen, refine, confirm, cv, source,
                        float(sesoi_pct), override is not None, notes)
 
@@ -244,10 +249,6 @@ def noise_sets_split(budget: int, knobs: int, sesoi_pct: float, *, design: str |
     quiet, loud = (split_budget(budget, knobs, sesoi_pct, cv_pct=cv, design=design, override=override).replicates
                    for cv in (0.1, 99.0))
     return quiet != loud
-
-
-#: where the split's noise came from when no calibration was needed
-NOT_CALIBRATED = "not measured: the screen gets the same replicates at any noise, so no A/A calibration"
 
 
 def _shares(budget: int, runs: int, calibrate: int, needed: int, least: int,
