@@ -48,7 +48,7 @@ CHANGED, UNCHANGED = "changed", "baseline"
 def screen_levels(space: SearchSpace, knob: str, baseline: Any) -> tuple[Any, ...]:
     """The levels a two-level screen sets ``knob`` to besides ``baseline``: the end of its range farther from it
     first, then the other end and the points :data:`LADDER` of the way from the baseline to each end (on the
-    knob's grid; at most six, every other value of a short list).
+    knob's grid; at most six, all the other values of a short list).
 
     >>> from tunelab.optimize.space import space_from_spec
     >>> space = space_from_spec({"a": {"kind": "int", "low": 0, "high": 90, "step": 10}})
@@ -172,8 +172,8 @@ class KnobCall:
     kept: bool
     verdict: str
     why: str
-    better_at_alternative: bool = False
-    #: the screen's estimated change of the goal at the knob's alternative level (percent; NaN: none)
+    #: the screen's estimated change of the goal away from the knob's baseline (percent; NaN: none): at its
+    #: alternative one at a time, over its changed levels on a two-level design
     estimate_pct: float = math.nan
 
     def to_json(self) -> dict[str, Any]:
@@ -190,9 +190,10 @@ def screen_calls(plan: ScreenPlan, measured: pd.DataFrame, goal: Metric, alpha: 
     replicate, most knobs inert), those it cannot decide on whose estimated change reaches the SESOI (too few runs
     to rule them out). One at a time, each level against one shared baseline, an undecided knob is not kept this
     way: a baseline mean high by chance moves every knob's estimate together. When any knob is kept so, refine's
-    ``width`` (how many knobs its measurements can search) is filled with the undecided knobs of largest estimated
-    change: a knob acting through an interaction, or one whose far level is not its best, shows a small main
-    effect, and dropping it costs the optimum. None kept first: nothing to refine, whatever the width.
+    ``width`` (how many knobs its measurements can search) is filled with the other knobs of largest estimated
+    change (:func:`fill_width`): a knob acting through an interaction, or several effects each below the SESOI,
+    show small main effects, and dropping them costs the optimum. None kept first: nothing to refine, whatever
+    the width.
     """
     from tunelab.stats import screen           # deferred: scipy and statsmodels
 
@@ -237,7 +238,7 @@ def _call(knob: str, rows: pd.DataFrame, goal: Metric, keep_undecided: bool) -> 
     matters = rows[rows["verdict"] == Verdict.MATTERS]
     if len(matters):
         return KnobCall(knob, True, Verdict.MATTERS.value, _why(matters.iloc[0], goal),
-                        bool((matters["direction"] == "better").any()), _pct(matters.iloc[0]))
+                        estimate_pct=_pct(matters.iloc[0]))
     row = rows.iloc[0]
     big = abs(_pct(row)) >= goal.sesoi_pct
     if keep_undecided and row["verdict"] == Verdict.INCONCLUSIVE and big:
