@@ -49,7 +49,7 @@ def _comparable(result: Any) -> dict[str, Any]:
 # ---- the split --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("budget,knobs", [(30, 3), (60, 5), (60, 20), (100, 27), (250, 30), (150, 12)])
+@pytest.mark.parametrize("budget,knobs", [(30, 3), (60, 5), (75, 20), (100, 27), (250, 30), (150, 12)])
 def test_the_split_fits_the_budget_and_the_design_suits_the_knob_count(budget: int, knobs: int) -> None:
     split = split_budget(budget, knobs, 5.0)
     assert split.spendable <= budget and split.refine >= 4 and split.confirm % 4 == 0
@@ -67,6 +67,19 @@ def test_the_noise_is_measured_only_where_it_changes_the_split() -> None:
     assert noise_sets_split(60, 5, 5.0) and noise_sets_split(250, 27, 5.0)
 
 
+def test_a_budget_too_small_for_a_screen_refines_every_knob(tmp_path: Path) -> None:
+    split = split_budget(60, 27, 5.0)            # one 32-run replicate would take 53 % of 60
+    assert (split.design, split.screen, split.calibrate, split.refine, split.confirm) == ("none", 0, 0, 52, 8)
+    assert "no screen" in split.notes[0] and "a budget of 80 or more screens first" in split.notes[0]
+    assert split_budget(80, 27, 5.0, cv_pct=5.0).screen == 32
+    path = tmp_path / "small.sqlite"
+    result = tunelab.tune(target="simulator", surface="wide27", allow_host_global=True, budget=60, store=path)
+    trials = _trials(path)
+    assert set(trials["phase"]) == {"refine", "confirm"} and len(trials) == sum(result.spent.values()) <= 60
+    assert result.kept == [c.knob for c in result.calls] and {c.verdict for c in result.calls} == {"not screened"}
+    assert "no screen" in result.summary() and result.refine.warm == 0
+
+
 def test_more_noise_buys_more_screen_replicates_and_an_override_replaces_the_shares() -> None:
     quiet, noisy = split_budget(250, 12, 5.0, cv_pct=1.0), split_budget(250, 12, 5.0, cv_pct=6.0)
     assert noisy.replicates > quiet.replicates and noisy.refine < quiet.refine
@@ -82,8 +95,10 @@ def test_a_bad_split_is_one_error(text: str) -> None:
 
 
 def test_a_budget_too_small_for_the_knobs_says_what_would_do() -> None:
-    with pytest.raises(DesignError, match="give --budget 44 or more"):
-        split_budget(40, 20, 5.0)
+    with pytest.raises(DesignError, match="give --budget 24 or more"):
+        split_budget(20, 3, 5.0)                # the one-at-a-time screen fits, but leaves refine nothing
+    with pytest.raises(DesignError, match="the confirmation takes 8 measurements.*give --budget 12 or more"):
+        split_budget(10, 20, 5.0)               # no room for a screen, and too little for refine
 
 
 # ---- end to end --------------------------------------------------------------------------------------

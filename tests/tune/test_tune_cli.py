@@ -28,7 +28,7 @@ def test_plan_shows_the_split_as_json_and_measures_nothing(tmp_path: Path, capfd
 
 
 @pytest.mark.parametrize("args,words", [
-    (["--budget", "10"], "--budget 10 is too small for 3 knobs"),
+    (["--budget", "10"], "--budget 10 is too small: the confirmation takes 8 measurements"),
     (["--budget", "60", "--split", "screen=40"], "--split screen=40: give each of screen, refine, confirm"),
     (["--budget", "0"], "--budget must be a positive number"),
     (["--budget", "60", "--noise", "0"], "--noise"),

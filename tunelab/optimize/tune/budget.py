@@ -32,6 +32,8 @@ from tunelab.model import DesignType
 AA_RUNS = 4
 #: where the split's noise came from when no calibration was needed (:func:`noise_sets_split`)
 NOT_CALIBRATED = "noise not measured: the screen gets the same replicates at any noise, so no A/A calibration"
+#: where the noise came from in a split without a screen
+NOT_SCREENED = "noise not measured: no screen, so no A/A calibration"
 #: the noise (CV %) the plan assumes before the calibration measured it
 ASSUMED_CV_PCT = 5.0
 #: most of the budget the calibration and the screen take together (unless overridden)
@@ -41,6 +43,12 @@ CONFIRM_SHARE = 0.15
 MIN_BLOCKS, MAX_BLOCKS = 2, 8
 #: fewest measurements left for refine
 MIN_REFINE = 4
+#: the largest share of the budget the screen's least replicates may take; above it tune does not screen and refine
+#: searches every knob (bench_pipeline, 27 knobs at 60: a 32-run screen left refine 20 and hit 0-10 %; refine
+#: over every knob hit 30 % on wide27)
+SCREEN_AT_MOST = 0.4
+#: the design of a split without a screen
+NO_SCREEN = "none"
 #: refine's measurements per knob it searches: its width (how many knobs the screen keeps at most by rank)
 MEASUREMENTS_PER_KNOB = 1
 #: the narrowest width
@@ -99,15 +107,17 @@ class BudgetSplit:
 
     def text(self) -> str:
         """One line per stage, as ``tunelab tune --plan`` prints it."""
-        noise = (self.cv_source if self.cv_source == NOT_CALIBRATED
+        noise = (self.cv_source if self.cv_source in (NOT_CALIBRATED, NOT_SCREENED)
                  else f"noise CV {self.cv_pct:.1f} %, {self.cv_source}")
         lines = [f"budget {self.budget} measurements for {self.knobs} knobs ({noise}; SESOI {self.sesoi_pct:g} %)"]
         if self.calibrate:
             lines.append(f"  calibrate  {self.calibrate:4d}  A/A runs of the baseline (they set the noise)")
         lines += [f"  screen     {self.screen:4d}  {self.design}: {self.screen_runs} runs x {self.replicates} "
-                  f"replicate{'s' if self.replicates != 1 else ''}",
-                  f"  refine     {self.refine:4d}  over the knobs the screen finds to matter (up to {self.width}: "
-                  f"filled by the largest estimated changes)",
+                  f"replicate{'s' if self.replicates != 1 else ''}" if self.screen else
+                  "  screen        0  none: refine searches every knob (note below)",
+                  f"  refine     {self.refine:4d}  " + (f"over the knobs the screen finds to matter (up to {self.width}: "
+                                                   "filled by the largest estimated changes)" if self.screen
+                                                   else "over every knob"),
                   f"  confirm    {self.confirm:4d}  {self.blocks} ABBA blocks against the baseline"]
         if self.overridden:
             lines.append("  (split given by --split)")
@@ -215,6 +225,8 @@ def split_budget(budget: int, knobs: int, sesoi_pct: float, *, cv_pct: float | N
     source = cv_source or ("assumed until the A/A calibration measures it" if cv_pct is None else "given")
     needed = noise_replicates(chosen, runs, cv, sesoi_pct)
     least = MIN_REPLICATES[chosen]
+    if (override["screen"] == 0) if override is not None else runs * least > SCREEN_AT_MOST * budget:
+        return _unscreened(budget, knobs, chosen, runs * least, float(sesoi_pct), override)
     replicates, blocks = _shares(budget, runs, calibrate, needed, least, override)
     screen, confirm = runs * replicates, 4 * blocks
     refine = budget - calibrate - screen - confirm
@@ -237,13 +249,30 @@ def split_budget(budget: int, knobs: int, sesoi_pct: float, *, cv_pct: float | N
                        float(sesoi_pct), override is not None, notes)
 
 
+def _unscreened(budget: int, knobs: int, design: DesignType, screen: int, sesoi_pct: float,
+                override: Mapping[str, float] | None) -> BudgetSplit:
+    """The split without a screen: the confirmation's blocks, refine the rest over every knob (and why)."""
+    blocks = (math.floor(override["confirm"] / 100 * budget / 4) if override is not None
+              else min(MAX_BLOCKS, max(MIN_BLOCKS, round(CONFIRM_SHARE * budget / 4))))
+    refine = budget - 4 * blocks
+    if refine < MIN_REFINE:
+        raise DesignError(f"--budget {budget} is too small: the confirmation takes {4 * blocks} measurements, leaving "
+                          f"{max(refine, 0)} for refine (at least {MIN_REFINE}); give --budget "
+                          f"{4 * blocks + MIN_REFINE} or more")
+    why = ("--split gives the screen nothing" if override is not None else
+           f"one {design.value} replicate for {knobs} knobs ({screen} runs) would take more than "
+           f"{100 * SCREEN_AT_MOST:g} % of the budget; a budget of {math.ceil(screen / SCREEN_AT_MOST)} or more screens first")
+    return BudgetSplit(budget, knobs, NO_SCREEN, 0, 0, 0, 0, refine, 4 * blocks, ASSUMED_CV_PCT, NOT_SCREENED,
+                       sesoi_pct, override is not None, (f"no screen: {why}; refine searches every knob",))
+
+
 def noise_sets_split(budget: int, knobs: int, sesoi_pct: float, *, design: str | None = None,
                      override: Mapping[str, float] | None = None) -> bool:
     """Whether the noise can change the split: the screen's replicates differ between the least and the most
     noise an A/A calibration could measure. When they do not (a two-level screen the budget gives its least
     replicates either way), tune skips the calibration and refine gets its :data:`AA_RUNS` measurements.
 
-    >>> noise_sets_split(60, 27, 5.0), noise_sets_split(60, 5, 5.0)
+    >>> noise_sets_split(100, 27, 5.0), noise_sets_split(60, 5, 5.0)
     (False, True)
     """
     quiet, loud = (split_budget(budget, knobs, sesoi_pct, cv_pct=cv, design=design, override=override).replicates

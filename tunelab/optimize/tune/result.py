@@ -95,9 +95,10 @@ class TuneResult(Displayed):
     def summary(self) -> str:
         """A few lines: the split and spend, the knobs kept, the winner and its confirmation (or why not)."""
         spent = ", ".join(f"{stage} {n}" for stage, n in self.spent.items() if n)
-        lines = [f"tune {self.study}: spent {sum(self.spent.values())} of {self.settings.budget} ({spent})",
-                 f"  screen ({self.split.design}): kept {len(self.kept)} of {len(self.calls)} knobs"
-                 + (f": {', '.join(self.kept)}" if self.kept else "")]
+        screened = (f"  screen ({self.split.design}): kept {len(self.kept)} of {len(self.calls)} knobs"
+                    + (f": {', '.join(self.kept)}" if self.kept else "") if self.split.screen else
+                    f"  no screen (too small a budget for one): refine searched all {len(self.calls)} knobs")
+        lines = [f"tune {self.study}: spent {sum(self.spent.values())} of {self.settings.budget} ({spent})", screened]
         if self.stopped:
             return "\n".join(lines + [f"  {self.stopped}"])
         lines.append(f"  winner: {fmt_config(self.refine.winner) if self.refine else '-'}")

@@ -83,9 +83,7 @@ def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluat
                          cv_pct=cv if cv is not None or calibrated else ASSUMED_CV_PCT, cv_source=source,
                          calibrated=calibrated, design=settings.screen_design, override=settings.split)
     staged = stage_evaluators(evaluator_for, split)
-    plan, measured = run_screen(problem, settings, split, staged, ledger)
-    frame = screen_frame(plan, measured, problem.goal, aa if plan.design == DesignType.OAT else [])
-    calls = screen_calls(plan, frame, problem.goal, settings.alpha, split.width)
+    plan, frame, measured, calls = screen_stage(problem, settings, split, staged, ledger, aa)
     done("screen")
     result = TuneResult(problem.study, store.path, settings, split, calls, ledger.spent)
     kept = [c.knob for c in calls if c.kept]
@@ -116,6 +114,18 @@ def needs_calibration(problem: TuneProblem, settings: TuneSettings) -> bool:
     return settings.cv_pct is None and noise_sets_split(settings.budget, len(problem.space.ids),
                                                          problem.goal.sesoi_pct, design=settings.screen_design,
                                                          override=settings.split)
+
+
+def screen_stage(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, staged: PhaseEvaluator,
+                 ledger: Ledger, aa: list[Measured]) -> tuple[ScreenPlan | None, pd.DataFrame | None, list[Measured],
+                                                          list[KnobCall]]:
+    """The screen's plan, its runs as a frame, its measurements and its call on every knob; without a screen in
+    the split (too small a budget) every knob is kept unscreened, and there is no plan, frame or measurement."""
+    if not split.screen:
+        return None, None, [], [KnobCall(k, True, "not screened", split.notes[0]) for k in problem.space.ids]
+    plan, measured = run_screen(problem, settings, split, staged, ledger)
+    frame = screen_frame(plan, measured, problem.goal, aa if plan.design == DesignType.OAT else [])
+    return plan, frame, measured, screen_calls(plan, frame, problem.goal, settings.alpha, split.width)
 
 
 def stage_evaluators(evaluator_for: EvaluatorFor, split: BudgetSplit) -> PhaseEvaluator:
@@ -170,8 +180,8 @@ def screen_frame(plan: ScreenPlan, measured: list[Measured], goal: Metric,
     return frame
 
 
-def run_refine(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, plan: ScreenPlan,
-               calls: list[KnobCall], measured: list[Measured], frame: pd.DataFrame,
+def run_refine(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit, plan: ScreenPlan | None,
+               calls: list[KnobCall], measured: list[Measured], frame: pd.DataFrame | None,
                evaluator_for: PhaseEvaluator, ledger: Ledger, store: Store) -> RefineResult:
     """Refine over the kept knobs (the dropped ones at their baselines), warm-started with every calibration and
     screen measurement that fits (:func:`tunelab.optimize.tune.screening.warm_points`), each kept knob at its
@@ -181,7 +191,8 @@ def run_refine(problem: TuneProblem, settings: TuneSettings, split: BudgetSplit,
     space = SearchSpace([problem.space.dimensions[problem.space.ids.index(k)] for k in kept])
     fixed = {k: v for k, v in problem.baseline.items() if k not in kept}
     warm = warm_points(space, fixed, measured, projected=settings.warm == "projected")
-    better = {k: v for k, v in best_levels(plan, frame, problem.goal).items() if k in kept}
+    screened = best_levels(plan, frame, problem.goal) if plan is not None and frame is not None else {}
+    better = {k: v for k, v in screened.items() if k in kept}
     start = {k: better.get(k, problem.baseline[k]) for k in kept}
     initial = [start] if better else []
     evaluator = Guarded(evaluator_for("refine"), ledger, fixed)
