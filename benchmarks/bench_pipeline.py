@@ -19,8 +19,9 @@ noise for every method):
   knobs, the others inert; separable, noisier.
 
 **Methods**, each given every knob, the baseline and the same total budget:
-``tune`` (:func:`tunelab.tune` on the surface as a Python evaluator: A/A calibration, screen, refine, confirm;
-every measurement of every stage counts, and tune never exceeds the budget) against, through
+``tune`` (:func:`tunelab.tune` on the surface as a Python evaluator: A/A calibration where the noise can change
+the split, a Plackett-Burman screen over each knob's range unless one replicate would take more than 40 % of the
+budget, refine, confirm; every measurement of every stage counts, and tune never exceeds the budget) against, through
 :func:`tunelab.optimize.driver.refine` with the baseline measured first: ``smac`` (SMAC3's random-forest HPO
 facade, :mod:`refine_peers`; the ``bench`` extra, ``pip install 'tunelab[bench]'``; left out with a note when
 missing), ``tpe`` (Optuna's TPESampler), ``cmaes`` (Optuna's CmaEsSampler) and ``random``. The peers recommend
@@ -42,10 +43,14 @@ Usage::
     /work/main/.venv/bin/python benchmarks/bench_pipeline.py --seeds 10 --budgets 60,100 \
         --surfaces wide27,rosenbrock24c --results reports/bench_pipeline-first.jsonl
     # the full run, for a quiet machine, in an environment with the bench extra (SMAC3): every surface, budgets
-    # 60,100,150,250, 50 seeds; SMAC3 costs 40-100 s a run at 60-100 on 2 busy cores (150-250 not measured yet,
-    # more), the others 1-10 s: roughly half a day on 2 processes; it resumes from --results after a stop:
+    # 60,100,150,250, 50 seeds; SMAC3 costs 45-90 s a run at 60-100 on 2 busy cores (150-250 more), tune 1-12 s,
+    # the others 0.1-13 s: without SMAC3 about 1 h 15 min on 2 busy processes, SMAC3's 600 runs about 12 h more;
+    # it resumes from --results after a stop:
     nice -n 19 .venv/bin/python benchmarks/bench_pipeline.py --seeds 50 --jobs 2 \
         --results reports/bench_pipeline.jsonl --json reports/bench_pipeline.json
+    # runs made apart (SMAC3 with fewer seeds, in the bench extra's environment) read back together, nothing run:
+    cat tune.jsonl peers.jsonl smac.jsonl > all.jsonl
+    .venv/bin/python benchmarks/bench_pipeline.py --tables-only --results all.jsonl --seeds 50
 
 ``reports/`` is not tracked (as the other benchmarks, the runs' outcomes are not in the repository).
 
