@@ -292,3 +292,23 @@ def test_an_inert_python_evaluator_stops_after_a_plackett_burman_screen(tmp_path
     result = tunelab.tune(evaluator=measure, space=space, baseline={k: 0 for k in space}, objectives=["qps:max:5"],
                           study="inert", budget=60, store=tmp_path / "inert.sqlite")
     assert result.split.design == DesignType.PLACKETT_BURMAN.value and result.stopped
+
+
+@pytest.mark.parametrize("stage", ["screen", "refine"])
+def test_a_run_without_a_screen_resumes_exactly(tmp_path: Path, stage: str) -> None:
+    """27 knobs in 60 measurements: no screen; a kill after the (empty) screen or after refine resumes to the
+    uninterrupted run (the random engine keeps it quick: resuming is the driver's, whatever the engine)."""
+    def tune(path: Path, hook: Any = None) -> Any:
+        return tunelab.tune(target="simulator", surface="wide27", allow_host_global=True, budget=60, engine="random",
+                            store=path, hook=hook)
+
+    def kill(done: str) -> None:
+        if done == stage:
+            raise Killed(stage)
+
+    whole = tune(tmp_path / "whole.sqlite")
+    with pytest.raises(Killed):
+        tune(tmp_path / "killed.sqlite", kill)
+    resumed = tune(tmp_path / "killed.sqlite")
+    assert resumed.split.screen == 0 and _comparable(resumed) == _comparable(whole)
+    assert len(_trials(tmp_path / "killed.sqlite")) == len(_trials(tmp_path / "whole.sqlite"))
