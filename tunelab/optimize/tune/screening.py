@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.designs import fractional_factorial, plackett_burman
-from tunelab.model import DesignType, Direction, Metric, Verdict, level_value
+from tunelab.model import DesignType, Direction, Metric, TrialStatus, Verdict, level_value
 from tunelab.optimize.history import config_key
 from tunelab.optimize.space import SearchSpace
 
@@ -147,7 +147,7 @@ def coded_frame(plan: ScreenPlan, measured: pd.DataFrame) -> tuple[pd.DataFrame,
 def best_levels(plan: ScreenPlan, measured: pd.DataFrame, goal: Metric) -> dict[str, Any]:
     """Each knob's level with the best mean of ``goal`` over the screen's usable runs, where that is not its
     baseline (a marginal mean: every other knob varies alike under a balanced design)."""
-    usable = measured[measured["status"] == "ok"] if "status" in measured else measured
+    usable = measured[measured["status"] == TrialStatus.OK] if "status" in measured else measured
     sign = 1.0 if goal.direction == Direction.MAXIMIZE else -1.0
     best = {}
     for kid in plan.knobs:
