@@ -297,20 +297,14 @@ def fmt_count(value: Any) -> str:
     return f"{number:{separator}.0f}" if number.is_integer() else f"{number:{separator}.1f}"
 
 
-def fmt_signed_sig(value: Any, digits: int = 3) -> str:
-    """A signed number with ``digits`` significant digits and no scientific notation above 1: ``+0.853``,
-    ``-12.3``, ``+74,300``. Not a number -> ``'n/a'``.
+def fmt_signed_sig(value: Any) -> str:
+    """A signed number with 3 significant digits and no scientific notation above 1 (:func:`fmt_abs`), zero
+    unsigned: ``+0.853``, ``-12.3``, ``+74,321``, ``0``. Not a number -> ``'n/a'``.
 
     >>> fmt_signed_sig(0.8534), fmt_signed_sig(-12.34), fmt_signed_sig(74321.2), fmt_signed_sig(0.0)
     ('+0.853', '-12.3', '+74,321', '0')
     """
-    number = _finite(value)
-    if number is None:
-        return "n/a"
-    if number == 0:
-        return "0"
-    text = f"{number:+.{digits}g}"
-    return f"{number:+,.0f}" if "e+" in text or abs(number) >= 10 ** digits else text
+    return "0" if _finite(value) == 0 else fmt_abs(value)
 
 
 #: how an effect size reads when its interval has zero width: every measurement of both groups was the

@@ -13,10 +13,8 @@ import math
 import os
 from typing import Any, Callable
 
-from tunelab.formatting import fmt_sig   # the refine tables' numbers (own line: parallel branches edit the next ones)
 from tunelab.cli.paths import check_output_file, write_failed
-from tunelab.formatting import fmt_abs, fmt_p_exact, fmt_pct, is_number, level_label
-from tunelab.formatting import fmt_level
+from tunelab.formatting import fmt_abs, fmt_level, fmt_p_exact, fmt_pct, fmt_sig, is_number, level_label
 
 #: columns of the screen's verdict table as printed
 VERDICT_COLUMNS = ["knob", "metric", "verdict", "test", "p_adj", "level", "effect", "ci_low", "ci_high", "ci_level",

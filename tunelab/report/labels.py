@@ -51,19 +51,17 @@ _ENTRIES: dict[str, Label] = {}
 
 
 def _add(kind: str, entries: dict[str, tuple[str, str | None]]) -> None:
-    """Collect ``entries`` (name -> text, unit) of ``kind``; a later entry of a name replaces an earlier one."""
+    """Collect ``entries`` (name -> text, unit) of ``kind``."""
     _ENTRIES.update({name: Label(text, unit, kind) for name, (text, unit) in entries.items()})
 
 
-_add("text", {name: (name, None) for name in (
+_add("text", {name: (name, None) for name in (       # columns that are their own label (kinds below get theirs)
     "knob", "metric", "verdict", "level", "levels", "baseline", "candidate", "winner", "scope", "restart", "profile",
     "test", "term", "kind", "aliases", "reason", "phase", "status", "counter", "units", "guard", "round", "role",
     "source", "df", "screen", "calibrate", "refine", "confirm", "validate", "pilot", "change vs baseline",
     "change (95 % CI)", "change [CI]", "change per second [95 % CI]", "Hedges' g [95 % CI]", "equivalent (TOST)",
     "only when", "trade-off", "SESOI", "q (BH)", "partial η²", "information", "alpha spent", "alpha of this look",
-    "offset %", "spread ± %", "testbed F", "SD", "baseline mean", "baseline runs", "runs", "runs so far",
-    "replicates per undecided level", "final verdicts", "still inconclusive", "blocks needed", "blocks",
-    "mean", "sd", "n", "p", "p_adj", "statistic", "estimate", "effect_size", "testbed")})
+    "offset %", "spread ± %", "testbed F", "SD", "baseline mean", "replicates per undecided level", "testbed")})
 _add("text", {"text": ("change", None), "tripped": ("guard tripped", None), "group1": ("level A", None),
               "group2": ("level B", None), "direction": ("better when", None), "comparison": ("comparison", None),
               "effect_size_name": ("effect size measure", None), "recommended": ("chosen", None),

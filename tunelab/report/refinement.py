@@ -736,7 +736,7 @@ class Comparison:
     @property
     def units_text(self) -> str:
         """How its units read: ``'ABBA blocks'`` or ``'duet pairs'``."""
-        return "duet pairs" if self.measurement is MeasurementKind.DUET else "ABBA blocks"
+        return {"pair": "duet pairs", "block": "ABBA blocks"}[self.unit]
 
 
 def abba_comparisons(study: Study) -> list[Comparison]:

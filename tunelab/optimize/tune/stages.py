@@ -77,11 +77,9 @@ def run_tune(problem: TuneProblem, settings: TuneSettings, store: Store, evaluat
     done = hook or (lambda stage: None)
     calibrated = needs_calibration(problem, settings)
     cv, source, aa = (calibrate(problem, settings, lambda phase: evaluator_for(phase, {}), ledger) if calibrated
-                      else (settings.cv_pct, "given" if settings.cv_pct is not None else NOT_CALIBRATED, []))
+                      else (None, None, []))
     done("calibrate")
-    split = split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct,
-                         cv_pct=cv if cv is not None or calibrated else ASSUMED_CV_PCT, cv_source=source,
-                         calibrated=calibrated, design=settings.screen_design, override=settings.split)
+    split = split_for(problem, settings, calibrated, cv, source)
     staged = stage_evaluators(evaluator_for, split)
     plan, frame, measured, calls = screen_stage(problem, settings, split, staged, ledger, aa)
     done("screen")
@@ -217,15 +215,24 @@ def run_confirm(problem: TuneProblem, split: BudgetSplit, winner: Mapping[str, A
 
 
 
+def split_for(problem: TuneProblem, settings: TuneSettings, calibrated: bool, cv_pct: float | None = None,
+              cv_source: str | None = None) -> BudgetSplit:
+    """The split of ``problem``'s budget at the given noise (``settings.cv_pct``), else at the A/A calibration's
+    (``calibrated``: ``cv_pct`` from ``cv_source``, None before it is measured), else at the assumed noise, which
+    cannot change the split (:data:`tunelab.optimize.tune.budget.NOT_CALIBRATED`)."""
+    if settings.cv_pct is not None:
+        cv_pct, cv_source = settings.cv_pct, "given"
+    elif not calibrated:
+        cv_pct, cv_source = ASSUMED_CV_PCT, NOT_CALIBRATED
+    return split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=cv_pct,
+                        cv_source=cv_source, calibrated=calibrated, design=settings.screen_design,
+                        override=settings.split)
+
+
 def tune_plan(problem: TuneProblem, settings: TuneSettings) -> BudgetSplit:
     """The split ``--plan`` shows before anything is measured (the noise assumed unless given: when it can change
     the screen's replicates, the A/A calibration's measurement may change them, and so refine's share)."""
-    calibrate = needs_calibration(problem, settings)
-    cv = settings.cv_pct if settings.cv_pct is not None or calibrate else ASSUMED_CV_PCT
-    source = None if settings.cv_pct is not None or calibrate else NOT_CALIBRATED
-    return split_budget(settings.budget, len(problem.space.ids), problem.goal.sesoi_pct, cv_pct=cv,
-                        cv_source=source, calibrated=calibrate and cv is not None, design=settings.screen_design,
-                        override=settings.split)
+    return split_for(problem, settings, needs_calibration(problem, settings))
 
 
 def check_plan(problem: TuneProblem, settings: TuneSettings) -> BudgetSplit:
